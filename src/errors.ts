@@ -1,0 +1,79 @@
+/**
+ * Barbican's own errors: a stable code for programs and tests, a message for people, and one
+ * table that turns each into the JSON-RPC error a client receives. Errors from upstreams are not
+ * wrapped: they travel as neutral error replies and reach the client unchanged.
+ */
+import {
+  INTERNAL_ERROR,
+  INVALID_PARAMS,
+  INVALID_REQUEST,
+  METHOD_NOT_FOUND,
+} from './protocol/jsonrpc.ts'
+
+export type ErrorCode =
+  | 'ERR_CONFIG_INVALID'
+  | 'ERR_METHOD_NOT_IN_REVISION'
+  | 'ERR_METHOD_UNKNOWN'
+  | 'ERR_INVALID_PARAMS'
+  | 'ERR_NOT_INITIALIZED'
+  | 'ERR_ROUTE_UNKNOWN'
+  | 'ERR_POLICY_DENIED'
+  | 'ERR_RATE_LIMITED'
+  | 'ERR_TOOL_QUARANTINED'
+  | 'ERR_UPSTREAM_UNAVAILABLE'
+  | 'ERR_UPSTREAM_TIMEOUT'
+  | 'ERR_UPSTREAM_CLOSED'
+  | 'ERR_UPSTREAM_PROTOCOL'
+  | 'ERR_CANCELLED'
+  | 'ERR_SHUTTING_DOWN'
+  | 'ERR_LAUNCH_REFUSED'
+  | 'ERR_INTERNAL'
+
+export class BarbicanError extends Error {
+  override readonly name = 'BarbicanError'
+  readonly code: ErrorCode
+  readonly data: unknown
+
+  constructor(code: ErrorCode, message: string, options?: { data?: unknown; cause?: unknown }) {
+    super(message, options?.cause === undefined ? undefined : { cause: options.cause })
+    this.code = code
+    this.data = options?.data
+  }
+}
+
+/** JSON-RPC code for each Barbican error code; custom codes stay in the implementation range. */
+const JSON_RPC_CODES: Readonly<Record<ErrorCode, number>> = {
+  ERR_CONFIG_INVALID: INTERNAL_ERROR,
+  ERR_METHOD_NOT_IN_REVISION: METHOD_NOT_FOUND,
+  ERR_METHOD_UNKNOWN: METHOD_NOT_FOUND,
+  ERR_INVALID_PARAMS: INVALID_PARAMS,
+  ERR_NOT_INITIALIZED: INVALID_REQUEST,
+  ERR_ROUTE_UNKNOWN: INVALID_PARAMS,
+  ERR_POLICY_DENIED: -32001,
+  ERR_RATE_LIMITED: -32003,
+  ERR_TOOL_QUARANTINED: -32004,
+  ERR_UPSTREAM_UNAVAILABLE: -32005,
+  ERR_UPSTREAM_TIMEOUT: -32006,
+  ERR_UPSTREAM_CLOSED: -32007,
+  ERR_UPSTREAM_PROTOCOL: -32008,
+  ERR_CANCELLED: -32009,
+  ERR_SHUTTING_DOWN: -32010,
+  ERR_LAUNCH_REFUSED: -32011,
+  ERR_INTERNAL: INTERNAL_ERROR,
+}
+
+export function jsonRpcCodeOf(code: ErrorCode): number {
+  return JSON_RPC_CODES[code]
+}
+
+/** The `data` every Barbican error carries, so clients can branch on the stable code. */
+export function errorData(err: BarbicanError): Record<string, unknown> {
+  const data: Record<string, unknown> = { barbicanCode: err.code }
+  if (err.data !== undefined) data.details = err.data
+  return data
+}
+
+export function toBarbicanError(err: unknown): BarbicanError {
+  if (err instanceof BarbicanError) return err
+  return new BarbicanError('ERR_INTERNAL', 'Internal error', { cause: err })
+}

@@ -1,0 +1,216 @@
+/**
+ * Codec for 2026-07-28. Requests carry their envelope (version, client capabilities, client info,
+ * log level) in `params._meta`; results carry `resultType`, cache hints on cacheable methods and
+ * `serverInfo` in `_meta`; listen-stream notifications carry their subscription id in `_meta`.
+ * Decoding lifts these into the neutral model; encoding puts them back. Nothing else is touched.
+ */
+import type { Codec, EncodeContext } from './codec.ts'
+import {
+  INTERNAL_ERROR,
+  INVALID_PARAMS,
+  LEGACY_RESOURCE_NOT_FOUND,
+  URL_ELICITATION_REQUIRED,
+} from './error-codes.ts'
+import {
+  isPlainObject,
+  type JsonObject,
+  type JsonRpcErrorObject,
+  type JsonRpcId,
+  type JsonRpcMessage,
+} from './jsonrpc.ts'
+import { methodSpec } from './methods.ts'
+import {
+  type CacheHint,
+  type ErrorReply,
+  META,
+  type Message,
+  type RequestEnvelope,
+  type Result,
+} from './model.ts'
+import type { Revision } from './revisions.ts'
+
+/** Safe default for cacheable results whose source gave no hint: stale at once, never shared. */
+const DEFAULT_CACHE: CacheHint = Object.freeze({ ttlMs: 0, cacheScope: 'private' }) as CacheHint
+
+export function modernCodec(revision: Revision): Codec {
+  function decodeParams(params: JsonObject): { params: JsonObject; envelope?: RequestEnvelope } {
+    const meta = params._meta
+    if (
+      !isPlainObject(meta) ||
+      !(META.protocolVersion in meta || META.clientCapabilities in meta)
+    ) {
+      return { params }
+    }
+    const rest: JsonObject = { ...meta }
+    const envelope: RequestEnvelope = {
+      protocolVersion: rest[META.protocolVersion] as string,
+      clientCapabilities: rest[META.clientCapabilities] as JsonObject,
+    }
+    delete rest[META.protocolVersion]
+    delete rest[META.clientCapabilities]
+    if (META.clientInfo in rest) {
+      envelope.clientInfo = rest[META.clientInfo] as JsonObject
+      delete rest[META.clientInfo]
+    }
+    if (META.logLevel in rest) {
+      envelope.logLevel = rest[META.logLevel] as string
+      delete rest[META.logLevel]
+    }
+    const out: JsonObject = { ...params }
+    if (Object.keys(rest).length === 0) delete out._meta
+    else out._meta = rest
+    return { params: out, envelope }
+  }
+
+  function encodeParams(
+    params: JsonObject | undefined,
+    envelope?: RequestEnvelope,
+  ): JsonObject | undefined {
+    if (!envelope) return params
+    const meta: JsonObject = isPlainObject(params?._meta) ? { ...params._meta } : {}
+    meta[META.protocolVersion] = envelope.protocolVersion
+    meta[META.clientCapabilities] = envelope.clientCapabilities
+    if (envelope.clientInfo !== undefined) meta[META.clientInfo] = envelope.clientInfo
+    if (envelope.logLevel !== undefined) meta[META.logLevel] = envelope.logLevel
+    return { ...params, _meta: meta }
+  }
+
+  function decodeResult(wire: JsonObject): Omit<Result, 'kind' | 'id'> {
+    const { resultType, ttlMs, cacheScope, ...result } = wire
+    // A result from an older peer has no resultType: the spec says treat it as complete.
+    const decoded: Omit<Result, 'kind' | 'id'> = {
+      result,
+      resultType: typeof resultType === 'string' ? resultType : 'complete',
+    }
+    if (typeof ttlMs === 'number' && (cacheScope === 'public' || cacheScope === 'private')) {
+      decoded.cache = { ttlMs, cacheScope }
+    } else {
+      // Keep malformed hints as they were rather than inventing or losing data.
+      if (ttlMs !== undefined) result.ttlMs = ttlMs
+      if (cacheScope !== undefined) result.cacheScope = cacheScope
+    }
+    const meta = result._meta
+    if (isPlainObject(meta) && META.serverInfo in meta) {
+      const { [META.serverInfo]: serverInfo, ...restMeta } = meta
+      if (isPlainObject(serverInfo)) {
+        decoded.serverInfo = serverInfo
+        if (Object.keys(restMeta).length === 0) delete result._meta
+        else result._meta = restMeta
+      }
+    }
+    return decoded
+  }
+
+  function encodeResult(decoded: Omit<Result, 'kind' | 'id'>, context?: EncodeContext): JsonObject {
+    const out: JsonObject = { resultType: decoded.resultType, ...decoded.result }
+    const complete = decoded.resultType === 'complete'
+    const cacheable =
+      context?.method !== undefined && methodSpec(context.method)?.cacheable === true
+    const cache = decoded.cache ?? (complete && cacheable ? DEFAULT_CACHE : undefined)
+    if (cache) {
+      out.ttlMs = cache.ttlMs
+      out.cacheScope = cache.cacheScope
+    }
+    if (decoded.serverInfo) {
+      const meta = isPlainObject(out._meta) ? { ...out._meta } : {}
+      meta[META.serverInfo] = decoded.serverInfo
+      out._meta = meta
+    }
+    return out
+  }
+
+  function decodeError(error: JsonRpcErrorObject, id: JsonRpcId | null): ErrorReply {
+    const reply: ErrorReply = { kind: 'error', id, code: error.code, message: error.message }
+    if ('data' in error) reply.data = error.data
+    // Old servers may still send -32002; modern clients are told to accept it.
+    if (error.code === LEGACY_RESOURCE_NOT_FOUND) reply.meaning = 'resource-not-found'
+    return reply
+  }
+
+  function encodeErrorCode(reply: ErrorReply): number {
+    if (reply.meaning === 'resource-not-found') return INVALID_PARAMS
+    // 2026-07-28 forbids emitting -32002 and -32042.
+    if (reply.code === LEGACY_RESOURCE_NOT_FOUND) return INVALID_PARAMS
+    if (reply.code === URL_ELICITATION_REQUIRED || reply.meaning === 'url-elicitation-required') {
+      return INVALID_PARAMS
+    }
+    // -32000 … -32019 carry no meaning in 2026; keep them, the receiver ignores the meaning.
+    return reply.code === 0 ? INTERNAL_ERROR : reply.code
+  }
+
+  return {
+    revision,
+    decode(message: JsonRpcMessage): Message {
+      if ('method' in message) {
+        if ('id' in message) {
+          if (message.params === undefined) {
+            return { kind: 'request', id: message.id, method: message.method, params: undefined }
+          }
+          const { params, envelope } = decodeParams(message.params)
+          const request: Message = {
+            kind: 'request',
+            id: message.id,
+            method: message.method,
+            params,
+          }
+          if (envelope) request.envelope = envelope
+          return request
+        }
+        const params = message.params
+        const meta = params?._meta
+        if (isPlainObject(meta) && META.subscriptionId in meta) {
+          const { [META.subscriptionId]: subscriptionId, ...restMeta } = meta
+          const out: JsonObject = { ...params }
+          if (Object.keys(restMeta).length === 0) delete out._meta
+          else out._meta = restMeta
+          return {
+            kind: 'notification',
+            method: message.method,
+            params: out,
+            subscriptionId: subscriptionId as JsonRpcId,
+          }
+        }
+        return { kind: 'notification', method: message.method, params }
+      }
+      if ('result' in message) {
+        return { kind: 'result', id: message.id, ...decodeResult(message.result) }
+      }
+      return decodeError(message.error, message.id)
+    },
+    encode(message: Message, context?: EncodeContext): JsonRpcMessage {
+      switch (message.kind) {
+        case 'request': {
+          const params = encodeParams(message.params, message.envelope)
+          return params === undefined
+            ? { jsonrpc: '2.0', id: message.id, method: message.method }
+            : { jsonrpc: '2.0', id: message.id, method: message.method, params }
+        }
+        case 'notification': {
+          let params = message.params
+          if (message.subscriptionId !== undefined) {
+            const meta = isPlainObject(params?._meta) ? { ...params._meta } : {}
+            meta[META.subscriptionId] = message.subscriptionId
+            params = { ...params, _meta: meta }
+          }
+          return params === undefined
+            ? { jsonrpc: '2.0', method: message.method }
+            : { jsonrpc: '2.0', method: message.method, params }
+        }
+        case 'result':
+          return { jsonrpc: '2.0', id: message.id, result: encodeResult(message, context) }
+        case 'error': {
+          const error: JsonRpcErrorObject = {
+            code: encodeErrorCode(message),
+            message: message.message,
+          }
+          if (message.data !== undefined) error.data = message.data
+          return { jsonrpc: '2.0', id: message.id, error }
+        }
+      }
+    },
+    decodeParams,
+    encodeParams,
+    decodeResult,
+    encodeResult,
+  }
+}
