@@ -13,6 +13,11 @@ export interface CapabilityGate {
   readonly side: 'server' | 'client'
   /** Path in the capabilities object, e.g. ['resources', 'subscribe']. */
   readonly path: readonly string[]
+  /**
+   * First revision that defines the capability; before it the method is ungated (2024-11-05
+   * has `completion/complete` but no `completions` capability).
+   */
+  readonly since?: Revision
 }
 
 export interface MethodSpec {
@@ -55,7 +60,7 @@ const SPECS: readonly MethodSpec[] = [
     kind: 'request',
     direction: 'toServer',
     revisions: ALL,
-    gate: server('completions'),
+    gate: { ...server('completions'), since: '2025-03-26' },
   },
   {
     method: 'logging/setLevel',
@@ -271,6 +276,13 @@ export function methodSpec(method: string): MethodSpec | undefined {
 /** True when `method` is a standalone message of `revision`. */
 export function existsIn(method: string, revision: Revision): boolean {
   return BY_METHOD.get(method)?.revisions.includes(revision) ?? false
+}
+
+/** The capability gating `method` in `revision`, or undefined when nothing gates it there. */
+export function gateIn(method: string, revision: Revision): CapabilityGate | undefined {
+  const gate = BY_METHOD.get(method)?.gate
+  if (gate?.since !== undefined && revision < gate.since) return undefined
+  return gate
 }
 
 /**
