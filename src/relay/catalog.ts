@@ -1,0 +1,191 @@
+/**
+ * A virtual server's catalog: the merged, filtered, renamed and namespaced view of its
+ * upstreams' tools, prompts, resources and resource templates, with the map from every exposed
+ * name back to (upstream, original name). Rebuilt from the upstreams' cached lists whenever one
+ * of them changes; lookups are then map reads.
+ */
+import type { JsonObject } from '../protocol/jsonrpc.ts'
+import { isValidToolName, type Namespacing, prefixName, prefixUri } from './names.ts'
+
+export type NameFilter = (name: string) => boolean
+
+export interface ItemRules {
+  readonly filter: NameFilter
+  /** Original name → exposed name (before namespacing). */
+  readonly rename: Readonly<Record<string, string>>
+  /** Exposed name → description override. */
+  readonly descriptions: Readonly<Record<string, string>>
+}
+
+export interface UpstreamLists {
+  readonly name: string
+  readonly tools: readonly JsonObject[]
+  readonly prompts: readonly JsonObject[]
+  readonly resources: readonly JsonObject[]
+  readonly resourceTemplates: readonly JsonObject[]
+}
+
+export interface Target {
+  readonly upstream: string
+  /** The name (tools, prompts) or URI (resources) on the upstream. */
+  readonly original: string
+}
+
+/** A name two upstreams both wanted; the later one was renamed away or dropped. */
+export interface Conflict {
+  readonly kind: 'tool' | 'prompt' | 'resource' | 'resourceTemplate'
+  readonly name: string
+  readonly upstreams: readonly string[]
+}
+
+export interface Catalog {
+  readonly tools: readonly JsonObject[]
+  readonly prompts: readonly JsonObject[]
+  readonly resources: readonly JsonObject[]
+  readonly resourceTemplates: readonly JsonObject[]
+  readonly toolTargets: ReadonlyMap<string, Target>
+  readonly promptTargets: ReadonlyMap<string, Target>
+  readonly resourceTargets: ReadonlyMap<string, Target>
+  readonly conflicts: readonly Conflict[]
+}
+
+export interface CatalogRules {
+  readonly namespacing: Namespacing
+  readonly tools: ItemRules
+  readonly prompts: ItemRules
+  readonly resources: ItemRules
+}
+
+/** Builds the catalog; `lists` are in configuration order, which fixes the merged order. */
+export function buildCatalog(lists: readonly UpstreamLists[], rules: CatalogRules): Catalog {
+  const conflicts: Conflict[] = []
+  const { namespacing } = rules
+  const tools = mergeNamed(lists, 'tools', 'tool', rules.tools, namespacing, conflicts)
+  const prompts = mergeNamed(lists, 'prompts', 'prompt', rules.prompts, namespacing, conflicts)
+  const resources = mergeUris(
+    lists,
+    'resources',
+    'uri',
+    'resource',
+    rules.resources,
+    namespacing,
+    conflicts,
+  )
+  const templates = mergeUris(
+    lists,
+    'resourceTemplates',
+    'uriTemplate',
+    'resourceTemplate',
+    rules.resources,
+    namespacing,
+    conflicts,
+  )
+  return {
+    tools: tools.items,
+    prompts: prompts.items,
+    resources: resources.items,
+    resourceTemplates: templates.items,
+    toolTargets: tools.targets,
+    promptTargets: prompts.targets,
+    resourceTargets: resources.targets,
+    conflicts,
+  }
+}
+
+function needsPrefix(mode: Namespacing['mode'], count: number, clash: boolean): boolean {
+  if (mode === 'always') return count > 0
+  if (mode === 'on-conflict') return clash
+  return false
+}
+
+function mergeNamed(
+  lists: readonly UpstreamLists[],
+  key: 'tools' | 'prompts',
+  kind: Conflict['kind'],
+  rules: ItemRules,
+  namespacing: Namespacing,
+  conflicts: Conflict[],
+): { items: JsonObject[]; targets: Map<string, Target> } {
+  // First pass: exposed base names per upstream, to find clashes for on-conflict mode.
+  const owners = new Map<string, string[]>()
+  const staged: { upstream: string; original: string; base: string; item: JsonObject }[] = []
+  for (const list of lists) {
+    for (const item of list[key]) {
+      const original = item.name
+      if (typeof original !== 'string' || !rules.filter(original)) continue
+      const base = rules.rename[original] ?? original
+      staged.push({ upstream: list.name, original, base, item })
+      const o = owners.get(base)
+      if (o) o.push(list.name)
+      else owners.set(base, [list.name])
+    }
+  }
+  const items: JsonObject[] = []
+  const targets = new Map<string, Target>()
+  for (const { upstream, original, base, item } of staged) {
+    const clash = (owners.get(base)?.length ?? 0) > 1
+    const exposed = needsPrefix(namespacing.mode, 1, clash)
+      ? prefixName(upstream, base, namespacing.separator)
+      : base
+    if (targets.has(exposed)) {
+      // Only reachable in mode `never`: the first upstream keeps the name; report, never shadow.
+      const existing = conflicts.find((c) => c.kind === kind && c.name === exposed)
+      if (existing) (existing.upstreams as string[]).push(upstream)
+      else
+        conflicts.push({
+          kind,
+          name: exposed,
+          upstreams: [targets.get(exposed)!.upstream, upstream],
+        })
+      continue
+    }
+    if (kind === 'tool' && !isValidToolName(exposed) && isValidToolName(original)) {
+      conflicts.push({ kind, name: exposed, upstreams: [upstream] })
+      continue
+    }
+    targets.set(exposed, { upstream, original })
+    const description = rules.descriptions[exposed] ?? rules.descriptions[base]
+    const out: JsonObject = exposed === original ? item : { ...item, name: exposed }
+    items.push(description === undefined ? out : { ...out, description })
+  }
+  return { items, targets }
+}
+
+function mergeUris(
+  lists: readonly UpstreamLists[],
+  key: 'resources' | 'resourceTemplates',
+  field: 'uri' | 'uriTemplate',
+  kind: Conflict['kind'],
+  rules: ItemRules,
+  namespacing: Namespacing,
+  conflicts: Conflict[],
+): { items: JsonObject[]; targets: Map<string, Target> } {
+  const counts = new Map<string, number>()
+  for (const list of lists) {
+    for (const item of list[key]) {
+      const uri = item[field]
+      if (typeof uri === 'string') counts.set(uri, (counts.get(uri) ?? 0) + 1)
+    }
+  }
+  const items: JsonObject[] = []
+  const targets = new Map<string, Target>()
+  for (const list of lists) {
+    for (const item of list[key]) {
+      const uri = item[field]
+      if (typeof uri !== 'string' || !rules.filter(uri)) continue
+      const prefix = needsPrefix(namespacing.mode, 1, (counts.get(uri) ?? 0) > 1)
+      const exposed = prefix ? prefixUri(list.name, uri) : uri
+      if (targets.has(exposed)) {
+        conflicts.push({
+          kind,
+          name: exposed,
+          upstreams: [targets.get(exposed)!.upstream, list.name],
+        })
+        continue
+      }
+      targets.set(exposed, { upstream: list.name, original: uri })
+      items.push(exposed === uri ? item : { ...item, [field]: exposed })
+    }
+  }
+  return { items, targets }
+}

@@ -1,0 +1,554 @@
+/**
+ * One client connection: the gateway's server side of MCP for one client. It decodes what the
+ * client sends with the codec of the client's revision, answers what the gateway answers itself
+ * (initialize, ping, discover, lists), routes the rest through the virtual server to upstreams,
+ * and brings replies, notifications and upstream→client requests back to this client only.
+ */
+import { BarbicanError, errorData, jsonRpcCodeOf, toBarbicanError } from './errors.ts'
+import type { Logger } from './log.ts'
+import type { Codec } from './protocol/codec.ts'
+import { codecFor } from './protocol/codecs.ts'
+import { UNSUPPORTED_PROTOCOL_VERSION } from './protocol/error-codes.ts'
+import {
+  isPlainObject,
+  type JsonObject,
+  type JsonRpcId,
+  type JsonRpcMessage,
+  type JsonRpcRequest,
+  METHOD_NOT_FOUND,
+} from './protocol/jsonrpc.ts'
+import { existsIn, hasCapability, methodSpec } from './protocol/methods.ts'
+import { type ErrorReply, META, type Message, type Request, type Result } from './protocol/model.ts'
+import {
+  DEFAULT_HTTP_LEGACY_REVISION,
+  eraOf,
+  isRevision,
+  MODERN_REVISIONS,
+  negotiateLegacy,
+  REVISIONS,
+  type Revision,
+} from './protocol/revisions.ts'
+import type { ProgressRouter } from './relay/progress.ts'
+import type { VirtualServer } from './relay/virtual-server.ts'
+import type { ConnectionInfo } from './transports/inbound.ts'
+import type { ReceiveInfo, Transport } from './transports/transport.ts'
+import type { Upstream } from './upstreams/upstream.ts'
+import type { UpstreamReply } from './upstreams/upstream-client.ts'
+
+/** The owner recorded on upstream requests, to route upstream→client requests back. */
+export interface CallOwner {
+  readonly session: Session
+  readonly requestId: JsonRpcId
+}
+
+export interface SessionDeps {
+  readonly server: VirtualServer
+  readonly progress: ProgressRouter
+  readonly log: Logger
+  readonly serverInfo: JsonObject
+  /** Timeout for requests Barbican sends to the client (sampling, elicitation, roots). */
+  readonly clientRequestTimeoutMs: number
+  readonly onClose: (session: Session) => void
+}
+
+const LOG_LEVELS = ['debug', 'info', 'notice', 'warning', 'error', 'critical', 'alert', 'emergency']
+
+/** Methods the gateway answers from the catalog rather than forwarding. */
+const LIST_RESULTS: Readonly<
+  Record<string, 'tools' | 'prompts' | 'resources' | 'resourceTemplates'>
+> = {
+  'tools/list': 'tools',
+  'prompts/list': 'prompts',
+  'resources/list': 'resources',
+  'resources/templates/list': 'resourceTemplates',
+}
+
+interface PendingClientRequest {
+  readonly resolve: (reply: UpstreamReply) => void
+  readonly timer: NodeJS.Timeout
+}
+
+export class Session {
+  readonly transport: Transport
+  readonly info: ConnectionInfo
+  #deps: SessionDeps
+  #log: Logger
+  /** The negotiated legacy revision; undefined before initialize (and for modern clients). */
+  #revision: Revision | undefined
+  #clientCapabilities: JsonObject = {}
+  #initialized = false
+  #logLevel: string | undefined
+  #inflight = new Map<JsonRpcId, AbortController>()
+  #pendingClient = new Map<string, PendingClientRequest>()
+  #nextClientRequestId = 1
+  /** Exposed URI → upstream target, for resources/updated routing. */
+  #subscriptions = new Map<string, { upstream: string; uri: string }>()
+  #closed = false
+  #listener: (keys: string[]) => void
+
+  constructor(transport: Transport, info: ConnectionInfo, deps: SessionDeps) {
+    this.transport = transport
+    this.info = info
+    this.#deps = deps
+    this.#log = deps.log
+    transport.onmessage = (message, receiveInfo) => this.receive(message, receiveInfo)
+    transport.onclose = () => this.#onClose()
+    this.#listener = (keys) => this.#notifyListChanged(keys)
+    deps.server.on('listChanged', this.#listener)
+  }
+
+  get revision(): Revision | undefined {
+    return this.#revision
+  }
+
+  /** Entry point for every message the client sends. */
+  receive(message: JsonRpcMessage, info?: ReceiveInfo): void {
+    if ('method' in message) {
+      if ('id' in message) {
+        this.#handleRequest(message, info).catch((err: unknown) =>
+          this.#log.error('unhandled request failure', { error: err }),
+        )
+      } else {
+        this.#handleNotification(message.method, message.params)
+      }
+      return
+    }
+    // A response to a request Barbican sent the client.
+    const key = String(message.id)
+    const pending = this.#pendingClient.get(key)
+    if (!pending) return
+    this.#pendingClient.delete(key)
+    clearTimeout(pending.timer)
+    pending.resolve(this.#codecForLegacy().decode(message) as UpstreamReply)
+  }
+
+  #codecForLegacy(): Codec {
+    return codecFor(this.#revision ?? DEFAULT_HTTP_LEGACY_REVISION)
+  }
+
+  async #handleRequest(wire: JsonRpcRequest, info?: ReceiveInfo): Promise<void> {
+    const claimed = isPlainObject(wire.params?._meta)
+      ? wire.params._meta[META.protocolVersion]
+      : undefined
+    const modern = claimed !== undefined
+    let codec: Codec
+    if (modern) {
+      if (!isRevision(claimed) || eraOf(claimed) !== 'modern') {
+        await this.#sendError(wire.id, codecFor('2026-07-28'), {
+          kind: 'error',
+          id: wire.id,
+          code: UNSUPPORTED_PROTOCOL_VERSION,
+          message: `Unsupported protocol version: ${String(claimed)}`,
+          data: { supported: [...MODERN_REVISIONS], requested: claimed },
+        })
+        return
+      }
+      codec = codecFor(claimed)
+    } else {
+      codec = this.#codecForLegacy()
+    }
+    const request = codec.decode(wire) as Request
+    const controller = new AbortController()
+    info?.signal?.addEventListener('abort', () => controller.abort(), { once: true })
+    this.#inflight.set(wire.id, controller)
+    try {
+      const reply = await this.#dispatch(request, modern, controller.signal)
+      reply.id = wire.id
+      await this.#send(codec.encode(reply, { method: request.method }), wire.id)
+    } catch (err) {
+      const e = toBarbicanError(err)
+      if (e.code === 'ERR_INTERNAL')
+        this.#log.error('request failed', { method: wire.method, error: err })
+      await this.#sendError(wire.id, codec, {
+        kind: 'error',
+        id: wire.id,
+        code: jsonRpcCodeOf(e.code),
+        message: e.message,
+        data: errorData(e),
+      })
+    } finally {
+      this.#inflight.delete(wire.id)
+    }
+  }
+
+  async #sendError(id: JsonRpcId, codec: Codec, reply: ErrorReply): Promise<void> {
+    await this.#send(codec.encode(reply), id)
+  }
+
+  async #send(message: JsonRpcMessage, relatedRequestId?: JsonRpcId): Promise<void> {
+    if (this.#closed) return
+    try {
+      await this.transport.send(
+        message,
+        relatedRequestId === undefined ? undefined : { relatedRequestId },
+      )
+    } catch (error) {
+      this.#log.debug('cannot send to client', { error })
+    }
+  }
+
+  async #dispatch(
+    request: Request,
+    modern: boolean,
+    signal: AbortSignal,
+  ): Promise<Result | ErrorReply> {
+    const { method } = request
+    const revision: Revision = modern
+      ? (request.envelope?.protocolVersion as Revision)
+      : (this.#revision ?? DEFAULT_HTTP_LEGACY_REVISION)
+    if (!modern && method !== 'initialize' && !methodSpec(method)) {
+      throw new BarbicanError('ERR_METHOD_UNKNOWN', `Method not found: ${method}`)
+    }
+    if (methodSpec(method) && !existsIn(method, revision)) {
+      throw new BarbicanError(
+        'ERR_METHOD_NOT_IN_REVISION',
+        `Method ${method} does not exist in MCP ${revision}`,
+      )
+    }
+    if (modern && request.envelope)
+      this.#clientCapabilities = request.envelope.clientCapabilities ?? {}
+    const server = this.#deps.server
+
+    switch (method) {
+      case 'initialize':
+        return await this.#initialize(request)
+      case 'ping':
+        return complete({})
+      case 'server/discover':
+        await this.#connectAll()
+        return {
+          kind: 'result',
+          id: request.id,
+          resultType: 'complete',
+          result: {
+            supportedVersions: [...MODERN_REVISIONS],
+            capabilities: server.capabilities(),
+            ...(server.instructions() ? { instructions: server.instructions() } : {}),
+          },
+          serverInfo: this.#deps.serverInfo,
+        }
+      case 'tools/list':
+      case 'prompts/list':
+      case 'resources/list':
+      case 'resources/templates/list': {
+        const key = LIST_RESULTS[method]!
+        const { catalog, degraded } = await server.catalog()
+        for (const d of degraded) {
+          this.#logToClient('warning', {
+            message: `Upstream ${d.upstream} is unavailable: ${d.error}`,
+          })
+        }
+        return complete({ [key]: catalog[key] })
+      }
+      case 'tools/call': {
+        const name = stringParam(request.params, 'name')
+        const { upstream, target } = await server.resolveTool(name)
+        return await this.#forward(
+          upstream,
+          request,
+          { ...request.params, name: target.original },
+          signal,
+        )
+      }
+      case 'prompts/get': {
+        const name = stringParam(request.params, 'name')
+        const { upstream, target } = await server.resolvePrompt(name)
+        return await this.#forward(
+          upstream,
+          request,
+          { ...request.params, name: target.original },
+          signal,
+        )
+      }
+      case 'resources/read': {
+        const uri = stringParam(request.params, 'uri')
+        const { upstream, target } = await server.resolveResource(uri)
+        const reply = await this.#forward(
+          upstream,
+          request,
+          { ...request.params, uri: target.original },
+          signal,
+        )
+        if (
+          reply.kind === 'result' &&
+          Array.isArray(reply.result.contents) &&
+          target.original !== uri
+        ) {
+          // Contents name the URI the client asked for, not the upstream's.
+          reply.result = {
+            ...reply.result,
+            contents: reply.result.contents.map((c: unknown) =>
+              isPlainObject(c) && c.uri === target.original ? { ...c, uri } : c,
+            ),
+          }
+        }
+        return reply
+      }
+      case 'resources/subscribe':
+      case 'resources/unsubscribe': {
+        const uri = stringParam(request.params, 'uri')
+        const { upstream, target } = await server.resolveResource(uri)
+        if (method === 'resources/subscribe')
+          this.#subscriptions.set(uri, { upstream: upstream.name, uri: target.original })
+        else this.#subscriptions.delete(uri)
+        return await this.#forward(
+          upstream,
+          request,
+          { ...request.params, uri: target.original },
+          signal,
+        )
+      }
+      case 'completion/complete':
+        return await this.#complete(request, signal)
+      case 'logging/setLevel': {
+        const level = stringParam(request.params, 'level')
+        if (!LOG_LEVELS.includes(level)) {
+          throw new BarbicanError('ERR_INVALID_PARAMS', `Invalid log level: ${level}`)
+        }
+        this.#logLevel = level
+        await Promise.allSettled(
+          server
+            .connectedUpstreams()
+            .filter((u) => hasCapability(u.info?.capabilities, ['logging']))
+            .map((u) => u.request('logging/setLevel', { level }, { signal })),
+        )
+        return complete({})
+      }
+      default:
+        throw new BarbicanError('ERR_METHOD_UNKNOWN', `Method not found: ${method}`)
+    }
+  }
+
+  async #initialize(request: Request): Promise<Result> {
+    const params = request.params ?? {}
+    const revision = negotiateLegacy(params.protocolVersion)
+    this.#revision = revision
+    this.#clientCapabilities = isPlainObject(params.capabilities) ? params.capabilities : {}
+    ;(this.transport as { setProtocolVersion?: (r: Revision) => void }).setProtocolVersion?.(
+      revision,
+    )
+    await this.#connectAll()
+    const server = this.#deps.server
+    const instructions = server.instructions()
+    return complete({
+      protocolVersion: revision,
+      capabilities: server.capabilities(),
+      serverInfo: this.#deps.serverInfo,
+      ...(instructions ? { instructions } : {}),
+    })
+  }
+
+  /** Connects every upstream so capabilities are known; failures degrade, never block. */
+  async #connectAll(): Promise<void> {
+    await Promise.allSettled(this.#deps.server.upstreams.map((u) => u.connect()))
+  }
+
+  async #complete(request: Request, signal: AbortSignal): Promise<Result | ErrorReply> {
+    const ref = request.params?.ref
+    if (!isPlainObject(ref))
+      throw new BarbicanError('ERR_INVALID_PARAMS', 'completion/complete needs a "ref" object')
+    const server = this.#deps.server
+    if (ref.type === 'ref/prompt' && typeof ref.name === 'string') {
+      const { upstream, target } = await server.resolvePrompt(ref.name)
+      return await this.#forward(
+        upstream,
+        request,
+        { ...request.params, ref: { ...ref, name: target.original } },
+        signal,
+      )
+    }
+    if (ref.type === 'ref/resource' && typeof ref.uri === 'string') {
+      const { upstream, target } = await server.resolveResource(ref.uri)
+      return await this.#forward(
+        upstream,
+        request,
+        { ...request.params, ref: { ...ref, uri: target.original } },
+        signal,
+      )
+    }
+    throw new BarbicanError('ERR_INVALID_PARAMS', 'Unsupported completion reference')
+  }
+
+  /** Sends a request upstream on this client's behalf and returns the upstream's reply. */
+  async #forward(
+    upstream: Upstream,
+    request: Request,
+    params: JsonObject | undefined,
+    signal: AbortSignal,
+  ): Promise<Result | ErrorReply> {
+    let release: (() => boolean) | undefined
+    let outParams = params
+    const meta = params?._meta
+    if (
+      isPlainObject(meta) &&
+      (typeof meta.progressToken === 'string' || typeof meta.progressToken === 'number')
+    ) {
+      const registration = this.#deps.progress.register(this, meta.progressToken, request.id)
+      release = registration.release
+      outParams = { ...params, _meta: { ...meta, progressToken: registration.upstreamToken } }
+    }
+    try {
+      const owner: CallOwner = { session: this, requestId: request.id }
+      return await upstream.request(request.method, outParams, { signal, owner })
+    } finally {
+      release?.()
+    }
+  }
+
+  /** ProgressSink: a progress notification for one of this client's requests. */
+  progress(params: Record<string, unknown>, relatedRequestId: JsonRpcId): void {
+    this.#sendNotification('notifications/progress', params, relatedRequestId)
+  }
+
+  #sendNotification(
+    method: string,
+    params: JsonObject | undefined,
+    relatedRequestId?: JsonRpcId,
+  ): void {
+    if (this.#revision === undefined && this.info.kind === 'streamable-http-stateless') {
+      // Stateless 2026 requests only carry notifications on their own response stream.
+      if (relatedRequestId === undefined) return
+    }
+    const message: JsonRpcMessage =
+      params === undefined ? { jsonrpc: '2.0', method } : { jsonrpc: '2.0', method, params }
+    void this.#send(message, relatedRequestId)
+  }
+
+  #logToClient(level: string, data: unknown, logger = 'barbican'): void {
+    if (!this.#initialized && this.#revision !== undefined) return
+    if (this.#logLevel && LOG_LEVELS.indexOf(level) < LOG_LEVELS.indexOf(this.#logLevel)) return
+    if (this.#revision === undefined) return
+    this.#sendNotification('notifications/message', { level, logger, data })
+  }
+
+  /** A logging notification from an upstream, tagged with its source. */
+  forwardLog(upstream: string, params: JsonObject | undefined): void {
+    const level = typeof params?.level === 'string' ? params.level : 'info'
+    const logger = typeof params?.logger === 'string' ? `${upstream}/${params.logger}` : upstream
+    this.#logToClient(level, params?.data, logger)
+  }
+
+  /** A resources/updated notification; delivered when this client subscribed to that resource. */
+  forwardResourceUpdated(upstream: string, params: JsonObject | undefined): void {
+    const uri = params?.uri
+    for (const [exposed, target] of this.#subscriptions) {
+      if (target.upstream === upstream && target.uri === uri) {
+        this.#sendNotification('notifications/resources/updated', { ...params, uri: exposed })
+      }
+    }
+  }
+
+  #notifyListChanged(keys: string[]): void {
+    if (!this.#initialized) return
+    const sent = new Set<string>()
+    for (const key of keys) {
+      const method =
+        key === 'tools'
+          ? 'notifications/tools/list_changed'
+          : key === 'prompts'
+            ? 'notifications/prompts/list_changed'
+            : 'notifications/resources/list_changed'
+      if (sent.has(method)) continue
+      sent.add(method)
+      this.#sendNotification(method, undefined)
+    }
+  }
+
+  /**
+   * Sends an upstream's request (sampling, elicitation, roots/list) to this client, related to
+   * the client's call that caused it, and returns the client's answer.
+   */
+  async requestClient(
+    request: JsonRpcRequest,
+    relatedRequestId: JsonRpcId | undefined,
+  ): Promise<UpstreamReply> {
+    const spec = methodSpec(request.method)
+    if (spec?.gate?.side === 'client' && !hasCapability(this.#clientCapabilities, spec.gate.path)) {
+      return {
+        kind: 'error',
+        id: request.id,
+        code: METHOD_NOT_FOUND,
+        message: `The client did not declare the "${spec.gate.path.join('.')}" capability needed for ${request.method}`,
+      }
+    }
+    if (this.#revision === undefined) {
+      return {
+        kind: 'error',
+        id: request.id,
+        code: METHOD_NOT_FOUND,
+        message: `${request.method} cannot reach a client of this session`,
+      }
+    }
+    const id = `barbican-${this.#nextClientRequestId++}`
+    const codec = this.#codecForLegacy()
+    const outgoing = codec.encode({
+      kind: 'request',
+      id,
+      method: request.method,
+      params: request.params,
+    } satisfies Message)
+    return await new Promise<UpstreamReply>((resolve) => {
+      const timer = setTimeout(() => {
+        this.#pendingClient.delete(id)
+        resolve({
+          kind: 'error',
+          id: request.id,
+          code: -32603,
+          message: `The client did not answer ${request.method} within ${this.#deps.clientRequestTimeoutMs} ms`,
+        })
+      }, this.#deps.clientRequestTimeoutMs)
+      this.#pendingClient.set(id, { resolve, timer })
+      void this.#send(outgoing, relatedRequestId)
+    })
+  }
+
+  #handleNotification(method: string, params: JsonObject | undefined): void {
+    switch (method) {
+      case 'notifications/initialized':
+        this.#initialized = true
+        return
+      case 'notifications/cancelled': {
+        const id = params?.requestId
+        if (typeof id === 'string' || typeof id === 'number') this.#inflight.get(id)?.abort()
+        return
+      }
+      case 'notifications/roots/list_changed':
+        for (const u of this.#deps.server.connectedUpstreams()) {
+          u.notify(method, params).catch(() => {})
+        }
+        return
+      default:
+        return
+    }
+  }
+
+  #onClose(): void {
+    if (this.#closed) return
+    this.#closed = true
+    this.#deps.server.off('listChanged', this.#listener)
+    for (const controller of this.#inflight.values()) controller.abort()
+    for (const [id, pending] of this.#pendingClient) {
+      clearTimeout(pending.timer)
+      pending.resolve({ kind: 'error', id, code: -32603, message: 'The client disconnected' })
+    }
+    this.#pendingClient.clear()
+    this.#deps.onClose(this)
+  }
+
+  /** Whether this session advertises `revision` support (REVISIONS includes every one). */
+  static supports(revision: string): boolean {
+    return (REVISIONS as readonly string[]).includes(revision)
+  }
+}
+
+function complete(result: JsonObject): Result {
+  return { kind: 'result', id: 0, resultType: 'complete', result }
+}
+
+function stringParam(params: JsonObject | undefined, key: string): string {
+  const value = params?.[key]
+  if (typeof value !== 'string') {
+    throw new BarbicanError('ERR_INVALID_PARAMS', `The "${key}" parameter must be a string`)
+  }
+  return value
+}

@@ -1,0 +1,223 @@
+/**
+ * A JSON-RPC client over one outbound Transport: Barbican's side of one upstream connection.
+ *
+ * Every request gets an id from this client's own counter, so ids from different client
+ * sessions can never collide on the upstream hop; the caller keeps its own id and maps the
+ * answer back. Requests time out, abort on their caller's signal (sending
+ * `notifications/cancelled` upstream), and fail at once when the connection closes.
+ */
+import { BarbicanError } from '../errors.ts'
+import type { Logger } from '../log.ts'
+import type { Codec } from '../protocol/codec.ts'
+import { codecFor } from '../protocol/codecs.ts'
+import {
+  INTERNAL_ERROR,
+  type JsonObject,
+  type JsonRpcId,
+  type JsonRpcMessage,
+  type JsonRpcNotification,
+  type JsonRpcRequest,
+} from '../protocol/jsonrpc.ts'
+import type { ErrorReply, Result } from '../protocol/model.ts'
+import type { Revision } from '../protocol/revisions.ts'
+import type { ReceiveInfo, SendOptions, Transport } from '../transports/transport.ts'
+
+/** What the upstream answered: a neutral result or error reply (upstream errors pass through). */
+export type UpstreamReply = Result | ErrorReply
+
+export interface RequestOptions {
+  readonly signal?: AbortSignal | undefined
+  readonly timeoutMs?: number | undefined
+  /** Extra send options for the transport (e.g. HTTP headers of the 2026 hop). */
+  readonly send?: SendOptions | undefined
+  /** Opaque owner of the request (the client session), used to attribute server→client requests. */
+  readonly owner?: unknown
+}
+
+export interface UpstreamClientEvents {
+  /** A notification from the upstream (progress, list_changed, logging, …). */
+  onNotification?: (notification: JsonRpcNotification) => void
+  /**
+   * A request from the upstream (sampling, elicitation, roots/list, ping). `owners` lists the
+   * owners of the requests in flight that it may belong to (exactly one when attributable).
+   */
+  onRequest?: (request: JsonRpcRequest, owners: readonly unknown[]) => Promise<UpstreamReply>
+  onClose?: () => void
+}
+
+interface Pending {
+  readonly resolve: (reply: UpstreamReply) => void
+  readonly reject: (error: Error) => void
+  readonly method: string
+  readonly owner: unknown
+  readonly cleanup: () => void
+}
+
+export class UpstreamClient {
+  readonly name: string
+  #transport: Transport
+  #log: Logger
+  #nextId = 1
+  #pending = new Map<number, Pending>()
+  #closed = false
+  #defaultTimeoutMs: number
+  #codec: Codec
+  #events: UpstreamClientEvents
+
+  constructor(
+    name: string,
+    transport: Transport,
+    options: { log: Logger; timeoutMs: number; revision: Revision; events?: UpstreamClientEvents },
+  ) {
+    this.name = name
+    this.#transport = transport
+    this.#log = options.log
+    this.#defaultTimeoutMs = options.timeoutMs
+    this.#codec = codecFor(options.revision)
+    this.#events = options.events ?? {}
+    transport.onmessage = (message, info) => this.#receive(message, info)
+    transport.onclose = () => this.#onClose()
+    transport.onerror = (error) => this.#log.warn('upstream transport error', { error })
+  }
+
+  get closed(): boolean {
+    return this.#closed
+  }
+
+  /** The revision spoken on this connection; set once the handshake has chosen it. */
+  setRevision(revision: Revision): void {
+    this.#codec = codecFor(revision)
+  }
+
+  get inFlight(): number {
+    return this.#pending.size
+  }
+
+  async request(method: string, params: JsonObject | undefined, options: RequestOptions = {}) {
+    if (this.#closed) {
+      throw new BarbicanError('ERR_UPSTREAM_CLOSED', `Upstream "${this.name}" is not connected`)
+    }
+    const { signal } = options
+    if (signal?.aborted) throw new BarbicanError('ERR_CANCELLED', 'Request cancelled')
+    const id = this.#nextId++
+    const timeoutMs = options.timeoutMs ?? this.#defaultTimeoutMs
+    const message: JsonRpcRequest =
+      params === undefined ? { jsonrpc: '2.0', id, method } : { jsonrpc: '2.0', id, method, params }
+
+    return await new Promise<UpstreamReply>((resolve, reject) => {
+      const timer = setTimeout(() => {
+        this.#pending.delete(id)
+        cleanup()
+        this.#cancelUpstream(id, 'timeout')
+        reject(
+          new BarbicanError(
+            'ERR_UPSTREAM_TIMEOUT',
+            `Upstream "${this.name}" did not answer ${method} within ${timeoutMs} ms`,
+          ),
+        )
+      }, timeoutMs)
+      const onAbort = () => {
+        if (!this.#pending.delete(id)) return
+        cleanup()
+        this.#cancelUpstream(id, 'cancelled by the client')
+        reject(new BarbicanError('ERR_CANCELLED', 'Request cancelled'))
+      }
+      const cleanup = () => {
+        clearTimeout(timer)
+        signal?.removeEventListener('abort', onAbort)
+      }
+      signal?.addEventListener('abort', onAbort, { once: true })
+      this.#pending.set(id, { resolve, reject, method, owner: options.owner, cleanup })
+      this.#transport.send(message, options.send).catch((err: unknown) => {
+        if (!this.#pending.delete(id)) return
+        cleanup()
+        reject(
+          new BarbicanError('ERR_UPSTREAM_UNAVAILABLE', `Cannot send to upstream "${this.name}"`, {
+            cause: err,
+          }),
+        )
+      })
+    })
+  }
+
+  async notify(method: string, params?: JsonObject): Promise<void> {
+    if (this.#closed) return
+    const message: JsonRpcNotification =
+      params === undefined ? { jsonrpc: '2.0', method } : { jsonrpc: '2.0', method, params }
+    await this.#transport.send(message)
+  }
+
+  /** The upstream id of an in-flight request, for cancellation mapping. */
+  async close(): Promise<void> {
+    if (this.#closed) return
+    await this.#transport.close()
+    this.#onClose()
+  }
+
+  #cancelUpstream(id: number, reason: string): void {
+    this.notify('notifications/cancelled', { requestId: id, reason }).catch(() => {})
+  }
+
+  #receive(message: JsonRpcMessage, _info?: ReceiveInfo): void {
+    if ('method' in message) {
+      if ('id' in message) {
+        this.#answerUpstreamRequest(message)
+      } else {
+        this.#events.onNotification?.(message)
+      }
+      return
+    }
+    const id = message.id
+    const pending = typeof id === 'number' ? this.#pending.get(id) : undefined
+    if (!pending || typeof id !== 'number') {
+      this.#log.debug('response for no pending request', { id })
+      return
+    }
+    this.#pending.delete(id)
+    pending.cleanup()
+    pending.resolve(this.#codec.decode(message) as UpstreamReply)
+  }
+
+  #answerUpstreamRequest(request: JsonRpcRequest): void {
+    const owners = new Set<unknown>()
+    for (const p of this.#pending.values()) if (p.owner !== undefined) owners.add(p.owner)
+    const handler = this.#events.onRequest
+    const reply: Promise<UpstreamReply> = handler
+      ? handler(request, [...owners])
+      : Promise.resolve({
+          kind: 'error',
+          id: request.id,
+          code: -32601,
+          message: `Method not found: ${request.method}`,
+        })
+    reply
+      .catch(
+        (err: unknown): UpstreamReply => ({
+          kind: 'error',
+          id: request.id,
+          code: err instanceof BarbicanError ? -32603 : INTERNAL_ERROR,
+          message: err instanceof Error ? err.message : 'Internal error',
+        }),
+      )
+      .then((answer) => {
+        answer.id = request.id as JsonRpcId
+        return this.#transport.send(this.#codec.encode(answer), { relatedRequestId: request.id })
+      })
+      .catch((error: unknown) => this.#log.warn('cannot answer upstream request', { error }))
+  }
+
+  #onClose(): void {
+    if (this.#closed) return
+    this.#closed = true
+    const error = new BarbicanError(
+      'ERR_UPSTREAM_CLOSED',
+      `Upstream "${this.name}" closed the connection`,
+    )
+    for (const pending of this.#pending.values()) {
+      pending.cleanup()
+      pending.reject(error)
+    }
+    this.#pending.clear()
+    this.#events.onClose?.()
+  }
+}

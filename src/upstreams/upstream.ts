@@ -1,0 +1,282 @@
+/**
+ * One upstream MCP server as the gateway sees it: its connection (made on demand, remade after
+ * a failure with growing delays), the legacy handshake run on Barbican's behalf, what the server
+ * advertised, and its cached lists, refreshed when the server says they changed.
+ */
+import { EventEmitter } from 'node:events'
+import { BarbicanError } from '../errors.ts'
+import type { Logger } from '../log.ts'
+import {
+  isPlainObject,
+  type JsonObject,
+  type JsonRpcNotification,
+  type JsonRpcRequest,
+} from '../protocol/jsonrpc.ts'
+import { hasCapability } from '../protocol/methods.ts'
+import { isRevision, LATEST_LEGACY_REVISION, type Revision } from '../protocol/revisions.ts'
+import type { Transport } from '../transports/transport.ts'
+import { type RequestOptions, UpstreamClient, type UpstreamReply } from './upstream-client.ts'
+
+export type UpstreamState = 'idle' | 'connecting' | 'ready' | 'failed' | 'stopped'
+
+export type ListKey = 'tools' | 'prompts' | 'resources' | 'resourceTemplates'
+
+const LIST_METHODS: Readonly<Record<ListKey, { method: string; capability: string }>> = {
+  tools: { method: 'tools/list', capability: 'tools' },
+  prompts: { method: 'prompts/list', capability: 'prompts' },
+  resources: { method: 'resources/list', capability: 'resources' },
+  resourceTemplates: { method: 'resources/templates/list', capability: 'resources' },
+}
+
+const LIST_CHANGED: Readonly<Record<string, readonly ListKey[]>> = {
+  'notifications/tools/list_changed': ['tools'],
+  'notifications/prompts/list_changed': ['prompts'],
+  'notifications/resources/list_changed': ['resources', 'resourceTemplates'],
+}
+
+/** Most pages fetched from one upstream list before giving up (a server looping its cursors). */
+const MAX_PAGES = 100
+
+/** Reconnect delays: doubling from the base to the cap. */
+const RECONNECT_BASE_MS = 250
+const RECONNECT_CAP_MS = 30_000
+
+export interface UpstreamOptions {
+  readonly name: string
+  readonly log: Logger
+  readonly requestTimeoutMs: number
+  /** Makes a fresh, unstarted transport for each connection attempt. */
+  readonly createTransport: () => Transport
+  /** What Barbican declares to upstreams in `initialize`. */
+  readonly clientInfo: JsonObject
+  readonly clientCapabilities: JsonObject
+  /** Answers upstream → client requests (sampling, elicitation, roots/list). */
+  readonly onRequest: (
+    upstream: Upstream,
+    request: JsonRpcRequest,
+    owners: readonly unknown[],
+  ) => Promise<UpstreamReply>
+}
+
+export interface UpstreamInfo {
+  readonly protocolVersion: Revision
+  readonly capabilities: JsonObject
+  readonly serverInfo: JsonObject
+  readonly instructions?: string
+}
+
+/**
+ * Events: 'listChanged' (keys: ListKey[]), 'notification' (JsonRpcNotification),
+ * 'state' (UpstreamState).
+ */
+export class Upstream extends EventEmitter {
+  readonly name: string
+  #options: UpstreamOptions
+  #client: UpstreamClient | undefined
+  #connecting: Promise<UpstreamClient> | undefined
+  #info: UpstreamInfo | undefined
+  #state: UpstreamState = 'idle'
+  #lastError: string | undefined
+  #failures = 0
+  #retryAt = 0
+  #lists = new Map<ListKey, Promise<JsonObject[]>>()
+  #stopped = false
+
+  constructor(options: UpstreamOptions) {
+    super()
+    this.name = options.name
+    this.#options = options
+  }
+
+  get state(): UpstreamState {
+    return this.#state
+  }
+  get lastError(): string | undefined {
+    return this.#lastError
+  }
+  get info(): UpstreamInfo | undefined {
+    return this.#info
+  }
+
+  /** Connects (once at a time) and runs the handshake; fails fast while backing off. */
+  async connect(): Promise<UpstreamClient> {
+    if (this.#client && !this.#client.closed) return this.#client
+    if (this.#connecting) return this.#connecting
+    if (this.#stopped) throw new BarbicanError('ERR_SHUTTING_DOWN', 'Barbican is shutting down')
+    const wait = this.#retryAt - Date.now()
+    if (wait > 0) {
+      throw new BarbicanError(
+        'ERR_UPSTREAM_UNAVAILABLE',
+        `Upstream "${this.name}" is unavailable (${this.#lastError ?? 'failed'}); next attempt in ${wait} ms`,
+      )
+    }
+    this.#setState('connecting')
+    this.#connecting = this.#open().finally(() => {
+      this.#connecting = undefined
+    })
+    return this.#connecting
+  }
+
+  async #open(): Promise<UpstreamClient> {
+    const { log } = this.#options
+    const transport = this.#options.createTransport()
+    const client = new UpstreamClient(this.name, transport, {
+      log,
+      timeoutMs: this.#options.requestTimeoutMs,
+      revision: LATEST_LEGACY_REVISION,
+      events: {
+        onNotification: (n) => this.#onNotification(n),
+        onRequest: (request, owners) => this.#options.onRequest(this, request, owners),
+        onClose: () => this.#onClose(client),
+      },
+    })
+    try {
+      await transport.start()
+      const reply = await client.request('initialize', {
+        protocolVersion: LATEST_LEGACY_REVISION,
+        capabilities: this.#options.clientCapabilities,
+        clientInfo: this.#options.clientInfo,
+      })
+      if (reply.kind === 'error') {
+        throw new BarbicanError(
+          'ERR_UPSTREAM_PROTOCOL',
+          `Upstream "${this.name}" refused initialize: ${reply.message} (${reply.code})`,
+        )
+      }
+      const r = reply.result
+      const version = r.protocolVersion
+      if (!isRevision(version)) {
+        throw new BarbicanError(
+          'ERR_UPSTREAM_PROTOCOL',
+          `Upstream "${this.name}" answered initialize with unsupported protocol version ${JSON.stringify(version)}`,
+        )
+      }
+      client.setRevision(version)
+      const info: UpstreamInfo = {
+        protocolVersion: version,
+        capabilities: isPlainObject(r.capabilities) ? r.capabilities : {},
+        serverInfo: isPlainObject(r.serverInfo) ? r.serverInfo : {},
+        ...(typeof r.instructions === 'string' ? { instructions: r.instructions } : {}),
+      }
+      await client.notify('notifications/initialized')
+      this.#info = info
+      this.#client = client
+      this.#failures = 0
+      this.#retryAt = 0
+      this.#lastError = undefined
+      this.#lists.clear()
+      this.#setState('ready')
+      log.info('upstream ready', {
+        protocolVersion: version,
+        server: info.serverInfo.name,
+      })
+      return client
+    } catch (err) {
+      await client.close().catch(() => {})
+      this.#fail(err)
+      throw err instanceof BarbicanError
+        ? err
+        : new BarbicanError(
+            'ERR_UPSTREAM_UNAVAILABLE',
+            `Cannot connect to upstream "${this.name}": ${(err as Error).message}`,
+            { cause: err },
+          )
+    }
+  }
+
+  #fail(err: unknown): void {
+    this.#failures++
+    const delay = Math.min(RECONNECT_CAP_MS, RECONNECT_BASE_MS * 2 ** (this.#failures - 1))
+    this.#retryAt = Date.now() + delay
+    this.#lastError = err instanceof Error ? err.message : String(err)
+    this.#setState('failed')
+    this.#options.log.warn('upstream failed', { error: this.#lastError, retryInMs: delay })
+  }
+
+  #onClose(client: UpstreamClient): void {
+    if (this.#client !== client) return
+    this.#client = undefined
+    this.#lists.clear()
+    if (this.#stopped) return
+    // An upstream that dies is retried after a short delay, growing if it keeps dying.
+    this.#fail(new Error('connection closed'))
+    this.emit('listChanged', [
+      'tools',
+      'prompts',
+      'resources',
+      'resourceTemplates',
+    ] satisfies ListKey[])
+  }
+
+  #setState(state: UpstreamState): void {
+    if (this.#state === state) return
+    this.#state = state
+    this.emit('state', state)
+  }
+
+  #onNotification(notification: JsonRpcNotification): void {
+    const keys = LIST_CHANGED[notification.method]
+    if (keys) {
+      for (const key of keys) this.#lists.delete(key)
+      this.emit('listChanged', keys)
+    }
+    this.emit('notification', notification)
+  }
+
+  /** Sends a request, connecting first if needed. */
+  async request(method: string, params: JsonObject | undefined, options?: RequestOptions) {
+    const client = await this.connect()
+    return await client.request(method, params, options)
+  }
+
+  async notify(method: string, params?: JsonObject): Promise<void> {
+    const client = this.#client
+    if (client && !client.closed) await client.notify(method, params)
+  }
+
+  /** The complete list (all pages), cached until the server signals a change. */
+  async list(key: ListKey): Promise<JsonObject[]> {
+    await this.connect()
+    const { method, capability } = LIST_METHODS[key]
+    if (!hasCapability(this.#info?.capabilities, [capability])) return []
+    let cached = this.#lists.get(key)
+    if (!cached) {
+      cached = this.#fetchAll(method, key)
+      this.#lists.set(key, cached)
+      cached.catch(() => this.#lists.delete(key))
+    }
+    return await cached
+  }
+
+  async #fetchAll(method: string, key: ListKey): Promise<JsonObject[]> {
+    const items: JsonObject[] = []
+    let cursor: string | undefined
+    for (let page = 0; page < MAX_PAGES; page++) {
+      const reply = await this.request(method, cursor === undefined ? undefined : { cursor })
+      if (reply.kind === 'error') {
+        throw new BarbicanError(
+          'ERR_UPSTREAM_PROTOCOL',
+          `Upstream "${this.name}" failed ${method}: ${reply.message}`,
+        )
+      }
+      const pageItems = reply.result[key]
+      if (Array.isArray(pageItems))
+        for (const item of pageItems) if (isPlainObject(item)) items.push(item)
+      const next = reply.result.nextCursor
+      if (typeof next !== 'string' || next === '') return items
+      cursor = next
+    }
+    throw new BarbicanError(
+      'ERR_UPSTREAM_PROTOCOL',
+      `Upstream "${this.name}" returned more than ${MAX_PAGES} pages for ${method}`,
+    )
+  }
+
+  async stop(): Promise<void> {
+    this.#stopped = true
+    const client = this.#client
+    this.#client = undefined
+    this.#setState('stopped')
+    if (client) await client.close()
+  }
+}
