@@ -1,0 +1,200 @@
+import assert from 'node:assert/strict'
+import { after, before, describe, test } from 'node:test'
+import { Client } from '@modelcontextprotocol/sdk/client/index.js'
+import { McpServer, ResourceTemplate } from '@modelcontextprotocol/sdk/server/mcp.js'
+import {
+  ElicitRequestSchema,
+  ToolListChangedNotificationSchema,
+} from '@modelcontextprotocol/sdk/types.js'
+import { z } from 'zod'
+import { inProcessUpstream, rules, serverPlan } from '../test/support/plans.ts'
+import { Gateway } from './gateway.ts'
+import { silentLogger } from './log.ts'
+import { memoryPair } from './transports/memory.ts'
+
+function alphaServer(): McpServer {
+  const server = new McpServer(
+    { name: 'alpha', version: '1.0.0' },
+    { instructions: 'Alpha tools.' },
+  )
+  server.registerTool(
+    'echo',
+    { description: 'Echo from alpha', inputSchema: { text: z.string() } },
+    async ({ text }) => ({ content: [{ type: 'text', text: `alpha:${text}` }] }),
+  )
+  server.registerTool('secret', { description: 'Never exposed' }, async () => ({
+    content: [{ type: 'text', text: 'leaked' }],
+  }))
+  server.registerTool('ask', { description: 'Asks the user' }, async () => {
+    const answer = await server.server.elicitInput({
+      message: 'Your name?',
+      requestedSchema: {
+        type: 'object',
+        properties: { name: { type: 'string' } },
+        required: ['name'],
+      },
+    })
+    return { content: [{ type: 'text', text: `${answer.action}:${String(answer.content?.name)}` }] }
+  })
+  server.registerPrompt(
+    'greet',
+    { description: 'Greets', argsSchema: { who: z.string() } },
+    ({ who }) => ({
+      messages: [{ role: 'user', content: { type: 'text', text: `Hello ${who}` } }],
+    }),
+  )
+  server.registerResource(
+    'note',
+    new ResourceTemplate('note://{id}', { list: undefined }),
+    { description: 'Notes' },
+    async (uri, { id }) => ({ contents: [{ uri: uri.href, text: `note ${String(id)}` }] }),
+  )
+  return server
+}
+
+function betaServer(): McpServer {
+  const server = new McpServer({ name: 'beta', version: '1.0.0' })
+  server.registerTool(
+    'echo',
+    { description: 'Echo from beta', inputSchema: { text: z.string() } },
+    async ({ text }) => ({ content: [{ type: 'text', text: `beta:${text}` }] }),
+  )
+  return server
+}
+
+async function connectClient(gateway: Gateway, capabilities = {}): Promise<Client> {
+  const [clientSide, gatewaySide] = memoryPair()
+  gateway.connect(gatewaySide, { kind: 'stdio', server: 'default' })
+  await gatewaySide.start()
+  const client = new Client({ name: 'test-client', version: '1.0.0' }, { capabilities })
+  await client.connect(clientSide as never)
+  return client
+}
+
+function text(result: unknown): string {
+  const content = (result as { content: { type: string; text: string }[] }).content
+  return content.map((c) => c.text).join('')
+}
+
+describe('a virtual server over two in-process upstreams', () => {
+  const alphas: McpServer[] = []
+  let gateway: Gateway
+  before(async () => {
+    gateway = new Gateway(
+      {
+        upstreams: [
+          inProcessUpstream('alpha', alphaServer, alphas),
+          inProcessUpstream('beta', betaServer),
+        ],
+        servers: [
+          serverPlan(
+            'default',
+            ['alpha', 'beta'],
+            rules('always', { filter: (n) => n !== 'secret' }),
+          ),
+        ],
+        clientRequestTimeoutMs: 5_000,
+      },
+      silentLogger,
+    )
+    await gateway.start()
+  })
+  after(async () => {
+    await gateway.stop()
+  })
+
+  test('lists namespaced tools from both upstreams and hides excluded ones', async () => {
+    const client = await connectClient(gateway)
+    const { tools } = await client.listTools()
+    assert.deepEqual(
+      tools.map((t) => t.name),
+      ['alpha__echo', 'alpha__ask', 'beta__echo'],
+    )
+    await client.close()
+  })
+
+  test('routes a call to the upstream its name names, and refuses an excluded tool', async () => {
+    const client = await connectClient(gateway)
+    assert.equal(
+      text(await client.callTool({ name: 'beta__echo', arguments: { text: 'hi' } })),
+      'beta:hi',
+    )
+    assert.equal(
+      text(await client.callTool({ name: 'alpha__echo', arguments: { text: 'yo' } })),
+      'alpha:yo',
+    )
+    await assert.rejects(
+      client.callTool({ name: 'alpha__secret', arguments: {} }),
+      /Unknown tool: alpha__secret/,
+    )
+    await client.close()
+  })
+
+  test('gives two clients using the same request ids only their own answers', async () => {
+    const [a, b] = await Promise.all([connectClient(gateway), connectClient(gateway)])
+    const calls = []
+    for (let i = 0; i < 20; i++) {
+      calls.push(a.callTool({ name: 'alpha__echo', arguments: { text: `a${i}` } }).then(text))
+      calls.push(b.callTool({ name: 'alpha__echo', arguments: { text: `b${i}` } }).then(text))
+    }
+    const answers = await Promise.all(calls)
+    for (let i = 0; i < 20; i++) {
+      assert.equal(answers[2 * i], `alpha:a${i}`)
+      assert.equal(answers[2 * i + 1], `alpha:b${i}`)
+    }
+    await Promise.all([a.close(), b.close()])
+  })
+
+  test('relays an elicitation from the upstream to the calling client and back', async () => {
+    const client = await connectClient(gateway, { elicitation: {} })
+    client.setRequestHandler(ElicitRequestSchema, async (request) => {
+      assert.equal(request.params.message, 'Your name?')
+      return { action: 'accept', content: { name: 'Ada' } }
+    })
+    assert.equal(text(await client.callTool({ name: 'alpha__ask', arguments: {} })), 'accept:Ada')
+    await client.close()
+  })
+
+  test('refuses an elicitation for a client that did not declare the capability', async () => {
+    const client = await connectClient(gateway)
+    const result = await client.callTool({ name: 'alpha__ask', arguments: {} })
+    assert.equal(result.isError, true)
+    assert.match(text(result), /elicitation/)
+    await client.close()
+  })
+
+  test('gets a namespaced prompt and reads a namespaced resource through templates', async () => {
+    const client = await connectClient(gateway)
+    const prompt = await client.getPrompt({ name: 'alpha__greet', arguments: { who: 'Bob' } })
+    assert.deepEqual(prompt.messages[0]?.content, { type: 'text', text: 'Hello Bob' })
+    const { resourceTemplates } = await client.listResourceTemplates()
+    assert.deepEqual(
+      resourceTemplates.map((t) => t.uriTemplate),
+      ['alpha+note://{id}'],
+    )
+    const read = await client.readResource({ uri: 'alpha+note://7' })
+    assert.deepEqual(read.contents, [{ uri: 'alpha+note://7', text: 'note 7' }])
+    await client.close()
+  })
+
+  test('merges instructions with attribution and answers ping', async () => {
+    const client = await connectClient(gateway)
+    assert.equal(client.getInstructions(), '[alpha] Alpha tools.')
+    assert.deepEqual(await client.ping(), {})
+    await client.close()
+  })
+
+  test('tells clients when an upstream changes its tools, and lists the new tool', async () => {
+    const client = await connectClient(gateway)
+    await client.listTools()
+    const changed = new Promise<void>((resolve) =>
+      client.setNotificationHandler(ToolListChangedNotificationSchema, () => resolve()),
+    )
+    const alpha = alphas.at(-1)!
+    alpha.registerTool('late', { description: 'Added later' }, async () => ({ content: [] }))
+    await changed
+    const { tools } = await client.listTools()
+    assert.ok(tools.some((t) => t.name === 'alpha__late'))
+    await client.close()
+  })
+})

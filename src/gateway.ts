@@ -1,0 +1,203 @@
+/**
+ * Builds a running gateway from a plan: the upstreams, the virtual servers composed of them, and
+ * the sessions of connected clients. It is the inbound transports' handler and routes what
+ * upstreams send on their own (notifications, requests to clients) to the right sessions.
+ */
+import { readFileSync } from 'node:fs'
+import type { Logger } from './log.ts'
+import type { JsonObject, JsonRpcNotification, JsonRpcRequest } from './protocol/jsonrpc.ts'
+import type { CatalogRules } from './relay/catalog.ts'
+import { ProgressRouter } from './relay/progress.ts'
+import { VirtualServer } from './relay/virtual-server.ts'
+import { type CallOwner, Session } from './session.ts'
+import type { ConnectionInfo, InboundHandler } from './transports/inbound.ts'
+import type { Transport } from './transports/transport.ts'
+import { Upstream, type UpstreamState } from './upstreams/upstream.ts'
+import type { UpstreamReply } from './upstreams/upstream-client.ts'
+
+export interface UpstreamPlan {
+  readonly name: string
+  readonly requestTimeoutMs: number
+  /** Makes a fresh, unstarted transport for each connection attempt. */
+  readonly createTransport: () => Transport
+  /** Connect on first use instead of at start. */
+  readonly lazy: boolean
+}
+
+export interface ServerPlan {
+  readonly name: string
+  readonly upstreams: readonly string[]
+  readonly rules: CatalogRules
+}
+
+export interface GatewayPlan {
+  readonly upstreams: readonly UpstreamPlan[]
+  readonly servers: readonly ServerPlan[]
+  /** How long Barbican waits for a client to answer sampling, elicitation or roots/list. */
+  readonly clientRequestTimeoutMs: number
+}
+
+export const VERSION: string = (
+  JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as {
+    version: string
+  }
+).version
+
+/** What Barbican declares to upstreams: it relays these to clients that declared them. */
+const UPSTREAM_CLIENT_CAPABILITIES: JsonObject = {
+  roots: { listChanged: true },
+  sampling: {},
+  elicitation: { form: {}, url: {} },
+}
+
+export interface UpstreamStatus {
+  readonly name: string
+  readonly state: UpstreamState
+  readonly error?: string
+}
+
+export class Gateway implements InboundHandler {
+  readonly upstreams = new Map<string, Upstream>()
+  readonly servers = new Map<string, VirtualServer>()
+  readonly sessions = new Set<Session>()
+  #plan: GatewayPlan
+  #log: Logger
+  #progress = new ProgressRouter()
+  /** Upstream name → virtual servers that include it. */
+  #serversOf = new Map<string, VirtualServer[]>()
+  readonly serverInfo: JsonObject = {
+    name: 'barbican',
+    title: 'Barbican MCP gateway',
+    version: VERSION,
+  }
+
+  constructor(plan: GatewayPlan, log: Logger) {
+    this.#plan = plan
+    this.#log = log
+    for (const u of plan.upstreams) {
+      const upstream = new Upstream({
+        name: u.name,
+        log: log.child({ upstream: u.name }),
+        requestTimeoutMs: u.requestTimeoutMs,
+        createTransport: u.createTransport,
+        clientInfo: this.serverInfo,
+        clientCapabilities: UPSTREAM_CLIENT_CAPABILITIES,
+        onRequest: (up, request, owners) => this.#onUpstreamRequest(up, request, owners),
+      })
+      upstream.on('notification', (n: JsonRpcNotification) =>
+        this.#onUpstreamNotification(upstream, n),
+      )
+      this.upstreams.set(u.name, upstream)
+    }
+    for (const s of plan.servers) {
+      const members = s.upstreams.map((name) => {
+        const upstream = this.upstreams.get(name)
+        if (!upstream)
+          throw new Error(`Virtual server "${s.name}" names unknown upstream "${name}"`)
+        return upstream
+      })
+      const server = new VirtualServer(s.name, members, s.rules, log.child({ server: s.name }))
+      this.servers.set(s.name, server)
+      for (const m of members) {
+        const list = this.#serversOf.get(m.name) ?? []
+        list.push(server)
+        this.#serversOf.set(m.name, list)
+      }
+    }
+  }
+
+  /** Connects every upstream that is not lazy; failures are logged and retried on use. */
+  async start(): Promise<void> {
+    const eager = this.#plan.upstreams.filter((u) => !u.lazy)
+    await Promise.allSettled(eager.map((u) => this.upstreams.get(u.name)!.connect()))
+  }
+
+  async stop(): Promise<void> {
+    for (const session of this.sessions) await session.transport.close().catch(() => {})
+    await Promise.allSettled([...this.upstreams.values()].map((u) => u.stop()))
+  }
+
+  hasServer(name: string): boolean {
+    return this.servers.has(name)
+  }
+
+  connect(transport: Transport, info: ConnectionInfo): void {
+    const server = this.servers.get(info.server)
+    if (!server) {
+      void transport.close()
+      return
+    }
+    const session = new Session(transport, info, {
+      server,
+      progress: this.#progress,
+      log: this.#log.child({ server: info.server, transport: info.kind }),
+      serverInfo: this.serverInfo,
+      clientRequestTimeoutMs: this.#plan.clientRequestTimeoutMs,
+      onClose: (s) => this.sessions.delete(s),
+    })
+    this.sessions.add(session)
+  }
+
+  /** Readiness: every upstream's state, for /readyz and `barbican check`. */
+  status(): UpstreamStatus[] {
+    return [...this.upstreams.values()].map((u) => ({
+      name: u.name,
+      state: u.state,
+      ...(u.lastError ? { error: u.lastError } : {}),
+    }))
+  }
+
+  #sessionsOf(upstream: Upstream): Session[] {
+    const servers = this.#serversOf.get(upstream.name) ?? []
+    return [...this.sessions].filter((s) => servers.some((v) => v.name === s.info.server))
+  }
+
+  #onUpstreamNotification(upstream: Upstream, n: JsonRpcNotification): void {
+    switch (n.method) {
+      case 'notifications/progress':
+        this.#progress.route(n.params)
+        return
+      case 'notifications/message':
+        for (const s of this.#sessionsOf(upstream)) s.forwardLog(upstream.name, n.params)
+        return
+      case 'notifications/resources/updated':
+        for (const s of this.#sessionsOf(upstream))
+          s.forwardResourceUpdated(upstream.name, n.params)
+        return
+      default:
+        // list_changed reaches sessions through their virtual server's catalog events.
+        return
+    }
+  }
+
+  /** See docs/decisions/005-upstream-request-attribution.md. */
+  async #onUpstreamRequest(
+    upstream: Upstream,
+    request: JsonRpcRequest,
+    owners: readonly unknown[],
+  ): Promise<UpstreamReply> {
+    if (request.method === 'ping')
+      return { kind: 'result', id: request.id, resultType: 'complete', result: {} }
+    const calls = owners.filter((o): o is CallOwner => o instanceof Object && 'session' in o)
+    const sessions = new Set(calls.map((c) => c.session))
+    if (sessions.size === 1) {
+      const call = calls[0]!
+      return await call.session.requestClient(request, call.requestId)
+    }
+    const reason =
+      sessions.size === 0
+        ? 'no client call is in flight on this upstream'
+        : 'calls of several clients are in flight on this upstream, so the request cannot be attributed'
+    this.#log.warn('upstream request refused', {
+      upstream: upstream.name,
+      method: request.method,
+      reason,
+    })
+    return {
+      kind: 'error',
+      id: request.id,
+      code: -32603,
+      message: `Barbican cannot deliver ${request.method}: ${reason}`,
+    }
+  }
+}
