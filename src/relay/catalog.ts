@@ -7,14 +7,15 @@
 import type { JsonObject } from '../protocol/jsonrpc.ts'
 import { isValidToolName, type Namespacing, prefixName, prefixUri } from './names.ts'
 
-export type NameFilter = (name: string) => boolean
+/** Decides whether an upstream's item (by its original name or URI) is exposed. */
+export type NameFilter = (name: string, upstream: string) => boolean
 
 export interface ItemRules {
   readonly filter: NameFilter
-  /** Original name → exposed name (before namespacing). */
-  readonly rename: Readonly<Record<string, string>>
-  /** Exposed name → description override. */
-  readonly descriptions: Readonly<Record<string, string>>
+  /** The exposed name (before namespacing) for an upstream's item, or `undefined` to keep it. */
+  readonly rename: (name: string, upstream: string) => string | undefined
+  /** A description override for an item, by its exposed name. */
+  readonly description: (exposed: string) => string | undefined
 }
 
 export interface UpstreamLists {
@@ -112,8 +113,8 @@ function mergeNamed(
   for (const list of lists) {
     for (const item of list[key]) {
       const original = item.name
-      if (typeof original !== 'string' || !rules.filter(original)) continue
-      const base = rules.rename[original] ?? original
+      if (typeof original !== 'string' || !rules.filter(original, list.name)) continue
+      const base = rules.rename(original, list.name) ?? original
       staged.push({ upstream: list.name, original, base, item })
       const o = owners.get(base)
       if (o) o.push(list.name)
@@ -144,7 +145,7 @@ function mergeNamed(
       continue
     }
     targets.set(exposed, { upstream, original })
-    const description = rules.descriptions[exposed] ?? rules.descriptions[base]
+    const description = rules.description(exposed) ?? rules.description(base)
     const out: JsonObject = exposed === original ? item : { ...item, name: exposed }
     items.push(description === undefined ? out : { ...out, description })
   }
@@ -172,7 +173,7 @@ function mergeUris(
   for (const list of lists) {
     for (const item of list[key]) {
       const uri = item[field]
-      if (typeof uri !== 'string' || !rules.filter(uri)) continue
+      if (typeof uri !== 'string' || !rules.filter(uri, list.name)) continue
       const prefix = needsPrefix(namespacing.mode, 1, (counts.get(uri) ?? 0) > 1)
       const exposed = prefix ? prefixUri(list.name, uri) : uri
       if (targets.has(exposed)) {

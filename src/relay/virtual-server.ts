@@ -114,7 +114,7 @@ export class VirtualServer extends EventEmitter {
     if (listed) return { upstream: this.#byName.get(listed.upstream)!, target: listed }
     const split = splitUri(uri, this.#names)
     if (split && this.#rules.namespacing.mode !== 'never') {
-      if (!this.#rules.resources.filter(split.uri)) throw unknown('resource', uri)
+      if (!this.#rules.resources.filter(split.uri, split.upstream)) throw unknown('resource', uri)
       return {
         upstream: this.#byName.get(split.upstream)!,
         target: { upstream: split.upstream, original: split.uri },
@@ -123,8 +123,8 @@ export class VirtualServer extends EventEmitter {
     const offering = this.upstreams.filter((u) =>
       hasCapability(u.info?.capabilities, ['resources']),
     )
-    if (offering.length === 1 && this.#rules.resources.filter(uri)) {
-      const upstream = offering[0]!
+    const upstream = offering[0]
+    if (offering.length === 1 && upstream && this.#rules.resources.filter(uri, upstream.name)) {
       return { upstream, target: { upstream: upstream.name, original: uri } }
     }
     throw unknown('resource', uri)

@@ -37,9 +37,13 @@ const LIST_CHANGED: Readonly<Record<string, readonly ListKey[]>> = {
 /** Most pages fetched from one upstream list before giving up (a server looping its cursors). */
 const MAX_PAGES = 100
 
-/** Reconnect delays: doubling from the base to the cap. */
+/**
+ * Reconnect delays: the first retry is immediate (a crash is usually a one-off), then doubling
+ * from the base to the cap. A connection that stayed up this long resets the count.
+ */
 const RECONNECT_BASE_MS = 250
 const RECONNECT_CAP_MS = 30_000
+const STABLE_AFTER_MS = 10_000
 
 export interface UpstreamOptions {
   readonly name: string
@@ -79,6 +83,7 @@ export class Upstream extends EventEmitter {
   #lastError: string | undefined
   #failures = 0
   #retryAt = 0
+  #connectedAt = 0
   #lists = new Map<ListKey, Promise<JsonObject[]>>()
   #stopped = false
 
@@ -161,7 +166,7 @@ export class Upstream extends EventEmitter {
       await client.notify('notifications/initialized')
       this.#info = info
       this.#client = client
-      this.#failures = 0
+      this.#connectedAt = Date.now()
       this.#retryAt = 0
       this.#lastError = undefined
       this.#lists.clear()
@@ -186,7 +191,10 @@ export class Upstream extends EventEmitter {
 
   #fail(err: unknown): void {
     this.#failures++
-    const delay = Math.min(RECONNECT_CAP_MS, RECONNECT_BASE_MS * 2 ** (this.#failures - 1))
+    const delay =
+      this.#failures <= 1
+        ? 0
+        : Math.min(RECONNECT_CAP_MS, RECONNECT_BASE_MS * 2 ** (this.#failures - 2))
     this.#retryAt = Date.now() + delay
     this.#lastError = err instanceof Error ? err.message : String(err)
     this.#setState('failed')
@@ -198,7 +206,8 @@ export class Upstream extends EventEmitter {
     this.#client = undefined
     this.#lists.clear()
     if (this.#stopped) return
-    // An upstream that dies is retried after a short delay, growing if it keeps dying.
+    // An upstream that dies is retried at once, then with growing delays if it keeps dying.
+    if (Date.now() - this.#connectedAt >= STABLE_AFTER_MS) this.#failures = 0
     this.#fail(new Error('connection closed'))
     this.emit('listChanged', [
       'tools',

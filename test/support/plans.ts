@@ -7,7 +7,11 @@ import type { CatalogRules, ItemRules } from '../../src/relay/catalog.ts'
 import type { NamespaceMode } from '../../src/relay/names.ts'
 import { memoryPair } from '../../src/transports/memory.ts'
 
-export const allowAll: ItemRules = { filter: () => true, rename: {}, descriptions: {} }
+export const allowAll: ItemRules = {
+  filter: () => true,
+  rename: () => undefined,
+  description: () => undefined,
+}
 
 export function rules(mode: NamespaceMode, tools: Partial<ItemRules> = {}): CatalogRules {
   return {
