@@ -88,10 +88,11 @@ export interface ParseOptions {
  */
 export function parsePayload(text: string, options: ParseOptions): ParseResult {
   const { limits } = options
-  // Length in UTF-16 units is a cheap lower bound of the UTF-8 size; transports check exact
-  // bytes before decoding, this guards direct callers.
-  if (text.length > limits.maxMessageBytes) {
-    return fail(null, PARSE_ERROR, `Message exceeds the limit of ${limits.maxMessageBytes} bytes`)
+  // Transports check bytes before decoding; this guards direct callers. A UTF-16 unit is at
+  // least one and at most three UTF-8 bytes, so most texts are decided without counting.
+  const max = limits.maxMessageBytes
+  if (text.length > max || (text.length * 3 > max && Buffer.byteLength(text, 'utf8') > max)) {
+    return fail(null, PARSE_ERROR, `Message exceeds the limit of ${max} bytes`)
   }
   const violation = scanJson(text, limits)
   if (violation) return fail(null, PARSE_ERROR, describeViolation(violation))
@@ -154,7 +155,7 @@ export function validateEnvelope(value: unknown): ParsedItem {
     if (!isPlainObject(m.result)) return invalid(replyId, 'The "result" member must be an object')
     return { ok: true, message: m as unknown as JsonRpcMessage }
   }
-  if (!(id === null || idOk)) return invalid(null, describeBadId(id))
+  if (hasId && !(id === null || idOk)) return invalid(null, describeBadId(id))
   const e = m.error
   if (
     !isPlainObject(e) ||
@@ -167,7 +168,10 @@ export function validateEnvelope(value: unknown): ParsedItem {
       'The "error" member must be an object with an integer "code" and a string "message"',
     )
   }
-  return { ok: true, message: m as unknown as JsonRpcMessage }
+  // MCP 2025-11-25 and later let an error response leave out an id it could not read; the
+  // model says `null` for that, as JSON-RPC 2.0 does.
+  const message = hasId ? m : { ...m, id: null }
+  return { ok: true, message: message as unknown as JsonRpcMessage }
 }
 
 function isValidId(id: unknown): id is JsonRpcId {
