@@ -35,25 +35,27 @@ const DEFAULT_CACHE: CacheHint = Object.freeze({ ttlMs: 0, cacheScope: 'private'
 export function modernCodec(revision: Revision): Codec {
   function decodeParams(params: JsonObject): { params: JsonObject; envelope?: RequestEnvelope } {
     const meta = params._meta
-    if (
-      !isPlainObject(meta) ||
-      !(META.protocolVersion in meta || META.clientCapabilities in meta)
-    ) {
+    if (!isPlainObject(meta)) return { params }
+    const protocolVersion = meta[META.protocolVersion]
+    const clientCapabilities = meta[META.clientCapabilities]
+    // Only a complete, well-typed envelope is lifted. Anything less stays in `_meta` as sent,
+    // so the session sees no envelope and answers -32602 (missing required `_meta` field)
+    // while nothing the client sent is lost or invented.
+    if (typeof protocolVersion !== 'string' || !isPlainObject(clientCapabilities)) {
       return { params }
     }
     const rest: JsonObject = { ...meta }
-    const envelope: RequestEnvelope = {
-      protocolVersion: rest[META.protocolVersion] as string,
-      clientCapabilities: rest[META.clientCapabilities] as JsonObject,
-    }
+    const envelope: RequestEnvelope = { protocolVersion, clientCapabilities }
     delete rest[META.protocolVersion]
     delete rest[META.clientCapabilities]
-    if (META.clientInfo in rest) {
-      envelope.clientInfo = rest[META.clientInfo] as JsonObject
+    const clientInfo = rest[META.clientInfo]
+    if (isPlainObject(clientInfo)) {
+      envelope.clientInfo = clientInfo
       delete rest[META.clientInfo]
     }
-    if (META.logLevel in rest) {
-      envelope.logLevel = rest[META.logLevel] as string
+    const logLevel = rest[META.logLevel]
+    if (typeof logLevel === 'string') {
+      envelope.logLevel = logLevel
       delete rest[META.logLevel]
     }
     const out: JsonObject = { ...params }
@@ -82,8 +84,12 @@ export function modernCodec(revision: Revision): Codec {
       result,
       resultType: typeof resultType === 'string' ? resultType : 'complete',
     }
-    if (typeof ttlMs === 'number' && (cacheScope === 'public' || cacheScope === 'private')) {
-      decoded.cache = { ttlMs, cacheScope }
+    if (
+      Number.isSafeInteger(ttlMs) &&
+      (ttlMs as number) >= 0 &&
+      (cacheScope === 'public' || cacheScope === 'private')
+    ) {
+      decoded.cache = { ttlMs: ttlMs as number, cacheScope }
     } else {
       // Keep malformed hints as they were rather than inventing or losing data.
       if (ttlMs !== undefined) result.ttlMs = ttlMs
@@ -158,8 +164,12 @@ export function modernCodec(revision: Revision): Codec {
         }
         const params = message.params
         const meta = params?._meta
-        if (isPlainObject(meta) && META.subscriptionId in meta) {
-          const { [META.subscriptionId]: subscriptionId, ...restMeta } = meta
+        const subscriptionId = isPlainObject(meta) ? meta[META.subscriptionId] : undefined
+        if (
+          isPlainObject(meta) &&
+          (typeof subscriptionId === 'string' || Number.isSafeInteger(subscriptionId))
+        ) {
+          const { [META.subscriptionId]: _lifted, ...restMeta } = meta
           const out: JsonObject = { ...params }
           if (Object.keys(restMeta).length === 0) delete out._meta
           else out._meta = restMeta
