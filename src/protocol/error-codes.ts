@@ -11,9 +11,13 @@ export const MISSING_REQUIRED_CLIENT_CAPABILITY = -32021
 /** 2026-07-28: the requested protocol version is not supported. */
 export const UNSUPPORTED_PROTOCOL_VERSION = -32022
 
-/** Codes 2026-07-28 reserves for the spec; legacy peers must never see them. */
+/**
+ * The codes 2026-07-28 defines for its stateless HTTP hop (-32020 … -32022); legacy peers must
+ * never see them. The rest of -32023 … -32099 is only reserved by 2026, and legacy revisions
+ * leave the whole -32000 … -32099 range to implementations, so those codes pass unchanged.
+ */
 export function isModernOnlyCode(code: number): boolean {
-  return code >= -32099 && code <= -32020
+  return code >= UNSUPPORTED_PROTOCOL_VERSION && code <= HEADER_MISMATCH
 }
 
 export { INTERNAL_ERROR, INVALID_PARAMS } from './jsonrpc.ts'

@@ -9,6 +9,7 @@ import {
   INVALID_PARAMS,
   isModernOnlyCode,
   LEGACY_RESOURCE_NOT_FOUND,
+  UNSUPPORTED_PROTOCOL_VERSION,
   URL_ELICITATION_REQUIRED,
 } from './error-codes.ts'
 import type { JsonObject, JsonRpcErrorObject, JsonRpcMessage } from './jsonrpc.ts'
@@ -46,11 +47,14 @@ export function legacyCodec(revision: Revision): Codec {
     if (reply.meaning === 'url-elicitation-required') {
       return urlElicitation ? URL_ELICITATION_REQUIRED : INVALID_PARAMS
     }
-    // -32020 … -32022 describe a 2026 HTTP hop; a legacy peer cannot act on them.
-    if (isModernOnlyCode(reply.code)) {
-      return reply.code === -32020 || reply.code === -32021 ? INVALID_PARAMS : INTERNAL_ERROR
+    if (reply.code === URL_ELICITATION_REQUIRED) {
+      return urlElicitation ? URL_ELICITATION_REQUIRED : INVALID_PARAMS
     }
-    if (reply.code === URL_ELICITATION_REQUIRED && !urlElicitation) return INVALID_PARAMS
+    // -32020 … -32022 describe a 2026 HTTP hop; a legacy peer cannot act on them. A header or
+    // capability fault is the request's fault (-32602); an unsupported version is ours (-32603).
+    if (isModernOnlyCode(reply.code)) {
+      return reply.code === UNSUPPORTED_PROTOCOL_VERSION ? INTERNAL_ERROR : INVALID_PARAMS
+    }
     return reply.code
   }
 
