@@ -1,0 +1,438 @@
+/**
+ * Barbican talking to a stdio upstream: a child process spawned with an exact argv and no shell,
+ * one JSON-RPC message per line on its stdin/stdout, its stderr logged line by line.
+ *
+ * The child runs under `stdio-launcher.ts`, a watchdog that leads its own process group, so that
+ * shutdown reaches the whole tree (`npx` → `node` → …) and so that nothing outlives Barbican,
+ * however Barbican ends, SIGKILL included. The environment holds only what the config declares
+ * plus PATH and HOME: an upstream never sees Barbican's secrets by accident.
+ */
+import { type ChildProcess, spawn } from 'node:child_process'
+import { extname } from 'node:path'
+import { Duplex } from 'node:stream'
+import { fileURLToPath } from 'node:url'
+import { BarbicanError } from '../errors.ts'
+import type { Logger } from '../log.ts'
+import type { JsonLimits } from '../protocol/json-limits.ts'
+import { type JsonRpcMessage, serialize } from '../protocol/jsonrpc.ts'
+import { LineSplitter } from './line-splitter.ts'
+import { decodePayload, preview, protocolFault } from './outbound-payload.ts'
+import type { ReceiveInfo, SendOptions, Transport } from './transport.ts'
+
+/** What the config says about one stdio upstream. */
+export interface StdioSpec {
+  readonly command: string
+  readonly args?: readonly string[] | undefined
+  /** The child's whole environment, besides PATH and HOME (inherited unless given here). */
+  readonly env?: Readonly<Record<string, string>> | undefined
+  readonly cwd?: string | undefined
+}
+
+export interface StdioOutboundOptions extends StdioSpec {
+  /** The upstream's name, bound to every log line about it. */
+  readonly name: string
+  readonly log: Logger
+  readonly limits: JsonLimits
+  /** How long to wait for an exit after closing stdin, before SIGTERM (default 2000 ms). */
+  readonly closeGraceMs?: number | undefined
+  /** How long to wait after SIGTERM before SIGKILL (default 2000 ms). */
+  readonly termGraceMs?: number | undefined
+  /** How long the command may take to spawn (default 10 s). */
+  readonly startTimeoutMs?: number | undefined
+  /** Bytes that may wait for the child to read them before `send` refuses (default 8 MiB). */
+  readonly maxQueuedBytes?: number | undefined
+  /** Longest stderr line logged whole (default 16 KiB). */
+  readonly maxStderrLineBytes?: number | undefined
+}
+
+/** How the child ended: an exit code, or the signal that killed it. */
+export interface ExitStatus {
+  readonly code: number | null
+  readonly signal: NodeJS.Signals | null
+}
+
+/** Counters for operators and tests. */
+export interface StdioStats {
+  messagesIn: number
+  messagesOut: number
+  /** Stdout lines that were not valid JSON-RPC (logged and skipped, never fatal). */
+  invalidLines: number
+  stderrLines: number
+}
+
+/** The environment variables a child inherits from Barbican when its config does not set them. */
+const INHERITED = ['PATH', 'HOME'] as const
+const FALLBACK_PATH = '/usr/local/bin:/usr/bin:/bin'
+
+/** Builds a child's environment: declared variables, plus PATH and HOME and nothing else. */
+export function childEnvironment(
+  declared: Readonly<Record<string, string>> = {},
+  parent: NodeJS.ProcessEnv = process.env,
+): Record<string, string> {
+  const env: Record<string, string> = {}
+  for (const key of INHERITED) {
+    const value = parent[key]
+    if (value !== undefined) env[key] = value
+  }
+  env.PATH ??= FALLBACK_PATH
+  return Object.assign(env, declared)
+}
+
+const here = fileURLToPath(import.meta.url)
+/** The watchdog script, beside this module in `src/` (.ts) or in a build (.js). */
+const LAUNCHER = fileURLToPath(new URL(`./stdio-launcher${extname(here)}`, import.meta.url))
+/** Process groups and the watchdog are POSIX; Windows children are killed one by one. */
+const POSIX = process.platform !== 'win32'
+
+interface QueuedWrite {
+  readonly data: Buffer
+  readonly resolve: () => void
+  readonly reject: (error: Error) => void
+}
+
+/** One stdio upstream process. Create it unstarted; `start()` spawns; `close()` shuts it down. */
+export class StdioOutboundTransport implements Transport {
+  onmessage?: (message: JsonRpcMessage, info?: ReceiveInfo) => void
+  onclose?: () => void
+  onerror?: (error: Error) => void
+
+  readonly name: string
+  readonly stats: StdioStats = { messagesIn: 0, messagesOut: 0, invalidLines: 0, stderrLines: 0 }
+  /** Settles when the process has exited, whoever caused it (never rejects). */
+  readonly exited: Promise<ExitStatus>
+
+  readonly #options: StdioOutboundOptions
+  readonly #log: Logger
+  #resolveExited!: (status: ExitStatus) => void
+  #exitStatus: ExitStatus | undefined
+  #child: ChildProcess | undefined
+  #serverPid: number | undefined
+  #state: 'new' | 'starting' | 'open' | 'closing' | 'closed' = 'new'
+  /** Set once `start()` succeeded: only an opened transport reports its close. */
+  #opened = false
+  #closedPromise: Promise<void>
+  #resolveClosed!: () => void
+  #queue: QueuedWrite[] = []
+  #queuedBytes = 0
+  #waitingForDrain = false
+  #decoder = new TextDecoder('utf-8', { fatal: true })
+
+  constructor(options: StdioOutboundOptions) {
+    this.#options = options
+    this.name = options.name
+    this.#log = options.log.child({ upstream: options.name })
+    this.exited = new Promise((resolve) => {
+      this.#resolveExited = resolve
+    })
+    this.#closedPromise = new Promise((resolve) => {
+      this.#resolveClosed = resolve
+    })
+  }
+
+  /** Not a session-based transport. */
+  get sessionId(): undefined {
+    return undefined
+  }
+  /** The process group leader (the watchdog); signalling `-pid` reaches the whole tree. */
+  get pid(): number | undefined {
+    return this.#child?.pid
+  }
+  /** The upstream command's own process id, once spawned. */
+  get serverPid(): number | undefined {
+    return this.#serverPid
+  }
+  get exitStatus(): ExitStatus | undefined {
+    return this.#exitStatus
+  }
+  get isOpen(): boolean {
+    return this.#state === 'open'
+  }
+
+  /** Spawns the command; resolves once it runs, rejects if it cannot be started. */
+  async start(): Promise<void> {
+    if (this.#state !== 'new') throw new Error('StdioOutboundTransport.start() called twice')
+    this.#state = 'starting'
+    const o = this.#options
+    const env = childEnvironment(o.env)
+    const args = [...(o.args ?? [])]
+    const child = POSIX
+      ? spawn(process.execPath, [LAUNCHER], {
+          stdio: ['pipe', 'pipe', 'pipe', 'pipe'],
+          detached: true,
+          env: {},
+          shell: false,
+        })
+      : spawn(o.command, args, {
+          stdio: ['pipe', 'pipe', 'pipe'],
+          env,
+          shell: false,
+          windowsHide: true,
+          ...(o.cwd === undefined ? {} : { cwd: o.cwd }),
+        })
+    this.#child = child
+    this.#wire(child)
+    try {
+      this.#serverPid = await this.#awaitSpawn(child, env, args)
+    } catch (err) {
+      this.#state = 'closing'
+      this.#signal('SIGKILL')
+      await settlesWithin(this.#closedPromise, 5000)
+      throw err
+    }
+    if (this.#state !== 'starting') {
+      throw new BarbicanError('ERR_UPSTREAM_CLOSED', `Upstream "${this.name}" exited at start`)
+    }
+    this.#state = 'open'
+    this.#opened = true
+    this.#log.info('upstream process started', { pid: child.pid, serverPid: this.#serverPid })
+  }
+
+  #awaitSpawn(child: ChildProcess, env: Record<string, string>, args: string[]) {
+    const o = this.#options
+    return new Promise<number>((resolve, reject) => {
+      const refuse = (message: string, cause?: unknown) =>
+        reject(
+          new BarbicanError(
+            'ERR_UPSTREAM_UNAVAILABLE',
+            `Cannot start upstream "${this.name}" (${o.command}): ${message}`,
+            { cause },
+          ),
+        )
+      const timer = setTimeout(
+        () => refuse('timed out waiting for the process to spawn'),
+        o.startTimeoutMs ?? 10_000,
+      )
+      const settle = <T>(fn: (value: T) => void) => {
+        return (value: T) => {
+          clearTimeout(timer)
+          fn(value)
+        }
+      }
+      const ok = settle(resolve)
+      const fail = settle(refuse)
+      child.once('error', (err) => fail(err.message))
+      child.once('exit', (code, signal) => fail(`exited at once (${signal ?? code})`))
+      if (!POSIX) {
+        child.once('spawn', () => ok(child.pid ?? 0))
+        return
+      }
+      const control = child.stdio[3]
+      if (!(control instanceof Duplex)) {
+        fail('no control channel to the launcher')
+        return
+      }
+      let buffered = ''
+      control.setEncoding('utf8')
+      control.on('data', (chunk: string) => {
+        buffered += chunk
+        const newline = buffered.indexOf('\n')
+        if (newline < 0) return
+        const reply = JSON.parse(buffered.slice(0, newline)) as {
+          spawned?: number
+          error?: { code: string; message: string }
+        }
+        if (reply.spawned !== undefined) ok(reply.spawned)
+        else fail(reply.error?.message ?? 'unknown launcher error')
+      })
+      control.on('error', () => {})
+      control.write(
+        `${JSON.stringify({
+          command: o.command,
+          args,
+          env,
+          cwd: o.cwd,
+          killGraceMs: o.termGraceMs ?? 2000,
+        })}\n`,
+      )
+    })
+  }
+
+  #wire(child: ChildProcess): void {
+    const o = this.#options
+    const stdout = new LineSplitter(
+      o.limits.maxMessageBytes,
+      (line) => this.#onStdoutLine(line),
+      () => this.#invalid(`line longer than ${o.limits.maxMessageBytes} bytes`, ''),
+    )
+    const stderr = new LineSplitter(
+      o.maxStderrLineBytes ?? 16 * 1024,
+      (line) => {
+        this.stats.stderrLines++
+        this.#log.info('upstream stderr', { line: line.toString('utf8') })
+      },
+      () => this.#log.warn('upstream stderr line too long; skipped'),
+    )
+    child.stdout?.on('data', (chunk: Buffer) => stdout.push(chunk))
+    child.stdout?.on('end', () => stdout.end())
+    child.stderr?.on('data', (chunk: Buffer) => stderr.push(chunk))
+    child.stderr?.on('end', () => stderr.end())
+    // Write failures (EPIPE once the child is gone) reach the pending sends' callbacks.
+    child.stdin?.on('error', (err) => this.#log.debug('upstream stdin error', { error: err }))
+    child.on('error', (err) => this.#log.warn('upstream process error', { error: err }))
+    child.once('exit', (code, signal) => this.#onExit({ code, signal }))
+    child.once('close', () => this.#onClosed())
+  }
+
+  #onStdoutLine(line: Buffer): void {
+    if (line.length === 0) return
+    let text: string
+    try {
+      text = this.#decoder.decode(line)
+    } catch {
+      this.#invalid('not UTF-8', '')
+      return
+    }
+    const decoded = decodePayload(text, this.#options.limits)
+    for (const fault of decoded.faults) this.#invalid(fault.message, text, fault)
+    for (const message of decoded.messages) {
+      this.stats.messagesIn++
+      try {
+        this.onmessage?.(message, decoded.batch ? { batch: true } : undefined)
+      } catch (err) {
+        // A faulty handler must not take the pipe down with it.
+        this.#log.error('message handler failed', { error: err })
+      }
+    }
+  }
+
+  #invalid(reason: string, text: string, fault = protocolFault(reason)): void {
+    this.stats.invalidLines++
+    this.#log.warn('upstream wrote an invalid line on stdout', { reason, line: preview(text) })
+    this.onerror?.(fault)
+  }
+
+  #onExit(status: ExitStatus): void {
+    this.#exitStatus = status
+    // Sweep what the server left behind in its group (daemonized helpers, a wrapper's child).
+    if (POSIX) this.#signal('SIGKILL')
+    this.#resolveExited(status)
+    // Grandchildren that escaped the group may hold the pipes open: stop waiting for them.
+    setTimeout(() => {
+      if (this.#state === 'closed') return
+      for (const stream of this.#child?.stdio ?? []) stream?.destroy()
+    }, 1000).unref()
+  }
+
+  #onClosed(): void {
+    const expected = this.#state === 'closing'
+    this.#state = 'closed'
+    const error = new BarbicanError('ERR_UPSTREAM_CLOSED', `Upstream "${this.name}" exited`)
+    for (const item of this.#queue.splice(0)) item.reject(error)
+    this.#queuedBytes = 0
+    const status = this.#exitStatus ?? { code: null, signal: null }
+    const fields = { code: status.code, signal: status.signal }
+    if (expected) this.#log.info('upstream process stopped', fields)
+    else this.#log.warn('upstream process exited', fields)
+    this.#resolveClosed()
+    if (this.#opened) this.onclose?.()
+  }
+
+  /**
+   * Writes one message as a line. Resolves once the bytes are handed to the pipe; while the
+   * child does not read, writes wait for 'drain', and beyond `maxQueuedBytes` sends are refused.
+   */
+  send(message: JsonRpcMessage, _options?: SendOptions): Promise<void> {
+    const stdin = this.#child?.stdin
+    if (this.#state !== 'open' || !stdin) {
+      return Promise.reject(
+        new BarbicanError('ERR_UPSTREAM_CLOSED', `Upstream "${this.name}" is not running`),
+      )
+    }
+    const data = Buffer.from(`${serialize(message)}\n`, 'utf8')
+    const limit = this.#options.maxQueuedBytes ?? 8 * 1024 * 1024
+    if (this.#queuedBytes + data.length > limit) {
+      return Promise.reject(
+        new BarbicanError(
+          'ERR_UPSTREAM_UNAVAILABLE',
+          `Upstream "${this.name}" is not reading its input (${this.#queuedBytes} bytes waiting)`,
+        ),
+      )
+    }
+    this.#queuedBytes += data.length
+    return new Promise((resolve, reject) => {
+      this.#queue.push({ data, resolve, reject })
+      this.#pump()
+    })
+  }
+
+  #pump(): void {
+    const stdin = this.#child?.stdin
+    if (!stdin) return
+    while (!this.#waitingForDrain && this.#queue.length > 0) {
+      const item = this.#queue.shift()!
+      const ok = stdin.write(item.data, (err) => {
+        this.#queuedBytes -= item.data.length
+        if (err) {
+          item.reject(
+            new BarbicanError('ERR_UPSTREAM_CLOSED', `Upstream "${this.name}" input closed`, {
+              cause: err,
+            }),
+          )
+        } else {
+          this.stats.messagesOut++
+          item.resolve()
+        }
+      })
+      if (!ok) {
+        this.#waitingForDrain = true
+        stdin.once('drain', () => {
+          this.#waitingForDrain = false
+          this.#pump()
+        })
+      }
+    }
+  }
+
+  /**
+   * Shuts the process down as the MCP lifecycle asks: close stdin, wait; SIGTERM, wait; SIGKILL.
+   * Resolves when the process and its pipes are gone. Idempotent.
+   */
+  async close(): Promise<void> {
+    if (this.#state === 'new') {
+      this.#state = 'closed'
+      return
+    }
+    if (this.#state === 'closed' || this.#state === 'closing') return this.#closedPromise
+    this.#state = 'closing'
+    const o = this.#options
+    const error = new BarbicanError('ERR_UPSTREAM_CLOSED', `Upstream "${this.name}" is closing`)
+    for (const item of this.#queue.splice(0)) {
+      this.#queuedBytes -= item.data.length
+      item.reject(error)
+    }
+    this.#child?.stdin?.end()
+    if (!(await settlesWithin(this.exited, o.closeGraceMs ?? 2000))) {
+      this.#log.info('upstream did not exit after stdin closed; sending SIGTERM')
+      this.#signal('SIGTERM')
+      if (!(await settlesWithin(this.exited, o.termGraceMs ?? 2000))) {
+        this.#log.warn('upstream did not exit after SIGTERM; sending SIGKILL')
+        this.#signal('SIGKILL')
+      }
+    }
+    await this.#closedPromise
+  }
+
+  #signal(signal: NodeJS.Signals): void {
+    const child = this.#child
+    if (child?.pid === undefined) return
+    try {
+      if (POSIX) process.kill(-child.pid, signal)
+      else child.kill(signal)
+    } catch {
+      // Already gone.
+    }
+  }
+}
+
+/** True when `promise` settles within `ms`; the timer never outlives the wait. */
+async function settlesWithin(promise: Promise<unknown>, ms: number): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined
+  const timeout = new Promise<false>((resolve) => {
+    timer = setTimeout(() => resolve(false), ms)
+  })
+  try {
+    return await Promise.race([promise.then(() => true as const), timeout])
+  } finally {
+    clearTimeout(timer)
+  }
+}
