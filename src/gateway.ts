@@ -147,6 +147,21 @@ export class Gateway implements InboundHandler {
     }))
   }
 
+  /** Prometheus text exposition of the gateway's gauges. */
+  metrics(): string {
+    const lines = [
+      '# HELP barbican_sessions Client sessions open now.',
+      '# TYPE barbican_sessions gauge',
+      `barbican_sessions ${this.sessions.size}`,
+      '# HELP barbican_upstream_up 1 when the upstream is connected and initialized.',
+      '# TYPE barbican_upstream_up gauge',
+    ]
+    for (const u of this.upstreams.values()) {
+      lines.push(`barbican_upstream_up{upstream="${u.name}"} ${u.state === 'ready' ? 1 : 0}`)
+    }
+    return `${lines.join('\n')}\n`
+  }
+
   #sessionsOf(upstream: Upstream): Session[] {
     const servers = this.#serversOf.get(upstream.name) ?? []
     return [...this.sessions].filter((s) => servers.some((v) => v.name === s.info.server))

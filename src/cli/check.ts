@@ -1,0 +1,51 @@
+/**
+ * `barbican check`: validates the configuration, then connects to every upstream once and lists
+ * what it offers. Exits non-zero with a precise message on the first class of fault found.
+ */
+import { Gateway } from '../gateway.ts'
+import { planFromConfig } from '../gateway-plan.ts'
+import { jsonLogger } from '../log.ts'
+import { loadForCommand } from './load.ts'
+import type { CliIo, CommandOptions } from './main.ts'
+
+export async function runCheck(options: CommandOptions, io: CliIo): Promise<number> {
+  const loaded = await loadForCommand(options, io, false)
+  if (!loaded) return 1
+  const { config, source } = loaded
+  io.stdout(
+    `config: ${source.path ?? 'embedded demo'} (${source.format}), ${config.upstreams.length} upstream(s), ${config.servers.length} virtual server(s)\n`,
+  )
+  const log = jsonLogger({ level: 'error' })
+  const gateway = new Gateway(planFromConfig(config, log), log)
+  let failed = 0
+  try {
+    for (const upstream of gateway.upstreams.values()) {
+      try {
+        await upstream.connect()
+        const tools = await upstream.list('tools')
+        const info = upstream.info
+        io.stdout(
+          `ok    ${upstream.name}: ${String(info?.serverInfo.name ?? '?')} ${String(info?.serverInfo.version ?? '')}, MCP ${info?.protocolVersion}, ${tools.length} tool(s)\n`,
+        )
+      } catch (err) {
+        failed++
+        io.stdout(`FAIL  ${upstream.name}: ${(err as Error).message}\n`)
+      }
+    }
+    for (const server of gateway.servers.values()) {
+      const { catalog } = await server.catalog()
+      for (const c of catalog.conflicts) {
+        io.stdout(
+          `warn  server ${server.name}: ${c.kind} name "${c.name}" offered by ${c.upstreams.join(', ')}\n`,
+        )
+      }
+    }
+  } finally {
+    await gateway.stop()
+  }
+  if (failed > 0) {
+    io.stderr(`barbican: ${failed} upstream(s) failed\n`)
+    return 1
+  }
+  return 0
+}

@@ -1,0 +1,98 @@
+/**
+ * The `barbican` command: parses arguments and runs one subcommand. Returns the exit code so
+ * that tests can run commands in-process.
+ */
+import { parseArgs } from 'node:util'
+import { VERSION } from '../gateway.ts'
+import { runCheck } from './check.ts'
+import { runServe } from './serve.ts'
+import { runStdio } from './stdio.ts'
+
+const USAGE = `Usage: barbican <command> [options]
+
+Commands:
+  serve   [--config FILE] [--listen HOST:PORT] [--allow-insecure-non-loopback]
+          Run the gateway over HTTP (default 127.0.0.1:7300).
+  stdio   [--config FILE] [--server NAME]
+          Serve a virtual server on stdin/stdout.
+  check   [--config FILE]
+          Validate the config and try every upstream once.
+
+Without --config, barbican.yaml, barbican.yml or barbican.json in the working directory is used;
+serve falls back to the embedded demo when none exists.
+`
+
+export interface CliIo {
+  readonly stdout: (text: string) => void
+  readonly stderr: (text: string) => void
+}
+
+const defaultIo: CliIo = {
+  stdout: (t) => process.stdout.write(t),
+  stderr: (t) => process.stderr.write(t),
+}
+
+export async function main(argv: readonly string[], io: CliIo = defaultIo): Promise<number> {
+  let parsed: ReturnType<typeof parse>
+  try {
+    parsed = parse(argv)
+  } catch (err) {
+    io.stderr(`barbican: ${(err as Error).message}\n\n${USAGE}`)
+    return 2
+  }
+  const { positionals, values } = parsed
+  if (values.version) {
+    io.stdout(`barbican ${VERSION}\n`)
+    return 0
+  }
+  const command = positionals[0]
+  if (values.help || command === undefined || command === 'help') {
+    io.stdout(USAGE)
+    return command === undefined && !values.help ? 2 : 0
+  }
+  if (positionals.length > 1) {
+    io.stderr(`barbican: unexpected argument "${positionals[1]}"\n\n${USAGE}`)
+    return 2
+  }
+  const options = {
+    config: values.config,
+    listen: values.listen,
+    server: values.server,
+    allowInsecureNonLoopback: values['allow-insecure-non-loopback'] === true,
+  }
+  switch (command) {
+    case 'serve':
+      return await runServe(options, io)
+    case 'stdio':
+      return await runStdio(options, io)
+    case 'check':
+      return await runCheck(options, io)
+    default:
+      io.stderr(`barbican: unknown command "${command}"\n\n${USAGE}`)
+      return 2
+  }
+}
+
+function parse(argv: readonly string[]) {
+  return parseArgs({
+    args: [...argv],
+    allowPositionals: true,
+    strict: true,
+    options: {
+      config: { type: 'string', short: 'c' },
+      listen: { type: 'string', short: 'l' },
+      server: { type: 'string' },
+      'allow-insecure-non-loopback': { type: 'boolean' },
+      help: { type: 'boolean', short: 'h' },
+      version: { type: 'boolean', short: 'v' },
+    },
+  })
+}
+
+/** Options every command shares. */
+export interface CommandOptions {
+  readonly config?: string | undefined
+  readonly listen?: string | undefined
+  readonly server?: string | undefined
+  readonly allowInsecureNonLoopback: boolean
+}

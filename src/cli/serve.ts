@@ -1,0 +1,99 @@
+/**
+ * `barbican serve`: the gateway over HTTP (Streamable HTTP, legacy SSE, WebSocket) with health,
+ * readiness and metrics endpoints, until SIGINT or SIGTERM, which drain in-flight requests.
+ */
+import type { ServerResponse } from 'node:http'
+import type { Config } from '../config/config.ts'
+import { isLoopbackHost } from '../config/listen.ts'
+import { Gateway } from '../gateway.ts'
+import { planFromConfig } from '../gateway-plan.ts'
+import { jsonLogger, type Logger } from '../log.ts'
+import { createHttpInbound, type HttpInbound } from '../transports/http-inbound.ts'
+import { loadForCommand } from './load.ts'
+import type { CliIo, CommandOptions } from './main.ts'
+
+export interface RunningServer {
+  readonly gateway: Gateway
+  readonly http: HttpInbound
+  readonly url: string
+  stop(): Promise<void>
+}
+
+/** Starts a gateway and its HTTP listener from a configuration (used by the CLI and tests). */
+export async function startServer(config: Config, log: Logger): Promise<RunningServer> {
+  const gateway = new Gateway(planFromConfig(config, log), log)
+  const http = createHttpInbound(
+    gateway,
+    {
+      host: config.listen.host,
+      port: config.listen.port,
+      allowedHosts: config.security.allowedHosts,
+      allowedOrigins: config.security.allowedOrigins,
+      maxBodyBytes: config.limits.maxBodyBytes,
+      jsonLimits: config.limits,
+      maxSessions: config.limits.maxSessions,
+      sessionIdleTimeoutMs: config.limits.sessionIdleTimeoutMs,
+    },
+    log,
+  )
+  http.routes.set('/readyz', (_req, res) => {
+    const upstreams = gateway.status()
+    const ready = upstreams.every((u) => u.state === 'ready' || u.state === 'idle')
+    sendJson(res, ready ? 200 : 503, { status: ready ? 'ready' : 'degraded', upstreams })
+  })
+  http.routes.set('/metrics', (_req, res) => {
+    res.writeHead(200, { 'content-type': 'text/plain; version=0.0.4' })
+    res.end(gateway.metrics())
+  })
+  await http.listen()
+  // Upstreams connect in the background: the listener answers at once, lists degrade meanwhile.
+  void gateway.start()
+  return {
+    gateway,
+    http,
+    url: http.url,
+    async stop() {
+      await http.close()
+      await gateway.stop()
+    },
+  }
+}
+
+export async function runServe(options: CommandOptions, io: CliIo): Promise<number> {
+  const loaded = await loadForCommand(options, io, true)
+  if (!loaded) return 1
+  const { config, source } = loaded
+  if (
+    !isLoopbackHost(config.listen.host) &&
+    !config.security.allowInsecureNonLoopback &&
+    !options.allowInsecureNonLoopback
+  ) {
+    io.stderr(
+      `barbican: refusing to listen on ${config.listen.host}, which is not a loopback address, without inbound authentication.\n` +
+        'Configure inbound auth, or pass --allow-insecure-non-loopback (security.allowInsecureNonLoopback: true) to accept the risk.\n',
+    )
+    return 1
+  }
+  const log = jsonLogger({ level: config.log.level })
+  const server = await startServer(config, log)
+  const what =
+    source.format === 'demo' ? 'embedded demo configuration' : `${source.path} (${source.format})`
+  log.info('barbican listening', { url: server.url, config: what })
+  io.stderr(`Barbican is serving ${what} at ${server.url}/mcp (also /sse and /ws)\n`)
+  await new Promise<void>((resolve) => {
+    const stop = () => {
+      process.off('SIGINT', stop)
+      process.off('SIGTERM', stop)
+      log.info('shutting down')
+      server.stop().finally(resolve)
+    }
+    process.on('SIGINT', stop)
+    process.on('SIGTERM', stop)
+  })
+  return 0
+}
+
+function sendJson(res: ServerResponse, status: number, body: unknown): void {
+  res.writeHead(status, { 'content-type': 'application/json' })
+  res.end(JSON.stringify(body))
+}

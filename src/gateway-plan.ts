@@ -1,0 +1,74 @@
+/**
+ * Turns a validated configuration into a gateway plan: a transport factory per upstream and the
+ * catalog rules of each virtual server. Kept apart from gateway.ts so the gateway core can be
+ * built and tested from plans without files or processes.
+ */
+import picomatch from 'picomatch'
+import type {
+  Config,
+  ItemFilterConfig,
+  UpstreamConfig,
+  VirtualServerConfig,
+} from './config/config.ts'
+import type { GatewayPlan, ServerPlan, UpstreamPlan } from './gateway.ts'
+import type { Logger } from './log.ts'
+import type { CatalogRules, ItemRules } from './relay/catalog.ts'
+import { createOutboundTransport } from './transports/connect-outbound.ts'
+
+export function planFromConfig(config: Config, log: Logger): GatewayPlan {
+  return {
+    upstreams: config.upstreams.map((u) => upstreamPlan(u, config, log)),
+    servers: config.servers.map(serverPlan),
+    clientRequestTimeoutMs: config.limits.requestTimeoutMs,
+  }
+}
+
+function upstreamPlan(u: UpstreamConfig, config: Config, log: Logger): UpstreamPlan {
+  const upstreamLog = log.child({ upstream: u.name })
+  return {
+    name: u.name,
+    requestTimeoutMs: u.requestTimeoutMs,
+    lazy: u.transport === 'stdio' ? u.lazy : false,
+    createTransport: () =>
+      createOutboundTransport(u, {
+        name: u.name,
+        log: upstreamLog,
+        limits: config.limits,
+        requestTimeoutMs: u.requestTimeoutMs,
+      }),
+  }
+}
+
+function serverPlan(s: VirtualServerConfig): ServerPlan {
+  const sep = s.namespacing.separator
+  const rules: CatalogRules = {
+    namespacing: s.namespacing,
+    tools: itemRules(s.tools, sep, s.tools.rename, s.tools.descriptions),
+    prompts: itemRules(s.prompts, sep, s.prompts.rename, {}),
+    resources: itemRules(s.resources, sep, {}, {}),
+  }
+  return { name: s.name, upstreams: s.upstreams, rules }
+}
+
+/**
+ * Globs and rename keys match an item by its upstream name or by its namespaced form
+ * (`files__write_file`), so one rule can target every upstream or exactly one.
+ */
+function itemRules(
+  filter: ItemFilterConfig,
+  separator: string,
+  rename: Readonly<Record<string, string>>,
+  descriptions: Readonly<Record<string, string>>,
+): ItemRules {
+  const include = filter.include === undefined ? undefined : picomatch(filter.include as string[])
+  const exclude = filter.exclude.length > 0 ? picomatch(filter.exclude as string[]) : undefined
+  return {
+    filter: (name, upstream) => {
+      const namespaced = `${upstream}${separator}${name}`
+      if (exclude && (exclude(name) || exclude(namespaced))) return false
+      return include === undefined || include(name) || include(namespaced)
+    },
+    rename: (name, upstream) => rename[`${upstream}${separator}${name}`] ?? rename[name],
+    description: (exposed) => descriptions[exposed],
+  }
+}
