@@ -1,0 +1,142 @@
+/**
+ * The normalized configuration the gateway consumes. Every default is applied, every reference
+ * is checked and every `auto` is resolved, so no consumer needs to know the file formats or
+ * repeat a default. Everything here is plain data (JSON-serializable) so the admin API can show
+ * it as it is.
+ */
+import type { LogLevel } from '../log.ts'
+import type { JsonLimits } from '../protocol/json-limits.ts'
+
+/** Where the HTTP listener binds. `host` is bare (`::1`, never `[::1]`). */
+export interface ListenAddress {
+  readonly host: string
+  readonly port: number
+}
+
+/** Browser-facing checks applied to every HTTP request (DNS rebinding, cross-origin calls). */
+export interface SecurityConfig {
+  /** Accepted `Host` header values without their port, lower-cased; IPv6 in brackets. */
+  readonly allowedHosts: readonly string[]
+  /** Accepted `Origin` values beyond loopback origins, as serialized origins (no trailing slash). */
+  readonly allowedOrigins: readonly string[]
+  /** The operator's explicit consent to bind a non-loopback address without inbound auth. */
+  readonly allowInsecureNonLoopback: boolean
+}
+
+/** Resource bounds; the JSON fields can be passed as they are wherever `JsonLimits` is expected. */
+export interface LimitsConfig extends JsonLimits {
+  /** Largest HTTP request body, which may hold a batch of several messages. */
+  readonly maxBodyBytes: number
+  /** Longest the gateway works on one client request before answering with a timeout error. */
+  readonly requestTimeoutMs: number
+  /** Default for each upstream's `requestTimeoutMs`. */
+  readonly upstreamRequestTimeoutMs: number
+  /** Longest an upstream may take to start and complete its handshake. */
+  readonly upstreamConnectTimeoutMs: number
+  /** Most client sessions open at once; new ones are refused beyond it. */
+  readonly maxSessions: number
+  /** A client session with no traffic for this long is closed. */
+  readonly sessionIdleTimeoutMs: number
+}
+
+/** An upstream MCP server run as a child process speaking stdio. */
+export interface StdioUpstreamConfig {
+  readonly name: string
+  readonly transport: 'stdio'
+  readonly command: string
+  readonly args: readonly string[]
+  /** Variables added to the environment the process starts with. */
+  readonly env: Readonly<Record<string, string>>
+  /** Absolute working directory; absent means the gateway's own. */
+  readonly cwd?: string
+  /** Start the process at the first call that needs it instead of at gateway start. */
+  readonly lazy: boolean
+  /** Stop the process after this long without calls; 0 keeps it running. */
+  readonly idleTimeoutMs: number
+  readonly requestTimeoutMs: number
+}
+
+/** How a remote upstream is reached; `auto` tries Streamable HTTP, then falls back to SSE. */
+export type RemoteTransport = 'streamable-http' | 'sse' | 'websocket' | 'auto'
+
+/** An upstream MCP server reached over the network. */
+export interface RemoteUpstreamConfig {
+  readonly name: string
+  readonly transport: RemoteTransport
+  readonly url: string
+  /** Sent with every request to this upstream (the gateway's own credentials, never a client's). */
+  readonly headers: Readonly<Record<string, string>>
+  readonly requestTimeoutMs: number
+}
+
+/** One upstream server, discriminated by `transport`. */
+export type UpstreamConfig = StdioUpstreamConfig | RemoteUpstreamConfig
+
+/** How names from several upstreams are kept apart; `auto` is already resolved here. */
+export interface NamespacingConfig {
+  readonly mode: 'always' | 'on-conflict' | 'never'
+  readonly separator: string
+}
+
+/**
+ * Which items a virtual server exposes. Globs match the name a client would see without the
+ * filter (namespaced where the mode prefixes); `include` absent admits everything, and
+ * `exclude` wins over `include`.
+ */
+export interface ItemFilterConfig {
+  readonly include: readonly string[] | undefined
+  readonly exclude: readonly string[]
+}
+
+/** A filter that can also rename items: keys are names as filtered, values the names exposed. */
+export interface RenamingFilterConfig extends ItemFilterConfig {
+  readonly rename: Readonly<Record<string, string>>
+}
+
+/** Tools can additionally get their description replaced, keyed by the exposed (renamed) name. */
+export interface ToolFilterConfig extends RenamingFilterConfig {
+  readonly descriptions: Readonly<Record<string, string>>
+}
+
+/** A set of upstreams served as one MCP server at its own path. */
+export interface VirtualServerConfig {
+  readonly name: string
+  /** `/mcp` for the server named `default`, `/mcp/NAME` otherwise (also `/sse/NAME`, `/ws/NAME`). */
+  readonly path: string
+  /** Names of the upstreams, in the order they were listed. */
+  readonly upstreams: readonly string[]
+  readonly namespacing: NamespacingConfig
+  readonly tools: ToolFilterConfig
+  readonly prompts: RenamingFilterConfig
+  /** Globs over resource URIs (and resource template URI templates). */
+  readonly resources: ItemFilterConfig
+}
+
+/** The whole validated configuration. */
+export interface Config {
+  readonly listen: ListenAddress
+  readonly security: SecurityConfig
+  readonly limits: LimitsConfig
+  readonly log: { readonly level: LogLevel }
+  /** In the order they were declared. */
+  readonly upstreams: readonly UpstreamConfig[]
+  /** In the order they were declared; at least one. */
+  readonly servers: readonly VirtualServerConfig[]
+}
+
+/** The file formats Barbican reads; `demo` is the embedded configuration. */
+export type ConfigFormat = 'native' | 'claude' | 'vscode' | 'demo'
+
+/** Where a configuration came from; `path` is absent for the demo. */
+export interface ConfigSource {
+  readonly path: string | undefined
+  readonly format: ConfigFormat
+}
+
+/** The result of loading: the configuration, its origin, and what was ignored or adjusted. */
+export interface LoadedConfig {
+  readonly config: Config
+  readonly source: ConfigSource
+  /** Human-readable notes (ignored keys, renamed servers); the CLI logs them as warnings. */
+  readonly warnings: readonly string[]
+}

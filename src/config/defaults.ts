@@ -1,0 +1,34 @@
+/**
+ * Names, patterns and default values shared by the schema, the validators and the docs, kept
+ * apart from the zod schemas so every module can import them without import cycles.
+ */
+import { DEFAULT_JSON_LIMITS } from '../protocol/json-limits.ts'
+
+/** Upstream and virtual server names: safe in URLs, tool-name prefixes, logs and metric labels. */
+export const NAME_PATTERN = /^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$/
+
+/** Separators may only use characters the MCP spec allows in tool names. */
+export const SEPARATOR_PATTERN = /^[A-Za-z0-9_.-]{1,8}$/
+
+/** Exposed tool and prompt names (MCP 2025-11-25 tool-name guidance). */
+export const ITEM_NAME_PATTERN = /^[A-Za-z0-9_.-]{1,128}$/
+
+/** Loopback names a local client may send as `Host`. */
+export const DEFAULT_ALLOWED_HOSTS: readonly string[] = Object.freeze([
+  'localhost',
+  '127.0.0.1',
+  '[::1]',
+])
+
+/** Every numeric default in one place, so code and docs cannot drift apart. */
+export const DEFAULT_LIMITS = Object.freeze({
+  ...DEFAULT_JSON_LIMITS,
+  maxBodyBytes: 4 * 1024 * 1024,
+  requestTimeoutMs: 120_000,
+  upstreamRequestTimeoutMs: 60_000,
+  upstreamConnectTimeoutMs: 30_000,
+  maxSessions: 1000,
+  sessionIdleTimeoutMs: 30 * 60_000,
+})
+
+export const DEFAULT_SEPARATOR = '__'

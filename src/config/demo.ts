@@ -1,0 +1,111 @@
+/**
+ * The embedded demo: what `barbican serve` runs when no config file exists, so a new user sees a
+ * working gateway at once. It aggregates the official reference servers installed with Barbican,
+ * launched with the running Node and their resolved entry files, so it needs neither network nor
+ * `npx` and behaves the same offline.
+ */
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs'
+import { createRequire } from 'node:module'
+import { tmpdir } from 'node:os'
+import { dirname, join, resolve } from 'node:path'
+import type { LoadedConfig } from './config.ts'
+import { ConfigError } from './config-error.ts'
+import { normalizeConfig } from './normalize.ts'
+import type { NativeConfigInput } from './schema.ts'
+
+/** Options for the demo; both have working defaults. */
+export interface DemoOptions {
+  /** `HOST:PORT` replacing the default 127.0.0.1:7300. */
+  readonly listen?: string | undefined
+  /** Where the memory graph and the demo files live. Default: a per-user folder in tmpdir. */
+  readonly dataDir?: string
+}
+
+const require = createRequire(import.meta.url)
+
+/**
+ * Resolves the entry file of an installed package's command (its package.json `bin`), or
+ * undefined when the package is not installed.
+ */
+export function resolvePackageBin(packageName: string): string | undefined {
+  let manifestPath: string
+  try {
+    manifestPath = require.resolve(`${packageName}/package.json`)
+  } catch {
+    return undefined
+  }
+  const manifest = JSON.parse(readFileSync(manifestPath, 'utf8')) as { bin?: unknown }
+  const bin =
+    typeof manifest.bin === 'string'
+      ? manifest.bin
+      : typeof manifest.bin === 'object' && manifest.bin !== null
+        ? Object.values(manifest.bin).find((value) => typeof value === 'string')
+        : undefined
+  if (typeof bin !== 'string') return undefined
+  const entry = resolve(dirname(manifestPath), bin)
+  return existsSync(entry) ? entry : undefined
+}
+
+/**
+ * Builds the demo configuration: `everything` (every MCP feature), `memory` (a knowledge graph)
+ * and `files` (a filesystem server confined to a demo folder), namespaced as `everything__echo`
+ * and so on. Servers whose package is missing are left out with a warning.
+ */
+export function demoConfig(options: DemoOptions = {}): LoadedConfig {
+  const dataDir = options.dataDir ?? join(tmpdir(), `barbican-demo-${process.getuid?.() ?? 'user'}`)
+  const filesDir = join(dataDir, 'files')
+  const warnings: string[] = []
+  const upstreams: NonNullable<NativeConfigInput['upstreams']> = {}
+
+  const everything = resolvePackageBin('@modelcontextprotocol/server-everything')
+  if (everything) upstreams.everything = { command: process.execPath, args: [everything, 'stdio'] }
+
+  const memory = resolvePackageBin('@modelcontextprotocol/server-memory')
+  if (memory) {
+    // The server's default file sits beside its code, inside node_modules; keep data out of there.
+    upstreams.memory = {
+      command: process.execPath,
+      args: [memory],
+      env: { MEMORY_FILE_PATH: join(dataDir, 'memory.jsonl') },
+    }
+  }
+
+  const filesystem = resolvePackageBin('@modelcontextprotocol/server-filesystem')
+  if (filesystem) {
+    mkdirSync(filesDir, { recursive: true })
+    const welcome = join(filesDir, 'welcome.md')
+    if (!existsSync(welcome)) {
+      writeFileSync(
+        welcome,
+        '# Barbican demo\n\nThis folder is served by the `files` upstream of the demo gateway.\n',
+      )
+    }
+    upstreams.files = { command: process.execPath, args: [filesystem, filesDir] }
+  }
+
+  for (const [name, pkg] of [
+    ['everything', 'server-everything'],
+    ['memory', 'server-memory'],
+    ['files', 'server-filesystem'],
+  ] as const) {
+    if (!(name in upstreams)) {
+      warnings.push(
+        `demo upstream "${name}" left out: @modelcontextprotocol/${pkg} is not installed`,
+      )
+    }
+  }
+  if (Object.keys(upstreams).length === 0) {
+    throw new ConfigError([
+      {
+        path: [],
+        message:
+          'no config file found and the demo servers (@modelcontextprotocol/server-everything, ' +
+          'server-memory, server-filesystem) are not installed; run npm install in the checkout ' +
+          'or pass --config FILE',
+      },
+    ])
+  }
+  if (memory) mkdirSync(dataDir, { recursive: true })
+  const config = normalizeConfig({ upstreams }, { listen: options.listen })
+  return { config, source: { path: undefined, format: 'demo' }, warnings }
+}

@@ -1,0 +1,123 @@
+/**
+ * Finds, reads and validates a configuration file in any format Barbican accepts, and returns
+ * the normalized Config. Order of work: parse → detect format → interpolate `${VAR}` → convert
+ * foreign formats → validate everything at once → apply defaults. Every error is one ConfigError
+ * listing each problem at its key path and line in the operator's own file.
+ */
+import { readFile } from 'node:fs/promises'
+import { basename, dirname, extname, resolve } from 'node:path'
+import type { LoadedConfig } from './config.ts'
+import { ConfigError, type ConfigIssue, type KeyPath } from './config-error.ts'
+import { convertForeign, detectFormat, relevantPart } from './formats.ts'
+import { interpolate } from './interpolate.ts'
+import { buildConfig, validateNative } from './normalize.ts'
+import { parseText } from './parse-text.ts'
+
+/** File names tried, in order, when no path is given. */
+export const DEFAULT_CONFIG_FILES: readonly string[] = Object.freeze([
+  'barbican.yaml',
+  'barbican.yml',
+  'barbican.json',
+])
+
+/** Where to look and what to substitute. */
+export interface LoadOptions {
+  /** The config file; relative to `cwd`. Absent: the first of DEFAULT_CONFIG_FILES in `cwd`. */
+  readonly path?: string | undefined
+  /** Directory to resolve `path` in and search for default files. Default: process.cwd(). */
+  readonly cwd?: string | undefined
+  /** Variables for `${VAR}`. Default: process.env. */
+  readonly env?: Readonly<Record<string, string | undefined>> | undefined
+  /** `HOST:PORT` replacing the file's `listen` (the CLI's `--listen`). */
+  readonly listen?: string | undefined
+}
+
+/**
+ * Loads the configuration. Resolves to `undefined` when no path was given and no default file
+ * exists, so the CLI can start the demo (`loadDemoConfig`). Rejects with ConfigError
+ * (`ERR_CONFIG_INVALID`) for a missing explicit file or any invalid content.
+ */
+export async function loadConfig(options: LoadOptions = {}): Promise<LoadedConfig | undefined> {
+  const cwd = options.cwd ?? process.cwd()
+  const candidates =
+    options.path === undefined
+      ? DEFAULT_CONFIG_FILES.map((name) => resolve(cwd, name))
+      : [resolve(cwd, options.path)]
+  for (const file of candidates) {
+    let text: string
+    try {
+      text = await readFile(file, 'utf8')
+    } catch (err) {
+      const code = (err as NodeJS.ErrnoException).code
+      if (code === 'ENOENT' && options.path === undefined) continue
+      const reason = code === 'ENOENT' ? 'the file does not exist' : (err as Error).message
+      throw new ConfigError([{ path: [], message: `cannot read config file: ${reason}` }], { file })
+    }
+    return parseConfigText(text, { ...options, file })
+  }
+  return undefined
+}
+
+/** Options for parsing config text that did not necessarily come from disk. */
+export interface ParseOptions extends Omit<LoadOptions, 'path'> {
+  /** Path the text came from: names errors, picks JSON by extension, anchors relative paths. */
+  readonly file?: string | undefined
+  /** Treat the text as JSON(C) regardless of `file`. */
+  readonly json?: boolean
+}
+
+/** Parses, validates and normalizes config text (YAML or JSON, any accepted format). */
+export function parseConfigText(text: string, options: ParseOptions = {}): LoadedConfig {
+  const file = options.file
+  const json = options.json ?? (file !== undefined && /^\.jsonc?$/i.test(extname(file)))
+  const baseDir = file === undefined ? (options.cwd ?? process.cwd()) : dirname(file)
+  const parsed = parseText(text, { json, ...(file === undefined ? {} : { file }) })
+  const fail = (issues: ConfigIssue[], mapPath: (path: KeyPath) => KeyPath = (p) => p) => {
+    const located = issues.map((issue) => {
+      const path = mapPath(issue.path)
+      const pos = parsed.locate(path)
+      return pos ? { ...issue, path, line: pos.line, column: pos.column } : { ...issue, path }
+    })
+    located.sort(
+      (a, b) => (a.line ?? Number.MAX_SAFE_INTEGER) - (b.line ?? Number.MAX_SAFE_INTEGER),
+    )
+    return new ConfigError(located, { file })
+  }
+
+  const detected = detectFormat(parsed.value)
+  if ('issue' in detected) throw fail([detected.issue])
+  const format = detected.format
+  const warnings: string[] = []
+  const relevant = relevantPart(parsed.value as Record<string, unknown>, format, warnings)
+  const context = {
+    env: options.env ?? process.env,
+    ...(file === undefined ? {} : { workspaceFolder: workspaceFolderOf(baseDir) }),
+  }
+  const interpolated = interpolate(relevant, context)
+  if (interpolated.issues.length > 0) throw fail(interpolated.issues)
+
+  let native = interpolated.value
+  let mapPath = (path: KeyPath): KeyPath => path
+  const issues: ConfigIssue[] = []
+  if (format !== 'native') {
+    const conversion = convertForeign(interpolated.value as Record<string, unknown>, format, {
+      baseDir,
+      warnings,
+    })
+    // Conversion issues already use the file's own paths, which mapPath leaves alone.
+    issues.push(...conversion.issues)
+    native = conversion.native
+    mapPath = conversion.mapPath
+  }
+  const validation = validateNative(native)
+  if (!validation.ok) issues.push(...validation.issues)
+  if (issues.length > 0 || !validation.ok) throw fail(issues, mapPath)
+  const config = buildConfig(validation.value, { baseDir, listen: options.listen })
+  return { config, source: { path: file, format }, warnings }
+}
+
+/** `.vscode/mcp.json` and `.cursor/mcp.json` belong to the folder above them. */
+function workspaceFolderOf(dir: string): string {
+  const name = basename(dir)
+  return name === '.vscode' || name === '.cursor' ? dirname(dir) : dir
+}

@@ -1,0 +1,371 @@
+import assert from 'node:assert/strict'
+import { resolve } from 'node:path'
+import { describe, test } from 'node:test'
+import { BarbicanError } from '../errors.ts'
+import { ConfigError, formatKeyPath } from './config-error.ts'
+import { normalizeConfig } from './normalize.ts'
+
+/** Runs normalizeConfig expecting failure; returns "path: message" lines. */
+function problems(input: unknown): string[] {
+  try {
+    normalizeConfig(input)
+  } catch (err) {
+    assert.ok(err instanceof ConfigError)
+    assert.ok(err instanceof BarbicanError)
+    assert.equal(err.code, 'ERR_CONFIG_INVALID')
+    return err.issues.map((issue) => `${formatKeyPath(issue.path)}: ${issue.message}`)
+  }
+  assert.fail('expected a ConfigError')
+}
+
+function pathsOf(lines: string[]): string[] {
+  return lines.map((line) => line.slice(0, line.indexOf(': ')))
+}
+
+const one = { upstreams: { everything: { command: 'node', args: ['server.js'] } } }
+
+describe('normalizeConfig', () => {
+  test('applies every documented default to a minimal config', () => {
+    const config = normalizeConfig(one)
+    assert.deepEqual(config, {
+      listen: { host: '127.0.0.1', port: 7300 },
+      security: {
+        allowedHosts: ['localhost', '127.0.0.1', '[::1]'],
+        allowedOrigins: [],
+        allowInsecureNonLoopback: false,
+      },
+      limits: {
+        maxMessageBytes: 4194304,
+        maxDepth: 64,
+        maxStringLength: 2097152,
+        maxArrayLength: 100000,
+        maxObjectKeys: 10000,
+        maxBodyBytes: 4194304,
+        requestTimeoutMs: 120000,
+        upstreamRequestTimeoutMs: 60000,
+        upstreamConnectTimeoutMs: 30000,
+        maxSessions: 1000,
+        sessionIdleTimeoutMs: 1800000,
+      },
+      log: { level: 'info' },
+      upstreams: [
+        {
+          name: 'everything',
+          transport: 'stdio',
+          command: 'node',
+          args: ['server.js'],
+          env: {},
+          lazy: false,
+          idleTimeoutMs: 0,
+          requestTimeoutMs: 60000,
+        },
+      ],
+      servers: [
+        {
+          name: 'default',
+          path: '/mcp',
+          upstreams: ['everything'],
+          namespacing: { mode: 'never', separator: '__' },
+          tools: { include: undefined, exclude: [], rename: {}, descriptions: {} },
+          prompts: { include: undefined, exclude: [], rename: {} },
+          resources: { include: undefined, exclude: [] },
+        },
+      ],
+    })
+  })
+
+  test('namespaces always with several upstreams and never with one when the mode is auto', () => {
+    const config = normalizeConfig({
+      upstreams: { a: { command: 'a' }, b: { url: 'https://b.example/mcp' } },
+      servers: {
+        default: {},
+        solo: { upstreams: ['b'] },
+        pinned: { upstreams: ['a', 'b'], namespacing: { mode: 'on-conflict' } },
+      },
+    })
+    const modes = Object.fromEntries(config.servers.map((s) => [s.name, s.namespacing.mode]))
+    assert.deepEqual(modes, { default: 'always', solo: 'never', pinned: 'on-conflict' })
+    assert.deepEqual(config.servers[0]?.upstreams, ['a', 'b'])
+  })
+
+  test('serves the server named default at /mcp and every other at /mcp/NAME', () => {
+    const config = normalizeConfig({
+      upstreams: { a: { command: 'a' } },
+      servers: { files: { upstreams: ['a'] }, default: { upstreams: ['a'] } },
+    })
+    assert.deepEqual(
+      config.servers.map((s) => [s.name, s.path]),
+      [
+        ['files', '/mcp/files'],
+        ['default', '/mcp'],
+      ],
+    )
+  })
+
+  test('reads listen as "HOST:PORT", bracketed IPv6 included, or as an object', () => {
+    assert.deepEqual(normalizeConfig({ ...one, listen: '0.0.0.0:8080' }).listen, {
+      host: '0.0.0.0',
+      port: 8080,
+    })
+    assert.deepEqual(normalizeConfig({ ...one, listen: '[::1]:0' }).listen, {
+      host: '::1',
+      port: 0,
+    })
+    assert.deepEqual(normalizeConfig({ ...one, listen: { port: 9000 } }).listen, {
+      host: '127.0.0.1',
+      port: 9000,
+    })
+  })
+
+  test('lets --listen replace the file and rejects a malformed one', () => {
+    const config = normalizeConfig({ ...one, listen: '127.0.0.1:1' }, { listen: 'localhost:2' })
+    assert.deepEqual(config.listen, { host: 'localhost', port: 2 })
+    assert.throws(
+      () => normalizeConfig(one, { listen: 'localhost' }),
+      (err: ConfigError) =>
+        err.code === 'ERR_CONFIG_INVALID' && err.issues[0]?.path[0] === '--listen',
+    )
+  })
+
+  test('allows the bound host as Host header when it is a specific address, never a wildcard', () => {
+    const specific = normalizeConfig({ ...one, listen: '192.168.1.5:7300' })
+    assert.deepEqual(specific.security.allowedHosts, [
+      'localhost',
+      '127.0.0.1',
+      '[::1]',
+      '192.168.1.5',
+    ])
+    const wildcard = normalizeConfig({ ...one, listen: '0.0.0.0:7300' })
+    assert.deepEqual(wildcard.security.allowedHosts, ['localhost', '127.0.0.1', '[::1]'])
+    const explicit = normalizeConfig({ ...one, security: { allowedHosts: ['MCP.example.com'] } })
+    assert.deepEqual(explicit.security.allowedHosts, ['mcp.example.com'])
+  })
+
+  test('normalizes allowed origins and rejects anything that is not a bare origin', () => {
+    const config = normalizeConfig({
+      ...one,
+      security: { allowedOrigins: ['https://app.example.com/'] },
+    })
+    assert.deepEqual(config.security.allowedOrigins, ['https://app.example.com'])
+    assert.deepEqual(
+      pathsOf(
+        problems({
+          ...one,
+          security: { allowedOrigins: ['https://a.example/path'], allowedHosts: ['a:80'] },
+        }),
+      ),
+      ['security.allowedHosts[0]', 'security.allowedOrigins[0]'],
+    )
+  })
+
+  test('turns numbers and booleans in args, env and headers into strings', () => {
+    const config = normalizeConfig({
+      upstreams: {
+        a: { command: 'x', args: ['--port', 3000, true], env: { DEBUG: false } },
+        b: { url: 'https://b.example', headers: { 'X-Retries': 3 } },
+      },
+    })
+    const [a, b] = config.upstreams
+    assert.equal(a?.transport, 'stdio')
+    if (a?.transport === 'stdio') {
+      assert.deepEqual(a.args, ['--port', '3000', 'true'])
+      assert.deepEqual(a.env, { DEBUG: 'false' })
+    }
+    assert.ok(b && 'headers' in b)
+    assert.deepEqual(b.headers, { 'X-Retries': '3' })
+  })
+
+  test('resolves auto to websocket for ws:// urls and keeps auto for http', () => {
+    const config = normalizeConfig({
+      upstreams: { w: { url: 'wss://x.example/ws' }, h: { url: 'http://127.0.0.1:1/mcp' } },
+    })
+    assert.deepEqual(
+      config.upstreams.map((u) => u.transport),
+      ['websocket', 'auto'],
+    )
+  })
+
+  test('takes each upstream request timeout from limits unless it sets its own', () => {
+    const config = normalizeConfig({
+      limits: { upstreamRequestTimeoutMs: 1234 },
+      upstreams: { a: { command: 'a' }, b: { command: 'b', requestTimeoutMs: 99 } },
+    })
+    assert.deepEqual(
+      config.upstreams.map((u) => u.requestTimeoutMs),
+      [1234, 99],
+    )
+  })
+
+  test('resolves a relative cwd against the config directory', () => {
+    const config = normalizeConfig(
+      { upstreams: { a: { command: 'a', cwd: 'servers/a' }, b: { command: 'b', cwd: '/srv/b' } } },
+      { baseDir: '/etc/barbican' },
+    )
+    const cwds = config.upstreams.map((u) => ('cwd' in u ? u.cwd : undefined))
+    assert.deepEqual(cwds, [resolve('/etc/barbican/servers/a'), '/srv/b'])
+  })
+
+  test('returns a deeply frozen config so no consumer can change it under another', () => {
+    const config = normalizeConfig(one)
+    assert.ok(Object.isFrozen(config))
+    assert.ok(Object.isFrozen(config.upstreams[0]))
+    assert.ok(Object.isFrozen(config.servers[0]?.tools.exclude))
+  })
+})
+
+describe('validation errors', () => {
+  test('reports every problem of a broken config at once, each at its exact key path', () => {
+    const lines = problems({
+      listen: 'nowhere',
+      limits: { maxDepth: 1.5, requestTimeoutMs: 0 },
+      log: { level: 'loud' },
+      extra: true,
+      upstreams: {
+        files: { command: 'x', args: ['ok', { nested: 1 }] },
+        'bad.name': { command: 'x' },
+        empty: {},
+        remote: { url: 'ftp://x.example' },
+        nothing: null,
+      },
+      servers: {
+        docs: {
+          upstreams: ['files', 'files'],
+          namespacing: { mode: 'sometimes', separator: '' },
+          tools: { rename: { a: 'same', b: 'same', c: 'not allowed' } },
+        },
+        none: { upstreams: [] },
+      },
+    })
+    assert.deepEqual(pathsOf(lines).sort(), [
+      'extra',
+      'limits.maxDepth',
+      'limits.requestTimeoutMs',
+      'listen',
+      'log.level',
+      'servers.docs.namespacing.mode',
+      'servers.docs.namespacing.separator',
+      'servers.docs.tools.rename.b',
+      'servers.docs.tools.rename.c',
+      'servers.docs.upstreams[1]',
+      'servers.none.upstreams',
+      'upstreams.empty',
+      'upstreams.files.args[1]',
+      'upstreams.nothing',
+      'upstreams.remote.url',
+      'upstreams["bad.name"]',
+    ])
+    const text = lines.join('\n')
+    assert.match(
+      text,
+      /upstreams\.files\.args\[1\]: expected a string, number or boolean, got a mapping/,
+    )
+    assert.match(text, /upstreams\.empty: expected a mapping with "command" or "url"/)
+    assert.match(text, /log\.level: expected one of "debug", "info", "warn", "error", got "loud"/)
+    assert.match(text, /limits\.maxDepth: expected an integer, got the fraction 1.5/)
+    assert.match(text, /limits\.requestTimeoutMs: must be at least 1/)
+    assert.match(text, /servers\.none\.upstreams: must have at least 1 item/)
+    assert.match(
+      text,
+      /upstreams\.nothing: expected a mapping of keys to values, got nothing \(null\)/,
+    )
+  })
+
+  test('names both the virtual server and the upstream it refers to when the upstream is unknown', () => {
+    const lines = problems({
+      upstreams: { a: { command: 'a' } },
+      servers: { files: { upstreams: ['fs'] } },
+    })
+    assert.deepEqual(lines, [
+      'servers.files.upstreams[0]: server "files" names upstream "fs", which is not defined (defined upstreams: a)',
+    ])
+  })
+
+  test('requires at least one upstream, with a message that says what to add', () => {
+    assert.deepEqual(problems({}), [
+      'upstreams: is required: name at least one upstream MCP server',
+    ])
+    assert.deepEqual(problems({ upstreams: {} }), ['upstreams: at least one upstream is required'])
+  })
+
+  test('rejects upstream and server names that contain the namespacing separator', () => {
+    assert.deepEqual(pathsOf(problems({ upstreams: { my__files: { command: 'a' } } })), [
+      'upstreams.my__files',
+    ])
+    const lines = problems({
+      upstreams: { 'a-b': { command: 'a' }, c: { command: 'c' } },
+      servers: { 'x-y': { namespacing: { separator: '-' } } },
+    })
+    assert.deepEqual(pathsOf(lines).sort(), ['servers.x-y', 'upstreams.a-b'])
+    assert.match(lines.join('\n'), /contains the namespacing separator "-" of server "x-y"/)
+  })
+
+  test('rejects names that are not 1-64 letters, digits, "_" or "-"', () => {
+    const lines = problems({
+      upstreams: { '-x': { command: 'a' }, [`a${'b'.repeat(64)}`]: { command: 'a' } },
+    })
+    assert.equal(lines.length, 2)
+    for (const line of lines) assert.match(line, /must be 1-64 letters, digits, "_" or "-"/)
+  })
+
+  test('gives one clear message for an upstream with both command and url', () => {
+    assert.deepEqual(
+      problems({ upstreams: { both: { command: 'a', url: 'https://x.example' } } }),
+      [
+        'upstreams.both: has both "command" (a local server) and "url" (a remote server); keep exactly one',
+      ],
+    )
+  })
+
+  test('suggests the intended key for a misspelt one and lists the keys otherwise', () => {
+    const lines = problems({ upstreams: { a: { comand: 'x', args: [] } }, lisen: '1' })
+    assert.ok(
+      lines.includes('upstreams.a.comand: unknown key (did you mean "command"?)'),
+      lines.join('\n'),
+    )
+    assert.ok(lines.includes('lisen: unknown key (did you mean "listen"?)'), lines.join('\n'))
+    const other = problems({ ...one, color: 'blue' })
+    assert.deepEqual(other, [
+      'color: unknown key; expected one of: listen, security, limits, log, upstreams, servers',
+    ])
+  })
+
+  test('rejects a transport that contradicts the url scheme', () => {
+    assert.deepEqual(
+      pathsOf(
+        problems({
+          upstreams: {
+            a: { url: 'https://x.example', transport: 'websocket' },
+            b: { url: 'ws://x.example', transport: 'sse' },
+          },
+        }),
+      ),
+      ['upstreams.a.transport', 'upstreams.b.transport'],
+    )
+  })
+
+  test('rejects duplicate rename targets and repeated upstreams in a server', () => {
+    const lines = problems({
+      upstreams: { a: { command: 'a' } },
+      servers: { s: { upstreams: ['a', 'a'], prompts: { rename: { x: 'p', y: 'p' } } } },
+    })
+    assert.deepEqual(pathsOf(lines).sort(), [
+      'servers.s.prompts.rename.y',
+      'servers.s.upstreams[1]',
+    ])
+  })
+
+  test('rejects an empty servers mapping instead of serving nothing', () => {
+    assert.deepEqual(pathsOf(problems({ ...one, servers: {} })), ['servers'])
+  })
+
+  test('never repeats a string value found under env or headers in a message', () => {
+    const lines = problems({
+      upstreams: {
+        a: { command: 'x', env: { TOKEN: ['sk-secret-value'] } },
+        b: { url: 'https://x.example', headers: { 'Bad Header': 'sk-secret-value' } },
+      },
+    })
+    assert.equal(lines.length, 2)
+    assert.doesNotMatch(lines.join('\n'), /sk-secret-value/)
+  })
+})

@@ -1,0 +1,166 @@
+/**
+ * From a native config value (already interpolated) to the fully defaulted `Config`: validates
+ * with the schema and the cross-key checks together, then resolves every default and every
+ * `auto` so consumers never see an unresolved choice.
+ */
+import { isAbsolute, resolve } from 'node:path'
+import type {
+  Config,
+  ListenAddress,
+  SecurityConfig,
+  UpstreamConfig,
+  VirtualServerConfig,
+} from './config.ts'
+import { ConfigError, type ConfigIssue } from './config-error.ts'
+import { crossCheck } from './cross-check.ts'
+import { DEFAULT_ALLOWED_HOSTS, DEFAULT_SEPARATOR } from './defaults.ts'
+import { DEFAULT_LISTEN, hostForHeader, isWildcardHost, parseListen } from './listen.ts'
+import { type NativeConfig, nativeConfigSchema } from './schema.ts'
+import { issuesFromZod } from './zod-issues.ts'
+
+/** Options that complete what a config value alone cannot say. */
+export interface NormalizeOptions {
+  /** Directory relative `cwd` values resolve against (the config file's). Default: process cwd. */
+  readonly baseDir?: string
+  /** `HOST:PORT` that replaces the file's `listen` (the CLI's `--listen`). */
+  readonly listen?: string | undefined
+}
+
+/** Validation outcome: the defaulted native value, or every issue found. */
+export type Validation =
+  | { readonly ok: true; readonly value: NativeConfig }
+  | { readonly ok: false; readonly issues: ConfigIssue[] }
+
+/** Runs the schema and the cross-key checks and returns all their issues together. */
+export function validateNative(input: unknown): Validation {
+  const parsed = nativeConfigSchema.safeParse(input, { reportInput: true })
+  const cross = crossCheck(input)
+  const schemaIssues = parsed.success
+    ? []
+    : issuesFromZod(parsed.error.issues, input, nativeConfigSchema).filter(
+        (issue) => !cross.supersedes.has(JSON.stringify(issue.path)),
+      )
+  const issues = [...schemaIssues, ...cross.issues]
+  if (issues.length > 0 || !parsed.success) return { ok: false, issues }
+  return { ok: true, value: parsed.data }
+}
+
+/**
+ * Validates and normalizes a native config value; throws ConfigError (ERR_CONFIG_INVALID) with
+ * every issue. Useful in code and tests that build a gateway without a file.
+ */
+export function normalizeConfig(input: unknown, options: NormalizeOptions = {}): Config {
+  const result = validateNative(input)
+  if (!result.ok) throw new ConfigError(result.issues)
+  return buildConfig(result.value, options)
+}
+
+/** Applies defaults to an already validated native value. */
+export function buildConfig(native: NativeConfig, options: NormalizeOptions = {}): Config {
+  const listen = resolveListen(native.listen, options.listen)
+  const limits = { ...native.limits }
+  const upstreams = Object.entries(native.upstreams).map(([name, entry]): UpstreamConfig => {
+    const requestTimeoutMs = entry.requestTimeoutMs ?? limits.upstreamRequestTimeoutMs
+    if ('command' in entry) {
+      return {
+        name,
+        transport: 'stdio',
+        command: entry.command,
+        args: entry.args,
+        env: entry.env,
+        ...(entry.cwd === undefined
+          ? {}
+          : {
+              cwd: isAbsolute(entry.cwd)
+                ? entry.cwd
+                : resolve(options.baseDir ?? process.cwd(), entry.cwd),
+            }),
+        lazy: entry.lazy,
+        idleTimeoutMs: entry.idleTimeoutMs,
+        requestTimeoutMs,
+      }
+    }
+    // WebSocket is the only transport a ws:// URL can mean, so `auto` resolves here.
+    const transport =
+      entry.transport === 'auto' && /^wss?:/i.test(entry.url) ? 'websocket' : entry.transport
+    return { name, transport, url: entry.url, headers: entry.headers, requestTimeoutMs }
+  })
+  const allNames = upstreams.map((u) => u.name)
+  const declared = native.servers ?? { default: {} as Partial<ServerInput> }
+  const servers = Object.entries(declared).map(([name, server]): VirtualServerConfig => {
+    const members = server.upstreams ?? allNames
+    const mode = server.namespacing?.mode ?? 'auto'
+    return {
+      name,
+      path: name === 'default' ? '/mcp' : `/mcp/${name}`,
+      upstreams: members,
+      namespacing: {
+        mode: mode === 'auto' ? (members.length > 1 ? 'always' : 'never') : mode,
+        separator: server.namespacing?.separator ?? DEFAULT_SEPARATOR,
+      },
+      tools: {
+        include: server.tools?.include,
+        exclude: server.tools?.exclude ?? [],
+        rename: server.tools?.rename ?? {},
+        descriptions: server.tools?.descriptions ?? {},
+      },
+      prompts: {
+        include: server.prompts?.include,
+        exclude: server.prompts?.exclude ?? [],
+        rename: server.prompts?.rename ?? {},
+      },
+      resources: { include: server.resources?.include, exclude: server.resources?.exclude ?? [] },
+    }
+  })
+  return deepFreeze({
+    listen,
+    security: resolveSecurity(native.security, listen),
+    limits,
+    log: { level: native.log.level },
+    upstreams,
+    servers,
+  })
+}
+
+type ServerInput = NonNullable<NativeConfig['servers']>[string]
+
+function resolveListen(value: NativeConfig['listen'], override: string | undefined): ListenAddress {
+  if (override !== undefined) {
+    const parsed = parseListen(override)
+    if ('error' in parsed) throw new ConfigError([{ path: ['--listen'], message: parsed.error }])
+    return parsed
+  }
+  if (value === undefined) return { ...DEFAULT_LISTEN }
+  if (typeof value === 'string') {
+    const parsed = parseListen(value)
+    // The schema already rejected malformed strings; this keeps the types honest.
+    if ('error' in parsed) throw new ConfigError([{ path: ['listen'], message: parsed.error }])
+    return parsed
+  }
+  const host = value.host.replace(/^\[(.*)\]$/, '$1')
+  return { host, port: value.port }
+}
+
+function resolveSecurity(value: NativeConfig['security'], listen: ListenAddress): SecurityConfig {
+  let allowedHosts = value.allowedHosts?.map((host) => host.toLowerCase())
+  if (allowedHosts === undefined) {
+    allowedHosts = [...DEFAULT_ALLOWED_HOSTS]
+    // A client reaching a specific bound address sends it as Host; an IP literal or the name the
+    // operator chose to bind cannot be an attacker's rebinding domain.
+    const own = hostForHeader(listen.host)
+    if (!isWildcardHost(listen.host) && !allowedHosts.includes(own)) allowedHosts.push(own)
+  }
+  return {
+    allowedHosts,
+    allowedOrigins: value.allowedOrigins.map((origin) => new URL(origin).origin),
+    allowInsecureNonLoopback: value.allowInsecureNonLoopback,
+  }
+}
+
+function deepFreeze<T>(value: T): T {
+  if (value !== null && typeof value === 'object' && !Object.isFrozen(value)) {
+    Object.freeze(value)
+    for (const child of Object.values(value)) deepFreeze(child)
+  }
+  return value
+}

@@ -1,0 +1,219 @@
+/**
+ * The native configuration format as a zod schema: the single source of truth for validation,
+ * for the published JSON Schema (`schema/config.json`, editor completion) and for the defaults
+ * documented in docs/configuration.md. Every key carries a title and a description because
+ * editors show them while the operator types.
+ */
+import { z } from 'zod'
+import { DEFAULT_LIMITS, NAME_PATTERN } from './defaults.ts'
+import { DEFAULT_LISTEN, parseListen } from './listen.ts'
+import { virtualServerSchema } from './server-schema.ts'
+import { upstreamSchema } from './upstream-schema.ts'
+
+const HOURS_24 = 24 * 60 * 60_000
+
+function doc<T extends z.ZodType>(schema: T, title: string, description: string): T {
+  return schema.meta({ title, description })
+}
+
+const positiveMs = (max = HOURS_24) => z.int().min(1).max(max)
+const byteCount = z
+  .int()
+  .min(1)
+  .max(1024 * 1024 * 1024)
+
+const listenObject = z.strictObject({
+  host: doc(
+    z.string().min(1).default(DEFAULT_LISTEN.host),
+    'Host',
+    `Address to bind: an IP address or host name. Default: ${DEFAULT_LISTEN.host}.`,
+  ),
+  port: doc(
+    z.int().min(0).max(65535).default(DEFAULT_LISTEN.port),
+    'Port',
+    `TCP port; 0 picks a free port. Default: ${DEFAULT_LISTEN.port}.`,
+  ),
+})
+
+const listenString = z
+  .string()
+  .superRefine((text, ctx) => {
+    const parsed = parseListen(text)
+    if ('error' in parsed) ctx.addIssue({ code: 'custom', message: parsed.error })
+  })
+  .meta({
+    title: 'HOST:PORT',
+    description: 'e.g. "127.0.0.1:7300", "0.0.0.0:8080" or "[::1]:7300".',
+    pattern: '^(\\[[0-9A-Fa-f:.]+\\]|[^:\\[\\]]+):[0-9]{1,5}$',
+  })
+
+const listen = doc(
+  z.union([listenString, listenObject]),
+  'Listen address',
+  'Where `barbican serve` accepts HTTP connections: "HOST:PORT" or { host, port }. ' +
+    'Default: 127.0.0.1:7300 (loopback only).',
+)
+
+const hostEntry = z.string().superRefine((text, ctx) => {
+  const bracketed = /^\[[0-9A-Fa-f:.]+\]$/.test(text)
+  if (text.length === 0 || /[\s/@]/.test(text) || (!bracketed && text.includes(':'))) {
+    ctx.addIssue({
+      code: 'custom',
+      message: 'expected a host name without port or scheme, e.g. "localhost" or "[::1]"',
+    })
+  }
+})
+
+const originEntry = z.string().superRefine((text, ctx) => {
+  let url: URL | undefined
+  try {
+    url = new URL(text)
+  } catch {}
+  if (!url || !/^https?:$/.test(url.protocol) || url.origin !== text.replace(/\/$/, '')) {
+    ctx.addIssue({
+      code: 'custom',
+      message: 'expected an origin such as "https://app.example.com" (scheme, host, port only)',
+    })
+  }
+})
+
+const security = z.strictObject({
+  allowedHosts: doc(
+    z.array(hostEntry).optional(),
+    'Allowed Host headers',
+    'Requests whose Host header (without port) is not listed are refused, which defeats DNS ' +
+      'rebinding. Default: localhost, 127.0.0.1, [::1], plus the listen host when it is a ' +
+      'specific address.',
+  ),
+  allowedOrigins: doc(
+    z.array(originEntry).default([]),
+    'Allowed Origins',
+    'Browser origins allowed to call the gateway in addition to loopback origins ' +
+      '(http://localhost:*, http://127.0.0.1:*, http://[::1]:*). Default: none.',
+  ),
+  allowInsecureNonLoopback: doc(
+    z.boolean().default(false),
+    'Allow insecure non-loopback bind',
+    'Barbican refuses to listen on a non-loopback address without inbound authentication ' +
+      'unless this is true. Default: false.',
+  ),
+})
+
+const limitField = (
+  key: keyof typeof DEFAULT_LIMITS,
+  schema: z.ZodInt,
+  title: string,
+  text: string,
+) => doc(schema.default(DEFAULT_LIMITS[key]), title, `${text} Default: ${DEFAULT_LIMITS[key]}.`)
+
+const limits = z.strictObject({
+  maxMessageBytes: limitField(
+    'maxMessageBytes',
+    byteCount,
+    'Max message bytes',
+    'Largest single JSON-RPC message, in bytes of UTF-8.',
+  ),
+  maxBodyBytes: limitField(
+    'maxBodyBytes',
+    byteCount,
+    'Max body bytes',
+    'Largest HTTP request body (a batch holds several messages).',
+  ),
+  maxDepth: limitField(
+    'maxDepth',
+    z.int().min(2).max(1000),
+    'Max nesting depth',
+    'Deepest nesting of objects and arrays in a message.',
+  ),
+  maxStringLength: limitField(
+    'maxStringLength',
+    byteCount,
+    'Max string length',
+    'Longest string in a message, in UTF-16 code units.',
+  ),
+  maxArrayLength: limitField(
+    'maxArrayLength',
+    z.int().min(1).max(10_000_000),
+    'Max array length',
+    'Most elements in one array (a batch counts too).',
+  ),
+  maxObjectKeys: limitField(
+    'maxObjectKeys',
+    z.int().min(1).max(10_000_000),
+    'Max object keys',
+    'Most keys in one object.',
+  ),
+  requestTimeoutMs: limitField(
+    'requestTimeoutMs',
+    positiveMs(),
+    'Request timeout (ms)',
+    'Longest the gateway works on one client request before answering with a timeout error.',
+  ),
+  upstreamRequestTimeoutMs: limitField(
+    'upstreamRequestTimeoutMs',
+    positiveMs(),
+    'Upstream request timeout (ms)',
+    "Default for each upstream's requestTimeoutMs.",
+  ),
+  upstreamConnectTimeoutMs: limitField(
+    'upstreamConnectTimeoutMs',
+    positiveMs(),
+    'Upstream connect timeout (ms)',
+    'Longest an upstream may take to start and finish its handshake.',
+  ),
+  maxSessions: limitField(
+    'maxSessions',
+    z.int().min(1).max(1_000_000),
+    'Max sessions',
+    'Most client sessions open at once.',
+  ),
+  sessionIdleTimeoutMs: limitField(
+    'sessionIdleTimeoutMs',
+    positiveMs(7 * HOURS_24),
+    'Session idle timeout (ms)',
+    'A client session without traffic for this long is closed.',
+  ),
+})
+
+const log = z.strictObject({
+  level: doc(
+    z.enum(['debug', 'info', 'warn', 'error']).default('info'),
+    'Log level',
+    'Least severe level written to stderr (JSON lines). Default: info.',
+  ),
+})
+
+/** The whole native file. Unknown keys are errors: a typo must never be silently ignored. */
+export const nativeConfigSchema = z.strictObject({
+  $schema: doc(z.string().optional(), 'JSON Schema', 'Editor hint; ignored by Barbican.'),
+  listen: listen.optional(),
+  security: doc(
+    security.default({ allowedOrigins: [], allowInsecureNonLoopback: false }),
+    'Security',
+    'Checks applied to every HTTP request, and the non-loopback bind guard.',
+  ),
+  limits: doc(
+    limits.default({ ...DEFAULT_LIMITS }),
+    'Limits',
+    'Bounds on message size and shape, timeouts and sessions.',
+  ),
+  log: doc(log.default({ level: 'info' }), 'Logging', 'Structured logs on stderr.'),
+  upstreams: doc(
+    z.record(z.string().regex(NAME_PATTERN), upstreamSchema),
+    'Upstreams',
+    'The MCP servers behind the gateway, by name. A name is 1-64 letters, digits, "_" or "-", ' +
+      'starting with a letter or digit, and must not contain the namespacing separator.',
+  ),
+  servers: doc(
+    z.record(z.string().regex(NAME_PATTERN), virtualServerSchema).optional(),
+    'Virtual servers',
+    'Groups of upstreams served at their own path: "default" at /mcp, NAME at /mcp/NAME. ' +
+      'Default: one server "default" over all upstreams.',
+  ),
+})
+
+/** The native file as written (before defaults). */
+export type NativeConfigInput = z.input<typeof nativeConfigSchema>
+
+/** The native file after zod applied its defaults, before cross-checks and normalization. */
+export type NativeConfig = z.output<typeof nativeConfigSchema>

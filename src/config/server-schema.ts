@@ -1,0 +1,96 @@
+/**
+ * A virtual server in the native format: which upstreams it aggregates, how their names are
+ * namespaced, and which tools, prompts and resources it exposes under which names.
+ */
+import { z } from 'zod'
+import { DEFAULT_SEPARATOR, ITEM_NAME_PATTERN, SEPARATOR_PATTERN } from './defaults.ts'
+
+function doc<T extends z.ZodType>(schema: T, title: string, description: string): T {
+  return schema.meta({ title, description })
+}
+
+const globList = (title: string, text: string) => doc(z.array(z.string().min(1)), title, text)
+
+const include = (what: string) =>
+  globList(
+    'Include',
+    `Only ${what} matching one of these globs are exposed. A glob matches the upstream's own ` +
+      'name (read_file) or the namespaced one (files__read_file); * does not cross "/", ** does. ' +
+      'Default: all.',
+  ).optional()
+const exclude = (what: string) =>
+  globList(
+    'Exclude',
+    `${what} matching any of these globs are hidden; exclude wins. Default: [].`,
+  ).default([])
+const rename = (what: string) =>
+  doc(
+    z.record(z.string().min(1), z.string().regex(ITEM_NAME_PATTERN)).default({}),
+    'Rename',
+    `Maps a ${what} name (the upstream's own, or namespaced as files__name) to the name ` +
+      'clients see. Default: {}.',
+  )
+
+/** One virtual server; every key is optional. */
+export const virtualServerSchema = z.strictObject({
+  upstreams: doc(
+    z.array(z.string()).min(1).optional(),
+    'Upstreams',
+    'Names of the upstreams this virtual server aggregates, in order. Default: all upstreams.',
+  ),
+  namespacing: doc(
+    z
+      .strictObject({
+        mode: doc(
+          z.enum(['auto', 'always', 'on-conflict', 'never']).default('auto'),
+          'Mode',
+          "always: every name gets its upstream's prefix; on-conflict: only names offered by " +
+            'several upstreams; never: names pass unchanged; auto: never with one upstream, ' +
+            'always with several. Default: auto.',
+        ),
+        separator: doc(
+          z.string().regex(SEPARATOR_PATTERN).default(DEFAULT_SEPARATOR),
+          'Separator',
+          'Joins upstream name and item name (files__read_file). Default: "__".',
+        ),
+      })
+      .default({ mode: 'auto', separator: DEFAULT_SEPARATOR }),
+    'Namespacing',
+    'How tool, prompt and resource names from several upstreams are kept apart.',
+  ),
+  tools: doc(
+    z
+      .strictObject({
+        include: include('tools'),
+        exclude: exclude('Tools'),
+        rename: rename('tool'),
+        descriptions: doc(
+          z.record(z.string().min(1), z.string()).default({}),
+          'Descriptions',
+          'Replaces the description of a tool, keyed by its exposed (renamed) name. Default: {}.',
+        ),
+      })
+      .default({ exclude: [], rename: {}, descriptions: {} }),
+    'Tools',
+    'Which tools are exposed, and under what names.',
+  ),
+  prompts: doc(
+    z
+      .strictObject({
+        include: include('prompts'),
+        exclude: exclude('Prompts'),
+        rename: rename('prompt'),
+      })
+      .default({ exclude: [], rename: {} }),
+    'Prompts',
+    'Which prompts are exposed, and under what names.',
+  ),
+  resources: doc(
+    z
+      .strictObject({ include: include('resources'), exclude: exclude('Resources') })
+      .default({ exclude: [] }),
+    'Resources',
+    'Which resources and resource templates are exposed; globs match URIs ' +
+      '(e.g. "file:///data/**").',
+  ),
+})

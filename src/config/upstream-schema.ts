@@ -1,0 +1,97 @@
+/**
+ * The two kinds of upstream in the native format: a local process (`command`) or a remote
+ * server (`url`). The key that is present tells them apart, in the file and in the schema.
+ */
+import { z } from 'zod'
+
+const HEADER_NAME_PATTERN = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/
+const HOURS_24 = 24 * 60 * 60_000
+
+function doc<T extends z.ZodType>(schema: T, title: string, description: string): T {
+  return schema.meta({ title, description })
+}
+
+// Args, env values and header values are strings on the wire, but YAML turns `3000` or `true`
+// into numbers and booleans; accepting those spares the operator a round of quoting.
+const scalar = z.union([z.string(), z.number(), z.boolean()]).transform(String)
+
+const positiveMs = z.int().min(1).max(HOURS_24)
+
+const requestTimeout = doc(
+  positiveMs.optional(),
+  'Request timeout (ms)',
+  'Longest a request to this upstream may take. Default: limits.upstreamRequestTimeoutMs (60000).',
+)
+
+/** A local MCP server started as a child process; recognized by its `command` key. */
+export const stdioUpstreamSchema = doc(
+  z.strictObject({
+    command: doc(
+      z.string().min(1),
+      'Command',
+      'Program to run, found on PATH or given as a path (relative paths resolve against the ' +
+        'working directory of the process).',
+    ),
+    args: doc(z.array(scalar).default([]), 'Arguments', 'Command-line arguments. Default: [].'),
+    env: doc(
+      z.record(z.string().min(1), scalar).default({}),
+      'Environment',
+      `Variables added to the environment the process starts with; use \${VAR} to pass ` +
+        "secrets from Barbican's own environment. Default: {}.",
+    ),
+    cwd: doc(
+      z.string().min(1).optional(),
+      'Working directory',
+      "Directory the process starts in; relative paths resolve against the config file's " +
+        "directory. Default: Barbican's working directory.",
+    ),
+    lazy: doc(
+      z.boolean().default(false),
+      'Lazy start',
+      'Start the process at the first call that needs it rather than at gateway start. ' +
+        'Default: false.',
+    ),
+    idleTimeoutMs: doc(
+      z
+        .int()
+        .min(0)
+        .max(7 * HOURS_24)
+        .default(0),
+      'Idle timeout (ms)',
+      'Stop the process after this long without calls (it restarts on demand); 0 keeps it ' +
+        'running. Default: 0.',
+    ),
+    requestTimeoutMs: requestTimeout,
+  }),
+  'Stdio upstream',
+  'A local MCP server that Barbican starts and talks to over stdin/stdout.',
+)
+
+/** A remote MCP server; recognized by its `url` key. */
+export const remoteUpstreamSchema = doc(
+  z.strictObject({
+    url: doc(
+      z.url({ protocol: /^(https?|wss?)$/ }),
+      'URL',
+      'Endpoint of the server: http(s):// for Streamable HTTP or SSE, ws(s):// for WebSocket.',
+    ),
+    transport: doc(
+      z.enum(['auto', 'streamable-http', 'sse', 'websocket']).default('auto'),
+      'Transport',
+      'auto tries Streamable HTTP and falls back to the legacy HTTP+SSE transport ' +
+        '(WebSocket for ws:// URLs). Default: auto.',
+    ),
+    headers: doc(
+      z.record(z.string().regex(HEADER_NAME_PATTERN), scalar).default({}),
+      'Headers',
+      'HTTP headers sent with every request to this server, e.g. Authorization: "Bearer ' +
+        `\${TOKEN}". Client credentials are never forwarded. Default: {}.`,
+    ),
+    requestTimeoutMs: requestTimeout,
+  }),
+  'Remote upstream',
+  'An MCP server reached over the network.',
+)
+
+/** Either kind; which one is decided by the presence of `command` or `url`. */
+export const upstreamSchema = z.union([stdioUpstreamSchema, remoteUpstreamSchema])
