@@ -134,6 +134,21 @@ describe('2026-07-28 codec: requests', () => {
     assert.deepEqual(params, { _meta: { [META.clientInfo]: 'not an object', [META.logLevel]: 7 } })
   })
 
+  test('keeps a "__proto__" member as plain data while lifting the envelope', () => {
+    const text =
+      '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"__proto__":{"polluted":true},' +
+      `"_meta":{"__proto__":{"x":1},"${META.protocolVersion}":"${REVISION}",` +
+      `"${META.clientCapabilities}":{}},"name":"t"}}`
+    const decoded = decode(JSON.parse(text) as JsonObject)
+    assert.ok(decoded.kind === 'request' && decoded.params)
+    assert.equal(Object.getPrototypeOf(decoded.params), Object.prototype)
+    assert.ok(Object.hasOwn(decoded.params, '__proto__'))
+    assert.equal((decoded.params as { polluted?: unknown }).polluted, undefined)
+    const meta = decoded.params._meta as JsonObject
+    assert.ok(Object.hasOwn(meta, '__proto__') && Object.getPrototypeOf(meta) === Object.prototype)
+    assert.equal(JSON.stringify(codec.encode(decoded)), text)
+  })
+
   test('decodes a request without params to undefined params', () => {
     const decoded = decode({ jsonrpc: '2.0', id: 1, method: 'tools/list' })
     assert.deepEqual(decoded, { kind: 'request', id: 1, method: 'tools/list', params: undefined })

@@ -44,24 +44,19 @@ export function modernCodec(revision: Revision): Codec {
     if (typeof protocolVersion !== 'string' || !isPlainObject(clientCapabilities)) {
       return { params }
     }
-    const rest: JsonObject = { ...meta }
     const envelope: RequestEnvelope = { protocolVersion, clientCapabilities }
-    delete rest[META.protocolVersion]
-    delete rest[META.clientCapabilities]
-    const clientInfo = rest[META.clientInfo]
-    if (isPlainObject(clientInfo)) {
-      envelope.clientInfo = clientInfo
-      delete rest[META.clientInfo]
-    }
-    const logLevel = rest[META.logLevel]
-    if (typeof logLevel === 'string') {
-      envelope.logLevel = logLevel
-      delete rest[META.logLevel]
-    }
-    const out: JsonObject = { ...params }
-    if (Object.keys(rest).length === 0) delete out._meta
-    else out._meta = rest
-    return { params: out, envelope }
+    const clientInfo = meta[META.clientInfo]
+    if (isPlainObject(clientInfo)) envelope.clientInfo = clientInfo
+    const logLevel = meta[META.logLevel]
+    if (typeof logLevel === 'string') envelope.logLevel = logLevel
+    const rest = copyWithout(
+      meta,
+      META.protocolVersion,
+      META.clientCapabilities,
+      envelope.clientInfo === undefined ? undefined : META.clientInfo,
+      envelope.logLevel === undefined ? undefined : META.logLevel,
+    )
+    return { params: withMeta(params, rest), envelope }
   }
 
   function encodeParams(
@@ -96,13 +91,10 @@ export function modernCodec(revision: Revision): Codec {
       if (cacheScope !== undefined) result.cacheScope = cacheScope
     }
     const meta = result._meta
-    if (isPlainObject(meta) && META.serverInfo in meta) {
-      const { [META.serverInfo]: serverInfo, ...restMeta } = meta
-      if (isPlainObject(serverInfo)) {
-        decoded.serverInfo = serverInfo
-        if (Object.keys(restMeta).length === 0) delete result._meta
-        else result._meta = restMeta
-      }
+    const serverInfo = isPlainObject(meta) ? meta[META.serverInfo] : undefined
+    if (isPlainObject(meta) && isPlainObject(serverInfo)) {
+      decoded.serverInfo = serverInfo
+      decoded.result = withMeta(result, copyWithout(meta, META.serverInfo))
     }
     return decoded
   }
@@ -169,14 +161,10 @@ export function modernCodec(revision: Revision): Codec {
           isPlainObject(meta) &&
           (typeof subscriptionId === 'string' || Number.isSafeInteger(subscriptionId))
         ) {
-          const { [META.subscriptionId]: _lifted, ...restMeta } = meta
-          const out: JsonObject = { ...params }
-          if (Object.keys(restMeta).length === 0) delete out._meta
-          else out._meta = restMeta
           return {
             kind: 'notification',
             method: message.method,
-            params: out,
+            params: withMeta(params as JsonObject, copyWithout(meta, META.subscriptionId)),
             subscriptionId: subscriptionId as JsonRpcId,
           }
         }
@@ -222,5 +210,52 @@ export function modernCodec(revision: Revision): Codec {
     encodeParams,
     decodeResult,
     encodeResult,
+  }
+}
+
+/**
+ * A copy of `source` without the named keys, or undefined when nothing is left. Built by a loop
+ * rather than `delete`, which would push V8 objects that policies read later into slow mode;
+ * `__proto__` is defined, not assigned, so a key of that name stays plain data.
+ */
+function copyWithout(
+  source: JsonObject,
+  a: string,
+  b?: string,
+  c?: string,
+  d?: string,
+): JsonObject | undefined {
+  let out: JsonObject | undefined
+  for (const key of Object.keys(source)) {
+    if (key === a || key === b || key === c || key === d) continue
+    out ??= {}
+    setMember(out, key, source[key])
+  }
+  return out
+}
+
+/** A copy of `params` whose `_meta` is `meta`, in the same place, or left out when undefined. */
+function withMeta(params: JsonObject, meta: JsonObject | undefined): JsonObject {
+  const out: JsonObject = {}
+  for (const key of Object.keys(params)) {
+    if (key === '_meta') {
+      if (meta !== undefined) out._meta = meta
+    } else {
+      setMember(out, key, params[key])
+    }
+  }
+  return out
+}
+
+function setMember(target: JsonObject, key: string, value: unknown): void {
+  if (key === '__proto__') {
+    Object.defineProperty(target, key, {
+      value,
+      enumerable: true,
+      writable: true,
+      configurable: true,
+    })
+  } else {
+    target[key] = value
   }
 }
