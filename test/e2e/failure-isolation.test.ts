@@ -1,0 +1,64 @@
+/**
+ * One upstream that crashes or writes garbage never breaks the gateway or the other upstreams:
+ * the caller of a crashing call gets an error, the upstream is restarted, and the next call works.
+ */
+import assert from 'node:assert/strict'
+import { join } from 'node:path'
+import { after, before, describe, test } from 'node:test'
+import { fileURLToPath } from 'node:url'
+import { Client } from '@modelcontextprotocol/sdk/client/index.js'
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
+import { type RunningServer, startServer } from '../../src/cli/serve.ts'
+import { parseConfigText } from '../../src/config/load.ts'
+import { silentLogger } from '../../src/log.ts'
+
+const root = fileURLToPath(new URL('../../', import.meta.url))
+const faulty = join(root, 'test/fixtures/upstream-faulty-server.ts')
+
+function textOf(result: unknown): string {
+  return (result as { content: { text?: string }[] }).content.map((c) => c.text ?? '').join('')
+}
+
+describe('failure isolation between upstreams', () => {
+  let server: RunningServer
+  let client: Client
+  before(async () => {
+    const text = JSON.stringify({
+      listen: '127.0.0.1:0',
+      upstreams: {
+        crashy: { command: process.execPath, args: [faulty], cwd: root },
+        noisy: { command: process.execPath, args: [faulty, '--garbage'], cwd: root },
+      },
+    })
+    const { config } = parseConfigText(text, { cwd: root })
+    server = await startServer(config, silentLogger)
+    client = new Client({ name: 'isolation', version: '1.0.0' })
+    await client.connect(new StreamableHTTPClientTransport(new URL(`${server.url}/mcp`)))
+  })
+  after(async () => {
+    await client?.close()
+    await server?.stop()
+  })
+
+  test('an upstream writing garbage on stdout still serves its calls', async () => {
+    const result = await client.callTool({ name: 'noisy__echo', arguments: { text: 'x' } })
+    assert.match(textOf(result), /^faulty:x:\d+$/)
+  })
+
+  test('a crash mid-call fails that call, and the restarted upstream serves the next one', async () => {
+    const before = textOf(await client.callTool({ name: 'crashy__echo', arguments: { text: 'a' } }))
+    const pidBefore = before.split(':')[2]
+    await assert.rejects(
+      client.callTool({ name: 'crashy__crash', arguments: {} }),
+      /closed the connection/,
+    )
+    const after = textOf(await client.callTool({ name: 'crashy__echo', arguments: { text: 'b' } }))
+    assert.match(after, /^faulty:b:\d+$/)
+    assert.notEqual(after.split(':')[2], pidBefore, 'the upstream process was restarted')
+    // The other upstream was never disturbed.
+    assert.match(
+      textOf(await client.callTool({ name: 'noisy__echo', arguments: { text: 'y' } })),
+      /^faulty:y:/,
+    )
+  })
+})
