@@ -15,9 +15,15 @@ export interface ListenAddress {
 
 /** Browser-facing checks applied to every HTTP request (DNS rebinding, cross-origin calls). */
 export interface SecurityConfig {
-  /** Accepted `Host` header values without their port, lower-cased; IPv6 in brackets. */
+  /**
+   * Accepted `Host` header values, lower-cased: `name` (any port), `name:port`, `*.domain`,
+   * `[v6]`, or `*`. The complete list (defaults already applied).
+   */
   readonly allowedHosts: readonly string[]
-  /** Accepted `Origin` values beyond loopback origins, as serialized origins (no trailing slash). */
+  /**
+   * Accepted `Origin` values, lower-cased: `scheme://host` (any port), `scheme://host:port`,
+   * `null` or `*`. The complete list: the loopback origins, then the configured ones.
+   */
   readonly allowedOrigins: readonly string[]
   /** The operator's explicit consent to bind a non-loopback address without inbound auth. */
   readonly allowInsecureNonLoopback: boolean
@@ -45,7 +51,7 @@ export interface StdioUpstreamConfig {
   readonly transport: 'stdio'
   readonly command: string
   readonly args: readonly string[]
-  /** Variables added to the environment the process starts with. */
+  /** The process environment besides PATH and HOME, which the stdio transport adds. */
   readonly env: Readonly<Record<string, string>>
   /** Absolute working directory; absent means the gateway's own. */
   readonly cwd?: string

@@ -20,6 +20,19 @@ export const DEFAULT_ALLOWED_HOSTS: readonly string[] = Object.freeze([
   '[::1]',
 ])
 
+/**
+ * Loopback web origins, any port: always allowed, so local browser clients (the MCP Inspector)
+ * work out of the box. `security.allowedOrigins` adds to these.
+ */
+export const LOOPBACK_ORIGINS: readonly string[] = Object.freeze([
+  'http://localhost',
+  'http://127.0.0.1',
+  'http://[::1]',
+  'https://localhost',
+  'https://127.0.0.1',
+  'https://[::1]',
+])
+
 /** Every numeric default in one place, so code and docs cannot drift apart. */
 export const DEFAULT_LIMITS = Object.freeze({
   ...DEFAULT_JSON_LIMITS,

@@ -3,6 +3,7 @@ import { resolve } from 'node:path'
 import { describe, test } from 'node:test'
 import { BarbicanError } from '../errors.ts'
 import { ConfigError, formatKeyPath } from './config-error.ts'
+import { LOOPBACK_ORIGINS } from './defaults.ts'
 import { normalizeConfig } from './normalize.ts'
 
 /** Runs normalizeConfig expecting failure; returns "path: message" lines. */
@@ -31,7 +32,14 @@ describe('normalizeConfig', () => {
       listen: { host: '127.0.0.1', port: 7300 },
       security: {
         allowedHosts: ['localhost', '127.0.0.1', '[::1]'],
-        allowedOrigins: [],
+        allowedOrigins: [
+          'http://localhost',
+          'http://127.0.0.1',
+          'http://[::1]',
+          'https://localhost',
+          'https://127.0.0.1',
+          'https://[::1]',
+        ],
         allowInsecureNonLoopback: false,
       },
       limits: {
@@ -141,21 +149,42 @@ describe('normalizeConfig', () => {
     assert.deepEqual(explicit.security.allowedHosts, ['mcp.example.com'])
   })
 
-  test('normalizes allowed origins and rejects anything that is not a bare origin', () => {
+  test('allows loopback origins always and adds configured ones, keeping their port rule', () => {
+    const loopback = normalizeConfig(one).security.allowedOrigins
+    assert.deepEqual(loopback, [...LOOPBACK_ORIGINS])
     const config = normalizeConfig({
       ...one,
-      security: { allowedOrigins: ['https://app.example.com/'] },
+      security: { allowedOrigins: ['https://App.example.com/', 'http://10.0.0.2:8080', 'null'] },
     })
-    assert.deepEqual(config.security.allowedOrigins, ['https://app.example.com'])
+    assert.deepEqual(config.security.allowedOrigins, [
+      ...LOOPBACK_ORIGINS,
+      'https://app.example.com',
+      'http://10.0.0.2:8080',
+      'null',
+    ])
+  })
+
+  test('accepts every host and origin form the HTTP guard understands, and nothing else', () => {
+    const hosts = ['localhost', 'mcp.example.com:443', '*.example.com', '[::1]', '[::1]:7300', '*']
     assert.deepEqual(
-      pathsOf(
-        problems({
-          ...one,
-          security: { allowedOrigins: ['https://a.example/path'], allowedHosts: ['a:80'] },
-        }),
-      ),
-      ['security.allowedHosts[0]', 'security.allowedOrigins[0]'],
+      normalizeConfig({ ...one, security: { allowedHosts: hosts } }).security.allowedHosts,
+      hosts,
     )
+    const lines = problems({
+      ...one,
+      security: {
+        allowedHosts: ['http://localhost', 'a b', ''],
+        allowedOrigins: ['https://a.example/path', 'localhost', 'ftp://x.example'],
+      },
+    })
+    assert.deepEqual(pathsOf(lines), [
+      'security.allowedHosts[0]',
+      'security.allowedHosts[1]',
+      'security.allowedHosts[2]',
+      'security.allowedOrigins[0]',
+      'security.allowedOrigins[1]',
+      'security.allowedOrigins[2]',
+    ])
   })
 
   test('turns numbers and booleans in args, env and headers into strings', () => {

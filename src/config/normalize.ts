@@ -13,7 +13,7 @@ import type {
 } from './config.ts'
 import { ConfigError, type ConfigIssue } from './config-error.ts'
 import { crossCheck } from './cross-check.ts'
-import { DEFAULT_ALLOWED_HOSTS, DEFAULT_SEPARATOR } from './defaults.ts'
+import { DEFAULT_ALLOWED_HOSTS, DEFAULT_SEPARATOR, LOOPBACK_ORIGINS } from './defaults.ts'
 import { DEFAULT_LISTEN, hostForHeader, isWildcardHost, parseListen } from './listen.ts'
 import { type NativeConfig, nativeConfigSchema } from './schema.ts'
 import { issuesFromZod } from './zod-issues.ts'
@@ -150,9 +150,12 @@ function resolveSecurity(value: NativeConfig['security'], listen: ListenAddress)
     const own = hostForHeader(listen.host)
     if (!isWildcardHost(listen.host) && !allowedHosts.includes(own)) allowedHosts.push(own)
   }
+  // Loopback origins are always allowed; configured ones add to them. Entries keep their port or
+  // lack of one, which the HTTP guard reads as "this port" or "any port".
+  const extra = value.allowedOrigins.map((origin) => origin.toLowerCase().replace(/\/$/, ''))
   return {
     allowedHosts,
-    allowedOrigins: value.allowedOrigins.map((origin) => new URL(origin).origin),
+    allowedOrigins: [...new Set([...LOOPBACK_ORIGINS, ...extra])],
     allowInsecureNonLoopback: value.allowInsecureNonLoopback,
   }
 }

@@ -54,25 +54,38 @@ const listen = doc(
     'Default: 127.0.0.1:7300 (loopback only).',
 )
 
+// The grammar the HTTP guard matches: a name (any port), name:port, *.domain, [IPv6], or *.
+const HOST_ENTRY =
+  /^(\*|(\*\.)?[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*(:\d{1,5})?|\[[0-9A-Fa-f:.]+\](:\d{1,5})?)$/
+
 const hostEntry = z.string().superRefine((text, ctx) => {
-  const bracketed = /^\[[0-9A-Fa-f:.]+\]$/.test(text)
-  if (text.length === 0 || /[\s/@]/.test(text) || (!bracketed && text.includes(':'))) {
+  if (!HOST_ENTRY.test(text)) {
     ctx.addIssue({
       code: 'custom',
-      message: 'expected a host name without port or scheme, e.g. "localhost" or "[::1]"',
+      message:
+        'expected a host as sent in the Host header: "name" (any port), "name:port", ' +
+        '"*.example.com", "[::1]", or "*"',
     })
   }
 })
 
 const originEntry = z.string().superRefine((text, ctx) => {
+  if (text === '*' || text === 'null') return
   let url: URL | undefined
   try {
     url = new URL(text)
   } catch {}
-  if (!url || !/^https?:$/.test(url.protocol) || url.origin !== text.replace(/\/$/, '')) {
+  const bare = url && url.pathname === '/' && url.search === '' && url.hash === '' && !url.username
+  if (
+    !url ||
+    !/^https?:$/.test(url.protocol) ||
+    !bare ||
+    /\/./.test(text.replace(/^https?:\/\//, ''))
+  ) {
     ctx.addIssue({
       code: 'custom',
-      message: 'expected an origin such as "https://app.example.com" (scheme, host, port only)',
+      message:
+        'expected an origin: "https://app.example.com" (any port), "http://host:8080", "null" or "*"',
     })
   }
 })
@@ -81,15 +94,18 @@ const security = z.strictObject({
   allowedHosts: doc(
     z.array(hostEntry).optional(),
     'Allowed Host headers',
-    'Requests whose Host header (without port) is not listed are refused, which defeats DNS ' +
-      'rebinding. Default: localhost, 127.0.0.1, [::1], plus the listen host when it is a ' +
-      'specific address.',
+    'Host header values accepted; requests with any other are refused, which defeats DNS ' +
+      'rebinding. Entries: "name" (any port), "name:port", "*.example.com", "[::1]", or "*" ' +
+      '(no check). Replaces the default: localhost, 127.0.0.1, [::1], plus the listen host ' +
+      'when it is a specific address.',
   ),
   allowedOrigins: doc(
     z.array(originEntry).default([]),
     'Allowed Origins',
-    'Browser origins allowed to call the gateway in addition to loopback origins ' +
-      '(http://localhost:*, http://127.0.0.1:*, http://[::1]:*). Default: none.',
+    'Browser origins allowed in addition to the loopback ones (http or https on localhost, ' +
+      '127.0.0.1 or [::1], any port). Entries: "https://app.example.com" (any port), ' +
+      '"http://host:8080", "null", or "*". Requests without an Origin header (non-browser ' +
+      'clients) are not affected. Default: none.',
   ),
   allowInsecureNonLoopback: doc(
     z.boolean().default(false),

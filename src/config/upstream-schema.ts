@@ -36,8 +36,9 @@ export const stdioUpstreamSchema = doc(
     env: doc(
       z.record(z.string().min(1), scalar).default({}),
       'Environment',
-      `Variables added to the environment the process starts with; use \${VAR} to pass ` +
-        "secrets from Barbican's own environment. Default: {}.",
+      'The process environment: these variables plus PATH and HOME; nothing else of ' +
+        `Barbican's environment is passed on. Write "\${VAR}" to pass a variable through. ` +
+        'Default: {}.',
     ),
     cwd: doc(
       z.string().min(1).optional(),
