@@ -50,15 +50,28 @@ function collect(issue: Issue, base: KeyPath, root: unknown, schema: unknown, ou
           collect(inner, path, root, branchSchema, out)
         return
       }
-      // A misspelt discriminating key (`comand`) fails every branch; say so rather than
-      // listing what each alternative wanted.
-      const known = (options ?? []).flatMap((option) => Object.keys(defOf(option)?.shape ?? {}))
-      const misspelt = isRecord(value)
-        ? Object.keys(value).filter((key) => !known.includes(key) && closest(key, known))
+      // A misspelt discriminating key (`comand`) fails every branch. The branch that has the
+      // intended key is the one meant: report its problems, the misspelling among them, and not
+      // the key it then misses.
+      const shapes = (options ?? []).map((option) => Object.keys(defOf(option)?.shape ?? {}))
+      const known = shapes.flat()
+      const intended = isRecord(value)
+        ? Object.keys(value)
+            .filter((key) => !known.includes(key))
+            .map((key) => closest(key, known))
+            .filter((key) => key !== undefined)
         : []
-      for (const key of misspelt)
-        out.push({ path: [...path, key], message: unknownKey(key, known) })
-      if (misspelt.length === 0) out.push({ path, message: describeUnionMiss(issue.errors, value) })
+      const meant = shapes.findIndex((keys) => intended.some((key) => keys.includes(key)))
+      if (meant < 0) {
+        out.push({ path, message: describeUnionMiss(issue.errors, value) })
+        return
+      }
+      for (const inner of issue.errors[meant] ?? []) {
+        const missing =
+          inner.code === 'invalid_type' && valueAt(value, inner.path as KeyPath) === undefined
+        if (missing && intended.includes(String(inner.path[0]))) continue
+        collect(inner, path, root, options?.[meant], out)
+      }
       return
     }
     case 'unrecognized_keys': {
