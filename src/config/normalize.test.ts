@@ -348,7 +348,9 @@ describe('validation errors', () => {
   test('suggests the intended key for a misspelt one and lists the keys otherwise', () => {
     const lines = problems({ upstreams: { a: { comand: 'x', args: [{}] } }, lisen: '1' })
     // The misspelling does not hide the other problems of the same entry.
-    assert.ok(lines.includes('upstreams.a.args[0]: expected a string, number or boolean, got a mapping'))
+    assert.ok(
+      lines.includes('upstreams.a.args[0]: expected a string, number or boolean, got a mapping'),
+    )
     assert.equal(lines.length, 3, lines.join('\n'))
     assert.ok(
       lines.includes('upstreams.a.comand: unknown key (did you mean "command"?)'),
