@@ -1,0 +1,124 @@
+/**
+ * Pieces shared by the HTTP-based outbound transports (Streamable HTTP and legacy HTTP+SSE):
+ * header merging, bounded body reads, and the mapping of HTTP failures to Barbican errors and
+ * to the JSON-RPC error response a waiting caller receives instead of hanging.
+ */
+import { BarbicanError, type ErrorCode, errorData, jsonRpcCodeOf } from '../errors.ts'
+import { errorResponse, type JsonRpcErrorResponse, type JsonRpcId } from '../protocol/jsonrpc.ts'
+
+export type HeaderSet = Readonly<Record<string, string>> | undefined
+
+/**
+ * Merges header sets, later ones winning, with lower-cased names: HTTP names are
+ * case-insensitive, and two spellings of one name must never both reach the wire.
+ */
+export function mergeHeaders(...sets: readonly HeaderSet[]): Record<string, string> {
+  const merged: Record<string, string> = {}
+  for (const set of sets) {
+    if (!set) continue
+    for (const [name, value] of Object.entries(set)) merged[name.toLowerCase()] = value
+  }
+  return merged
+}
+
+/** One response header's value (the first, when repeated). */
+export function headerValue(
+  headers: Readonly<Record<string, string | string[] | undefined>>,
+  name: string,
+): string | undefined {
+  const value = headers[name]
+  return Array.isArray(value) ? value[0] : value
+}
+
+/**
+ * Reads a whole body as UTF-8, refusing (and destroying the body) past `maxBytes`, so a
+ * misbehaving upstream cannot make Barbican buffer without bound.
+ */
+export async function readBoundedText(
+  body: AsyncIterable<Uint8Array> & { destroy?: (error?: Error) => unknown },
+  maxBytes: number,
+): Promise<string> {
+  const chunks: Uint8Array[] = []
+  let size = 0
+  for await (const chunk of body) {
+    size += chunk.byteLength
+    if (size > maxBytes) {
+      const error = new BarbicanError(
+        'ERR_UPSTREAM_PROTOCOL',
+        `Upstream response exceeds ${maxBytes} bytes`,
+      )
+      body.destroy?.(error)
+      throw error
+    }
+    chunks.push(chunk)
+  }
+  return Buffer.concat(chunks, size).toString('utf8')
+}
+
+/** The Barbican error for an HTTP error status from an upstream. */
+export function httpStatusError(status: number, upstream: string): BarbicanError {
+  let code: ErrorCode = 'ERR_UPSTREAM_PROTOCOL'
+  if (status === 408 || status === 504) code = 'ERR_UPSTREAM_TIMEOUT'
+  else if (status === 401 || status === 403 || status === 429 || status >= 500) {
+    code = 'ERR_UPSTREAM_UNAVAILABLE'
+  }
+  return new BarbicanError(code, `Upstream "${upstream}" answered HTTP ${status}`, {
+    data: { httpStatus: status },
+  })
+}
+
+/** The Barbican error for a request that never got an HTTP answer. */
+export function networkError(err: unknown, upstream: string): BarbicanError {
+  if (err instanceof BarbicanError) return err
+  const reason = (err as { code?: string; message?: string } | undefined)?.code ?? String(err)
+  return new BarbicanError(
+    'ERR_UPSTREAM_UNAVAILABLE',
+    `Upstream "${upstream}" is unreachable: ${reason}`,
+    { cause: err },
+  )
+}
+
+/** The JSON-RPC error response a caller waiting on request `id` receives for `error`. */
+export function failureResponse(id: JsonRpcId, error: BarbicanError): JsonRpcErrorResponse {
+  return errorResponse(id, jsonRpcCodeOf(error.code), error.message, errorData(error))
+}
+
+/** A timer plus an AbortController: the one way every HTTP exchange here is bounded. */
+export class Deadline {
+  readonly controller = new AbortController()
+  /** Why the exchange was aborted, once it was. */
+  reason: 'timeout' | 'cancel' | 'close' | undefined
+  #timer: NodeJS.Timeout | undefined
+  #unlink: (() => void) | undefined
+
+  constructor(timeoutMs: number | undefined, signal?: AbortSignal) {
+    if (timeoutMs !== undefined && timeoutMs > 0) {
+      this.#timer = setTimeout(() => this.abort('timeout'), timeoutMs)
+    }
+    if (signal) {
+      if (signal.aborted) this.abort('cancel')
+      const onAbort = () => this.abort('cancel')
+      signal.addEventListener('abort', onAbort, { once: true })
+      this.#unlink = () => signal.removeEventListener('abort', onAbort)
+    }
+  }
+
+  get signal(): AbortSignal {
+    return this.controller.signal
+  }
+
+  abort(reason: 'timeout' | 'cancel' | 'close'): void {
+    if (this.reason !== undefined) return
+    this.reason = reason
+    this.dispose()
+    this.controller.abort(new Error(`aborted: ${reason}`))
+  }
+
+  /** Stops the timer and forgets the caller's signal; the exchange is over. */
+  dispose(): void {
+    clearTimeout(this.#timer)
+    this.#timer = undefined
+    this.#unlink?.()
+    this.#unlink = undefined
+  }
+}

@@ -1,0 +1,580 @@
+/**
+ * Barbican talking to a Streamable HTTP upstream (MCP 2025-03-26 onwards, 2026-07-28 included):
+ * one POST per message over a keep-alive pool per origin, answers as JSON or as an SSE stream,
+ * the legacy session id captured and echoed, dropped streams resumed with `Last-Event-ID`.
+ *
+ * Every request the caller sends gets exactly one answer on `onmessage`: the upstream's, or a
+ * JSON-RPC error made here when the exchange fails (HTTP error, timeout, unreachable host,
+ * stream lost), so a caller never waits on an HTTP failure. Messages without an id have no one
+ * to answer: their failures reject `send` instead.
+ */
+import { Agent, type Dispatcher, request } from 'undici'
+import { BarbicanError } from '../errors.ts'
+import type { Logger } from '../log.ts'
+import type { JsonLimits } from '../protocol/json-limits.ts'
+import {
+  isRequest,
+  isResponse,
+  type JsonRpcId,
+  type JsonRpcMessage,
+  serialize,
+} from '../protocol/jsonrpc.ts'
+import {
+  Deadline,
+  failureResponse,
+  headerValue,
+  httpStatusError,
+  mergeHeaders,
+  networkError,
+  readBoundedText,
+} from './http-outbound-support.ts'
+import { decodePayload, preview } from './outbound-payload.ts'
+import { isEventStream, readSse, type SseEvent } from './sse-stream.ts'
+import type { ReceiveInfo, SendOptions, Transport } from './transport.ts'
+
+export interface HttpOutboundOptions {
+  readonly name: string
+  readonly url: string | URL
+  readonly log: Logger
+  readonly limits: JsonLimits
+  /** Sent on every request (e.g. the upstream's own credentials from the config). */
+  readonly headers?: Readonly<Record<string, string>> | undefined
+  /** A shared keep-alive pool; by default the transport owns one and closes it with itself. */
+  readonly dispatcher?: Dispatcher | undefined
+  /** How long one exchange may take, from POST to the request's answer (default 60 s). */
+  readonly requestTimeoutMs?: number | undefined
+  /** Initial `MCP-Protocol-Version` header; settable later through `protocolVersion`. */
+  readonly protocolVersion?: string | undefined
+  /** Open the standalone GET stream once `notifications/initialized` is accepted (true). */
+  readonly standaloneStream?: boolean | undefined
+  /** Consecutive failed reconnections of one SSE stream before giving up (default 3). */
+  readonly maxReconnects?: number | undefined
+  /** Wait before reconnecting when the server sent no `retry:` (default 1000 ms). */
+  readonly defaultRetryMs?: number | undefined
+}
+
+/** Per-message options: the headers the 2026-07-28 hop needs, a deadline, cancellation. */
+export interface HttpSendOptions extends SendOptions {
+  /** Extra headers for this POST only (`Mcp-Method`, `Mcp-Name`, `Mcp-Param-*`…). */
+  readonly headers?: Readonly<Record<string, string>> | undefined
+  /** Overrides `requestTimeoutMs` for this message. */
+  readonly timeoutMs?: number | undefined
+  /** Aborting closes this POST's stream, which is how 2026-07-28 cancels a request. */
+  readonly signal?: AbortSignal | undefined
+}
+
+/** What `sendOrDetectLegacy` found at the URL. */
+export type HttpProbeOutcome = 'sent' | 'legacy'
+
+/** One SSE stream's progress, kept across reconnections. */
+interface StreamState {
+  /** The request whose answer this stream carries (POST streams only). */
+  readonly requestId: JsonRpcId | undefined
+  answered: boolean
+  lastEventId: string | undefined
+  retryMs: number | undefined
+}
+
+const ACCEPT_BOTH = 'application/json, text/event-stream'
+
+/** A Streamable HTTP connection to one upstream endpoint. */
+export class HttpOutboundTransport implements Transport {
+  onmessage?: (message: JsonRpcMessage, info?: ReceiveInfo) => void
+  onclose?: () => void
+  onerror?: (error: Error) => void
+
+  readonly name: string
+  readonly url: URL
+  /** Sent as `MCP-Protocol-Version` on every request once set (after initialize). */
+  protocolVersion: string | undefined
+
+  readonly #options: HttpOutboundOptions
+  readonly #log: Logger
+  readonly #dispatcher: Dispatcher
+  readonly #ownsDispatcher: boolean
+  #sessionId: string | undefined
+  #sessionExpired = false
+  #closed = false
+  #closing: Promise<void> | undefined
+  #standalone: 'none' | 'open' | 'unsupported' = 'none'
+  readonly #closeController = new AbortController()
+  readonly #deadlines = new Set<Deadline>()
+  readonly #background = new Set<Promise<void>>()
+
+  constructor(options: HttpOutboundOptions) {
+    this.#options = options
+    this.name = options.name
+    this.url = new URL(options.url)
+    this.protocolVersion = options.protocolVersion
+    this.#log = options.log.child({ upstream: options.name })
+    this.#ownsDispatcher = options.dispatcher === undefined
+    this.#dispatcher =
+      options.dispatcher ?? new Agent({ keepAliveTimeout: 10_000, keepAliveMaxTimeout: 60_000 })
+  }
+
+  /** The legacy session id the server assigned, once known. */
+  get sessionId(): string | undefined {
+    return this.#sessionId
+  }
+  get closed(): boolean {
+    return this.#closed
+  }
+
+  /** Nothing to connect: every message is its own HTTP exchange. */
+  async start(): Promise<void> {
+    if (this.#closed) throw this.#closedError()
+  }
+
+  /**
+   * POSTs one message. Resolves once the upstream's response headers arrive (the answer is read
+   * in the background and delivered to `onmessage`). Rejects only when the transport is closed,
+   * or when a message without an id (notification, response) fails.
+   */
+  async send(message: JsonRpcMessage, options: HttpSendOptions = {}): Promise<void> {
+    await this.#post(message, options, false)
+  }
+
+  /**
+   * Sends the first message of a connection like `send`, but answers 'legacy' (having sent
+   * nothing to `onmessage`) when the endpoint refuses the POST with 400, 404 or 405 and no
+   * JSON-RPC body: the sign of a legacy HTTP+SSE server, as the MCP fallback rule describes.
+   */
+  sendOrDetectLegacy(
+    message: JsonRpcMessage,
+    options: HttpSendOptions = {},
+  ): Promise<HttpProbeOutcome> {
+    return this.#post(message, options, true)
+  }
+
+  async #post(
+    message: JsonRpcMessage,
+    options: HttpSendOptions,
+    detectLegacy: boolean,
+  ): Promise<HttpProbeOutcome> {
+    if (this.#closed) throw this.#closedError()
+    const id = isRequest(message) ? message.id : undefined
+    const deadline = this.#track(
+      new Deadline(options.timeoutMs ?? this.#options.requestTimeoutMs ?? 60_000, options.signal),
+    )
+    let response: Dispatcher.ResponseData
+    try {
+      response = await request(this.url, {
+        dispatcher: this.#dispatcher,
+        method: 'POST',
+        headers: this.#headers(
+          { accept: ACCEPT_BOTH, 'content-type': 'application/json' },
+          options.headers,
+        ),
+        body: serialize(message),
+        signal: deadline.signal,
+        headersTimeout: 0,
+        bodyTimeout: 0,
+      })
+    } catch (err) {
+      this.#untrack(deadline)
+      this.#fail(id, this.#abortError(deadline) ?? networkError(err, this.name), deadline)
+      return 'sent'
+    }
+    const status = response.statusCode
+    if (status >= 200 && status < 300) {
+      const sessionId = headerValue(response.headers, 'mcp-session-id')
+      if (sessionId !== undefined) this.#sessionId = sessionId
+      this.#inBackground(this.#consume(response, id, deadline))
+      if ('method' in message && message.method === 'notifications/initialized') {
+        if (this.#options.standaloneStream ?? true) this.openStandaloneStream()
+      }
+      return 'sent'
+    }
+    return await this.#refused(response, id, deadline, detectLegacy)
+  }
+
+  /** Handles an HTTP error status to a POST. */
+  async #refused(
+    response: Dispatcher.ResponseData,
+    id: JsonRpcId | undefined,
+    deadline: Deadline,
+    detectLegacy: boolean,
+  ): Promise<HttpProbeOutcome> {
+    const status = response.statusCode
+    let text = ''
+    try {
+      text = await readBoundedText(response.body, this.#options.limits.maxMessageBytes)
+    } catch {
+      // An unreadable error body changes nothing: the status decides.
+    } finally {
+      this.#untrack(deadline)
+    }
+    // Servers often explain a refusal with an (id-less) JSON-RPC error: pass it on when it fits.
+    const trimmed = text.trimStart()
+    const reply = trimmed.startsWith('{')
+      ? decodePayload(trimmed, this.#options.limits).messages.find(
+          (m) => isResponse(m) && 'error' in m && (m.id === null || m.id === id),
+        )
+      : undefined
+    if (
+      detectLegacy &&
+      reply === undefined &&
+      (status === 400 || status === 404 || status === 405)
+    ) {
+      return 'legacy'
+    }
+    const expired = status === 404 && reply === undefined && this.#sessionId !== undefined
+    const error = expired
+      ? new BarbicanError('ERR_UPSTREAM_CLOSED', `Upstream "${this.name}" ended the session`, {
+          data: { httpStatus: status },
+        })
+      : httpStatusError(status, this.name)
+    this.#log.warn('upstream refused a message', { status, body: preview(text) })
+    if (id === undefined) {
+      if (expired) this.#expire()
+      throw error
+    }
+    this.onerror?.(error)
+    if (reply !== undefined && 'error' in reply)
+      this.#deliver({ jsonrpc: '2.0', id, error: reply.error })
+    else this.#deliver(failureResponse(id, error))
+    if (expired) this.#expire()
+    return 'sent'
+  }
+
+  /** Reads a 2xx answer (JSON, SSE, or nothing) and makes sure a request gets its reply. */
+  async #consume(response: Dispatcher.ResponseData, id: JsonRpcId | undefined, deadline: Deadline) {
+    const state: StreamState = {
+      requestId: id,
+      answered: false,
+      lastEventId: undefined,
+      retryMs: undefined,
+    }
+    try {
+      if (isEventStream(response.headers['content-type'])) {
+        await this.#followStream(response.body, state, deadline)
+        return
+      }
+      const text = await readBoundedText(response.body, this.#options.limits.maxMessageBytes)
+      if (text.trim() !== '') this.#receive(text, state)
+      if (id !== undefined && !state.answered) {
+        throw new BarbicanError(
+          'ERR_UPSTREAM_PROTOCOL',
+          `Upstream "${this.name}" answered HTTP ${response.statusCode} without a response`,
+        )
+      }
+    } catch (err) {
+      if (state.answered) return
+      this.#fail(id, this.#abortError(deadline) ?? networkError(err, this.name), deadline, true)
+    } finally {
+      this.#untrack(deadline)
+    }
+  }
+
+  /**
+   * Reads a POST's SSE stream; when it ends or breaks before the request's answer, resumes it
+   * with GET + `Last-Event-ID` after the server's `retry` delay (MCP 2025-11-25 resumability).
+   */
+  async #followStream(
+    body: Dispatcher.ResponseData['body'],
+    state: StreamState,
+    deadline: Deadline,
+  ) {
+    let source = body
+    let failures = 0
+    for (;;) {
+      let dropped: unknown
+      let progressed = false
+      try {
+        await this.#readEvents(source, state, () => {
+          progressed = true
+        })
+      } catch (err) {
+        dropped = err
+      }
+      if (state.answered || deadline.reason !== undefined) {
+        if (deadline.reason !== undefined && !state.answered) throw dropped
+        return
+      }
+      if (dropped instanceof BarbicanError) throw dropped // oversized event: do not retry
+      if (state.requestId === undefined) return
+      if (state.lastEventId === undefined) {
+        throw new BarbicanError(
+          'ERR_UPSTREAM_CLOSED',
+          `Upstream "${this.name}" closed the stream before answering`,
+          { cause: dropped },
+        )
+      }
+      failures = progressed ? 1 : failures + 1
+      if (failures > (this.#options.maxReconnects ?? 3)) {
+        throw new BarbicanError('ERR_UPSTREAM_CLOSED', `Upstream "${this.name}" stream lost`)
+      }
+      await sleep(state.retryMs ?? this.#options.defaultRetryMs ?? 1000, deadline.signal)
+      source = await this.#reopen(state, deadline.signal)
+    }
+  }
+
+  /** GET + `Last-Event-ID`: asks the server to replay the rest of a broken stream. */
+  async #reopen(state: StreamState, signal: AbortSignal) {
+    const response = await request(this.url, {
+      dispatcher: this.#dispatcher,
+      method: 'GET',
+      headers: this.#headers({
+        accept: 'text/event-stream',
+        ...(state.lastEventId === undefined ? {} : { 'last-event-id': state.lastEventId }),
+      }),
+      signal,
+      headersTimeout: 0,
+      bodyTimeout: 0,
+    })
+    if (response.statusCode !== 200 || !isEventStream(response.headers['content-type'])) {
+      await response.body.dump().catch(() => {})
+      throw httpStatusError(response.statusCode, this.name)
+    }
+    this.#log.debug('upstream stream resumed', { lastEventId: state.lastEventId })
+    return response.body
+  }
+
+  async #readEvents(
+    body: Dispatcher.ResponseData['body'],
+    state: StreamState,
+    onProgress: () => void,
+  ): Promise<void> {
+    await readSse(body, {
+      maxEventBytes: this.#options.limits.maxMessageBytes,
+      onRetry: (ms) => {
+        state.retryMs = ms
+      },
+      onEvent: (event: SseEvent) => {
+        onProgress()
+        if (state.answered) return
+        if (event.id !== undefined) state.lastEventId = event.id
+        // Only default (`message`) events carry JSON-RPC; an event with no data primes a resumable
+        // stream with its first id.
+        if ((event.event !== undefined && event.event !== 'message') || event.data === '') return
+        this.#receive(event.data, state)
+        // The answer ends a request's stream: stop reading rather than wait for the server.
+        if (state.answered) body.destroy()
+      },
+    }).catch((err: unknown) => {
+      if (!state.answered) throw err
+    })
+  }
+
+  #receive(text: string, state: StreamState): void {
+    const decoded = decodePayload(text, this.#options.limits)
+    for (const fault of decoded.faults) {
+      this.#log.warn('upstream sent an invalid message', { reason: fault.message })
+      this.onerror?.(fault)
+    }
+    for (const message of decoded.messages) {
+      if (state.requestId !== undefined && isResponse(message) && message.id === state.requestId) {
+        state.answered = true
+      }
+      this.#deliver(message)
+    }
+  }
+
+  #deliver(message: JsonRpcMessage): void {
+    try {
+      this.onmessage?.(message)
+    } catch (err) {
+      this.#log.error('message handler failed', { error: err })
+    }
+  }
+
+  /**
+   * Reports a failed exchange. A request gets an error reply (the caller stops waiting); a
+   * message without an id rejects its `send`, or, once `send` has resolved, goes to `onerror`.
+   * Nothing is reported for a request its caller cancelled, and `send` rejects once closed.
+   */
+  #fail(id: JsonRpcId | undefined, error: BarbicanError, deadline: Deadline, later = false) {
+    if (deadline.reason === 'close' || deadline.reason === 'cancel') {
+      if (later || (id !== undefined && deadline.reason === 'cancel')) return
+      throw error
+    }
+    this.#log.warn('upstream exchange failed', { code: error.code, error: error.message })
+    if (id === undefined) {
+      if (!later) throw error
+      this.onerror?.(error)
+      return
+    }
+    this.onerror?.(error)
+    this.#deliver(failureResponse(id, error))
+  }
+
+  #abortError(deadline: Deadline): BarbicanError | undefined {
+    switch (deadline.reason) {
+      case 'timeout':
+        return new BarbicanError('ERR_UPSTREAM_TIMEOUT', `Upstream "${this.name}" timed out`)
+      case 'cancel':
+        return new BarbicanError('ERR_CANCELLED', 'Request cancelled')
+      case 'close':
+        return this.#closedError()
+      default:
+        return undefined
+    }
+  }
+
+  /**
+   * Opens the standalone GET stream on which a legacy server sends requests and notifications
+   * unrelated to any POST. A 405 means the server has none; a broken stream is reopened (with
+   * `Last-Event-ID`) until it fails `maxReconnects` times in a row.
+   */
+  openStandaloneStream(): void {
+    if (this.#closed || this.#standalone !== 'none') return
+    this.#standalone = 'open'
+    this.#inBackground(this.#runStandalone())
+  }
+
+  async #runStandalone(): Promise<void> {
+    const state: StreamState = {
+      requestId: undefined,
+      answered: false,
+      lastEventId: undefined,
+      retryMs: undefined,
+    }
+    let failures = 0
+    while (!this.#closed) {
+      const deadline = this.#track(new Deadline(undefined))
+      let received = false
+      try {
+        const response = await request(this.url, {
+          dispatcher: this.#dispatcher,
+          method: 'GET',
+          headers: this.#headers({
+            accept: 'text/event-stream',
+            ...(state.lastEventId === undefined ? {} : { 'last-event-id': state.lastEventId }),
+          }),
+          signal: deadline.signal,
+          headersTimeout: 0,
+          bodyTimeout: 0,
+        })
+        if (response.statusCode === 405) {
+          await response.body.dump().catch(() => {})
+          this.#log.debug('upstream has no standalone stream (405)')
+          this.#standalone = 'unsupported'
+          return
+        }
+        if (response.statusCode !== 200 || !isEventStream(response.headers['content-type'])) {
+          await response.body.dump().catch(() => {})
+          throw httpStatusError(response.statusCode, this.name)
+        }
+        await this.#readEvents(response.body, state, () => {
+          received = true
+        })
+        failures = received ? 0 : failures + 1
+      } catch (err) {
+        if (this.#closed) return
+        failures++
+        if (failures > (this.#options.maxReconnects ?? 3)) {
+          const error = networkError(err, this.name)
+          this.#log.warn('upstream standalone stream lost', { error: error.message })
+          this.onerror?.(error)
+          this.#standalone = 'none'
+          return
+        }
+      } finally {
+        this.#untrack(deadline)
+      }
+      const base = state.retryMs ?? this.#options.defaultRetryMs ?? 1000
+      try {
+        await sleep(base * 2 ** Math.max(0, failures - 1), this.#closeController.signal)
+      } catch {
+        return
+      }
+    }
+  }
+
+  /** Ends the session (DELETE, when there is one), aborts every exchange, frees the pool. */
+  close(): Promise<void> {
+    this.#closing ??= this.#shutdown()
+    return this.#closing
+  }
+
+  async #shutdown(): Promise<void> {
+    this.#closed = true
+    this.#closeController.abort()
+    for (const deadline of this.#deadlines) deadline.abort('close')
+    if (this.#sessionId !== undefined && !this.#sessionExpired) await this.#deleteSession()
+    await Promise.allSettled([...this.#background])
+    if (this.#ownsDispatcher) await this.#dispatcher.destroy().catch(() => {})
+    this.onclose?.()
+  }
+
+  async #deleteSession(): Promise<void> {
+    const deadline = new Deadline(2000)
+    try {
+      const response = await request(this.url, {
+        dispatcher: this.#dispatcher,
+        method: 'DELETE',
+        headers: this.#headers({}),
+        signal: deadline.signal,
+      })
+      await response.body.dump().catch(() => {})
+      // 405: the server does not let clients end sessions; it will expire the session itself.
+      this.#log.debug('upstream session deleted', { status: response.statusCode })
+    } catch (err) {
+      this.#log.debug('upstream session delete failed', { error: err })
+    } finally {
+      deadline.dispose()
+    }
+  }
+
+  /** The server forgot the session (404): this connection is over; the client must reconnect. */
+  #expire(): void {
+    this.#sessionExpired = true
+    this.#log.warn('upstream session expired')
+    void this.close()
+  }
+
+  #headers(base: Record<string, string>, extra?: Readonly<Record<string, string>>) {
+    return mergeHeaders(
+      this.#options.headers,
+      base,
+      {
+        ...(this.#sessionId === undefined ? {} : { 'mcp-session-id': this.#sessionId }),
+        ...(this.protocolVersion === undefined
+          ? {}
+          : { 'mcp-protocol-version': this.protocolVersion }),
+      },
+      extra,
+    )
+  }
+
+  #track(deadline: Deadline): Deadline {
+    this.#deadlines.add(deadline)
+    return deadline
+  }
+
+  #untrack(deadline: Deadline): void {
+    deadline.dispose()
+    this.#deadlines.delete(deadline)
+  }
+
+  #inBackground(task: Promise<void>): void {
+    const tracked = task.catch((err: unknown) => {
+      this.#log.error('upstream background task failed', { error: err })
+    })
+    this.#background.add(tracked)
+    void tracked.finally(() => this.#background.delete(tracked))
+  }
+
+  #closedError(): BarbicanError {
+    return new BarbicanError('ERR_UPSTREAM_CLOSED', `Upstream "${this.name}" connection is closed`)
+  }
+}
+
+/** Waits `ms`, or rejects as soon as `signal` aborts. */
+function sleep(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve, reject) => {
+    if (signal.aborted) {
+      reject(signal.reason)
+      return
+    }
+    const onAbort = () => {
+      clearTimeout(timer)
+      reject(signal.reason)
+    }
+    const timer = setTimeout(() => {
+      signal.removeEventListener('abort', onAbort)
+      resolve()
+    }, ms)
+    signal.addEventListener('abort', onAbort, { once: true })
+  })
+}
