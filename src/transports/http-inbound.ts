@@ -1,0 +1,369 @@
+/**
+ * Barbican's HTTP listener: one `node:http` server carrying Streamable HTTP (`/mcp`), legacy
+ * HTTP+SSE (`/sse` + `/messages`), WebSocket (`/ws`) and a small route table for operational
+ * endpoints (`/healthz` built in; the gateway adds `/readyz`, `/metrics`, `/.well-known/…`).
+ *
+ * Every request and upgrade first passes the Host/Origin allowlists (DNS rebinding), then the
+ * route. Every limit is explicit in HttpInboundOptions. Shutdown stops accepting, ends the
+ * long-lived streams, lets requests in progress finish until a deadline, then destroys the rest.
+ */
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
+import type { AddressInfo, Socket } from 'node:net'
+import type { Duplex } from 'node:stream'
+import { BarbicanError } from '../errors.ts'
+import { jsonLogger, type Logger } from '../log.ts'
+import { DEFAULT_JSON_LIMITS, type JsonLimits } from '../protocol/json-limits.ts'
+import {
+  checkRequestHeaders,
+  corsHeaders,
+  DEFAULT_ALLOWED_HOSTS,
+  DEFAULT_ALLOWED_ORIGINS,
+} from './http-guard.ts'
+import { sendJson, sendRpcError } from './http-io.ts'
+import type { InboundHandler } from './inbound.ts'
+import { SSE_MESSAGES_PATH, SseEndpoint } from './sse-inbound.ts'
+import { authorizationIdentity, StreamableHttpEndpoint } from './streamable-http-inbound.ts'
+import { rejectUpgrade, WebSocketEndpoint } from './websocket-inbound.ts'
+
+/** Every limit and switch of the HTTP listener. Defaults in DEFAULT_HTTP_INBOUND_OPTIONS. */
+export interface HttpInboundOptions {
+  /** Interface to bind. Default `127.0.0.1` (loopback only). */
+  readonly host: string
+  /** TCP port; 0 picks a free one. Default 7300. */
+  readonly port: number
+  /** Accepted `Host` values (see http-guard.ts). Default: loopback names, any port. */
+  readonly allowedHosts: readonly string[]
+  /** Accepted `Origin` values when the header is present. Default: loopback origins. */
+  readonly allowedOrigins: readonly string[]
+  /** Largest request body; larger gets 413. Default 4 MiB. */
+  readonly maxBodyBytes: number
+  /** Structural limits on each JSON-RPC message. Default DEFAULT_JSON_LIMITS. */
+  readonly jsonLimits: JsonLimits
+  /** Time to receive all request headers. Default 10 s. */
+  readonly headersTimeoutMs: number
+  /** Time to receive a whole request (headers and body). Default 30 s. */
+  readonly requestTimeoutMs: number
+  /** Idle time before a keep-alive connection is closed. Default 5 s. */
+  readonly keepAliveTimeoutMs: number
+  /** Events kept per SSE stream for `Last-Event-ID` resumption. Default 100. */
+  readonly sseReplayEvents: number
+  /** Bytes kept per SSE stream for resumption. Default 256 KiB. */
+  readonly sseReplayBytes: number
+  /** Finished POST streams kept resumable per session. Default 4. */
+  readonly sseRetainedStreams: number
+  /** Bytes queued for a slow SSE reader before it is disconnected. Default 1 MiB. */
+  readonly sseMaxQueuedBytes: number
+  /** Interval of SSE keep-alive comments; 0 disables. Default 25 s. */
+  readonly sseKeepAliveMs: number
+  /** Live sessions per transport (Streamable HTTP, legacy SSE); beyond, 503. Default 10 000. */
+  readonly maxSessions: number
+  /** A legacy session with no request or open stream for this long is closed. Default 30 min. */
+  readonly sessionIdleTimeoutMs: number
+  /** Largest WebSocket message; larger closes with 1009. Default: maxBodyBytes. */
+  readonly wsMaxPayloadBytes: number
+  /** Bytes buffered for a slow WebSocket reader before it is dropped. Default 1 MiB. */
+  readonly wsMaxBufferedBytes: number
+  /** Ping interval that detects dead WebSocket peers; 0 disables. Default 30 s. */
+  readonly wsPingIntervalMs: number
+  /** Default deadline of `close()`. Default 10 s. */
+  readonly shutdownDeadlineMs: number
+  /**
+   * The identity a session is bound to. Default: a hash of the `Authorization` header. An auth
+   * layer supplies the verified subject here.
+   */
+  readonly identityOf: (req: IncomingMessage) => string
+}
+
+const MIB = 1024 * 1024
+
+/** The documented defaults: loopback only, bounded everything. */
+export const DEFAULT_HTTP_INBOUND_OPTIONS: HttpInboundOptions = Object.freeze({
+  host: '127.0.0.1',
+  port: 7300,
+  allowedHosts: DEFAULT_ALLOWED_HOSTS,
+  allowedOrigins: DEFAULT_ALLOWED_ORIGINS,
+  maxBodyBytes: 4 * MIB,
+  jsonLimits: DEFAULT_JSON_LIMITS,
+  headersTimeoutMs: 10_000,
+  requestTimeoutMs: 30_000,
+  keepAliveTimeoutMs: 5_000,
+  sseReplayEvents: 100,
+  sseReplayBytes: 256 * 1024,
+  sseRetainedStreams: 4,
+  sseMaxQueuedBytes: MIB,
+  sseKeepAliveMs: 25_000,
+  maxSessions: 10_000,
+  sessionIdleTimeoutMs: 30 * 60_000,
+  wsMaxPayloadBytes: 4 * MIB,
+  wsMaxBufferedBytes: MIB,
+  wsPingIntervalMs: 30_000,
+  shutdownDeadlineMs: 10_000,
+  identityOf: authorizationIdentity,
+})
+
+/** An operational endpoint in the route table (exact path match, checked before MCP paths). */
+export type RouteHandler = (req: IncomingMessage, res: ServerResponse) => void | Promise<void>
+
+/** Status lines for faults node:http reports before a request exists. */
+const CLIENT_ERROR_STATUS: Readonly<Record<string, string>> = {
+  ERR_HTTP_REQUEST_TIMEOUT: '408 Request Timeout',
+  HPE_HEADER_OVERFLOW: '431 Request Header Fields Too Large',
+}
+
+const MCP_PATH = /^\/(mcp|sse|ws)(?:\/([^/]+))?\/?$/
+
+/** The running listener. */
+export class HttpInbound {
+  readonly options: HttpInboundOptions
+  readonly server: Server
+  /** Exact path → handler; the gateway adds `/readyz`, `/metrics` and metadata documents. */
+  readonly routes = new Map<string, RouteHandler>()
+  readonly streamable: StreamableHttpEndpoint
+  readonly sse: SseEndpoint
+  readonly websocket: WebSocketEndpoint
+  readonly #handler: InboundHandler
+  readonly #log: Logger
+  readonly #sockets = new Set<Socket>()
+  readonly #inflight = new Set<ServerResponse>()
+  #closing: Promise<void> | undefined
+
+  constructor(handler: InboundHandler, options: Partial<HttpInboundOptions> = {}, log?: Logger) {
+    this.options = resolveOptions(options)
+    this.#handler = handler
+    this.#log = log ?? jsonLogger()
+    const o = this.options
+    this.streamable = new StreamableHttpEndpoint(handler, o, this.#log)
+    this.sse = new SseEndpoint(handler, o, this.#log)
+    this.websocket = new WebSocketEndpoint(handler, o, this.#log)
+    this.server = createServer({
+      headersTimeout: o.headersTimeoutMs,
+      requestTimeout: o.requestTimeoutMs,
+      keepAliveTimeout: o.keepAliveTimeoutMs,
+      // Node checks the two timeouts above only this often (default 30 s): keep it proportionate.
+      connectionsCheckingInterval: Math.max(100, Math.min(1000, o.headersTimeoutMs / 2)),
+    })
+    this.server.on('connection', (socket) => {
+      this.#sockets.add(socket)
+      socket.on('close', () => this.#sockets.delete(socket))
+    })
+    this.server.on('request', (req, res) => void this.#onRequest(req, res))
+    this.server.on('upgrade', (req, socket, head) => this.#onUpgrade(req, socket, head))
+    this.server.on('clientError', (err: NodeJS.ErrnoException, socket) => {
+      this.#log.debug('bad HTTP request from a client', { error: err })
+      const status = CLIENT_ERROR_STATUS[err.code ?? ''] ?? '400 Bad Request'
+      if (socket.writable && err.code !== 'ECONNRESET') {
+        socket.end(`HTTP/1.1 ${status}\r\nConnection: close\r\n\r\n`)
+      } else {
+        socket.destroy()
+      }
+    })
+    this.routes.set('/healthz', (_req, res) => sendJson(res, 200, { status: 'ok' }))
+  }
+
+  /** Starts listening; resolves with the bound address (useful with port 0). */
+  listen(): Promise<AddressInfo> {
+    return new Promise((resolve, reject) => {
+      this.server.once('error', reject)
+      this.server.listen(this.options.port, this.options.host, () => {
+        this.server.off('error', reject)
+        resolve(this.server.address() as AddressInfo)
+      })
+    })
+  }
+
+  /** `http://host:port` of the bound server (after listen). */
+  get url(): string {
+    const address = this.server.address() as AddressInfo
+    const host = address.family === 'IPv6' ? `[${address.address}]` : address.address
+    return `http://${host}:${address.port}`
+  }
+
+  /**
+   * Graceful shutdown: stop accepting, end standalone streams, let requests in progress finish
+   * until `deadlineMs`, then destroy what is left and close every transport. Idempotent.
+   */
+  close(options: { deadlineMs?: number } = {}): Promise<void> {
+    this.#closing ??= this.#shutdown(options.deadlineMs ?? this.options.shutdownDeadlineMs)
+    return this.#closing
+  }
+
+  async #shutdown(deadlineMs: number): Promise<void> {
+    const drained = new Promise<void>((resolve) => this.server.close(() => resolve()))
+    this.server.closeIdleConnections()
+    for (const res of this.#inflight) this.#releaseAfter(res)
+    this.streamable.endStreams()
+    this.sse.closeWhenIdle()
+    this.websocket.closeWhenIdle()
+    let timer: NodeJS.Timeout | undefined
+    const deadline = new Promise<'deadline'>((resolve) => {
+      timer = setTimeout(() => resolve('deadline'), deadlineMs)
+    })
+    const outcome = await Promise.race([drained, deadline])
+    clearTimeout(timer)
+    if (outcome === 'deadline') {
+      this.#log.warn('shutdown deadline reached; dropping connections still open', {
+        connections: this.#sockets.size,
+      })
+    }
+    await Promise.all([this.streamable.closeAll(), this.sse.closeAll(), this.websocket.closeAll()])
+    this.server.closeAllConnections()
+    for (const socket of this.#sockets) socket.destroy()
+    await drained
+  }
+
+  async #onRequest(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    try {
+      this.#inflight.add(res)
+      res.on('close', () => this.#inflight.delete(res))
+      if (this.#closing) {
+        this.#releaseAfter(res)
+        sendRpcError(res, 503, 'The server is shutting down', { headers: { connection: 'close' } })
+        return
+      }
+      const refusal = checkRequestHeaders(
+        req.headers,
+        this.options.allowedHosts,
+        this.options.allowedOrigins,
+      )
+      if (refusal) {
+        this.#log.warn('refused an HTTP request', { ...refusal, remote: req.socket.remoteAddress })
+        sendRpcError(res, 403, refusal.reason)
+        return
+      }
+      const origin = req.headers.origin
+      if (origin !== undefined) {
+        const requested = req.headers['access-control-request-headers']
+        for (const [name, value] of Object.entries(corsHeaders(origin, requested))) {
+          res.setHeader(name, value)
+        }
+        if (req.method === 'OPTIONS') {
+          res.writeHead(204).end()
+          return
+        }
+      }
+      await this.#route(req, res)
+    } catch (err) {
+      this.#log.error('HTTP request failed', { error: err, url: req.url })
+      if (!res.headersSent) sendRpcError(res, 500, 'Internal error', { code: -32603 })
+      else res.destroy()
+    }
+  }
+
+  async #route(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const url = new URL(req.url ?? '/', 'http://localhost')
+    const route = this.routes.get(url.pathname)
+    if (route) return route(req, res)
+    if (url.pathname === SSE_MESSAGES_PATH) {
+      if (req.method !== 'POST') {
+        return sendRpcError(res, 405, 'Use POST', { headers: { allow: 'POST' } })
+      }
+      return this.sse.post(req, res, url)
+    }
+    const match = MCP_PATH.exec(url.pathname)
+    const server = match ? serverName(match[2]) : undefined
+    if (match === null || server === undefined || !this.#handler.hasServer(server)) {
+      return sendRpcError(res, 404, `Not found: ${url.pathname.slice(0, 200)}`)
+    }
+    switch (match[1]) {
+      case 'mcp':
+        return this.streamable.handle(req, res, server)
+      case 'sse':
+        if (req.method !== 'GET') {
+          return sendRpcError(res, 405, 'Use GET', { headers: { allow: 'GET' } })
+        }
+        return this.sse.open(req, res, server)
+      default:
+        return sendRpcError(res, 426, 'This endpoint speaks WebSocket', {
+          headers: { upgrade: 'websocket', connection: 'Upgrade' },
+        })
+    }
+  }
+
+  #onUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer): void {
+    socket.on('error', () => {})
+    if (this.#closing) {
+      rejectUpgrade(socket, 503, 'The server is shutting down')
+      return
+    }
+    const refusal = checkRequestHeaders(
+      req.headers,
+      this.options.allowedHosts,
+      this.options.allowedOrigins,
+    )
+    if (refusal) {
+      this.#log.warn('refused a WebSocket upgrade', {
+        ...refusal,
+        remote: req.socket.remoteAddress,
+      })
+      rejectUpgrade(socket, 403, refusal.reason)
+      return
+    }
+    const match = MCP_PATH.exec(pathOf(req))
+    const server = match?.[1] === 'ws' ? serverName(match[2]) : undefined
+    if (server === undefined || !this.#handler.hasServer(server)) {
+      rejectUpgrade(socket, 404, 'Not found')
+      return
+    }
+    this.websocket.upgrade(req, socket, head, server)
+  }
+
+  /** Once this response is done, its keep-alive connection is idle and can be closed. */
+  #releaseAfter(res: ServerResponse): void {
+    if (!res.headersSent) res.shouldKeepAlive = false
+    res.on('finish', () => setImmediate(() => this.server.closeIdleConnections()))
+  }
+}
+
+/** Creates the listener (not yet listening); `listen()` binds it. */
+export function createHttpInbound(
+  handler: InboundHandler,
+  options: Partial<HttpInboundOptions> = {},
+  log?: Logger,
+): HttpInbound {
+  return new HttpInbound(handler, options, log)
+}
+
+function pathOf(req: IncomingMessage): string {
+  return new URL(req.url ?? '/', 'http://localhost').pathname
+}
+
+/** `/mcp` addresses the server named 'default'; `/mcp/NAME` the server NAME. */
+function serverName(segment: string | undefined): string | undefined {
+  if (segment === undefined) return 'default'
+  try {
+    const name = decodeURIComponent(segment)
+    return name === '' || name.includes('/') ? undefined : name
+  } catch {
+    return undefined
+  }
+}
+
+/** Options where 0 means "off" (or, for the port, "pick one"). */
+const ZERO_ALLOWED = new Set([
+  'port',
+  'sseKeepAliveMs',
+  'wsPingIntervalMs',
+  'sessionIdleTimeoutMs',
+  'shutdownDeadlineMs',
+])
+
+function resolveOptions(overrides: Partial<HttpInboundOptions>): HttpInboundOptions {
+  const merged: HttpInboundOptions = { ...DEFAULT_HTTP_INBOUND_OPTIONS, ...overrides }
+  if (overrides.wsMaxPayloadBytes === undefined && overrides.maxBodyBytes !== undefined) {
+    Object.assign(merged, { wsMaxPayloadBytes: overrides.maxBodyBytes })
+  }
+  for (const [key, value] of Object.entries(merged)) {
+    if (typeof value !== 'number') continue
+    const zeroAllowed = ZERO_ALLOWED.has(key)
+    if (!Number.isInteger(value) || value < 0 || (value === 0 && !zeroAllowed)) {
+      throw new BarbicanError('ERR_CONFIG_INVALID', `HTTP option ${key} must be a positive integer`)
+    }
+  }
+  if (merged.headersTimeoutMs > merged.requestTimeoutMs) {
+    throw new BarbicanError(
+      'ERR_CONFIG_INVALID',
+      'headersTimeoutMs must not exceed requestTimeoutMs',
+    )
+  }
+  return merged
+}

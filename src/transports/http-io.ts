@@ -1,0 +1,152 @@
+/**
+ * Small helpers shared by the inbound HTTP endpoints: reading a request body under a byte limit
+ * without ever buffering more than the limit, and writing JSON / JSON-RPC error replies.
+ */
+import type { IncomingMessage, OutgoingHttpHeaders, ServerResponse } from 'node:http'
+import { errorResponse, INVALID_REQUEST, type JsonRpcId, serialize } from '../protocol/jsonrpc.ts'
+
+/**
+ * How many bytes past the limit we read and throw away so the keep-alive connection stays
+ * usable after a 413. A body larger than limit + this is cut off by closing the connection.
+ */
+export const DISCARD_LIMIT_BYTES = 1024 * 1024
+
+export type BodyResult =
+  | { readonly ok: true; readonly body: Buffer }
+  | { readonly ok: false; readonly status: 413; readonly keepAlive: boolean; readonly size: number }
+  | { readonly ok: false; readonly status: 400; readonly keepAlive: false; readonly size: number }
+
+/**
+ * Reads the whole body, keeping at most `maxBytes`. An oversize body is drained up to
+ * DISCARD_LIMIT_BYTES more (so the next request on the connection works); beyond that the caller
+ * must close the connection (`keepAlive: false`).
+ */
+export function readBody(req: IncomingMessage, maxBytes: number): Promise<BodyResult> {
+  const declared = Number(req.headers['content-length'])
+  if (Number.isFinite(declared) && declared > maxBytes + DISCARD_LIMIT_BYTES) {
+    return Promise.resolve({ ok: false, status: 413, keepAlive: false, size: declared })
+  }
+  return new Promise((resolve) => {
+    const chunks: Buffer[] = []
+    let size = 0
+    let settled = false
+    const finish = (result: BodyResult) => {
+      if (settled) return
+      settled = true
+      req.off('data', onData)
+      req.off('end', onEnd)
+      req.off('error', onError)
+      req.off('close', onClose)
+      resolve(result)
+    }
+    const onData = (chunk: Buffer) => {
+      size += chunk.length
+      if (size <= maxBytes) {
+        chunks.push(chunk)
+        return
+      }
+      chunks.length = 0
+      if (size > maxBytes + DISCARD_LIMIT_BYTES) {
+        req.pause()
+        finish({ ok: false, status: 413, keepAlive: false, size })
+      }
+    }
+    const onEnd = () => {
+      if (size > maxBytes) finish({ ok: false, status: 413, keepAlive: true, size })
+      else finish({ ok: true, body: Buffer.concat(chunks, size) })
+    }
+    const onError = () => finish({ ok: false, status: 400, keepAlive: false, size })
+    const onClose = () => {
+      if (!req.complete) finish({ ok: false, status: 400, keepAlive: false, size })
+    }
+    req.on('data', onData)
+    req.on('end', onEnd)
+    req.on('error', onError)
+    req.on('close', onClose)
+  })
+}
+
+/**
+ * Answers a body `readBody` refused: 413 with the limit in the message. When the rest of the
+ * body was not drained, the connection is closed after the reply rather than left desynchronised.
+ */
+export function sendBodyRefusal(
+  res: ServerResponse,
+  result: Exclude<BodyResult, { ok: true }>,
+  maxBytes: number,
+): void {
+  const headers: OutgoingHttpHeaders = result.keepAlive ? {} : { connection: 'close' }
+  const message =
+    result.status === 413
+      ? `Request body exceeds the limit of ${maxBytes} bytes`
+      : 'The request body could not be read'
+  sendRpcError(res, result.status, message, { headers })
+}
+
+/** Decodes UTF-8 strictly: invalid bytes are a parse error, never silently replaced. */
+export function decodeUtf8(body: Buffer): string | undefined {
+  try {
+    return new TextDecoder('utf-8', { fatal: true }).decode(body)
+  } catch {
+    return undefined
+  }
+}
+
+/** Writes a complete JSON reply unless the response has already started or ended. */
+export function sendJson(
+  res: ServerResponse,
+  status: number,
+  body: unknown,
+  headers: OutgoingHttpHeaders = {},
+): void {
+  if (res.headersSent || res.writableEnded || res.destroyed) return
+  const text = typeof body === 'string' ? body : JSON.stringify(body)
+  res.writeHead(status, {
+    ...headers,
+    'content-type': 'application/json',
+    'content-length': Buffer.byteLength(text),
+  })
+  res.end(text)
+}
+
+/**
+ * Answers an HTTP-level refusal with an id-less (or id-carrying) JSON-RPC error body, which MCP
+ * clients can show and which the 2026-07-28 backward-compatibility probe relies on.
+ */
+export function sendRpcError(
+  res: ServerResponse,
+  status: number,
+  message: string,
+  options: { code?: number; id?: JsonRpcId | null; headers?: OutgoingHttpHeaders } = {},
+): void {
+  const reply = errorResponse(options.id ?? null, options.code ?? INVALID_REQUEST, message)
+  sendJson(res, status, serialize(reply), options.headers)
+}
+
+/** Lower-cased request headers as a plain record (what ReceiveInfo and ConnectionInfo carry). */
+export function headerRecord(
+  req: IncomingMessage,
+): Readonly<Record<string, string | string[] | undefined>> {
+  return { ...req.headers }
+}
+
+/** One header's value; a repeated header yields `undefined` plus `repeated: true`. */
+export function singleHeader(req: IncomingMessage, name: string): string | undefined {
+  const value = req.headers[name]
+  if (Array.isArray(value)) return value.length === 1 ? value[0] : undefined
+  return value
+}
+
+/** True when the header names a media type, honouring `*\/*`, `type/*` and absent headers. */
+export function accepts(req: IncomingMessage, mediaType: string): boolean {
+  const accept = req.headers.accept
+  if (accept === undefined || accept === '') return true
+  const [type] = mediaType.split('/')
+  for (const part of accept.split(',')) {
+    const [range = '', ...params] = part.trim().toLowerCase().split(';')
+    // q=0 explicitly refuses the type.
+    if (params.some((p) => /^\s*q\s*=\s*0(\.0*)?\s*$/.test(p))) continue
+    if (range === mediaType || range === '*/*' || range === `${type}/*`) return true
+  }
+  return false
+}

@@ -1,0 +1,266 @@
+/**
+ * The `/mcp` endpoint: Streamable HTTP for every revision on one URL. A POST whose body or
+ * `MCP-Protocol-Version` header claims 2026-07-28 is served statelessly; everything else is a
+ * legacy session (2025-03-26 … 2025-11-25) opened by `initialize` and named by the
+ * `Mcp-Session-Id` header afterwards. Session ids come from a CSPRNG and are bound to the identity
+ * that created them: an id presented by anyone else is answered like an unknown one (404), so
+ * the id is never what authenticates a caller (2025-11-25 security best practices).
+ */
+import { createHash, randomBytes } from 'node:crypto'
+import type { IncomingMessage, ServerResponse } from 'node:http'
+import type { Logger } from '../log.ts'
+import type { JsonLimits } from '../protocol/json-limits.ts'
+import { isRequest, PARSE_ERROR, parsePayload, serialize } from '../protocol/jsonrpc.ts'
+import { eraOf, isRevision } from '../protocol/revisions.ts'
+import {
+  accepts,
+  decodeUtf8,
+  headerRecord,
+  readBody,
+  sendBodyRefusal,
+  sendJson,
+  sendRpcError,
+  singleHeader,
+} from './http-io.ts'
+import type { InboundHandler } from './inbound.ts'
+import { type SessionOptions, StreamableHttpSession } from './streamable-http-session.ts'
+import { bodyVersionClaim, handleStatelessPost } from './streamable-http-stateless.ts'
+
+/** The limits and hooks the endpoint needs; `HttpInboundOptions` documents each. */
+export interface StreamableHttpOptions {
+  readonly maxBodyBytes: number
+  readonly jsonLimits: JsonLimits
+  readonly maxSessions: number
+  readonly sessionIdleTimeoutMs: number
+  readonly sseReplayEvents: number
+  readonly sseReplayBytes: number
+  readonly sseRetainedStreams: number
+  readonly sseMaxQueuedBytes: number
+  readonly sseKeepAliveMs: number
+  readonly identityOf: (req: IncomingMessage) => string
+}
+
+/**
+ * The caller identity a session is bound to when no authentication layer supplies one: a hash of
+ * the `Authorization` header, so a session opened with one token cannot be used with another.
+ */
+export function authorizationIdentity(req: IncomingMessage): string {
+  const auth = req.headers.authorization
+  if (auth === undefined || auth === '') return 'anonymous'
+  return `authorization:${createHash('sha256').update(auth).digest('hex')}`
+}
+
+/** Serves `/mcp` and `/mcp/<server>`; owns the legacy sessions. */
+export class StreamableHttpEndpoint {
+  readonly #handler: InboundHandler
+  readonly #options: StreamableHttpOptions
+  readonly #log: Logger
+  readonly #sessionOptions: SessionOptions
+  readonly #sessions = new Map<string, StreamableHttpSession>()
+  readonly #sweep: NodeJS.Timeout | undefined
+
+  constructor(handler: InboundHandler, options: StreamableHttpOptions, log: Logger) {
+    this.#handler = handler
+    this.#options = options
+    this.#log = log
+    this.#sessionOptions = {
+      replay: { maxEvents: options.sseReplayEvents, maxBytes: options.sseReplayBytes },
+      retainedStreams: options.sseRetainedStreams,
+      sse: { maxQueuedBytes: options.sseMaxQueuedBytes, keepAliveMs: options.sseKeepAliveMs, log },
+      log,
+    }
+    if (options.sessionIdleTimeoutMs > 0) {
+      const every = Math.max(1000, Math.min(options.sessionIdleTimeoutMs / 2, 60_000))
+      this.#sweep = setInterval(() => this.#closeIdleSessions(), every)
+      this.#sweep.unref()
+    }
+  }
+
+  /** Number of live legacy sessions. */
+  get sessionCount(): number {
+    return this.#sessions.size
+  }
+
+  /** Routes one request for the virtual server `server` (already known to exist). */
+  async handle(req: IncomingMessage, res: ServerResponse, server: string): Promise<void> {
+    if (req.method === 'POST') return this.#post(req, res, server)
+    if (req.method === 'GET' || req.method === 'DELETE')
+      return this.#sessionRequest(req, res, server)
+    sendRpcError(res, 405, `Method ${req.method} is not allowed here`, {
+      headers: { allow: 'GET, POST, DELETE' },
+    })
+  }
+
+  async #post(req: IncomingMessage, res: ServerResponse, server: string): Promise<void> {
+    if (!/^application\/json(\s*;|$)/i.test(req.headers['content-type'] ?? '')) {
+      sendRpcError(res, 415, 'Content-Type must be application/json')
+      return
+    }
+    const acceptsSse = accepts(req, 'text/event-stream')
+    if (!acceptsSse && !accepts(req, 'application/json')) {
+      sendRpcError(res, 406, 'Accept must include application/json or text/event-stream')
+      return
+    }
+    const body = await readBody(req, this.#options.maxBodyBytes)
+    if (!body.ok) return sendBodyRefusal(res, body, this.#options.maxBodyBytes)
+    const text = decodeUtf8(body.body)
+    if (text === undefined) {
+      sendRpcError(res, 400, 'The body is not valid UTF-8', { code: PARSE_ERROR })
+      return
+    }
+    const versionHeader = req.headers['mcp-protocol-version']
+    const sessionId = singleHeader(req, 'mcp-session-id')
+    const candidate = sessionId === undefined ? undefined : this.#sessions.get(sessionId)
+    const parsed = parsePayload(text, {
+      limits: this.#options.jsonLimits,
+      allowBatch: candidate?.allowsBatch ?? false,
+    })
+    const single = parsed.ok && !parsed.batch ? parsed.items[0] : undefined
+    const claim = single?.ok ? bodyVersionClaim(single.message) : undefined
+    if (Array.isArray(versionHeader)) {
+      sendRpcError(res, 400, 'MCP-Protocol-Version must appear once')
+      return
+    }
+    // The era is a property of the request: a `_meta` claim or a modern header means stateless,
+    // whatever session id may come along (modern servers ignore it). An unknown version header
+    // on a session-less request is a future modern client; it gets -32020/-32022, not a session.
+    const modern =
+      claim !== undefined ||
+      (versionHeader !== undefined &&
+        (isRevision(versionHeader) ? eraOf(versionHeader) === 'modern' : sessionId === undefined))
+    if (modern) {
+      if (!parsed.ok) return sendJson(res, 400, serialize(parsed.error))
+      const item = parsed.items[0]
+      if (parsed.batch || item === undefined) {
+        sendRpcError(res, 400, 'Batches are not allowed in MCP 2026-07-28')
+        return
+      }
+      if (!item.ok) return sendJson(res, 400, serialize(item.error))
+      handleStatelessPost(req, res, item.message, acceptsSse, {
+        handler: this.#handler,
+        server,
+        sse: this.#sessionOptions.sse,
+        log: this.#log,
+      })
+      return
+    }
+    if (versionHeader !== undefined && !isRevision(versionHeader)) {
+      sendRpcError(res, 400, `Unsupported MCP-Protocol-Version: ${versionHeader.slice(0, 40)}`)
+      return
+    }
+    if (!parsed.ok) return sendJson(res, 400, serialize(parsed.error))
+    if (sessionId === undefined) {
+      if (!(single?.ok && isRequest(single.message) && single.message.method === 'initialize')) {
+        sendRpcError(res, 400, 'Mcp-Session-Id header is required')
+        return
+      }
+      this.#openSession(req, res, server, parsed.items, acceptsSse)
+      return
+    }
+    const session = this.#lookup(req, sessionId, server)
+    if (session === undefined) return sendRpcError(res, 404, 'Session not found')
+    session.receivePost(res, parsed.items, parsed.batch, acceptsSse, headerRecord(req))
+  }
+
+  #openSession(
+    req: IncomingMessage,
+    res: ServerResponse,
+    server: string,
+    items: Parameters<StreamableHttpSession['receivePost']>[1],
+    acceptsSse: boolean,
+  ): void {
+    if (this.#sessions.size >= this.#options.maxSessions) {
+      this.#log.warn('refusing a new session: the session limit is reached', {
+        maxSessions: this.#options.maxSessions,
+      })
+      sendRpcError(res, 503, 'Too many sessions', { headers: { 'retry-after': '5' } })
+      return
+    }
+    const id = randomBytes(24).toString('base64url')
+    const session = new StreamableHttpSession(
+      id,
+      this.#options.identityOf(req),
+      server,
+      this.#sessionOptions,
+      () => this.#sessions.delete(id),
+    )
+    this.#sessions.set(id, session)
+    const headers = headerRecord(req)
+    try {
+      this.#handler.connect(session, {
+        kind: 'streamable-http',
+        server,
+        remoteAddress: req.socket.remoteAddress,
+        headers,
+      })
+    } catch (err) {
+      void session.close()
+      throw err
+    }
+    session.receivePost(res, items, false, acceptsSse, headers, true)
+  }
+
+  /** GET opens or resumes a session stream; DELETE ends the session. */
+  #sessionRequest(req: IncomingMessage, res: ServerResponse, server: string): void {
+    const sessionId = singleHeader(req, 'mcp-session-id')
+    if (sessionId === undefined) {
+      // Stateless 2026-07-28 traffic is POST-only; GET and DELETE exist only for sessions.
+      sendRpcError(res, 405, `${req.method} requires an Mcp-Session-Id`, {
+        headers: { allow: 'POST' },
+      })
+      return
+    }
+    const version = req.headers['mcp-protocol-version']
+    if (version !== undefined && !isRevision(version)) {
+      sendRpcError(res, 400, 'Unsupported MCP-Protocol-Version')
+      return
+    }
+    const session = this.#lookup(req, sessionId, server)
+    if (session === undefined) {
+      sendRpcError(res, 404, 'Session not found')
+      return
+    }
+    if (req.method === 'DELETE') {
+      void session.close()
+      sendJson(res, 200, '')
+      return
+    }
+    if (!accepts(req, 'text/event-stream')) {
+      sendRpcError(res, 406, 'Accept must include text/event-stream')
+      return
+    }
+    session.receiveGet(res, singleHeader(req, 'last-event-id'))
+  }
+
+  #lookup(req: IncomingMessage, id: string, server: string): StreamableHttpSession | undefined {
+    const session = this.#sessions.get(id)
+    if (session === undefined || session.closed || session.server !== server) return undefined
+    if (session.identity !== this.#options.identityOf(req)) {
+      this.#log.warn('session id presented by a different identity; refused', {
+        remoteAddress: req.socket.remoteAddress,
+      })
+      return undefined
+    }
+    return session
+  }
+
+  #closeIdleSessions(): void {
+    const cutoff = Date.now() - this.#options.sessionIdleTimeoutMs
+    for (const session of this.#sessions.values()) {
+      if (session.busy || session.lastActivity > cutoff) continue
+      this.#log.info('closing an idle session', { sessionId: session.sessionId })
+      void session.close()
+    }
+  }
+
+  /** Shutdown, step one: ends the long-lived GET streams so their connections can drain. */
+  endStreams(): void {
+    for (const session of this.#sessions.values()) session.endStreams()
+  }
+
+  /** Shutdown, last step: closes every session. */
+  async closeAll(): Promise<void> {
+    if (this.#sweep) clearInterval(this.#sweep)
+    await Promise.all([...this.#sessions.values()].map((session) => session.close()))
+  }
+}

@@ -1,0 +1,299 @@
+/**
+ * One legacy Streamable HTTP session (MCP 2025-03-26 … 2025-11-25) as a Transport.
+ *
+ * Each POST carrying requests is an exchange. Its answer is JSON unless something related to
+ * one of its requests (a progress notification, a server→client request) must go out before
+ * the response: then, if the client accepts it, the POST turns into an SSE stream at that
+ * moment. Messages related to no open exchange go on the session's standalone GET stream. Every
+ * stream is a ReplayableStream, so a client that lost a connection resumes with `Last-Event-ID`
+ * and receives only that stream's missed events.
+ */
+import type { ServerResponse } from 'node:http'
+import type { Logger } from '../log.ts'
+import {
+  errorResponse,
+  INTERNAL_ERROR,
+  INVALID_REQUEST,
+  isErrorResponse,
+  isRequest,
+  isResponse,
+  type JsonRpcId,
+  type JsonRpcMessage,
+  type ParsedItem,
+  serialize,
+} from '../protocol/jsonrpc.ts'
+import { type Revision, TRAITS } from '../protocol/revisions.ts'
+import { sendJson } from './http-io.ts'
+import {
+  ReplayableStream,
+  type ReplayLimits,
+  SseConnection,
+  type SseConnectionOptions,
+} from './sse-writer.ts'
+import type { ReceiveInfo, SendOptions, Transport } from './transport.ts'
+
+export interface SessionOptions {
+  readonly replay: ReplayLimits
+  /** Finished POST streams kept for resumption, per session (oldest dropped first). */
+  readonly retainedStreams: number
+  readonly sse: Omit<SseConnectionOptions, 'headers'>
+  readonly log: Logger
+}
+
+/** One POST with at least one request, waiting for its responses. */
+interface Exchange {
+  readonly res: ServerResponse
+  readonly batch: boolean
+  readonly acceptsSse: boolean
+  /** Requests not answered yet, by key. */
+  readonly outstanding: Map<string, JsonRpcId>
+  /** Replies held back for a JSON answer (batch errors, early responses). */
+  collected: JsonRpcMessage[]
+  stream: ReplayableStream | undefined
+  /** The client closed the POST before any SSE event: replies can no longer reach it. */
+  gone: boolean
+  readonly initialize: boolean
+}
+
+/** Requests ids 1 and "1" are different requests. */
+function keyOf(id: JsonRpcId): string {
+  return `${typeof id}:${id}`
+}
+
+/** The Transport the gateway's session talks through; the HTTP endpoint feeds it requests. */
+export class StreamableHttpSession implements Transport {
+  readonly sessionId: string
+  /** Who created the session; later requests from anyone else get 404. */
+  readonly identity: string
+  /** The virtual server the session was opened on. */
+  readonly server: string
+  readonly #options: SessionOptions
+  readonly #onEnded: () => void
+  readonly #exchanges = new Map<string, Exchange>()
+  readonly #streams = new Map<string, ReplayableStream>()
+  readonly #retained: string[] = []
+  readonly #standalone: ReplayableStream
+  #nextStream = 1
+  #protocolVersion: Revision | undefined
+  #closed = false
+  /** Time of the last request or stream activity, for the idle sweep. */
+  lastActivity = Date.now()
+  onmessage?: (message: JsonRpcMessage, info?: ReceiveInfo) => void
+  onclose?: () => void
+  onerror?: (error: Error) => void
+
+  constructor(
+    sessionId: string,
+    identity: string,
+    server: string,
+    options: SessionOptions,
+    onEnded: () => void,
+  ) {
+    this.sessionId = sessionId
+    this.identity = identity
+    this.server = server
+    this.#options = options
+    this.#onEnded = onEnded
+    this.#standalone = new ReplayableStream('0', options.replay)
+    this.#streams.set('0', this.#standalone)
+  }
+
+  /** Called by the session once `initialize` negotiated a revision; enables batches for 2025-03-26. */
+  setProtocolVersion(revision: Revision): void {
+    this.#protocolVersion = revision
+  }
+
+  get protocolVersion(): Revision | undefined {
+    return this.#protocolVersion
+  }
+
+  get allowsBatch(): boolean {
+    return this.#protocolVersion !== undefined && TRAITS[this.#protocolVersion].batching
+  }
+
+  get closed(): boolean {
+    return this.#closed
+  }
+
+  /** True while a request is unanswered or a client holds a stream open. */
+  get busy(): boolean {
+    if (this.#exchanges.size > 0) return true
+    for (const stream of this.#streams.values()) if (stream.attached) return true
+    return false
+  }
+
+  start(): Promise<void> {
+    return Promise.resolve()
+  }
+
+  /** Takes one parsed POST body. Answers 202 at once when it carries no request. */
+  receivePost(
+    res: ServerResponse,
+    items: readonly ParsedItem[],
+    batch: boolean,
+    acceptsSse: boolean,
+    headers: NonNullable<ReceiveInfo['headers']>,
+    initialize = false,
+  ): void {
+    this.lastActivity = Date.now()
+    const errors: JsonRpcMessage[] = []
+    const messages: JsonRpcMessage[] = []
+    const keys = new Map<string, JsonRpcId>()
+    for (const item of items) {
+      if (!item.ok) {
+        errors.push(item.error)
+        continue
+      }
+      const message = item.message
+      if (isRequest(message)) {
+        const key = keyOf(message.id)
+        if (this.#exchanges.has(key) || keys.has(key)) {
+          errors.push(errorResponse(message.id, INVALID_REQUEST, 'Request id is already in use'))
+          continue
+        }
+        keys.set(key, message.id)
+      }
+      messages.push(message)
+    }
+    if (keys.size === 0) {
+      if (errors.length === 0) sendJson(res, 202, '', this.#headers())
+      else sendJson(res, 400, serialize(batch ? errors : (errors[0] as JsonRpcMessage)))
+    } else {
+      const exchange: Exchange = {
+        res,
+        batch,
+        acceptsSse,
+        outstanding: keys,
+        collected: errors,
+        stream: undefined,
+        gone: false,
+        initialize,
+      }
+      for (const key of keys.keys()) this.#exchanges.set(key, exchange)
+      res.on('close', () => {
+        if (exchange.outstanding.size > 0 && exchange.stream === undefined) exchange.gone = true
+      })
+    }
+    const info = batch ? { headers, batch: true } : { headers }
+    for (const message of messages) this.onmessage?.(message, info)
+  }
+
+  /** Opens the standalone GET stream, or resumes the stream a `Last-Event-ID` names. */
+  receiveGet(res: ServerResponse, lastEventId: string | undefined): void {
+    this.lastActivity = Date.now()
+    const position =
+      lastEventId === undefined ? undefined : ReplayableStream.parseEventId(lastEventId)
+    const resumed = position === undefined ? undefined : this.#streams.get(position.streamId)
+    const stream = resumed ?? this.#standalone
+    if (stream.attached) {
+      sendJson(res, 409, serialize(errorResponse(null, INVALID_REQUEST, 'Stream already open')))
+      return
+    }
+    const connection = new SseConnection(res, { ...this.#options.sse, headers: this.#headers() })
+    const { lost } = stream.attach(connection, resumed ? position?.seq : undefined)
+    if (lost > 0) {
+      this.#options.log.warn('resumed SSE stream lost events evicted from the replay buffer', {
+        sessionId: this.sessionId,
+        stream: stream.id,
+        lost,
+      })
+    }
+  }
+
+  send(message: JsonRpcMessage, options?: SendOptions): Promise<void> {
+    if (this.#closed) return Promise.reject(new Error('The session is closed'))
+    if (isResponse(message)) {
+      const exchange = message.id === null ? undefined : this.#exchanges.get(keyOf(message.id))
+      if (exchange === undefined || message.id === null) {
+        this.#options.log.warn('no open request for a response; dropped', { id: message.id })
+        return Promise.resolve()
+      }
+      const key = keyOf(message.id)
+      this.#exchanges.delete(key)
+      exchange.outstanding.delete(key)
+      this.#deliver(exchange, message)
+      return Promise.resolve()
+    }
+    const related = options?.relatedRequestId
+    const exchange = related === undefined ? undefined : this.#exchanges.get(keyOf(related))
+    if (exchange && (exchange.stream || (exchange.acceptsSse && !exchange.gone))) {
+      this.#deliver(exchange, message)
+    } else {
+      this.#standalone.push(serialize(message))
+    }
+    return Promise.resolve()
+  }
+
+  #deliver(exchange: Exchange, message: JsonRpcMessage): void {
+    if (exchange.stream === undefined && !isResponse(message)) this.#openStream(exchange)
+    if (exchange.stream) exchange.stream.push(serialize(message))
+    else exchange.collected.push(message)
+    if (exchange.outstanding.size > 0) return
+    // Every request of the POST is answered.
+    if (exchange.stream) {
+      exchange.stream.finish()
+      this.#retain(exchange.stream)
+      return
+    }
+    const failedInit = exchange.initialize && isErrorResponse(message)
+    if (!exchange.gone) {
+      const body = exchange.batch ? exchange.collected : exchange.collected[0]
+      sendJson(
+        exchange.res,
+        200,
+        serialize(body as JsonRpcMessage),
+        failedInit ? {} : this.#headers(),
+      )
+    }
+    // A session whose initialize failed was never established; do not keep it.
+    if (failedInit) void this.close()
+  }
+
+  #openStream(exchange: Exchange): void {
+    const stream = new ReplayableStream((this.#nextStream++).toString(36), this.#options.replay)
+    this.#streams.set(stream.id, stream)
+    exchange.stream = stream
+    if (!exchange.gone) {
+      const headers = this.#headers()
+      stream.attach(new SseConnection(exchange.res, { ...this.#options.sse, headers }))
+    }
+    for (const held of exchange.collected) stream.push(serialize(held))
+    exchange.collected = []
+  }
+
+  /** Keeps a finished stream for resumption, within the per-session cap. */
+  #retain(stream: ReplayableStream): void {
+    this.#retained.push(stream.id)
+    while (this.#retained.length > this.#options.retainedStreams) {
+      const id = this.#retained.shift() as string
+      this.#streams.get(id)?.close()
+      this.#streams.delete(id)
+    }
+  }
+
+  #headers(): Record<string, string> {
+    return { 'mcp-session-id': this.sessionId }
+  }
+
+  /** Ends the standalone GET stream's connection (shutdown) without ending the session. */
+  endStreams(): void {
+    this.#standalone.disconnect()
+  }
+
+  /** Ends the session: unanswered requests get an error reply, every stream closes. */
+  close(): Promise<void> {
+    if (this.#closed) return Promise.resolve()
+    this.#closed = true
+    for (const [key, exchange] of [...this.#exchanges]) {
+      const id = exchange.outstanding.get(key) as JsonRpcId
+      this.#exchanges.delete(key)
+      exchange.outstanding.delete(key)
+      this.#deliver(exchange, errorResponse(id, INTERNAL_ERROR, 'The session was closed'))
+    }
+    for (const stream of this.#streams.values()) stream.close()
+    this.#streams.clear()
+    this.#onEnded()
+    this.onclose?.()
+    return Promise.resolve()
+  }
+}

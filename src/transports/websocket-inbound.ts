@@ -1,0 +1,238 @@
+/**
+ * MCP over WebSocket at `/ws`: one JSON-RPC message (or 2025-03-26 batch) per text frame, under
+ * the `mcp` subprotocol. Clients that do not offer `mcp` are refused during the handshake with a
+ * plain reason, so a mis-configured client fails loudly rather than talking past us. Binary
+ * frames close the connection with 1003 (unsupported data); oversize frames with 1009 (ws's
+ * `maxPayload`). A peer that stops reading is dropped once its send buffer exceeds a bound.
+ */
+import type { IncomingMessage } from 'node:http'
+import type { Duplex } from 'node:stream'
+import { type WebSocket, WebSocketServer } from 'ws'
+import type { Logger } from '../log.ts'
+import type { JsonLimits } from '../protocol/json-limits.ts'
+import {
+  errorResponse,
+  isRequest,
+  isResponse,
+  type JsonRpcMessage,
+  PARSE_ERROR,
+  parsePayload,
+  serialize,
+} from '../protocol/jsonrpc.ts'
+import { type Revision, TRAITS } from '../protocol/revisions.ts'
+import { decodeUtf8, headerRecord } from './http-io.ts'
+import type { InboundHandler } from './inbound.ts'
+import type { ReceiveInfo, SendOptions, Transport } from './transport.ts'
+
+/** The one subprotocol we speak. */
+export const MCP_SUBPROTOCOL = 'mcp'
+
+/** The limits the endpoint needs; `HttpInboundOptions` documents each. */
+export interface WebSocketInboundOptions {
+  readonly wsMaxPayloadBytes: number
+  readonly wsMaxBufferedBytes: number
+  readonly wsPingIntervalMs: number
+  readonly jsonLimits: JsonLimits
+}
+
+/** Refuses an upgrade request with an HTTP status and a reason the client can show. */
+export function rejectUpgrade(socket: Duplex, status: number, reason: string): void {
+  const body = serialize(errorResponse(null, -32600, reason))
+  const statusText = { 400: 'Bad Request', 403: 'Forbidden', 404: 'Not Found' }[status] ?? 'Error'
+  socket.on('error', () => {})
+  socket.end(
+    `HTTP/1.1 ${status} ${statusText}\r\nConnection: close\r\nContent-Type: application/json\r\n` +
+      `Content-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`,
+  )
+}
+
+/** One WebSocket client as a Transport. */
+export class WebSocketTransport implements Transport {
+  readonly sessionId: undefined = undefined
+  readonly #ws: WebSocket
+  readonly #options: WebSocketInboundOptions
+  readonly #log: Logger
+  readonly #pending = new Set<string>()
+  #protocolVersion: Revision | undefined
+  #closeWhenIdle = false
+  #closed = false
+  #alive = true
+  #ping: NodeJS.Timeout | undefined
+  onmessage?: (message: JsonRpcMessage, info?: ReceiveInfo) => void
+  onclose?: () => void
+  onerror?: (error: Error) => void
+
+  constructor(ws: WebSocket, options: WebSocketInboundOptions, log: Logger) {
+    this.#ws = ws
+    this.#options = options
+    this.#log = log
+    ws.on('message', (data, isBinary) => this.#receive(data as Buffer, isBinary))
+    ws.on('close', () => this.#onClosed())
+    ws.on('error', (err) => this.onerror?.(err))
+    ws.on('pong', () => {
+      this.#alive = true
+    })
+    if (options.wsPingIntervalMs > 0) {
+      // A peer that vanished without a close frame is found by a missed pong.
+      this.#ping = setInterval(() => {
+        if (!this.#alive) {
+          this.#log.info('WebSocket peer stopped answering pings; dropping it')
+          ws.terminate()
+          return
+        }
+        this.#alive = false
+        ws.ping()
+      }, options.wsPingIntervalMs)
+      this.#ping.unref()
+    }
+  }
+
+  /** Lets the session report the negotiated revision (batches only for 2025-03-26). */
+  setProtocolVersion(revision: Revision): void {
+    this.#protocolVersion = revision
+  }
+
+  start(): Promise<void> {
+    return Promise.resolve()
+  }
+
+  send(message: JsonRpcMessage, _options?: SendOptions): Promise<void> {
+    if (this.#closed || this.#ws.readyState !== this.#ws.OPEN) {
+      return Promise.reject(new Error('The WebSocket is closed'))
+    }
+    if (this.#ws.bufferedAmount > this.#options.wsMaxBufferedBytes) {
+      this.#log.warn('WebSocket client reads too slowly; disconnecting it', {
+        bufferedBytes: this.#ws.bufferedAmount,
+        maxBufferedBytes: this.#options.wsMaxBufferedBytes,
+      })
+      this.#ws.terminate()
+      return Promise.reject(new Error('The WebSocket client reads too slowly'))
+    }
+    if (isResponse(message) && message.id !== null) {
+      this.#pending.delete(`${typeof message.id}:${message.id}`)
+    }
+    return new Promise((resolve, reject) => {
+      this.#ws.send(serialize(message), (err) => {
+        if (err) reject(err)
+        else resolve()
+        if (this.#closeWhenIdle && this.#pending.size === 0) {
+          void this.close(1001, 'Server shutting down')
+        }
+      })
+    })
+  }
+
+  /** Shutdown: closes (1001) now, or as soon as the requests in progress are answered. */
+  closeWhenIdle(): void {
+    this.#closeWhenIdle = true
+    if (this.#pending.size === 0) void this.close(1001, 'Server shutting down')
+  }
+
+  /** Drops the connection without a closing handshake (shutdown deadline). */
+  terminate(): void {
+    this.#ws.terminate()
+    this.#onClosed()
+  }
+
+  close(code = 1000, reason = ''): Promise<void> {
+    if (this.#closed) return Promise.resolve()
+    this.#ws.close(code, reason)
+    this.#onClosed()
+    return Promise.resolve()
+  }
+
+  #receive(data: Buffer, isBinary: boolean): void {
+    if (isBinary) {
+      this.#log.info('WebSocket client sent a binary frame; closing with 1003')
+      void this.close(1003, 'Binary frames are not supported; send JSON-RPC as text')
+      return
+    }
+    const text = decodeUtf8(data)
+    const allowBatch = this.#protocolVersion !== undefined && TRAITS[this.#protocolVersion].batching
+    const parsed =
+      text === undefined
+        ? { ok: false as const, error: errorResponse(null, PARSE_ERROR, 'Invalid UTF-8') }
+        : parsePayload(text, { limits: this.#options.jsonLimits, allowBatch })
+    if (!parsed.ok) {
+      void this.send(parsed.error).catch(() => {})
+      return
+    }
+    const info = parsed.batch ? { batch: true } : undefined
+    for (const item of parsed.items) {
+      if (!item.ok) {
+        void this.send(item.error).catch(() => {})
+        continue
+      }
+      if (isRequest(item.message)) this.#pending.add(`${typeof item.message.id}:${item.message.id}`)
+      this.onmessage?.(item.message, info)
+    }
+  }
+
+  #onClosed(): void {
+    if (this.#closed) return
+    this.#closed = true
+    if (this.#ping) clearInterval(this.#ping)
+    this.onclose?.()
+  }
+}
+
+/** Accepts upgrades on `/ws[/<server>]` and hands each connection to the handler. */
+export class WebSocketEndpoint {
+  readonly #handler: InboundHandler
+  readonly #options: WebSocketInboundOptions
+  readonly #log: Logger
+  readonly #wss: WebSocketServer
+  readonly #transports = new Set<WebSocketTransport>()
+
+  constructor(handler: InboundHandler, options: WebSocketInboundOptions, log: Logger) {
+    this.#handler = handler
+    this.#options = options
+    this.#log = log
+    this.#wss = new WebSocketServer({
+      noServer: true,
+      maxPayload: options.wsMaxPayloadBytes,
+      // Compression would let a small frame inflate past our limits' intent and costs CPU.
+      perMessageDeflate: false,
+      handleProtocols: (protocols) => (protocols.has(MCP_SUBPROTOCOL) ? MCP_SUBPROTOCOL : false),
+    })
+  }
+
+  get connectionCount(): number {
+    return this.#transports.size
+  }
+
+  /** Completes (or refuses) one upgrade whose Host, Origin and path were already checked. */
+  upgrade(req: IncomingMessage, socket: Duplex, head: Buffer, server: string): void {
+    const offered = (req.headers['sec-websocket-protocol'] ?? '').split(',').map((p) => p.trim())
+    if (!offered.includes(MCP_SUBPROTOCOL)) {
+      const reason = `WebSocket clients must offer the "${MCP_SUBPROTOCOL}" subprotocol`
+      this.#log.info('refused a WebSocket handshake', { reason, offered })
+      rejectUpgrade(socket, 400, reason)
+      return
+    }
+    this.#wss.handleUpgrade(req, socket, head, (ws) => {
+      const transport = new WebSocketTransport(ws, this.#options, this.#log)
+      this.#transports.add(transport)
+      ws.on('close', () => this.#transports.delete(transport))
+      this.#handler.connect(transport, {
+        kind: 'websocket',
+        server,
+        remoteAddress: req.socket.remoteAddress,
+        headers: headerRecord(req),
+      })
+    })
+  }
+
+  /** Shutdown, step one: connections close once their requests in progress are answered. */
+  closeWhenIdle(): void {
+    for (const transport of this.#transports) transport.closeWhenIdle()
+  }
+
+  /** Shutdown, last step: drops every connection still open. */
+  closeAll(): Promise<void> {
+    for (const transport of this.#transports) transport.terminate()
+    this.#transports.clear()
+    this.#wss.close()
+    return Promise.resolve()
+  }
+}
