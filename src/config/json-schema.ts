@@ -6,9 +6,6 @@
 import { z } from 'zod'
 import { nativeConfigSchema } from './schema.ts'
 
-/** Public identifier of the schema; also where `schema/config.json` is committed. */
-export const CONFIG_SCHEMA_ID = 'https://barbican.dev/schema/config.json'
-
 /**
  * Builds the JSON Schema (draft 2020-12) describing the file as written: defaulted keys are
  * optional and carry their `default`.
@@ -22,7 +19,6 @@ export function configJsonSchema(): Record<string, unknown> {
   const { $schema, ...rest } = generated
   return {
     $schema,
-    $id: CONFIG_SCHEMA_ID,
     title: 'Barbican configuration',
     description:
       'Configuration of the Barbican MCP gateway: where it listens, which upstream MCP servers ' +
