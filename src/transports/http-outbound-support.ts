@@ -4,7 +4,14 @@
  * to the JSON-RPC error response a waiting caller receives instead of hanging.
  */
 import { BarbicanError, type ErrorCode, errorData, jsonRpcCodeOf } from '../errors.ts'
-import { errorResponse, type JsonRpcErrorResponse, type JsonRpcId } from '../protocol/jsonrpc.ts'
+import type { JsonLimits } from '../protocol/json-limits.ts'
+import {
+  errorResponse,
+  isErrorResponse,
+  type JsonRpcErrorResponse,
+  type JsonRpcId,
+} from '../protocol/jsonrpc.ts'
+import { decodePayload } from './outbound-payload.ts'
 
 export type HeaderSet = Readonly<Record<string, string>> | undefined
 
@@ -76,6 +83,38 @@ export function networkError(err: unknown, upstream: string): BarbicanError {
     `Upstream "${upstream}" is unreachable: ${reason}`,
     { cause: err },
   )
+}
+
+/**
+ * The JSON-RPC error a server put in the body of an HTTP refusal, when it is meant for request
+ * `id` (or id-less, as servers send when they could not read the id). Servers explain refusals
+ * this way (2026-07-28 answers an unknown method with 404 and -32601), and the explanation is
+ * worth more to the caller than a generic HTTP error.
+ */
+export function refusalReply(
+  text: string,
+  id: JsonRpcId | undefined,
+  limits: JsonLimits,
+): JsonRpcErrorResponse | undefined {
+  const trimmed = text.trimStart()
+  if (!trimmed.startsWith('{')) return undefined
+  return decodePayload(trimmed, limits)
+    .messages.filter(isErrorResponse)
+    .find((m) => m.id === null || m.id === id)
+}
+
+/** The error for an exchange that was aborted, by its deadline, its caller or a close. */
+export function abortError(deadline: Deadline, upstream: string): BarbicanError | undefined {
+  switch (deadline.reason) {
+    case 'timeout':
+      return new BarbicanError('ERR_UPSTREAM_TIMEOUT', `Upstream "${upstream}" timed out`)
+    case 'cancel':
+      return new BarbicanError('ERR_CANCELLED', 'Request cancelled')
+    case 'close':
+      return new BarbicanError('ERR_UPSTREAM_CLOSED', `Upstream "${upstream}" connection is closed`)
+    default:
+      return undefined
+  }
 }
 
 /** The JSON-RPC error response a caller waiting on request `id` receives for `error`. */

@@ -19,7 +19,9 @@ import {
   type JsonRpcMessage,
   serialize,
 } from '../protocol/jsonrpc.ts'
+import { SseStreams, type StreamState, streamState } from './http-outbound-streams.ts'
 import {
+  abortError,
   Deadline,
   failureResponse,
   headerValue,
@@ -27,9 +29,10 @@ import {
   mergeHeaders,
   networkError,
   readBoundedText,
+  refusalReply,
 } from './http-outbound-support.ts'
 import { decodePayload, preview } from './outbound-payload.ts'
-import { isEventStream, readSse, type SseEvent } from './sse-stream.ts'
+import { isEventStream } from './sse-stream.ts'
 import type { ReceiveInfo, SendOptions, Transport } from './transport.ts'
 
 export interface HttpOutboundOptions {
@@ -66,15 +69,6 @@ export interface HttpSendOptions extends SendOptions {
 /** What `sendOrDetectLegacy` found at the URL. */
 export type HttpProbeOutcome = 'sent' | 'legacy'
 
-/** One SSE stream's progress, kept across reconnections. */
-interface StreamState {
-  /** The request whose answer this stream carries (POST streams only). */
-  readonly requestId: JsonRpcId | undefined
-  answered: boolean
-  lastEventId: string | undefined
-  retryMs: number | undefined
-}
-
 const ACCEPT_BOTH = 'application/json, text/event-stream'
 
 /** A Streamable HTTP connection to one upstream endpoint. */
@@ -100,6 +94,7 @@ export class HttpOutboundTransport implements Transport {
   readonly #closeController = new AbortController()
   readonly #deadlines = new Set<Deadline>()
   readonly #background = new Set<Promise<void>>()
+  readonly #streams: SseStreams
 
   constructor(options: HttpOutboundOptions) {
     this.#options = options
@@ -110,6 +105,17 @@ export class HttpOutboundTransport implements Transport {
     this.#ownsDispatcher = options.dispatcher === undefined
     this.#dispatcher =
       options.dispatcher ?? new Agent({ keepAliveTimeout: 10_000, keepAliveMaxTimeout: 60_000 })
+    this.#streams = new SseStreams({
+      name: this.name,
+      url: this.url,
+      dispatcher: this.#dispatcher,
+      log: this.#log,
+      maxEventBytes: options.limits.maxMessageBytes,
+      maxReconnects: options.maxReconnects ?? 3,
+      defaultRetryMs: options.defaultRetryMs ?? 1000,
+      headers: (base) => this.#headers(base),
+      receive: (text, state) => this.#receive(text, state),
+    })
   }
 
   /** The legacy session id the server assigned, once known. */
@@ -172,7 +178,7 @@ export class HttpOutboundTransport implements Transport {
       })
     } catch (err) {
       this.#untrack(deadline)
-      this.#fail(id, this.#abortError(deadline) ?? networkError(err, this.name), deadline)
+      this.#fail(id, abortError(deadline, this.name) ?? networkError(err, this.name), deadline)
       return 'sent'
     }
     const status = response.statusCode
@@ -204,13 +210,7 @@ export class HttpOutboundTransport implements Transport {
     } finally {
       this.#untrack(deadline)
     }
-    // Servers often explain a refusal with an (id-less) JSON-RPC error: pass it on when it fits.
-    const trimmed = text.trimStart()
-    const reply = trimmed.startsWith('{')
-      ? decodePayload(trimmed, this.#options.limits).messages.find(
-          (m) => isResponse(m) && 'error' in m && (m.id === null || m.id === id),
-        )
-      : undefined
+    const reply = refusalReply(text, id, this.#options.limits)
     if (
       detectLegacy &&
       reply === undefined &&
@@ -230,24 +230,17 @@ export class HttpOutboundTransport implements Transport {
       throw error
     }
     this.onerror?.(error)
-    if (reply !== undefined && 'error' in reply)
-      this.#deliver({ jsonrpc: '2.0', id, error: reply.error })
-    else this.#deliver(failureResponse(id, error))
+    this.#deliver(reply ? { jsonrpc: '2.0', id, error: reply.error } : failureResponse(id, error))
     if (expired) this.#expire()
     return 'sent'
   }
 
   /** Reads a 2xx answer (JSON, SSE, or nothing) and makes sure a request gets its reply. */
   async #consume(response: Dispatcher.ResponseData, id: JsonRpcId | undefined, deadline: Deadline) {
-    const state: StreamState = {
-      requestId: id,
-      answered: false,
-      lastEventId: undefined,
-      retryMs: undefined,
-    }
+    const state = streamState(id)
     try {
       if (isEventStream(response.headers['content-type'])) {
-        await this.#followStream(response.body, state, deadline)
+        await this.#streams.follow(response.body, state, deadline)
         return
       }
       const text = await readBoundedText(response.body, this.#options.limits.maxMessageBytes)
@@ -260,100 +253,15 @@ export class HttpOutboundTransport implements Transport {
       }
     } catch (err) {
       if (state.answered) return
-      this.#fail(id, this.#abortError(deadline) ?? networkError(err, this.name), deadline, true)
+      this.#fail(
+        id,
+        abortError(deadline, this.name) ?? networkError(err, this.name),
+        deadline,
+        true,
+      )
     } finally {
       this.#untrack(deadline)
     }
-  }
-
-  /**
-   * Reads a POST's SSE stream; when it ends or breaks before the request's answer, resumes it
-   * with GET + `Last-Event-ID` after the server's `retry` delay (MCP 2025-11-25 resumability).
-   */
-  async #followStream(
-    body: Dispatcher.ResponseData['body'],
-    state: StreamState,
-    deadline: Deadline,
-  ) {
-    let source = body
-    let failures = 0
-    for (;;) {
-      let dropped: unknown
-      let progressed = false
-      try {
-        await this.#readEvents(source, state, () => {
-          progressed = true
-        })
-      } catch (err) {
-        dropped = err
-      }
-      if (state.answered || deadline.reason !== undefined) {
-        if (deadline.reason !== undefined && !state.answered) throw dropped
-        return
-      }
-      if (dropped instanceof BarbicanError) throw dropped // oversized event: do not retry
-      if (state.requestId === undefined) return
-      if (state.lastEventId === undefined) {
-        throw new BarbicanError(
-          'ERR_UPSTREAM_CLOSED',
-          `Upstream "${this.name}" closed the stream before answering`,
-          { cause: dropped },
-        )
-      }
-      failures = progressed ? 1 : failures + 1
-      if (failures > (this.#options.maxReconnects ?? 3)) {
-        throw new BarbicanError('ERR_UPSTREAM_CLOSED', `Upstream "${this.name}" stream lost`)
-      }
-      await sleep(state.retryMs ?? this.#options.defaultRetryMs ?? 1000, deadline.signal)
-      source = await this.#reopen(state, deadline.signal)
-    }
-  }
-
-  /** GET + `Last-Event-ID`: asks the server to replay the rest of a broken stream. */
-  async #reopen(state: StreamState, signal: AbortSignal) {
-    const response = await request(this.url, {
-      dispatcher: this.#dispatcher,
-      method: 'GET',
-      headers: this.#headers({
-        accept: 'text/event-stream',
-        ...(state.lastEventId === undefined ? {} : { 'last-event-id': state.lastEventId }),
-      }),
-      signal,
-      headersTimeout: 0,
-      bodyTimeout: 0,
-    })
-    if (response.statusCode !== 200 || !isEventStream(response.headers['content-type'])) {
-      await response.body.dump().catch(() => {})
-      throw httpStatusError(response.statusCode, this.name)
-    }
-    this.#log.debug('upstream stream resumed', { lastEventId: state.lastEventId })
-    return response.body
-  }
-
-  async #readEvents(
-    body: Dispatcher.ResponseData['body'],
-    state: StreamState,
-    onProgress: () => void,
-  ): Promise<void> {
-    await readSse(body, {
-      maxEventBytes: this.#options.limits.maxMessageBytes,
-      onRetry: (ms) => {
-        state.retryMs = ms
-      },
-      onEvent: (event: SseEvent) => {
-        onProgress()
-        if (state.answered) return
-        if (event.id !== undefined) state.lastEventId = event.id
-        // Only default (`message`) events carry JSON-RPC; an event with no data primes a resumable
-        // stream with its first id.
-        if ((event.event !== undefined && event.event !== 'message') || event.data === '') return
-        this.#receive(event.data, state)
-        // The answer ends a request's stream: stop reading rather than wait for the server.
-        if (state.answered) body.destroy()
-      },
-    }).catch((err: unknown) => {
-      if (!state.answered) throw err
-    })
   }
 
   #receive(text: string, state: StreamState): void {
@@ -398,19 +306,6 @@ export class HttpOutboundTransport implements Transport {
     this.#deliver(failureResponse(id, error))
   }
 
-  #abortError(deadline: Deadline): BarbicanError | undefined {
-    switch (deadline.reason) {
-      case 'timeout':
-        return new BarbicanError('ERR_UPSTREAM_TIMEOUT', `Upstream "${this.name}" timed out`)
-      case 'cancel':
-        return new BarbicanError('ERR_CANCELLED', 'Request cancelled')
-      case 'close':
-        return this.#closedError()
-      default:
-        return undefined
-    }
-  }
-
   /**
    * Opens the standalone GET stream on which a legacy server sends requests and notifications
    * unrelated to any POST. A 405 means the server has none; a broken stream is reopened (with
@@ -419,66 +314,14 @@ export class HttpOutboundTransport implements Transport {
   openStandaloneStream(): void {
     if (this.#closed || this.#standalone !== 'none') return
     this.#standalone = 'open'
-    this.#inBackground(this.#runStandalone())
-  }
-
-  async #runStandalone(): Promise<void> {
-    const state: StreamState = {
-      requestId: undefined,
-      answered: false,
-      lastEventId: undefined,
-      retryMs: undefined,
-    }
-    let failures = 0
-    while (!this.#closed) {
-      const deadline = this.#track(new Deadline(undefined))
-      let received = false
-      try {
-        const response = await request(this.url, {
-          dispatcher: this.#dispatcher,
-          method: 'GET',
-          headers: this.#headers({
-            accept: 'text/event-stream',
-            ...(state.lastEventId === undefined ? {} : { 'last-event-id': state.lastEventId }),
-          }),
-          signal: deadline.signal,
-          headersTimeout: 0,
-          bodyTimeout: 0,
-        })
-        if (response.statusCode === 405) {
-          await response.body.dump().catch(() => {})
-          this.#log.debug('upstream has no standalone stream (405)')
-          this.#standalone = 'unsupported'
-          return
-        }
-        if (response.statusCode !== 200 || !isEventStream(response.headers['content-type'])) {
-          await response.body.dump().catch(() => {})
-          throw httpStatusError(response.statusCode, this.name)
-        }
-        await this.#readEvents(response.body, state, () => {
-          received = true
-        })
-        failures = received ? 0 : failures + 1
-      } catch (err) {
-        if (this.#closed) return
-        failures++
-        if (failures > (this.#options.maxReconnects ?? 3)) {
-          const error = networkError(err, this.name)
-          this.#log.warn('upstream standalone stream lost', { error: error.message })
-          this.onerror?.(error)
-          this.#standalone = 'none'
-          return
-        }
-      } finally {
-        this.#untrack(deadline)
-      }
-      const base = state.retryMs ?? this.#options.defaultRetryMs ?? 1000
-      try {
-        await sleep(base * 2 ** Math.max(0, failures - 1), this.#closeController.signal)
-      } catch {
-        return
-      }
-    }
+    this.#inBackground(
+      this.#streams
+        .standalone(this.#closeController.signal, (error) => this.onerror?.(error))
+        .then((end) => {
+          // A lost stream may be opened again later; a server without one never has it.
+          this.#standalone = end === 'unsupported' ? 'unsupported' : 'none'
+        }),
+    )
   }
 
   /** Ends the session (DELETE, when there is one), aborts every exchange, frees the pool. */
@@ -558,23 +401,4 @@ export class HttpOutboundTransport implements Transport {
   #closedError(): BarbicanError {
     return new BarbicanError('ERR_UPSTREAM_CLOSED', `Upstream "${this.name}" connection is closed`)
   }
-}
-
-/** Waits `ms`, or rejects as soon as `signal` aborts. */
-function sleep(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve, reject) => {
-    if (signal.aborted) {
-      reject(signal.reason)
-      return
-    }
-    const onAbort = () => {
-      clearTimeout(timer)
-      reject(signal.reason)
-    }
-    const timer = setTimeout(() => {
-      signal.removeEventListener('abort', onAbort)
-      resolve()
-    }, ms)
-    signal.addEventListener('abort', onAbort, { once: true })
-  })
 }

@@ -11,6 +11,7 @@ import type { JsonLimits } from '../protocol/json-limits.ts'
 import { isRequest, type JsonRpcMessage, serialize } from '../protocol/jsonrpc.ts'
 import type { HttpSendOptions } from './http-outbound.ts'
 import {
+  abortError,
   Deadline,
   failureResponse,
   httpStatusError,
@@ -225,10 +226,7 @@ export class SseOutboundTransport implements Transport {
         throw new BarbicanError('ERR_UPSTREAM_CLOSED', `Upstream "${this.name}" closed`)
       }
       if (deadline.reason === 'cancel') return
-      error =
-        deadline.reason === 'timeout'
-          ? new BarbicanError('ERR_UPSTREAM_TIMEOUT', `Upstream "${this.name}" timed out`)
-          : networkError(err, this.name)
+      error = abortError(deadline, this.name) ?? networkError(err, this.name)
     } finally {
       deadline.dispose()
       this.#posts.delete(deadline)

@@ -1,0 +1,209 @@
+/**
+ * The SSE side of the Streamable HTTP client: reading a POST's event stream, resuming it with
+ * GET + `Last-Event-ID` when it breaks before the answer (MCP 2025-11-25 resumability, server
+ * `retry:` honoured), and keeping the standalone GET stream of a legacy session open.
+ */
+import { type Dispatcher, request } from 'undici'
+import { BarbicanError } from '../errors.ts'
+import type { Logger } from '../log.ts'
+import type { JsonRpcId } from '../protocol/jsonrpc.ts'
+import { type Deadline, httpStatusError, networkError } from './http-outbound-support.ts'
+import { isEventStream, readSse, type SseEvent } from './sse-stream.ts'
+
+/** One SSE stream's progress, kept across reconnections. */
+export interface StreamState {
+  /** The request whose answer this stream carries (POST streams only). */
+  readonly requestId: JsonRpcId | undefined
+  answered: boolean
+  lastEventId: string | undefined
+  retryMs: number | undefined
+}
+
+export function streamState(requestId?: JsonRpcId): StreamState {
+  return { requestId, answered: false, lastEventId: undefined, retryMs: undefined }
+}
+
+type Body = Dispatcher.ResponseData['body']
+
+/** What the streams need from their transport. */
+export interface StreamHost {
+  readonly name: string
+  readonly url: URL
+  readonly dispatcher: Dispatcher
+  readonly log: Logger
+  readonly maxEventBytes: number
+  /** Consecutive failed reconnections of one stream before giving up. */
+  readonly maxReconnects: number
+  /** Wait before reconnecting when the server sent no `retry:`. */
+  readonly defaultRetryMs: number
+  /** The headers every request carries (session, version, configured), plus `base`. */
+  headers(base: Record<string, string>): Record<string, string>
+  /** Decodes and delivers one event's data; marks `state.answered` when it holds the answer. */
+  receive(text: string, state: StreamState): void
+}
+
+/** Longest wait between two attempts at the standalone stream. */
+const MAX_STANDALONE_DELAY_MS = 30_000
+
+/** How a standalone stream ended for good. */
+export type StandaloneEnd = 'closed' | 'unsupported' | 'lost'
+
+/** Reads SSE streams on behalf of one Streamable HTTP transport. */
+export class SseStreams {
+  readonly #host: StreamHost
+
+  constructor(host: StreamHost) {
+    this.#host = host
+  }
+
+  /** Reads one stream to its end; a request's stream stops being read once it is answered. */
+  async read(body: Body, state: StreamState, onProgress: () => void): Promise<void> {
+    await readSse(body, {
+      maxEventBytes: this.#host.maxEventBytes,
+      onRetry: (ms) => {
+        state.retryMs = ms
+      },
+      onEvent: (event: SseEvent) => {
+        onProgress()
+        if (state.answered) return
+        if (event.id !== undefined) state.lastEventId = event.id
+        // Only default (`message`) events carry JSON-RPC; an event with no data primes a
+        // resumable stream with its first id.
+        if ((event.event !== undefined && event.event !== 'message') || event.data === '') return
+        this.#host.receive(event.data, state)
+        // The answer ends a request's stream: stop reading rather than wait for the server.
+        if (state.answered) body.destroy()
+      },
+    }).catch((err: unknown) => {
+      if (!state.answered) throw err
+    })
+  }
+
+  /**
+   * Reads a POST's stream until the request is answered, resuming it when it ends or breaks
+   * first. Throws when the answer cannot come: no event id to resume from, too many failed
+   * reconnections, an oversized event, or the deadline.
+   */
+  async follow(body: Body, state: StreamState, deadline: Deadline): Promise<void> {
+    const host = this.#host
+    let source = body
+    let failures = 0
+    for (;;) {
+      let dropped: unknown
+      let progressed = false
+      try {
+        await this.read(source, state, () => {
+          progressed = true
+        })
+      } catch (err) {
+        dropped = err
+      }
+      if (state.answered) return
+      if (deadline.reason !== undefined) throw dropped
+      if (dropped instanceof BarbicanError) throw dropped // an oversized event: do not retry
+      if (state.requestId === undefined) return
+      if (state.lastEventId === undefined) {
+        throw new BarbicanError(
+          'ERR_UPSTREAM_CLOSED',
+          `Upstream "${host.name}" closed the stream before answering`,
+          { cause: dropped },
+        )
+      }
+      failures = progressed ? 1 : failures + 1
+      if (failures > host.maxReconnects) {
+        throw new BarbicanError('ERR_UPSTREAM_CLOSED', `Upstream "${host.name}" stream lost`)
+      }
+      await sleep(state.retryMs ?? host.defaultRetryMs, deadline.signal)
+      const response = await this.#get(state, deadline.signal)
+      if (response.statusCode !== 200 || !isEventStream(response.headers['content-type'])) {
+        await response.body.dump().catch(() => {})
+        throw httpStatusError(response.statusCode, host.name)
+      }
+      host.log.debug('upstream stream resumed', { lastEventId: state.lastEventId })
+      source = response.body
+    }
+  }
+
+  /**
+   * Keeps the standalone GET stream open until `signal` aborts: reopened (with `Last-Event-ID`)
+   * whenever it ends, with growing delays while attempts fail. Resolves 'unsupported' on 405,
+   * 'lost' after `maxReconnects` failures in a row, 'closed' when aborted.
+   */
+  async standalone(signal: AbortSignal, onError: (error: BarbicanError) => void) {
+    const host = this.#host
+    const state = streamState()
+    let failures = 0
+    while (!signal.aborted) {
+      let received = false
+      try {
+        const response = await this.#get(state, signal)
+        if (response.statusCode === 405) {
+          await response.body.dump().catch(() => {})
+          host.log.debug('upstream has no standalone stream (405)')
+          return 'unsupported' satisfies StandaloneEnd
+        }
+        if (response.statusCode !== 200 || !isEventStream(response.headers['content-type'])) {
+          await response.body.dump().catch(() => {})
+          throw httpStatusError(response.statusCode, host.name)
+        }
+        await this.read(response.body, state, () => {
+          received = true
+        })
+        // A stream that ended at once counts as a failure, so that polling slows down.
+        failures = received ? 0 : failures + 1
+      } catch (err) {
+        if (signal.aborted) break
+        failures++
+        if (failures > host.maxReconnects) {
+          const error = networkError(err, host.name)
+          host.log.warn('upstream standalone stream lost', { error: error.message })
+          onError(error)
+          return 'lost' satisfies StandaloneEnd
+        }
+      }
+      const base = state.retryMs ?? host.defaultRetryMs
+      const delay = Math.min(MAX_STANDALONE_DELAY_MS, base * 2 ** Math.max(0, failures - 1))
+      try {
+        await sleep(delay, signal)
+      } catch {
+        break
+      }
+    }
+    return 'closed' satisfies StandaloneEnd
+  }
+
+  /** GET for an SSE stream, resuming after `state.lastEventId` when there is one. */
+  #get(state: StreamState, signal: AbortSignal) {
+    const host = this.#host
+    return request(host.url, {
+      dispatcher: host.dispatcher,
+      method: 'GET',
+      headers: host.headers({
+        accept: 'text/event-stream',
+        ...(state.lastEventId === undefined ? {} : { 'last-event-id': state.lastEventId }),
+      }),
+      signal,
+      headersTimeout: 0,
+      bodyTimeout: 0,
+    })
+  }
+}
+
+/** Waits `ms`, or rejects as soon as `signal` aborts. */
+export function sleep(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve, reject) => {
+    if (signal.aborted) {
+      reject(signal.reason)
+      return
+    }
+    const onAbort = () => {
+      clearTimeout(timer)
+      reject(signal.reason)
+    }
+    const timer = setTimeout(() => {
+      signal.removeEventListener('abort', onAbort)
+      resolve()
+    }, ms)
+    signal.addEventListener('abort', onAbort, { once: true })
+  })
+}
