@@ -1,0 +1,171 @@
+import assert from 'node:assert/strict'
+import type { IncomingMessage } from 'node:http'
+import { describe, it } from 'node:test'
+import { Client } from '@modelcontextprotocol/sdk/client/index.js'
+import { WebSocketClientTransport } from '@modelcontextprotocol/sdk/client/websocket.js'
+import { WebSocket } from 'ws'
+import { within } from '../../test/fixtures/inbound-http-client.ts'
+import { startInbound } from '../../test/fixtures/inbound-server.ts'
+
+/** Opens a ws client; resolves once open, or with the HTTP status of a refused handshake. */
+function open(
+  url: string,
+  protocols: string[] = ['mcp'],
+  headers: Record<string, string> = {},
+): Promise<{ ws: WebSocket } | { status: number; body: string }> {
+  return within(
+    new Promise((resolve, reject) => {
+      const ws = new WebSocket(url, protocols, { headers })
+      ws.once('open', () => resolve({ ws }))
+      ws.once('unexpected-response', (_req, res: IncomingMessage) => {
+        let body = ''
+        res.on('data', (chunk: Buffer) => {
+          body += chunk.toString()
+        })
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, body }))
+      })
+      ws.once('error', reject)
+    }),
+    3000,
+    `WebSocket ${url}`,
+  )
+}
+
+function nextMessage(ws: WebSocket): Promise<Record<string, unknown>> {
+  return within(
+    new Promise((resolve) =>
+      ws.once('message', (data: Buffer) => resolve(JSON.parse(data.toString()))),
+    ),
+    2000,
+    'a WebSocket message',
+  )
+}
+
+function closeCode(ws: WebSocket): Promise<number> {
+  return within(
+    new Promise((resolve) => ws.once('close', (code: number) => resolve(code))),
+    2000,
+    'the WebSocket to close',
+  )
+}
+
+describe('WebSocket inbound', () => {
+  it('serves the official SDK WebSocket client on /ws/<server>', async () => {
+    const t = await startInbound()
+    const client = new Client({ name: 'sdk-ws', version: '1.0.0' })
+    try {
+      await within(
+        client.connect(
+          new WebSocketClientTransport(new URL(`${t.url.replace('http', 'ws')}/ws/alpha`)),
+        ),
+        5000,
+        'SDK initialize over WebSocket',
+      )
+      assert.equal((await client.listTools()).tools.length, 4)
+      const result = await client.callTool({ name: 'echo', arguments: { text: 'ws' } })
+      assert.deepEqual(result.content, [{ type: 'text', text: 'alpha:ws' }])
+      assert.equal(t.handler.connections[0]?.info.kind, 'websocket')
+    } finally {
+      await client.close()
+      await t.close()
+    }
+  })
+
+  it('refuses a handshake without the mcp subprotocol with a readable reason', async () => {
+    const t = await startInbound()
+    try {
+      const ws = t.url.replace('http', 'ws')
+      for (const protocols of [[], ['graphql-ws']]) {
+        const outcome = await open(`${ws}/ws`, protocols)
+        assert.ok('status' in outcome)
+        assert.equal(outcome.status, 400)
+        assert.match(outcome.body, /must offer the \\"mcp\\" subprotocol/)
+      }
+      const accepted = await open(`${ws}/ws`, ['graphql-ws', 'mcp'])
+      assert.ok('ws' in accepted)
+      assert.equal(accepted.ws.protocol, 'mcp')
+      accepted.ws.close()
+    } finally {
+      await t.close()
+    }
+  })
+
+  it('refuses a foreign Origin (403) and an unknown server (404) at the handshake', async () => {
+    const t = await startInbound()
+    try {
+      const ws = t.url.replace('http', 'ws')
+      const foreign = await open(`${ws}/ws`, ['mcp'], { origin: 'https://evil.example' })
+      assert.ok('status' in foreign && foreign.status === 403)
+      const unknown = await open(`${ws}/ws/nope`)
+      assert.ok('status' in unknown && unknown.status === 404)
+      assert.equal(t.handler.connections.length, 0)
+    } finally {
+      await t.close()
+    }
+  })
+
+  it('answers a text frame that is not JSON with -32700 and keeps the connection', async () => {
+    const t = await startInbound()
+    try {
+      const outcome = await open(`${t.url.replace('http', 'ws')}/ws`)
+      assert.ok('ws' in outcome)
+      const reply = nextMessage(outcome.ws)
+      outcome.ws.send('{nope')
+      assert.equal(((await reply).error as { code: number }).code, -32700)
+      const pong = nextMessage(outcome.ws)
+      outcome.ws.send(JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'ping' }))
+      assert.deepEqual(await pong, { jsonrpc: '2.0', id: 1, result: {} })
+      outcome.ws.close()
+    } finally {
+      await t.close()
+    }
+  })
+
+  it('closes with 1003 on a binary frame and 1009 on a frame over the payload limit', async () => {
+    const t = await startInbound({ wsMaxPayloadBytes: 1024 })
+    try {
+      const url = `${t.url.replace('http', 'ws')}/ws`
+      const binary = await open(url)
+      assert.ok('ws' in binary)
+      const binaryClosed = closeCode(binary.ws)
+      binary.ws.send(Buffer.from('{"jsonrpc":"2.0","id":1,"method":"ping"}'), { binary: true })
+      assert.equal(await binaryClosed, 1003)
+      const big = await open(url)
+      assert.ok('ws' in big)
+      const bigClosed = closeCode(big.ws)
+      big.ws.send(
+        JSON.stringify({
+          jsonrpc: '2.0',
+          id: 1,
+          method: 'ping',
+          params: { pad: 'x'.repeat(4096) },
+        }),
+      )
+      assert.equal(await bigClosed, 1009)
+    } finally {
+      await t.close()
+    }
+  })
+
+  it('closes connections with 1001 on shutdown once their requests are answered', async () => {
+    const t = await startInbound()
+    const outcome = await open(`${t.url.replace('http', 'ws')}/ws`)
+    assert.ok('ws' in outcome)
+    const arrived = t.handler.nextMessage('tools/call')
+    const reply = nextMessage(outcome.ws)
+    const closed = closeCode(outcome.ws)
+    outcome.ws.send(
+      JSON.stringify({
+        jsonrpc: '2.0',
+        id: 3,
+        method: 'tools/call',
+        params: { name: 'slow', arguments: { ms: 200 } },
+      }),
+    )
+    await within(arrived, 2000, 'the call to arrive')
+    const closing = t.inbound.close({ deadlineMs: 3000 })
+    assert.equal((await reply).id, 3)
+    assert.equal(await closed, 1001)
+    await within(closing, 3000, 'shutdown')
+  })
+})
