@@ -124,6 +124,40 @@ describe('createOutboundTransport', () => {
     assert.deepEqual(posted, ['initialize', 'notifications/initialized', 'tools/list'])
   })
 
+  test('auto decides nothing from a first message that got no HTTP answer', async () => {
+    let posts = 0
+    let stream: ServerResponse | undefined
+    const server = await scriptedServer((req, res, raw) => {
+      if (req.method === 'GET') {
+        sse(res)
+        res.write('event: endpoint\ndata: /post\n\n')
+        stream = res
+        return
+      }
+      if (req.url === '/mcp' && ++posts === 1) return void raw.socket.destroy()
+      if (req.url === '/mcp') return void res.writeHead(405).end()
+      res.writeHead(202).end()
+      event(stream!, { jsonrpc: '2.0', id: JSON.parse(req.body).id, result: {} })
+    })
+    const transport = createOutboundTransport(
+      { transport: 'auto', url: server.url },
+      deps,
+    ) as AutoHttpTransport
+    const inbox = new Inbox(transport)
+    try {
+      await transport.send({ jsonrpc: '2.0', id: 1, method: 'initialize', params: {} })
+      const failed = await inbox.response(1)
+      assert.equal((failed as { error?: { code: number } }).error?.code, -32005)
+      assert.equal(transport.kind, 'unknown')
+      await transport.send({ jsonrpc: '2.0', id: 2, method: 'initialize', params: {} })
+      assert.deepEqual(await inbox.response(2), { jsonrpc: '2.0', id: 2, result: {} })
+      assert.equal(transport.kind, 'sse')
+    } finally {
+      await transport.close()
+      await server.close()
+    }
+  })
+
   test('auto does not fall back when a 404 carries a JSON-RPC error', async () => {
     const server = await scriptedServer((req, res) => {
       json(res, 404, {

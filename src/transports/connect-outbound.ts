@@ -143,6 +143,11 @@ export class AutoHttpTransport implements Transport {
       this.#kind = 'streamable-http'
       return
     }
+    if (outcome === 'failed') {
+      // The server did not answer at all: the next message probes again.
+      this.#deciding = undefined
+      return
+    }
     this.#options.log.info('upstream refused Streamable HTTP; trying HTTP+SSE', {
       upstream: this.#options.name,
     })

@@ -77,6 +77,16 @@ export function httpStatusError(status: number, upstream: string): BarbicanError
 /** The Barbican error for a request that never got an HTTP answer. */
 export function networkError(err: unknown, upstream: string): BarbicanError {
   if (err instanceof BarbicanError) return err
+  // undici refuses header values with CR, LF or NUL before anything is sent.
+  if ((err as { code?: string } | undefined)?.code === 'UND_ERR_INVALID_ARG') {
+    return new BarbicanError(
+      'ERR_INVALID_PARAMS',
+      `Invalid HTTP request: ${(err as Error).message}`,
+      {
+        cause: err,
+      },
+    )
+  }
   const reason = (err as { code?: string; message?: string } | undefined)?.code ?? String(err)
   return new BarbicanError(
     'ERR_UPSTREAM_UNAVAILABLE',

@@ -379,6 +379,23 @@ describe('Streamable HTTP outbound transport', () => {
     }
   })
 
+  test('refuses a header value that would split the request, before sending anything', async () => {
+    const server = await scriptedServer((req, res) =>
+      json(res, 200, result(JSON.parse(req.body).id)),
+    )
+    const transport = connect(server)
+    const inbox = new Inbox(transport)
+    try {
+      await transport.send(request(1), { headers: { 'mcp-name': 'echo\r\nx-injected: 1' } })
+      const reply = await inbox.response(1)
+      assert.equal(barbicanCode(reply), 'ERR_INVALID_PARAMS')
+    } finally {
+      await transport.close()
+      await server.close()
+    }
+    assert.equal(server.requests.length, 0)
+  })
+
   test('answers requests with ERR_UPSTREAM_UNAVAILABLE when nothing listens', async () => {
     const server = await scriptedServer(() => {})
     const url = server.url

@@ -66,8 +66,12 @@ export interface HttpSendOptions extends SendOptions {
   readonly signal?: AbortSignal | undefined
 }
 
-/** What `sendOrDetectLegacy` found at the URL. */
-export type HttpProbeOutcome = 'sent' | 'legacy'
+/**
+ * What `sendOrDetectLegacy` found at the URL: a Streamable HTTP answer ('sent'), the refusal of
+ * a legacy HTTP+SSE server ('legacy'), or no HTTP answer at all ('failed', already reported as
+ * for `send`), which proves nothing about the server.
+ */
+export type HttpProbeOutcome = 'sent' | 'legacy' | 'failed'
 
 const ACCEPT_BOTH = 'application/json, text/event-stream'
 
@@ -179,7 +183,7 @@ export class HttpOutboundTransport implements Transport {
     } catch (err) {
       this.#untrack(deadline)
       this.#fail(id, abortError(deadline, this.name) ?? networkError(err, this.name), deadline)
-      return 'sent'
+      return 'failed'
     }
     const status = response.statusCode
     if (status >= 200 && status < 300) {

@@ -115,7 +115,8 @@ export class StdioSupervisor extends EventEmitter<SupervisorEvents> {
   }
   /** The running transport, if any (use `current()` to wait for one). */
   get transport(): StdioOutboundTransport | undefined {
-    return this.#state === 'running' ? this.#transport : undefined
+    const transport = this.#transport
+    return this.#state === 'running' && transport?.isOpen ? transport : undefined
   }
   /** How many times the process has been started, restarts included. */
   get runs(): number {
