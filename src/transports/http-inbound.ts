@@ -298,6 +298,10 @@ export class HttpInbound {
       rejectUpgrade(socket, 403, refusal.reason)
       return
     }
+    if (req.headers.upgrade?.toLowerCase() !== 'websocket') {
+      rejectUpgrade(socket, 400, 'Only WebSocket upgrades are supported')
+      return
+    }
     const match = MCP_PATH.exec(pathOf(req))
     const server = match?.[1] === 'ws' ? serverName(match[2]) : undefined
     if (server === undefined || !this.#handler.hasServer(server)) {

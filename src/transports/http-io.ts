@@ -92,6 +92,17 @@ export function decodeUtf8(body: Buffer): string | undefined {
   }
 }
 
+/** Writes a reply without a body (202, 200 to DELETE) unless the response already started. */
+export function sendEmpty(
+  res: ServerResponse,
+  status: number,
+  headers: OutgoingHttpHeaders = {},
+): void {
+  if (res.headersSent || res.writableEnded || res.destroyed) return
+  res.writeHead(status, { ...headers, 'content-length': 0 })
+  res.end()
+}
+
 /** Writes a complete JSON reply unless the response has already started or ended. */
 export function sendJson(
   res: ServerResponse,

@@ -23,6 +23,7 @@ import {
   headerRecord,
   readBody,
   sendBodyRefusal,
+  sendEmpty,
   sendJson,
   sendRpcError,
 } from './http-io.ts'
@@ -199,7 +200,7 @@ export class SseEndpoint {
       allowBatch: transport.allowsBatch,
     })
     if (!parsed.ok) return sendJson(res, 400, serialize(parsed.error))
-    sendJson(res, 202, '')
+    sendEmpty(res, 202)
     const headers = headerRecord(req)
     const info = parsed.batch ? { headers, batch: true } : { headers }
     const errors: JsonRpcMessage[] = []

@@ -1,6 +1,10 @@
 import assert from 'node:assert/strict'
 import { connect } from 'node:net'
 import { describe, it } from 'node:test'
+import {
+  Client as ModernClient,
+  StreamableHTTPClientTransport as ModernTransport,
+} from '@modelcontextprotocol/client'
 import { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
 import { ListRootsRequestSchema } from '@modelcontextprotocol/sdk/types.js'
@@ -102,6 +106,45 @@ describe('Streamable HTTP inbound with the official SDK client', () => {
       await t.close()
     }
   })
+})
+
+describe('Streamable HTTP inbound with the official SDK v2 client (2026-07-28)', () => {
+  for (const mode of [{ pin: '2026-07-28' }, 'auto'] as const) {
+    it(`serves a ${typeof mode === 'string' ? 'probing' : 'pinned'} modern client statelessly, progress included`, async () => {
+      const t = await startInbound()
+      const client = new ModernClient(
+        { name: 'sdk-v2', version: '2.0.0' },
+        { versionNegotiation: { mode } },
+      )
+      try {
+        await within(
+          client.connect(new ModernTransport(new URL(`${t.url}/mcp/alpha`))),
+          5000,
+          'v2 connect',
+        )
+        assert.equal((await client.listTools()).tools.length, 4)
+        const echo = await client.callTool({ name: 'echo', arguments: { text: 'modern' } })
+        assert.deepEqual(echo.content, [{ type: 'text', text: 'alpha:modern' }])
+        const progress: number[] = []
+        await client.callTool(
+          { name: 'progress', arguments: { count: 2 } },
+          {
+            onprogress: (p: { progress: number }) => progress.push(p.progress),
+          },
+        )
+        assert.deepEqual(progress, [1, 2])
+        assert.ok(t.handler.connections.length >= 3)
+        for (const c of t.handler.connections) {
+          assert.equal(c.info.kind, 'streamable-http-stateless')
+          assert.equal(c.closed, true)
+        }
+        assert.equal(t.inbound.streamable.sessionCount, 0)
+      } finally {
+        await client.close()
+        await t.close()
+      }
+    })
+  }
 })
 
 describe('Streamable HTTP inbound sessions', () => {
@@ -355,6 +398,43 @@ describe('Streamable HTTP inbound sessions', () => {
     }
   })
 
+  it('closes sessions idle for sessionIdleTimeoutMs but keeps one whose stream is open', async () => {
+    const t = await startInbound({ sessionIdleTimeoutMs: 150 })
+    try {
+      const listening = await openSession(t)
+      const idle = await openSession(t)
+      const [a, b] = t.handler.connections
+      assert.ok(a && b)
+      const stream = await openSse(`${t.url}/mcp`, { headers: { 'mcp-session-id': listening } })
+      const closed = new Promise<void>((resolve) => {
+        const previous = b.transport.onclose
+        b.transport.onclose = () => {
+          previous?.()
+          resolve()
+        }
+      })
+      await within(closed, 3000, 'the idle session to close')
+      assert.equal((await post(t, idle, call(1, 'echo'))).status, 404)
+      assert.equal(a.closed, false)
+      assert.equal((await post(t, listening, call(1, 'echo'))).status, 200)
+      stream.close()
+    } finally {
+      await t.close()
+    }
+  })
+
+  it('refuses a new session with 503 once maxSessions are open', async () => {
+    const t = await startInbound({ maxSessions: 1 })
+    try {
+      await openSession(t)
+      const res = await post(t, undefined, initialize())
+      assert.equal(res.status, 503)
+      assert.equal(t.handler.connections.length, 1)
+    } finally {
+      await t.close()
+    }
+  })
+
   it('keeps at most sseReplayEvents per stream and warns when a reader missed evicted ones', async () => {
     const t = await startInbound({ sseReplayEvents: 3 })
     try {
@@ -436,6 +516,7 @@ describe('Streamable HTTP inbound, 2026-07-28 stateless requests', () => {
       assert.equal(res.status, 200)
       assert.equal(res.headers['mcp-session-id'], undefined)
       assert.deepEqual((res.json() as { result: unknown }).result, {
+        resultType: 'complete',
         content: [{ type: 'text', text: 'default:now' }],
       })
       const connection = t.handler.connections[0]
@@ -484,6 +565,31 @@ describe('Streamable HTTP inbound, 2026-07-28 stateless requests', () => {
       assert.equal(otherVersion.status, 400)
       assert.equal(errorOf(otherVersion.json()).code, -32020)
       assert.equal(t.handler.connections.length, 0)
+    } finally {
+      await t.close()
+    }
+  })
+
+  it('answers 202 to a notification and 404 with -32601 to an unknown method', async () => {
+    const t = await startInbound()
+    try {
+      const note = await post(
+        t,
+        undefined,
+        { jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: 1 } },
+        { 'mcp-protocol-version': '2026-07-28' },
+      )
+      assert.equal(note.status, 202)
+      assert.equal(t.handler.connections[0]?.info.kind, 'streamable-http-stateless')
+      const meta = { 'io.modelcontextprotocol/protocolVersion': '2026-07-28' }
+      const unknown = await post(
+        t,
+        undefined,
+        { jsonrpc: '2.0', id: 2, method: 'nothing/here', params: { _meta: meta } },
+        { 'mcp-protocol-version': '2026-07-28', 'mcp-method': 'nothing/here' },
+      )
+      assert.equal(unknown.status, 404)
+      assert.equal(errorOf(unknown.json()).code, -32601)
     } finally {
       await t.close()
     }

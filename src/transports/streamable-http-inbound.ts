@@ -18,6 +18,7 @@ import {
   headerRecord,
   readBody,
   sendBodyRefusal,
+  sendEmpty,
   sendJson,
   sendRpcError,
   singleHeader,
@@ -70,7 +71,7 @@ export class StreamableHttpEndpoint {
       log,
     }
     if (options.sessionIdleTimeoutMs > 0) {
-      const every = Math.max(1000, Math.min(options.sessionIdleTimeoutMs / 2, 60_000))
+      const every = Math.max(50, Math.min(options.sessionIdleTimeoutMs / 2, 60_000))
       this.#sweep = setInterval(() => this.#closeIdleSessions(), every)
       this.#sweep.unref()
     }
@@ -222,7 +223,7 @@ export class StreamableHttpEndpoint {
     }
     if (req.method === 'DELETE') {
       void session.close()
-      sendJson(res, 200, '')
+      sendEmpty(res, 200)
       return
     }
     if (!accepts(req, 'text/event-stream')) {

@@ -23,7 +23,7 @@ import {
   serialize,
 } from '../protocol/jsonrpc.ts'
 import { type Revision, TRAITS } from '../protocol/revisions.ts'
-import { sendJson } from './http-io.ts'
+import { sendEmpty, sendJson } from './http-io.ts'
 import {
   ReplayableStream,
   type ReplayLimits,
@@ -156,7 +156,7 @@ export class StreamableHttpSession implements Transport {
       messages.push(message)
     }
     if (keys.size === 0) {
-      if (errors.length === 0) sendJson(res, 202, '', this.#headers())
+      if (errors.length === 0) sendEmpty(res, 202, this.#headers())
       else sendJson(res, 400, serialize(batch ? errors : (errors[0] as JsonRpcMessage)))
     } else {
       const exchange: Exchange = {

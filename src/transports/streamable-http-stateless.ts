@@ -21,7 +21,7 @@ import {
   METHOD_NOT_FOUND,
   serialize,
 } from '../protocol/jsonrpc.ts'
-import { headerRecord, sendJson, sendRpcError, singleHeader } from './http-io.ts'
+import { headerRecord, sendEmpty, sendJson, sendRpcError, singleHeader } from './http-io.ts'
 import type { ConnectionInfo, InboundHandler } from './inbound.ts'
 import { formatEvent, SseConnection, type SseConnectionOptions } from './sse-writer.ts'
 import type { ReceiveInfo, SendOptions, Transport } from './transport.ts'
@@ -140,7 +140,7 @@ export function handleStatelessPost(
     const transport = new StatelessTransport(res, undefined, false, ctx)
     ctx.handler.connect(transport, info)
     transport.dispatch(message, info.headers ?? {})
-    sendJson(res, 202, '')
+    sendEmpty(res, 202)
     void transport.close()
     return
   }

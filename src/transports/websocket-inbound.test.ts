@@ -147,6 +147,32 @@ describe('WebSocket inbound', () => {
     }
   })
 
+  it('drops a client that stops reading once its send buffer passes wsMaxBufferedBytes', async () => {
+    const t = await startInbound({ wsMaxBufferedBytes: 64 * 1024 })
+    try {
+      const connected = t.handler.nextConnection()
+      const outcome = await open(`${t.url.replace('http', 'ws')}/ws`)
+      assert.ok('ws' in outcome)
+      const { transport } = await within(connected, 2000, 'the connection')
+      outcome.ws.pause()
+      const payload = 'x'.repeat(16 * 1024)
+      const slowLine = () =>
+        t.logs.some((r) => r.msg === 'WebSocket client reads too slowly; disconnecting it')
+      for (let i = 0; i < 4000 && !slowLine(); i++) {
+        // Not awaited: a stalled peer never lets the write complete.
+        transport
+          .send({ jsonrpc: '2.0', method: 'notifications/message', params: { payload } })
+          .catch(() => {})
+        await new Promise((resolve) => setImmediate(resolve))
+      }
+      assert.ok(slowLine(), 'a log line names the disconnect')
+      await assert.rejects(transport.send({ jsonrpc: '2.0', method: 'notifications/message' }))
+      outcome.ws.terminate()
+    } finally {
+      await t.close()
+    }
+  })
+
   it('closes connections with 1001 on shutdown once their requests are answered', async () => {
     const t = await startInbound()
     const outcome = await open(`${t.url.replace('http', 'ws')}/ws`)
