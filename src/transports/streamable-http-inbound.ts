@@ -6,7 +6,7 @@
  * that created them: an id presented by anyone else is answered like an unknown one (404), so
  * the id is never what authenticates a caller (2025-11-25 security best practices).
  */
-import { createHash, randomBytes } from 'node:crypto'
+import { randomBytes } from 'node:crypto'
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import type { Logger } from '../log.ts'
 import type { JsonLimits } from '../protocol/json-limits.ts'
@@ -39,16 +39,6 @@ export interface StreamableHttpOptions {
   readonly sseMaxQueuedBytes: number
   readonly sseKeepAliveMs: number
   readonly identityOf: (req: IncomingMessage) => string
-}
-
-/**
- * The caller identity a session is bound to when no authentication layer supplies one: a hash of
- * the `Authorization` header, so a session opened with one token cannot be used with another.
- */
-export function authorizationIdentity(req: IncomingMessage): string {
-  const auth = req.headers.authorization
-  if (auth === undefined || auth === '') return 'anonymous'
-  return `authorization:${createHash('sha256').update(auth).digest('hex')}`
 }
 
 /** Serves `/mcp` and `/mcp/<server>`; owns the legacy sessions. */
