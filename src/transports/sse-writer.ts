@@ -54,6 +54,8 @@ export class SseConnection {
     })
     res.flushHeaders()
     res.on('close', () => this.#onClosed())
+    // A client that left before we got here will never emit 'close' again.
+    if (res.destroyed || res.socket === null || res.socket.destroyed) this.#onClosed()
     if (options.keepAliveMs > 0) {
       this.#timer = setInterval(() => {
         if (!this.#waitingForDrain) this.write(': keep-alive\n\n')
