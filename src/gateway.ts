@@ -5,6 +5,7 @@
  */
 import { readFileSync } from 'node:fs'
 import type { Logger } from './log.ts'
+import type { Policy } from './policies/policy.ts'
 import type { JsonObject, JsonRpcNotification, JsonRpcRequest } from './protocol/jsonrpc.ts'
 import type { CatalogRules } from './relay/catalog.ts'
 import { ProgressRouter } from './relay/progress.ts'
@@ -35,6 +36,8 @@ export interface GatewayPlan {
   readonly servers: readonly ServerPlan[]
   /** How long Barbican waits for a client to answer sampling, elicitation or roots/list. */
   readonly clientRequestTimeoutMs: number
+  /** Policies every call passes, in the chain's fixed order (policies/chain.ts). */
+  readonly policies?: readonly Policy[]
 }
 
 export const VERSION: string = (
@@ -134,6 +137,7 @@ export class Gateway implements InboundHandler {
       serverInfo: this.serverInfo,
       clientRequestTimeoutMs: this.#plan.clientRequestTimeoutMs,
       onClose: (s) => this.sessions.delete(s),
+      policies: this.#plan.policies ?? [],
     })
     this.sessions.add(session)
   }

@@ -4,8 +4,12 @@
  * (initialize, ping, discover, lists), routes the rest through the virtual server to upstreams,
  * and brings replies, notifications and upstream→client requests back to this client only.
  */
+import { randomBytes } from 'node:crypto'
+import { ANONYMOUS, type Identity } from './auth/identity.ts'
 import { BarbicanError, errorData, jsonRpcCodeOf, toBarbicanError } from './errors.ts'
 import type { Logger } from './log.ts'
+import { compose } from './policies/chain.ts'
+import type { Call, Next, Policy, Route } from './policies/policy.ts'
 import type { Codec } from './protocol/codec.ts'
 import { codecFor } from './protocol/codecs.ts'
 import { UNSUPPORTED_PROTOCOL_VERSION } from './protocol/error-codes.ts'
@@ -49,6 +53,8 @@ export interface SessionDeps {
   /** Timeout for requests Barbican sends to the client (sampling, elicitation, roots). */
   readonly clientRequestTimeoutMs: number
   readonly onClose: (session: Session) => void
+  /** Policies run around the relay, in the chain's fixed order. */
+  readonly policies: readonly Policy[]
 }
 
 const LOG_LEVELS = ['debug', 'info', 'notice', 'warning', 'error', 'critical', 'alert', 'emergency']
@@ -85,6 +91,11 @@ export class Session {
   #subscriptions = new Map<string, { upstream: string; uri: string }>()
   #closed = false
   #listener: (keys: string[]) => void
+  #chain: Next
+  /** Short random id tying this session's calls together in logs and audit. */
+  readonly #id = randomBytes(6).toString('hex')
+  #nextCall = 1
+  readonly identity: Identity
 
   constructor(transport: Transport, info: ConnectionInfo, deps: SessionDeps) {
     this.transport = transport
@@ -93,6 +104,8 @@ export class Session {
     this.#log = deps.log
     transport.onmessage = (message, receiveInfo) => this.receive(message, receiveInfo)
     transport.onclose = () => this.#onClose()
+    this.identity = info.identity ?? ANONYMOUS
+    this.#chain = compose(deps.policies, (call) => this.#execute(call))
     this.#listener = (keys) => this.#notifyListChanged(keys)
     deps.server.on('listChanged', this.#listener)
   }
@@ -187,6 +200,10 @@ export class Session {
     }
   }
 
+  /**
+   * Checks a request against the protocol (method known, present in the client's revision),
+   * resolves its route, and runs it through the policy chain to `#execute`.
+   */
   async #dispatch(
     request: Request,
     modern: boolean,
@@ -196,26 +213,149 @@ export class Session {
     const revision: Revision = modern
       ? (request.envelope?.protocolVersion as Revision)
       : (this.#revision ?? DEFAULT_HTTP_LEGACY_REVISION)
-    if (!modern && method !== 'initialize' && !methodSpec(method)) {
+    if (!methodSpec(method)) {
       throw new BarbicanError('ERR_METHOD_UNKNOWN', `Method not found: ${method}`)
     }
-    if (methodSpec(method) && !existsIn(method, revision)) {
+    if (!existsIn(method, revision)) {
       throw new BarbicanError(
         'ERR_METHOD_NOT_IN_REVISION',
         `Method ${method} does not exist in MCP ${revision}`,
       )
     }
-    if (modern && request.envelope)
-      this.#clientCapabilities = request.envelope.clientCapabilities ?? {}
+    if (modern && request.envelope) this.#clientCapabilities = request.envelope.clientCapabilities
+    const call: Call = {
+      id: `${this.#id}-${this.#nextCall++}`,
+      request,
+      identity: this.identity,
+      server: this.info.server,
+      transport: this.info.kind,
+      route: await this.#route(request),
+      signal,
+      log: this.#log,
+    }
+    return await this.#chain(call)
+  }
+
+  /** Resolves where a request goes; a failure becomes an `unresolved` route, not a throw. */
+  async #route(request: Request): Promise<Route> {
     const server = this.#deps.server
+    const params = request.params
+    try {
+      switch (request.method) {
+        case 'tools/list':
+        case 'prompts/list':
+        case 'resources/list':
+        case 'resources/templates/list': {
+          const { catalog, degraded } = await server.catalog()
+          return { kind: 'fanout', catalog, degraded }
+        }
+        case 'tools/call':
+          return unicast(await server.resolveTool(stringParam(params, 'name')))
+        case 'prompts/get':
+          return unicast(await server.resolvePrompt(stringParam(params, 'name')))
+        case 'resources/read':
+        case 'resources/subscribe':
+        case 'resources/unsubscribe':
+          return unicast(await server.resolveResource(stringParam(params, 'uri')))
+        case 'completion/complete': {
+          const ref = params?.ref
+          if (isPlainObject(ref) && ref.type === 'ref/prompt' && typeof ref.name === 'string') {
+            return unicast(await server.resolvePrompt(ref.name))
+          }
+          if (isPlainObject(ref) && ref.type === 'ref/resource' && typeof ref.uri === 'string') {
+            return unicast(await server.resolveResource(ref.uri))
+          }
+          throw new BarbicanError(
+            'ERR_INVALID_PARAMS',
+            'completion/complete needs a "ref" of type ref/prompt with a name or ref/resource with a uri',
+          )
+        }
+        default:
+          return { kind: 'local' }
+      }
+    } catch (error) {
+      return { kind: 'unresolved', error: error as Error }
+    }
+  }
+
+  /** The relay: the step after the last policy. */
+  async #execute(call: Call): Promise<Result | ErrorReply> {
+    const { request, route, signal } = call
+    const { method } = request
+    const server = this.#deps.server
+    if (route.kind === 'unresolved') throw route.error
+
+    if (route.kind === 'fanout') {
+      const key = LIST_RESULTS[method]!
+      for (const d of route.degraded) {
+        this.#logToClient('warning', {
+          message: `Upstream ${d.upstream} is unavailable: ${d.error}`,
+        })
+      }
+      return complete({ [key]: route.catalog[key] })
+    }
+
+    if (route.kind === 'unicast') {
+      const upstream = server.upstream(route.upstream)!
+      const params = request.params ?? {}
+      switch (method) {
+        case 'tools/call':
+        case 'prompts/get':
+          return await this.#forward(upstream, request, { ...params, name: route.original }, signal)
+        case 'resources/read': {
+          const uri = params.uri as string
+          const reply = await this.#forward(
+            upstream,
+            request,
+            { ...params, uri: route.original },
+            signal,
+          )
+          if (
+            reply.kind === 'result' &&
+            Array.isArray(reply.result.contents) &&
+            route.original !== uri
+          ) {
+            // Contents name the URI the client asked for, not the upstream's.
+            reply.result = {
+              ...reply.result,
+              contents: reply.result.contents.map((c: unknown) =>
+                isPlainObject(c) && c.uri === route.original ? { ...c, uri } : c,
+              ),
+            }
+          }
+          return reply
+        }
+        case 'resources/subscribe':
+        case 'resources/unsubscribe': {
+          const uri = params.uri as string
+          if (method === 'resources/subscribe') {
+            this.#subscriptions.set(uri, { upstream: upstream.name, uri: route.original })
+          } else {
+            this.#subscriptions.delete(uri)
+          }
+          return await this.#forward(upstream, request, { ...params, uri: route.original }, signal)
+        }
+        case 'completion/complete': {
+          const ref = params.ref as JsonObject
+          const key = ref.type === 'ref/prompt' ? 'name' : 'uri'
+          return await this.#forward(
+            upstream,
+            request,
+            { ...params, ref: { ...ref, [key]: route.original } },
+            signal,
+          )
+        }
+      }
+    }
 
     switch (method) {
       case 'initialize':
         return await this.#initialize(request)
       case 'ping':
         return complete({})
-      case 'server/discover':
+      case 'server/discover': {
         await this.#connectAll()
+        const instructions = server.instructions()
         return {
           kind: 'result',
           id: request.id,
@@ -223,83 +363,11 @@ export class Session {
           result: {
             supportedVersions: [...MODERN_REVISIONS],
             capabilities: server.capabilities(),
-            ...(server.instructions() ? { instructions: server.instructions() } : {}),
+            ...(instructions ? { instructions } : {}),
           },
           serverInfo: this.#deps.serverInfo,
         }
-      case 'tools/list':
-      case 'prompts/list':
-      case 'resources/list':
-      case 'resources/templates/list': {
-        const key = LIST_RESULTS[method]!
-        const { catalog, degraded } = await server.catalog()
-        for (const d of degraded) {
-          this.#logToClient('warning', {
-            message: `Upstream ${d.upstream} is unavailable: ${d.error}`,
-          })
-        }
-        return complete({ [key]: catalog[key] })
       }
-      case 'tools/call': {
-        const name = stringParam(request.params, 'name')
-        const { upstream, target } = await server.resolveTool(name)
-        return await this.#forward(
-          upstream,
-          request,
-          { ...request.params, name: target.original },
-          signal,
-        )
-      }
-      case 'prompts/get': {
-        const name = stringParam(request.params, 'name')
-        const { upstream, target } = await server.resolvePrompt(name)
-        return await this.#forward(
-          upstream,
-          request,
-          { ...request.params, name: target.original },
-          signal,
-        )
-      }
-      case 'resources/read': {
-        const uri = stringParam(request.params, 'uri')
-        const { upstream, target } = await server.resolveResource(uri)
-        const reply = await this.#forward(
-          upstream,
-          request,
-          { ...request.params, uri: target.original },
-          signal,
-        )
-        if (
-          reply.kind === 'result' &&
-          Array.isArray(reply.result.contents) &&
-          target.original !== uri
-        ) {
-          // Contents name the URI the client asked for, not the upstream's.
-          reply.result = {
-            ...reply.result,
-            contents: reply.result.contents.map((c: unknown) =>
-              isPlainObject(c) && c.uri === target.original ? { ...c, uri } : c,
-            ),
-          }
-        }
-        return reply
-      }
-      case 'resources/subscribe':
-      case 'resources/unsubscribe': {
-        const uri = stringParam(request.params, 'uri')
-        const { upstream, target } = await server.resolveResource(uri)
-        if (method === 'resources/subscribe')
-          this.#subscriptions.set(uri, { upstream: upstream.name, uri: target.original })
-        else this.#subscriptions.delete(uri)
-        return await this.#forward(
-          upstream,
-          request,
-          { ...request.params, uri: target.original },
-          signal,
-        )
-      }
-      case 'completion/complete':
-        return await this.#complete(request, signal)
       case 'logging/setLevel': {
         const level = stringParam(request.params, 'level')
         if (!LOG_LEVELS.includes(level)) {
@@ -324,9 +392,7 @@ export class Session {
     const revision = negotiateLegacy(params.protocolVersion)
     this.#revision = revision
     this.#clientCapabilities = isPlainObject(params.capabilities) ? params.capabilities : {}
-    ;(this.transport as { setProtocolVersion?: (r: Revision) => void }).setProtocolVersion?.(
-      revision,
-    )
+    this.transport.setProtocolVersion?.(revision)
     await this.#connectAll()
     const server = this.#deps.server
     const instructions = server.instructions()
@@ -341,32 +407,6 @@ export class Session {
   /** Connects every upstream so capabilities are known; failures degrade, never block. */
   async #connectAll(): Promise<void> {
     await Promise.allSettled(this.#deps.server.upstreams.map((u) => u.connect()))
-  }
-
-  async #complete(request: Request, signal: AbortSignal): Promise<Result | ErrorReply> {
-    const ref = request.params?.ref
-    if (!isPlainObject(ref))
-      throw new BarbicanError('ERR_INVALID_PARAMS', 'completion/complete needs a "ref" object')
-    const server = this.#deps.server
-    if (ref.type === 'ref/prompt' && typeof ref.name === 'string') {
-      const { upstream, target } = await server.resolvePrompt(ref.name)
-      return await this.#forward(
-        upstream,
-        request,
-        { ...request.params, ref: { ...ref, name: target.original } },
-        signal,
-      )
-    }
-    if (ref.type === 'ref/resource' && typeof ref.uri === 'string') {
-      const { upstream, target } = await server.resolveResource(ref.uri)
-      return await this.#forward(
-        upstream,
-        request,
-        { ...request.params, ref: { ...ref, uri: target.original } },
-        signal,
-      )
-    }
-    throw new BarbicanError('ERR_INVALID_PARAMS', 'Unsupported completion reference')
   }
 
   /** Sends a request upstream on this client's behalf and returns the upstream's reply. */
@@ -539,6 +579,10 @@ export class Session {
   static supports(revision: string): boolean {
     return (REVISIONS as readonly string[]).includes(revision)
   }
+}
+
+function unicast(resolved: { upstream: Upstream; target: { original: string } }): Route {
+  return { kind: 'unicast', upstream: resolved.upstream.name, original: resolved.target.original }
 }
 
 function complete(result: JsonObject): Result {

@@ -4,6 +4,7 @@
  * Streamable HTTP session, or one stateless 2026-07-28 request) it creates a Transport and hands
  * it to the handler, which attaches a session to it.
  */
+import type { Identity } from '../auth/identity.ts'
 import type { Transport } from './transport.ts'
 
 export type InboundKind =
@@ -20,6 +21,8 @@ export interface ConnectionInfo {
   readonly remoteAddress?: string | undefined
   /** Lower-cased headers of the request that opened the connection (HTTP transports). */
   readonly headers?: Readonly<Record<string, string | string[] | undefined>>
+  /** Who the caller is, established by the transport's authentication; absent means anonymous. */
+  readonly identity?: Identity | undefined
 }
 
 export interface InboundHandler {

@@ -10,6 +10,7 @@
  * await transport.send({ jsonrpc: '2.0', id: 1, result: {} }, { relatedRequestId: 1 })
  */
 import type { JsonRpcId, JsonRpcMessage } from '../protocol/jsonrpc.ts'
+import type { Revision } from '../protocol/revisions.ts'
 
 export interface SendOptions {
   /**
@@ -45,6 +46,12 @@ export interface Transport {
   onclose?: () => void
   /** Non-fatal faults (an unparsable line, a failed write); the transport stays usable. */
   onerror?: (error: Error) => void
+
+  /**
+   * Inbound transports: the session tells the transport which revision it negotiated, which
+   * decides framing rules such as batches (2025-03-26 only).
+   */
+  setProtocolVersion?(revision: Revision): void
 
   /** Legacy Streamable HTTP session id, once known. */
   readonly sessionId?: string | undefined
