@@ -1,0 +1,143 @@
+/**
+ * The `barbican` command as users run it: a Claude Desktop file loads unchanged, `check` names
+ * failing upstreams, `serve` refuses an unauthenticated non-loopback bind, and a SIGKILLed
+ * gateway leaves no upstream process behind.
+ */
+import assert from 'node:assert/strict'
+import { type ChildProcess, execFile, spawn } from 'node:child_process'
+import { mkdtempSync, readdirSync, readFileSync, realpathSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { describe, test } from 'node:test'
+import { fileURLToPath } from 'node:url'
+import { promisify } from 'node:util'
+
+const root = fileURLToPath(new URL('../../', import.meta.url))
+const bin = join(root, 'bin/barbican.js')
+const pkg = (name: string) =>
+  join(root, 'node_modules/@modelcontextprotocol', name, 'dist/index.js')
+const run = promisify(execFile)
+
+async function barbican(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  try {
+    const { stdout, stderr } = await run(process.execPath, [bin, ...args], { timeout: 60_000 })
+    return { code: 0, stdout, stderr }
+  } catch (err) {
+    const e = err as { code?: number; stdout?: string; stderr?: string }
+    return { code: e.code ?? -1, stdout: e.stdout ?? '', stderr: e.stderr ?? '' }
+  }
+}
+
+function tempDir(): string {
+  return realpathSync(mkdtempSync(join(tmpdir(), 'barbican-cli-')))
+}
+
+/** Pids of live processes whose command line mentions `marker`. */
+function processesMentioning(marker: string): number[] {
+  const pids: number[] = []
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry) || Number(entry) === process.pid) continue
+    try {
+      const cmdline = readFileSync(`/proc/${entry}/cmdline`, 'utf8')
+      const state = readFileSync(`/proc/${entry}/stat`, 'utf8').split(') ')[1]?.[0]
+      if (cmdline.includes(marker) && state !== 'Z') pids.push(Number(entry))
+    } catch {
+      // The process ended while we looked.
+    }
+  }
+  return pids
+}
+
+describe('the barbican command', () => {
+  test('prints its version', async () => {
+    const { code, stdout } = await barbican(['--version'])
+    assert.equal(code, 0)
+    assert.match(stdout, /^barbican \d+\.\d+\.\d+/)
+  })
+
+  test('check loads a Claude Desktop config file unchanged and connects to its server', async () => {
+    const dir = tempDir()
+    const file = join(dir, 'claude_desktop_config.json')
+    writeFileSync(
+      file,
+      JSON.stringify({
+        mcpServers: {
+          memory: {
+            command: process.execPath,
+            args: [pkg('server-memory')],
+            env: { MEMORY_FILE_PATH: join(dir, 'memory.jsonl') },
+          },
+        },
+        globalShortcut: 'Ctrl+Space',
+      }),
+    )
+    const { code, stdout } = await barbican(['check', '--config', file])
+    assert.equal(code, 0, stdout)
+    assert.match(stdout, /\(claude\)/)
+    assert.match(stdout, /ok {4}memory: .*\d+ tool\(s\)/)
+  })
+
+  test('check exits non-zero naming the upstream that cannot start', async () => {
+    const dir = tempDir()
+    const file = join(dir, 'barbican.yaml')
+    writeFileSync(file, 'upstreams:\n  ghost:\n    command: /nonexistent/ghost-server\n')
+    const { code, stdout } = await barbican(['check', '--config', file])
+    assert.equal(code, 1)
+    assert.match(stdout, /FAIL {2}ghost: /)
+  })
+
+  test('check reports an invalid config with the exact key', async () => {
+    const dir = tempDir()
+    const file = join(dir, 'barbican.yaml')
+    writeFileSync(file, 'upstreams:\n  bad:\n    command: node\n    args: [1, {}]\n')
+    const { code, stderr } = await barbican(['check', '--config', file])
+    assert.equal(code, 1)
+    assert.match(stderr, /upstreams\.bad\.args\[1\]/)
+  })
+
+  test('serve refuses a non-loopback bind without inbound auth', async () => {
+    const dir = tempDir()
+    const file = join(dir, 'barbican.yaml')
+    writeFileSync(
+      file,
+      `upstreams:\n  memory:\n    command: ${process.execPath}\n    args: ["${pkg('server-memory')}"]\n`,
+    )
+    const { code, stderr } = await barbican(['serve', '--config', file, '--listen', '0.0.0.0:0'])
+    assert.equal(code, 1)
+    assert.match(stderr, /not a loopback address/)
+  })
+
+  test('killing the gateway with SIGKILL leaves no upstream process behind', async () => {
+    const dir = tempDir()
+    const file = join(dir, 'barbican.yaml')
+    writeFileSync(
+      file,
+      `upstreams:\n  files:\n    command: ${process.execPath}\n    args: ["${pkg('server-filesystem')}", "${dir}"]\n`,
+    )
+    const gateway: ChildProcess = spawn(
+      process.execPath,
+      [bin, 'serve', '--config', file, '--listen', '127.0.0.1:0'],
+      {
+        stdio: ['ignore', 'ignore', 'pipe'],
+      },
+    )
+    try {
+      const deadline = Date.now() + 30_000
+      // The upstream is started eagerly; wait until its process exists.
+      while (processesMentioning(dir).filter((p) => p !== gateway.pid).length === 0) {
+        assert.ok(Date.now() < deadline, 'the upstream never started')
+        await new Promise((r) => setTimeout(r, 100))
+      }
+      const upstreams = processesMentioning(dir).filter((p) => p !== gateway.pid)
+      assert.ok(upstreams.length > 0)
+      gateway.kill('SIGKILL')
+      const gone = Date.now() + 10_000
+      while (upstreams.some((p) => processesMentioning(dir).includes(p))) {
+        assert.ok(Date.now() < gone, `still running: ${processesMentioning(dir).join(', ')}`)
+        await new Promise((r) => setTimeout(r, 100))
+      }
+    } finally {
+      gateway.kill('SIGKILL')
+    }
+  })
+})
