@@ -20,6 +20,7 @@ export function planFromConfig(config: Config, log: Logger): GatewayPlan {
     upstreams: config.upstreams.map((u) => upstreamPlan(u, config, log)),
     servers: config.servers.map(serverPlan),
     clientRequestTimeoutMs: config.limits.requestTimeoutMs,
+    listPageSize: config.limits.listPageSize,
   }
 }
 

@@ -197,4 +197,36 @@ describe('a virtual server over two in-process upstreams', () => {
     assert.ok(tools.some((t) => t.name === 'alpha__late'))
     await client.close()
   })
+
+  test('pages merged lists with opaque cursors and refuses a forged cursor', async () => {
+    const paged = new Gateway(
+      {
+        upstreams: [inProcessUpstream('alpha', alphaServer), inProcessUpstream('beta', betaServer)],
+        servers: [serverPlan('default', ['alpha', 'beta'], rules('always'))],
+        clientRequestTimeoutMs: 5_000,
+        listPageSize: 2,
+      },
+      silentLogger,
+    )
+    await paged.start()
+    const client = await connectClient(paged)
+    try {
+      const names: string[] = []
+      let cursor: string | undefined
+      let pages = 0
+      do {
+        const page = await client.listTools(cursor === undefined ? {} : { cursor })
+        assert.ok(page.tools.length <= 2)
+        names.push(...page.tools.map((t) => t.name))
+        cursor = page.nextCursor
+        pages++
+      } while (cursor !== undefined)
+      assert.equal(pages, 2)
+      assert.deepEqual(names, ['alpha__echo', 'alpha__secret', 'alpha__ask', 'beta__echo'])
+      await assert.rejects(client.listTools({ cursor: 'not-a-cursor' }), /Invalid cursor/)
+    } finally {
+      await client.close()
+      await paged.stop()
+    }
+  })
 })

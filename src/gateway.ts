@@ -36,9 +36,13 @@ export interface GatewayPlan {
   readonly servers: readonly ServerPlan[]
   /** How long Barbican waits for a client to answer sampling, elicitation or roots/list. */
   readonly clientRequestTimeoutMs: number
+  /** Most items in one page of a merged list (default 500). */
+  readonly listPageSize?: number
   /** Policies every call passes, in the chain's fixed order (policies/chain.ts). */
   readonly policies?: readonly Policy[]
 }
+
+const DEFAULT_LIST_PAGE_SIZE = 500
 
 export const VERSION: string = (
   JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as {
@@ -138,6 +142,7 @@ export class Gateway implements InboundHandler {
       clientRequestTimeoutMs: this.#plan.clientRequestTimeoutMs,
       onClose: (s) => this.sessions.delete(s),
       policies: this.#plan.policies ?? [],
+      listPageSize: this.#plan.listPageSize ?? DEFAULT_LIST_PAGE_SIZE,
     })
     this.sessions.add(session)
   }

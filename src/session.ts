@@ -32,6 +32,7 @@ import {
   REVISIONS,
   type Revision,
 } from './protocol/revisions.ts'
+import { decodeCursor, encodeCursor } from './relay/cursor.ts'
 import type { ProgressRouter } from './relay/progress.ts'
 import type { VirtualServer } from './relay/virtual-server.ts'
 import type { ConnectionInfo } from './transports/inbound.ts'
@@ -53,6 +54,8 @@ export interface SessionDeps {
   /** Timeout for requests Barbican sends to the client (sampling, elicitation, roots). */
   readonly clientRequestTimeoutMs: number
   readonly onClose: (session: Session) => void
+  /** Most items in one page of a merged list. */
+  readonly listPageSize: number
   /** Policies run around the relay, in the chain's fixed order. */
   readonly policies: readonly Policy[]
 }
@@ -292,7 +295,12 @@ export class Session {
           message: `Upstream ${d.upstream} is unavailable: ${d.error}`,
         })
       }
-      return complete({ [key]: route.catalog[key] })
+      const items = route.catalog[key]
+      const start = decodeCursor(request.params?.cursor, method)
+      const end = start + this.#deps.listPageSize
+      const page: JsonObject = { [key]: items.slice(start, end) }
+      if (end < items.length) page.nextCursor = encodeCursor(method, end)
+      return complete(page)
     }
 
     if (route.kind === 'unicast') {

@@ -43,6 +43,8 @@ export interface LimitsConfig extends JsonLimits {
   readonly maxSessions: number
   /** A client session with no traffic for this long is closed. */
   readonly sessionIdleTimeoutMs: number
+  /** Most items in one page of a merged list; the rest follow with `nextCursor`. */
+  readonly listPageSize: number
 }
 
 /** An upstream MCP server run as a child process speaking stdio. */

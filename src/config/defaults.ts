@@ -42,6 +42,7 @@ export const DEFAULT_LIMITS = Object.freeze({
   upstreamConnectTimeoutMs: 30_000,
   maxSessions: 1000,
   sessionIdleTimeoutMs: 30 * 60_000,
+  listPageSize: 500,
 })
 
 export const DEFAULT_SEPARATOR = '__'

@@ -189,6 +189,12 @@ const limits = z.strictObject({
     'Session idle timeout (ms)',
     'A client session without traffic for this long is closed.',
   ),
+  listPageSize: limitField(
+    'listPageSize',
+    z.int().min(1).max(100_000),
+    'List page size',
+    'Most items in one page of a merged tools, prompts, resources or templates list; more are served with an opaque nextCursor.',
+  ),
 })
 
 const log = z.strictObject({
