@@ -3,10 +3,11 @@
  * one POST per message over a keep-alive pool per origin, answers as JSON or as an SSE stream,
  * the legacy session id captured and echoed, dropped streams resumed with `Last-Event-ID`.
  *
- * Every request the caller sends gets exactly one answer on `onmessage`: the upstream's, or a
- * JSON-RPC error made here when the exchange fails (HTTP error, timeout, unreachable host,
- * stream lost), so a caller never waits on an HTTP failure. Messages without an id have no one
- * to answer: their failures reject `send` instead.
+ * Every request the caller sends gets one answer on `onmessage` (unless the caller cancels it):
+ * the upstream's, or a JSON-RPC error made here when the exchange fails (HTTP error, timeout,
+ * unreachable host, stream lost), so a caller never waits on an HTTP failure. Other messages
+ * (notifications, responses to the server's requests) have no one to answer: their failures
+ * reject `send` instead.
  */
 import { Agent, type Dispatcher, request } from 'undici'
 import { BarbicanError } from '../errors.ts'
@@ -138,7 +139,7 @@ export class HttpOutboundTransport implements Transport {
   /**
    * POSTs one message. Resolves once the upstream's response headers arrive (the answer is read
    * in the background and delivered to `onmessage`). Rejects only when the transport is closed,
-   * or when a message without an id (notification, response) fails.
+   * or when a message that is not a request (a notification, a response) fails.
    */
   async send(message: JsonRpcMessage, options: HttpSendOptions = {}): Promise<void> {
     await this.#post(message, options, false)
@@ -292,7 +293,7 @@ export class HttpOutboundTransport implements Transport {
 
   /**
    * Reports a failed exchange. A request gets an error reply (the caller stops waiting); a
-   * message without an id rejects its `send`, or, once `send` has resolved, goes to `onerror`.
+   * message that is not a request rejects its `send`, or, once `send` has resolved, goes to `onerror`.
    * Nothing is reported for a request its caller cancelled, and `send` rejects once closed.
    */
   #fail(id: JsonRpcId | undefined, error: BarbicanError, deadline: Deadline, later = false) {
