@@ -30,6 +30,8 @@ function upstreamPlan(u: UpstreamConfig, config: Config, log: Logger): UpstreamP
     name: u.name,
     requestTimeoutMs: u.requestTimeoutMs,
     lazy: u.transport === 'stdio' ? u.lazy : false,
+    idleTimeoutMs: u.transport === 'stdio' ? u.idleTimeoutMs : 0,
+    connectTimeoutMs: config.limits.upstreamConnectTimeoutMs,
     createTransport: () =>
       createOutboundTransport(u, {
         name: u.name,

@@ -229,4 +229,41 @@ describe('a virtual server over two in-process upstreams', () => {
       await paged.stop()
     }
   })
+
+  test('stops an idle upstream and restarts it on the next call, without restarting to list', async () => {
+    const made: McpServer[] = []
+    const idle = new Gateway(
+      {
+        upstreams: [{ ...inProcessUpstream('beta', betaServer, made), idleTimeoutMs: 50 }],
+        servers: [serverPlan('default', ['beta'], rules('never'))],
+        clientRequestTimeoutMs: 5_000,
+      },
+      silentLogger,
+    )
+    await idle.start()
+    const client = await connectClient(idle)
+    try {
+      assert.equal(
+        text(await client.callTool({ name: 'echo', arguments: { text: '1' } })),
+        'beta:1',
+      )
+      const beta = idle.upstreams.get('beta')!
+      const deadline = Date.now() + 5_000
+      while (beta.state !== 'idle') {
+        assert.ok(Date.now() < deadline, `still ${beta.state}`)
+        await new Promise((r) => setTimeout(r, 10))
+      }
+      assert.equal(made.length, 1)
+      await client.listTools()
+      assert.equal(made.length, 1, 'listing is served from the cache')
+      assert.equal(
+        text(await client.callTool({ name: 'echo', arguments: { text: '2' } })),
+        'beta:2',
+      )
+      assert.equal(made.length, 2, 'the call started a new connection')
+    } finally {
+      await client.close()
+      await idle.stop()
+    }
+  })
 })

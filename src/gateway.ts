@@ -23,6 +23,10 @@ export interface UpstreamPlan {
   readonly createTransport: () => Transport
   /** Connect on first use instead of at start. */
   readonly lazy: boolean
+  /** Close the connection after this long without requests; 0 or absent keeps it open. */
+  readonly idleTimeoutMs?: number
+  /** Longest the connection and handshake may take. */
+  readonly connectTimeoutMs?: number
 }
 
 export interface ServerPlan {
@@ -86,6 +90,8 @@ export class Gateway implements InboundHandler {
         name: u.name,
         log: log.child({ upstream: u.name }),
         requestTimeoutMs: u.requestTimeoutMs,
+        connectTimeoutMs: u.connectTimeoutMs,
+        idleTimeoutMs: u.idleTimeoutMs,
         createTransport: u.createTransport,
         clientInfo: this.serverInfo,
         clientCapabilities: UPSTREAM_CLIENT_CAPABILITIES,

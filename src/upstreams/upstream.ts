@@ -49,6 +49,13 @@ export interface UpstreamOptions {
   readonly name: string
   readonly log: Logger
   readonly requestTimeoutMs: number
+  /** Longest the connection and handshake may take (default: requestTimeoutMs). */
+  readonly connectTimeoutMs?: number | undefined
+  /**
+   * Close the connection (stop a stdio process) after this long without a request in flight;
+   * 0 keeps it open. Cached lists survive, so listing does not restart the process.
+   */
+  readonly idleTimeoutMs?: number | undefined
   /** Makes a fresh, unstarted transport for each connection attempt. */
   readonly createTransport: () => Transport
   /** What Barbican declares to upstreams in `initialize`. */
@@ -84,6 +91,8 @@ export class Upstream extends EventEmitter {
   #failures = 0
   #retryAt = 0
   #connectedAt = 0
+  #idleTimer: NodeJS.Timeout | undefined
+  #idleClosing = false
   #lists = new Map<ListKey, Promise<JsonObject[]>>()
   #stopped = false
 
@@ -137,11 +146,15 @@ export class Upstream extends EventEmitter {
     })
     try {
       await transport.start()
-      const reply = await client.request('initialize', {
-        protocolVersion: LATEST_LEGACY_REVISION,
-        capabilities: this.#options.clientCapabilities,
-        clientInfo: this.#options.clientInfo,
-      })
+      const reply = await client.request(
+        'initialize',
+        {
+          protocolVersion: LATEST_LEGACY_REVISION,
+          capabilities: this.#options.clientCapabilities,
+          clientInfo: this.#options.clientInfo,
+        },
+        { timeoutMs: this.#options.connectTimeoutMs },
+      )
       if (reply.kind === 'error') {
         throw new BarbicanError(
           'ERR_UPSTREAM_PROTOCOL',
@@ -204,6 +217,12 @@ export class Upstream extends EventEmitter {
   #onClose(client: UpstreamClient): void {
     if (this.#client !== client) return
     this.#client = undefined
+    if (this.#idleClosing) {
+      // Closed by us for idleness: nothing failed, and the lists are still what it offers.
+      this.#idleClosing = false
+      this.#setState('idle')
+      return
+    }
     this.#lists.clear()
     if (this.#stopped) return
     // An upstream that dies is retried at once, then with growing delays if it keeps dying.
@@ -234,8 +253,26 @@ export class Upstream extends EventEmitter {
 
   /** Sends a request, connecting first if needed. */
   async request(method: string, params: JsonObject | undefined, options?: RequestOptions) {
+    clearTimeout(this.#idleTimer)
     const client = await this.connect()
-    return await client.request(method, params, options)
+    try {
+      return await client.request(method, params, options)
+    } finally {
+      this.#armIdleTimer(client)
+    }
+  }
+
+  #armIdleTimer(client: UpstreamClient): void {
+    const idleMs = this.#options.idleTimeoutMs ?? 0
+    if (idleMs <= 0 || client.inFlight > 0) return
+    clearTimeout(this.#idleTimer)
+    this.#idleTimer = setTimeout(() => {
+      if (this.#client !== client || client.inFlight > 0) return
+      this.#options.log.info('upstream idle; closing', { idleMs })
+      this.#idleClosing = true
+      void client.close()
+    }, idleMs)
+    this.#idleTimer.unref()
   }
 
   async notify(method: string, params?: JsonObject): Promise<void> {
@@ -245,6 +282,8 @@ export class Upstream extends EventEmitter {
 
   /** The complete list (all pages), cached until the server signals a change. */
   async list(key: ListKey): Promise<JsonObject[]> {
+    const known = this.#lists.get(key)
+    if (known && this.#info) return await known
     await this.connect()
     const { method, capability } = LIST_METHODS[key]
     if (!hasCapability(this.#info?.capabilities, [capability])) return []
@@ -283,6 +322,7 @@ export class Upstream extends EventEmitter {
 
   async stop(): Promise<void> {
     this.#stopped = true
+    clearTimeout(this.#idleTimer)
     const client = this.#client
     this.#client = undefined
     this.#setState('stopped')
