@@ -92,6 +92,7 @@ export class Gateway implements InboundHandler {
         requestTimeoutMs: u.requestTimeoutMs,
         connectTimeoutMs: u.connectTimeoutMs,
         idleTimeoutMs: u.idleTimeoutMs,
+        restartOnExit: !u.lazy,
         createTransport: u.createTransport,
         clientInfo: this.serverInfo,
         clientCapabilities: UPSTREAM_CLIENT_CAPABILITIES,

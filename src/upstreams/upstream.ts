@@ -56,6 +56,11 @@ export interface UpstreamOptions {
    * 0 keeps it open. Cached lists survive, so listing does not restart the process.
    */
   readonly idleTimeoutMs?: number | undefined
+  /**
+   * Reconnect by itself after the connection dies (eager upstreams), after the backoff delay,
+   * instead of waiting for the next request.
+   */
+  readonly restartOnExit?: boolean | undefined
   /** Makes a fresh, unstarted transport for each connection attempt. */
   readonly createTransport: () => Transport
   /** What Barbican declares to upstreams in `initialize`. */
@@ -93,6 +98,7 @@ export class Upstream extends EventEmitter {
   #connectedAt = 0
   #idleTimer: NodeJS.Timeout | undefined
   #idleClosing = false
+  #restartTimer: NodeJS.Timeout | undefined
   #lists = new Map<ListKey, Promise<JsonObject[]>>()
   #stopped = false
 
@@ -228,12 +234,28 @@ export class Upstream extends EventEmitter {
     // An upstream that dies is retried at once, then with growing delays if it keeps dying.
     if (Date.now() - this.#connectedAt >= STABLE_AFTER_MS) this.#failures = 0
     this.#fail(new Error('connection closed'))
+    if (this.#options.restartOnExit) this.#scheduleRestart()
     this.emit('listChanged', [
       'tools',
       'prompts',
       'resources',
       'resourceTemplates',
     ] satisfies ListKey[])
+  }
+
+  #scheduleRestart(): void {
+    clearTimeout(this.#restartTimer)
+    this.#restartTimer = setTimeout(
+      () => {
+        if (this.#stopped || this.#client) return
+        this.connect().catch(() => {
+          // #fail recorded it and grew the delay; keep trying in the background.
+          if (!this.#stopped) this.#scheduleRestart()
+        })
+      },
+      Math.max(0, this.#retryAt - Date.now()),
+    )
+    this.#restartTimer.unref()
   }
 
   #setState(state: UpstreamState): void {
@@ -323,6 +345,7 @@ export class Upstream extends EventEmitter {
   async stop(): Promise<void> {
     this.#stopped = true
     clearTimeout(this.#idleTimer)
+    clearTimeout(this.#restartTimer)
     const client = this.#client
     this.#client = undefined
     this.#setState('stopped')

@@ -52,6 +52,13 @@ describe('failure isolation between upstreams', () => {
       client.callTool({ name: 'crashy__crash', arguments: {} }),
       /closed the connection/,
     )
+    // An eager upstream is restarted in the background, before anyone calls it again.
+    const crashy = server.gateway.upstreams.get('crashy')!
+    const deadline = Date.now() + 10_000
+    while (crashy.state !== 'ready') {
+      assert.ok(Date.now() < deadline, `crashy is ${crashy.state}`)
+      await new Promise((r) => setTimeout(r, 20))
+    }
     const after = textOf(await client.callTool({ name: 'crashy__echo', arguments: { text: 'b' } }))
     assert.match(after, /^faulty:b:\d+$/)
     assert.notEqual(after.split(':')[2], pidBefore, 'the upstream process was restarted')
