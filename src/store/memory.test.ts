@@ -1,0 +1,4 @@
+import { storeContract } from './contract.ts'
+import { memoryStore } from './memory.ts'
+
+storeContract('memory', async () => memoryStore())

@@ -1,0 +1,247 @@
+/**
+ * The embedded store: one SQLite file through Node's built-in `node:sqlite`, so the default
+ * installation needs no database server and no native add-on. Writes are synchronous and short;
+ * the interfaces stay asynchronous for backends that are not.
+ */
+import { mkdirSync } from 'node:fs'
+import { dirname } from 'node:path'
+import type { DatabaseSync } from 'node:sqlite'
+import { MIGRATIONS } from './migrations.ts'
+import type {
+  Baseline,
+  BaselineStore,
+  PendingChange,
+  PinEvent,
+  PinnedItem,
+  PinStore,
+  Store,
+} from './store.ts'
+
+type Row = Record<string, unknown>
+
+let sqliteModule: Promise<typeof import('node:sqlite')> | undefined
+
+/**
+ * Loads `node:sqlite` once. Node announces it with an ExperimentalWarning on first load; that one
+ * warning is dropped (operators cannot act on it), every other warning passes through.
+ */
+function loadSqlite(): Promise<typeof import('node:sqlite')> {
+  sqliteModule ??= (async () => {
+    const emit = process.emitWarning
+    process.emitWarning = function filtered(this: unknown, warning: unknown, ...rest: unknown[]) {
+      const text = typeof warning === 'string' ? warning : (warning as Error | undefined)?.message
+      const type = typeof rest[0] === 'string' ? rest[0] : (rest[0] as { type?: string })?.type
+      if (type === 'ExperimentalWarning' && /SQLite/.test(String(text))) return
+      return (emit as (...args: unknown[]) => void).call(process, warning, ...rest)
+    } as typeof process.emitWarning
+    try {
+      return await import('node:sqlite')
+    } finally {
+      process.emitWarning = emit
+    }
+  })()
+  return sqliteModule
+}
+
+/** Opens (creating file, folder and schema as needed) the SQLite store at `path`. */
+export async function openSqliteStore(path: string): Promise<Store> {
+  const { DatabaseSync } = await loadSqlite()
+  if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true })
+  const db = new DatabaseSync(path)
+  // Another process (the CLI) may write while a gateway runs: wait for its lock briefly.
+  db.exec('PRAGMA busy_timeout = 5000')
+  if (path !== ':memory:') db.exec('PRAGMA journal_mode = WAL')
+  migrate(db)
+  return sqliteStore(db)
+}
+
+function migrate(db: DatabaseSync): void {
+  db.exec('CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)')
+  const row = db.prepare('SELECT MAX(version) AS v FROM schema_version').get() as Row | undefined
+  const current = typeof row?.v === 'number' ? row.v : 0
+  for (const m of MIGRATIONS) {
+    if (m.version <= current) continue
+    transaction(db, () => {
+      db.exec(m.sql)
+      db.prepare('INSERT INTO schema_version (version) VALUES (?)').run(m.version)
+    })
+  }
+}
+
+function transaction(db: DatabaseSync, work: () => void): void {
+  db.exec('BEGIN IMMEDIATE')
+  try {
+    work()
+    db.exec('COMMIT')
+  } catch (err) {
+    db.exec('ROLLBACK')
+    throw err
+  }
+}
+
+function sqliteStore(db: DatabaseSync): Store {
+  const bump = db.prepare("UPDATE counters SET value = value + 1 WHERE name = 'pins'")
+  const write = (sql: string, ...values: (string | number | null)[]) => {
+    transaction(db, () => {
+      const changes = db.prepare(sql).run(...values).changes
+      if (Number(changes) > 0) bump.run()
+    })
+  }
+  const where = (upstream: string | undefined) =>
+    upstream === undefined
+      ? { clause: '', values: [] }
+      : { clause: 'WHERE upstream = ?', values: [upstream] }
+
+  const pins: PinStore = {
+    async pinned(upstream) {
+      const w = where(upstream)
+      const rows = db
+        .prepare(`SELECT * FROM pins ${w.clause} ORDER BY upstream, key`)
+        .all(...w.values) as Row[]
+      return rows.map(toPinned)
+    },
+    async pending(upstream) {
+      const w = where(upstream)
+      const rows = db
+        .prepare(`SELECT * FROM pending_changes ${w.clause} ORDER BY upstream, key`)
+        .all(...w.values) as Row[]
+      return rows.map(toPending)
+    },
+    async pin(item) {
+      write(
+        `INSERT OR REPLACE INTO pins (upstream, key, kind, name, hash, definition, approved_at, approved_by)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+        item.upstream,
+        item.key,
+        item.kind,
+        item.name,
+        item.hash,
+        JSON.stringify(item.definition ?? null),
+        item.approvedAt,
+        item.approvedBy,
+      )
+    },
+    async unpin(upstream, key) {
+      write('DELETE FROM pins WHERE upstream = ? AND key = ?', upstream, key)
+    },
+    async propose(c) {
+      write(
+        `INSERT OR REPLACE INTO pending_changes (upstream, key, kind, name, hash, definition,
+           previous_hash, reason, findings, status, seen_at, decided_at, decided_by)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+        c.upstream,
+        c.key,
+        c.kind,
+        c.name,
+        c.hash,
+        JSON.stringify(c.definition ?? null),
+        c.previousHash,
+        c.reason,
+        JSON.stringify(c.findings),
+        c.status,
+        c.seenAt,
+        c.decidedAt ?? null,
+        c.decidedBy ?? null,
+      )
+    },
+    async dismiss(upstream, key) {
+      write('DELETE FROM pending_changes WHERE upstream = ? AND key = ?', upstream, key)
+    },
+    async record(e) {
+      db.prepare(
+        `INSERT INTO pin_events (upstream, key, action, hash, previous_hash, actor, at)
+         VALUES (?, ?, ?, ?, ?, ?, ?)`,
+      ).run(e.upstream, e.key, e.action, e.hash, e.previousHash, e.actor, e.at)
+    },
+    async history(filter = {}) {
+      const clauses: string[] = []
+      const values: string[] = []
+      if (filter.upstream !== undefined) {
+        clauses.push('upstream = ?')
+        values.push(filter.upstream)
+      }
+      if (filter.key !== undefined) {
+        clauses.push('key = ?')
+        values.push(filter.key)
+      }
+      const whereClause = clauses.length > 0 ? `WHERE ${clauses.join(' AND ')}` : ''
+      const rows = db
+        .prepare(`SELECT * FROM pin_events ${whereClause} ORDER BY id`)
+        .all(...values) as Row[]
+      return rows.map(toEvent)
+    },
+    async revision() {
+      const row = db.prepare("SELECT value FROM counters WHERE name = 'pins'").get() as Row
+      return Number(row.value)
+    },
+  }
+  const baselines: BaselineStore = {
+    async get(name) {
+      const row = db.prepare('SELECT * FROM baselines WHERE name = ?').get(name) as Row | undefined
+      if (!row) return undefined
+      return {
+        name: String(row.name),
+        hash: String(row.hash),
+        document: JSON.parse(String(row.document)),
+        approvedAt: String(row.approved_at),
+        approvedBy: String(row.approved_by),
+      } satisfies Baseline
+    },
+    async put(b) {
+      db.prepare(
+        `INSERT OR REPLACE INTO baselines (name, hash, document, approved_at, approved_by)
+         VALUES (?, ?, ?, ?, ?)`,
+      ).run(b.name, b.hash, JSON.stringify(b.document ?? null), b.approvedAt, b.approvedBy)
+    },
+  }
+  return {
+    pins,
+    baselines,
+    async close() {
+      if (db.isOpen) db.close()
+    },
+  }
+}
+
+function toPinned(row: Row): PinnedItem {
+  return {
+    upstream: String(row.upstream),
+    key: String(row.key),
+    kind: String(row.kind) as PinnedItem['kind'],
+    name: String(row.name),
+    hash: String(row.hash),
+    definition: JSON.parse(String(row.definition)),
+    approvedAt: String(row.approved_at),
+    approvedBy: String(row.approved_by),
+  }
+}
+
+function toPending(row: Row): PendingChange {
+  return {
+    upstream: String(row.upstream),
+    key: String(row.key),
+    kind: String(row.kind) as PendingChange['kind'],
+    name: String(row.name),
+    hash: String(row.hash),
+    definition: JSON.parse(String(row.definition)),
+    previousHash: row.previous_hash === null ? null : String(row.previous_hash),
+    reason: String(row.reason) as PendingChange['reason'],
+    findings: JSON.parse(String(row.findings)) as unknown[],
+    status: String(row.status) as PendingChange['status'],
+    seenAt: String(row.seen_at),
+    ...(row.decided_at === null ? {} : { decidedAt: String(row.decided_at) }),
+    ...(row.decided_by === null ? {} : { decidedBy: String(row.decided_by) }),
+  }
+}
+
+function toEvent(row: Row): PinEvent {
+  return {
+    upstream: String(row.upstream),
+    key: String(row.key),
+    action: String(row.action) as PinEvent['action'],
+    hash: String(row.hash),
+    previousHash: row.previous_hash === null ? null : String(row.previous_hash),
+    actor: String(row.actor),
+    at: String(row.at),
+  }
+}
