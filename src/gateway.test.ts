@@ -12,6 +12,8 @@ import { Gateway } from './gateway.ts'
 import { silentLogger } from './log.ts'
 import { memoryPair } from './transports/memory.ts'
 
+let cancelledCalls = 0
+
 function alphaServer(): McpServer {
   const server = new McpServer(
     { name: 'alpha', version: '1.0.0' },
@@ -36,6 +38,28 @@ function alphaServer(): McpServer {
     })
     return { content: [{ type: 'text', text: `${answer.action}:${String(answer.content?.name)}` }] }
   })
+  server.registerTool('wait', { description: 'Waits until cancelled' }, async (extra) => {
+    await new Promise<void>((resolve) => extra.signal.addEventListener('abort', () => resolve()))
+    cancelledCalls++
+    return { content: [] }
+  })
+  server.registerTool(
+    'ask-then-withdraw',
+    { description: 'Asks, then cancels the question' },
+    async () => {
+      const controller = new AbortController()
+      const asked = server.server.elicitInput(
+        { message: 'Never mind?', requestedSchema: { type: 'object', properties: {} } },
+        { signal: controller.signal },
+      )
+      setTimeout(() => controller.abort('withdrawn'), 50)
+      const outcome = await asked.then(
+        () => 'answered',
+        () => 'withdrawn',
+      )
+      return { content: [{ type: 'text', text: outcome }] }
+    },
+  )
   server.registerPrompt(
     'greet',
     { description: 'Greets', argsSchema: { who: z.string() } },
@@ -108,7 +132,7 @@ describe('a virtual server over two in-process upstreams', () => {
     const { tools } = await client.listTools()
     assert.deepEqual(
       tools.map((t) => t.name),
-      ['alpha__echo', 'alpha__ask', 'beta__echo'],
+      ['alpha__echo', 'alpha__ask', 'alpha__wait', 'alpha__ask-then-withdraw', 'beta__echo'],
     )
     await client.close()
   })
@@ -221,8 +245,15 @@ describe('a virtual server over two in-process upstreams', () => {
         cursor = page.nextCursor
         pages++
       } while (cursor !== undefined)
-      assert.equal(pages, 2)
-      assert.deepEqual(names, ['alpha__echo', 'alpha__secret', 'alpha__ask', 'beta__echo'])
+      assert.equal(pages, 3)
+      assert.deepEqual(names, [
+        'alpha__echo',
+        'alpha__secret',
+        'alpha__ask',
+        'alpha__wait',
+        'alpha__ask-then-withdraw',
+        'beta__echo',
+      ])
       await assert.rejects(client.listTools({ cursor: 'not-a-cursor' }), /Invalid cursor/)
     } finally {
       await client.close()
@@ -265,5 +296,40 @@ describe('a virtual server over two in-process upstreams', () => {
       await client.close()
       await idle.stop()
     }
+  })
+
+  test('a client cancelling a call cancels it in the upstream', async () => {
+    const client = await connectClient(gateway)
+    const before = cancelledCalls
+    const controller = new AbortController()
+    const call = client.callTool({ name: 'alpha__wait', arguments: {} }, undefined, {
+      signal: controller.signal,
+    })
+    setTimeout(() => controller.abort('changed my mind'), 50)
+    await assert.rejects(call)
+    const deadline = Date.now() + 5_000
+    while (cancelledCalls === before) {
+      assert.ok(Date.now() < deadline, 'the upstream handler never saw the cancellation')
+      await new Promise((r) => setTimeout(r, 10))
+    }
+    await client.close()
+  })
+
+  test('an upstream withdrawing its request to the client cancels it at the client', async () => {
+    const client = await connectClient(gateway, { elicitation: {} })
+    let clientSawCancel = false
+    client.setRequestHandler(ElicitRequestSchema, async (_request, extra) => {
+      await new Promise<void>((resolve) => extra.signal.addEventListener('abort', () => resolve()))
+      clientSawCancel = true
+      return { action: 'cancel' }
+    })
+    const result = await client.callTool({ name: 'alpha__ask-then-withdraw', arguments: {} })
+    assert.equal(text(result), 'withdrawn')
+    const deadline = Date.now() + 5_000
+    while (!clientSawCancel) {
+      assert.ok(Date.now() < deadline, 'the client never saw the cancellation')
+      await new Promise((r) => setTimeout(r, 10))
+    }
+    await client.close()
   })
 })

@@ -74,6 +74,8 @@ export class Gateway implements InboundHandler {
   #plan: GatewayPlan
   #log: Logger
   #progress = new ProgressRouter()
+  /** Upstream requests being relayed to clients, by upstream name and upstream request id. */
+  #clientRequests = new Map<string, AbortController>()
   /** Upstream name → virtual servers that include it. */
   #serversOf = new Map<string, VirtualServer[]>()
   readonly serverInfo: JsonObject = {
@@ -191,6 +193,12 @@ export class Gateway implements InboundHandler {
       case 'notifications/message':
         for (const s of this.#sessionsOf(upstream)) s.forwardLog(upstream.name, n.params)
         return
+      case 'notifications/cancelled': {
+        // The upstream withdrew a request it sent to a client through us.
+        const id = n.params?.requestId
+        this.#clientRequests.get(`${upstream.name}\u0000${String(id)}`)?.abort()
+        return
+      }
       case 'notifications/resources/updated':
         for (const s of this.#sessionsOf(upstream))
           s.forwardResourceUpdated(upstream.name, n.params)
@@ -213,7 +221,14 @@ export class Gateway implements InboundHandler {
     const sessions = new Set(calls.map((c) => c.session))
     if (sessions.size === 1) {
       const call = calls[0]!
-      return await call.session.requestClient(request, call.requestId)
+      const key = `${upstream.name}\u0000${String(request.id)}`
+      const controller = new AbortController()
+      this.#clientRequests.set(key, controller)
+      try {
+        return await call.session.requestClient(request, call.requestId, controller.signal)
+      } finally {
+        this.#clientRequests.delete(key)
+      }
     }
     const reason =
       sessions.size === 0

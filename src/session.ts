@@ -509,6 +509,7 @@ export class Session {
   async requestClient(
     request: JsonRpcRequest,
     relatedRequestId: JsonRpcId | undefined,
+    signal?: AbortSignal,
   ): Promise<UpstreamReply> {
     const spec = methodSpec(request.method)
     if (spec?.gate?.side === 'client' && !hasCapability(this.#clientCapabilities, spec.gate.path)) {
@@ -546,6 +547,21 @@ export class Session {
         })
       }, this.#deps.clientRequestTimeoutMs)
       this.#pendingClient.set(id, { resolve, timer })
+      // The upstream withdrew its request: tell the client, and stop waiting for it.
+      signal?.addEventListener(
+        'abort',
+        () => {
+          if (!this.#pendingClient.delete(id)) return
+          clearTimeout(timer)
+          this.#sendNotification(
+            'notifications/cancelled',
+            { requestId: id, reason: 'Cancelled by the upstream server' },
+            relatedRequestId,
+          )
+          resolve({ kind: 'error', id: request.id, code: -32603, message: 'Cancelled' })
+        },
+        { once: true },
+      )
       void this.#send(outgoing, relatedRequestId)
     })
   }
