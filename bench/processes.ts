@@ -1,0 +1,237 @@
+/**
+ * The processes under test: each runs as its own child (in its own process group, so stopping it
+ * also stops whatever it spawned), and its CPU time and resident memory are read from /proc, so
+ * every figure belongs to exactly one process.
+ */
+import { type ChildProcess, spawn } from 'node:child_process'
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { createServer } from 'node:net'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { Pool } from 'undici'
+import { checkEcho, closeSession, initializeSession, type Target, toolCall } from './mcp-http.ts'
+
+export const ROOT = fileURLToPath(new URL('..', import.meta.url))
+export const NODE = process.execPath
+export const FIXTURE = join(ROOT, 'bench/fixtures/echo-server.ts')
+const CLOCK_TICKS_PER_SECOND = 100
+
+/** One running process under test. */
+export interface Running {
+  readonly name: string
+  readonly pid: number
+  readonly target: Target
+  /** Milliseconds from spawn to the first successful `tools/call`. */
+  readonly readyMs: number
+  stop(): Promise<void>
+}
+
+/** CPU time (user + system) the process has used so far, in microseconds. */
+export function cpuMicros(pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
+  // Fields after the parenthesised command name; utime and stime are fields 14 and 15.
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
+  const ticks = Number(fields[11]) + Number(fields[12])
+  return (ticks * 1_000_000) / CLOCK_TICKS_PER_SECOND
+}
+
+/** Resident set size now, in bytes. */
+export function rssBytes(pid: number): number {
+  const status = readFileSync(`/proc/${pid}/status`, 'utf8')
+  const match = /^VmRSS:\s+(\d+) kB/m.exec(status)
+  return match ? Number(match[1]) * 1024 : Number.NaN
+}
+
+/** A free loopback port (bound and released at once). */
+export async function freePort(): Promise<number> {
+  return await new Promise((resolve, reject) => {
+    const server = createServer()
+    server.once('error', reject)
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address()
+      const port = typeof address === 'object' && address ? address.port : 0
+      server.close(() => resolve(port))
+    })
+  })
+}
+
+/**
+ * Waits until one initialize + `tools/call` round trip on `target` succeeds, polling every few
+ * milliseconds; returns when it did, or throws after `timeoutMs`.
+ */
+export async function waitForCall(target: Target, timeoutMs: number): Promise<void> {
+  const deadline = Date.now() + timeoutMs
+  let last: unknown
+  while (Date.now() < deadline) {
+    const pool = new Pool(new URL(target.url).origin, { connections: 1 })
+    try {
+      const session = target.stateful ? await initializeSession(pool, target) : undefined
+      const reply = await toolCall(pool, target, session, 1, 'ready')
+      checkEcho(reply, 1, 'ready')
+      await closeSession(pool, target, session).catch(() => {})
+      return
+    } catch (error) {
+      last = error
+      await new Promise((resolve) => setTimeout(resolve, 5))
+    } finally {
+      await pool.destroy()
+    }
+  }
+  throw new Error(`${target.url} did not answer within ${timeoutMs} ms: ${String(last)}`)
+}
+
+/** Spawns `args` with Node in its own process group; stderr is kept for failure reports. */
+export function spawnNode(args: readonly string[], nodeOptions: readonly string[] = []) {
+  const child = spawn(NODE, [...nodeOptions, ...args], {
+    cwd: ROOT,
+    detached: true,
+    stdio: ['ignore', 'pipe', 'pipe'],
+    env: { ...process.env, NODE_NO_WARNINGS: '1' },
+  })
+  let stderr = ''
+  child.stderr?.on('data', (chunk: Buffer) => {
+    if (stderr.length < 8_000) stderr += chunk.toString('utf8')
+  })
+  child.stdout?.resume()
+  return { child, stderr: () => stderr }
+}
+
+/** Stops a process group: SIGTERM, then SIGKILL if it has not exited after two seconds. */
+export async function stopGroup(child: ChildProcess): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null || child.pid === undefined) return
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()))
+  const pid = child.pid
+  try {
+    process.kill(-pid, 'SIGTERM')
+  } catch {
+    return
+  }
+  const timer = setTimeout(() => {
+    try {
+      process.kill(-pid, 'SIGKILL')
+    } catch {}
+  }, 2_000)
+  await exited
+  clearTimeout(timer)
+  // Whatever the leader left behind in its group (a peer's child server) goes too.
+  try {
+    process.kill(-pid, 'SIGKILL')
+  } catch {}
+}
+
+/** Spawns a process that serves `target` and waits for its first successful call. */
+export async function startServing(
+  name: string,
+  args: readonly string[],
+  target: Target,
+  options: { nodeOptions?: readonly string[]; cleanup?: () => void } = {},
+): Promise<Running> {
+  const started = performance.now()
+  const { child, stderr } = spawnNode(args, options.nodeOptions)
+  const died = new Promise<never>((_, reject) =>
+    child.once('exit', (code) => reject(new Error(`${name} exited (${code}): ${stderr()}`))),
+  )
+  died.catch(() => {})
+  await Promise.race([waitForCall(target, 30_000), died])
+  const readyMs = performance.now() - started
+  return {
+    name,
+    pid: child.pid!,
+    target,
+    readyMs,
+    async stop() {
+      await stopGroup(child)
+      options.cleanup?.()
+    },
+  }
+}
+
+/** The direct SDK server over Streamable HTTP. */
+export async function startDirect(stateful: boolean): Promise<Running> {
+  const port = await freePort()
+  const mode = stateful ? 'http-stateful' : 'http-stateless'
+  return await startServing(
+    stateful ? 'direct-stateful' : 'direct-stateless',
+    [FIXTURE, mode, String(port)],
+    { url: `http://127.0.0.1:${port}/mcp`, stateful },
+  )
+}
+
+/** What Barbican fronts: the fixture over HTTP at `url`, or launched over stdio. */
+export type BarbicanUpstream = { readonly url: string } | { readonly stdio: true }
+
+/** Barbican (`bin/barbican.js serve`) in front of one upstream, from a generated config. */
+export async function startBarbican(
+  name: string,
+  upstream: BarbicanUpstream,
+  nodeOptions: readonly string[] = [],
+): Promise<Running> {
+  const port = await freePort()
+  const dir = mkdtempSync(join(tmpdir(), 'barbican-bench-'))
+  const config = join(dir, 'barbican.json')
+  const entry =
+    'url' in upstream
+      ? { url: upstream.url, transport: 'streamable-http' }
+      : { command: NODE, args: [FIXTURE, 'stdio'] }
+  writeFileSync(
+    config,
+    JSON.stringify({
+      listen: `127.0.0.1:${port}`,
+      log: { level: 'warn' },
+      limits: { maxSessions: 20_000 },
+      upstreams: { echo: entry },
+    }),
+  )
+  return await startServing(
+    name,
+    [join(ROOT, 'bin/barbican.js'), 'serve', '--config', config],
+    { url: `http://127.0.0.1:${port}/mcp`, stateful: true },
+    { nodeOptions, cleanup: () => rmSync(dir, { recursive: true, force: true }) },
+  )
+}
+
+/** mcp-proxy: spawns the stdio fixture and serves it over Streamable HTTP (sessions). */
+export async function startMcpProxy(): Promise<Running> {
+  const port = await freePort()
+  return await startServing(
+    'mcp-proxy',
+    [
+      join(ROOT, 'node_modules/mcp-proxy/dist/bin/mcp-proxy.mjs'),
+      '--port',
+      String(port),
+      '--host',
+      '127.0.0.1',
+      '--server',
+      'stream',
+      '--',
+      NODE,
+      FIXTURE,
+      'stdio',
+    ],
+    { url: `http://127.0.0.1:${port}/mcp`, stateful: true },
+  )
+}
+
+/** supergateway: stdio → Streamable HTTP, stateful (it spawns one stdio child per session). */
+export async function startSupergateway(): Promise<Running> {
+  const port = await freePort()
+  return await startServing(
+    'supergateway',
+    [
+      join(ROOT, 'node_modules/supergateway/dist/index.js'),
+      '--stdio',
+      `${NODE} ${FIXTURE} stdio`,
+      '--outputTransport',
+      'streamableHttp',
+      '--stateful',
+      '--sessionTimeout',
+      '60000',
+      '--port',
+      String(port),
+      '--logLevel',
+      'none',
+    ],
+    { url: `http://127.0.0.1:${port}/mcp`, stateful: true },
+  )
+}

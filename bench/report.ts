@@ -1,0 +1,269 @@
+/**
+ * Turns the rounds' samples into medians and ratios, checks them against the performance
+ * targets, and renders the markdown table that docs/performance.md shows.
+ */
+import type { ColdStartResult, SessionsResult, ToolsListResult } from './micro.ts'
+
+/** One load run of one configuration at one concurrency. */
+export interface Sample {
+  readonly rps: number
+  readonly p50Ms: number
+  readonly p99Ms: number
+  readonly cpuUsPerCall: number
+  readonly rssLoadMb: number
+  readonly requests: number
+  readonly errors: number
+}
+
+/** Medians over the rounds for one configuration at one concurrency. */
+export interface Summary {
+  readonly configuration: string
+  readonly concurrency: number
+  readonly rounds: number
+  readonly rps: number
+  readonly p50Ms: number
+  readonly p99Ms: number
+  readonly cpuUsPerCall: number
+  readonly rssLoadMb: number
+  readonly errors: number
+  /** Median of the per-round ratio to the baseline's throughput. */
+  readonly ratio: number
+  /** Median of the per-round p50 minus the baseline's p50. */
+  readonly addedP50Ms: number
+  /** Median of the per-round ratio to the best npm peer's throughput. */
+  readonly vsBestPeer: number
+}
+
+export interface Report {
+  readonly startedAt: string
+  readonly node: string
+  readonly cpus: number
+  readonly options: {
+    readonly rounds: number
+    readonly durationMs: number
+    readonly warmupMs: number
+    readonly concurrencies: readonly number[]
+    readonly quick: boolean
+  }
+  readonly configurations: readonly { readonly name: string; readonly description: string }[]
+  readonly idleRssMb: Readonly<Record<string, number>>
+  readonly throughput: readonly Summary[]
+  toolsList?: ToolsListResult
+  sessions?: SessionsResult
+  coldStart?: ColdStartResult
+}
+
+const PEERS = ['mcp-proxy', 'supergateway']
+
+function median(values: readonly number[]): number {
+  const finite = values.filter((v) => Number.isFinite(v))
+  if (finite.length === 0) return Number.NaN
+  const sorted = [...finite].sort((a, b) => a - b)
+  const mid = sorted.length / 2
+  return sorted.length % 2 === 1 ? sorted[Math.floor(mid)]! : (sorted[mid - 1]! + sorted[mid]!) / 2
+}
+
+/** Medians per configuration and concurrency, with ratios taken round by round. */
+export function summarise(
+  samples: Readonly<Record<string, Readonly<Record<number, readonly Sample[]>>>>,
+  baseline: string,
+): Summary[] {
+  const out: Summary[] = []
+  for (const [configuration, byConcurrency] of Object.entries(samples)) {
+    for (const [c, runs] of Object.entries(byConcurrency)) {
+      const base = samples[baseline]?.[Number(c)] ?? []
+      const peers = PEERS.map((p) => samples[p]?.[Number(c)] ?? [])
+      const pick = (key: keyof Sample) => median(runs.map((r) => r[key]))
+      out.push({
+        configuration,
+        concurrency: Number(c),
+        rounds: runs.length,
+        rps: pick('rps'),
+        p50Ms: pick('p50Ms'),
+        p99Ms: pick('p99Ms'),
+        cpuUsPerCall: pick('cpuUsPerCall'),
+        rssLoadMb: pick('rssLoadMb'),
+        errors: runs.reduce((sum, r) => sum + r.errors, 0),
+        ratio: median(runs.map((r, i) => r.rps / (base[i]?.rps ?? Number.NaN))),
+        addedP50Ms: median(runs.map((r, i) => r.p50Ms - (base[i]?.p50Ms ?? Number.NaN))),
+        vsBestPeer: median(
+          runs.map((r, i) => r.rps / Math.max(...peers.map((p) => p[i]?.rps ?? Number.NaN))),
+        ),
+      })
+    }
+  }
+  return out
+}
+
+/** One target: what it asks, what was measured, and whether it holds. */
+export interface Verdict {
+  readonly target: string
+  readonly measured: string
+  readonly met: boolean | undefined
+}
+
+/** Checks the issue's targets against a report. */
+export function verdicts(report: Report): Verdict[] {
+  const at = (name: string, c: number) =>
+    report.throughput.find((s) => s.configuration === name && s.concurrency === c)
+  const v: Verdict[] = []
+  const check = (target: string, value: number | undefined, limit: number, atMost: boolean) => {
+    const known = value !== undefined && Number.isFinite(value)
+    v.push({
+      target,
+      measured: known ? fmt(value) : 'not measured',
+      met: known ? (atMost ? value <= limit : value >= limit) : undefined,
+    })
+  }
+  check(
+    'Barbican → HTTP: throughput ≥ 0.85× direct at c=16',
+    at('barbican-http', 16)?.ratio,
+    0.85,
+    false,
+  )
+  check(
+    'Barbican → HTTP: added p50 ≤ 0.15 ms at c=1',
+    at('barbican-http', 1)?.addedP50Ms,
+    0.15,
+    true,
+  )
+  check(
+    'Barbican → stdio: throughput ≥ 1.5× direct HTTP at c=16',
+    at('barbican-stdio', 16)?.ratio,
+    1.5,
+    false,
+  )
+  check(
+    'Barbican → HTTP: ≥ 3× the best npm peer at c=16',
+    at('barbican-http', 16)?.vsBestPeer,
+    3,
+    false,
+  )
+  check(
+    'Barbican → stdio: ≥ 3× the best npm peer at c=16',
+    at('barbican-stdio', 16)?.vsBestPeer,
+    3,
+    false,
+  )
+  check(
+    'Barbican → HTTP: CPU ≤ 100 µs per tools/call (c=16)',
+    at('barbican-http', 16)?.cpuUsPerCall,
+    100,
+    true,
+  )
+  check(
+    'Barbican → stdio: CPU ≤ 100 µs per tools/call (c=16)',
+    at('barbican-stdio', 16)?.cpuUsPerCall,
+    100,
+    true,
+  )
+  check('Barbican idle RSS ≤ 60 MB (→ stdio)', report.idleRssMb['barbican-stdio'], 60, true)
+  check('Barbican idle RSS ≤ 60 MB (→ HTTP)', report.idleRssMb['barbican-http'], 60, true)
+  const cold = report.coldStart
+  check(
+    'Cold start ≤ 300 ms plus the upstream’s own start (→ stdio), ms beyond the upstream',
+    cold && cold.barbicanStdioMs - cold.upstreamStdioMs,
+    300,
+    true,
+  )
+  check('Cold start ≤ 300 ms (→ running HTTP upstream), ms', cold?.barbicanHttpMs, 300, true)
+  check(
+    `${report.sessions?.sessions ?? 10_000} idle legacy sessions ≤ 200 MB RSS`,
+    report.sessions?.rssAfterMb,
+    200,
+    true,
+  )
+  check('Merged tools/list 50 × 100 cached ≤ 5 ms p50', report.toolsList?.p50Ms, 5, true)
+  return v
+}
+
+function fmt(n: number, digits = 2): string {
+  if (!Number.isFinite(n)) return '–'
+  return Math.abs(n) >= 100 ? n.toFixed(0) : n.toFixed(digits)
+}
+
+/** The markdown report: targets, throughput table, memory, micro-benchmarks. */
+export function renderMarkdown(report: Report): string {
+  const lines: string[] = []
+  const o = report.options
+  lines.push(
+    `# Barbican benchmark — ${report.startedAt}`,
+    '',
+    `Node ${report.node}, ${report.cpus} CPUs, loopback. ${o.rounds} rounds × ${o.durationMs} ms per configuration and concurrency (after ${o.warmupMs} ms warm-up)${o.quick ? ', --quick' : ''}. Medians over rounds; ratios are taken within each round against direct-stateful.`,
+    '',
+    '## Targets',
+    '',
+    '| target | measured | met |',
+    '| --- | --- | --- |',
+  )
+  for (const t of verdicts(report)) {
+    lines.push(
+      `| ${t.target} | ${t.measured} | ${t.met === undefined ? '–' : t.met ? 'yes' : '**no**'} |`,
+    )
+  }
+  lines.push(
+    '',
+    '## Throughput and latency (tools/call echo)',
+    '',
+    '| configuration | c | req/s | × direct | × best peer | p50 ms | +p50 ms | p99 ms | CPU µs/call | RSS load MB | errors |',
+    '| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |',
+  )
+  const sorted = [...report.throughput].sort(
+    (a, b) => a.concurrency - b.concurrency || order(report, a) - order(report, b),
+  )
+  for (const s of sorted) {
+    lines.push(
+      `| ${s.configuration} | ${s.concurrency} | ${fmt(s.rps)} | ${fmt(s.ratio)} | ${fmt(s.vsBestPeer)} | ${fmt(s.p50Ms, 3)} | ${fmt(s.addedP50Ms, 3)} | ${fmt(s.p99Ms, 3)} | ${fmt(s.cpuUsPerCall, 0)} | ${fmt(s.rssLoadMb, 0)} | ${s.errors} |`,
+    )
+  }
+  lines.push(
+    '',
+    '## Idle RSS (after start and one call)',
+    '',
+    '| configuration | MB |',
+    '| --- | ---: |',
+  )
+  for (const [name, mb] of Object.entries(report.idleRssMb))
+    lines.push(`| ${name} | ${fmt(mb, 1)} |`)
+  if (report.toolsList) {
+    const t = report.toolsList
+    lines.push(
+      '',
+      '## Merged tools/list, cached',
+      '',
+      `${t.upstreams} upstreams × ${t.toolsPerUpstream} tools = ${t.tools} tools, ${t.samples} samples, in-process (session receive → reply serialised): p50 ${fmt(t.p50Ms, 3)} ms, p99 ${fmt(t.p99Ms, 3)} ms.`,
+    )
+  }
+  if (report.sessions) {
+    const s = report.sessions
+    lines.push(
+      '',
+      '## Idle legacy sessions',
+      '',
+      `${s.sessions} Streamable HTTP sessions (initialize + initialized) on Barbican → stdio: RSS ${fmt(s.rssBeforeMb, 1)} MB before, ${fmt(s.rssAfterMb, 1)} MB after (${fmt(s.bytesPerSession / 1024, 1)} KiB per session); opened in ${fmt(s.openSeconds, 1)} s.`,
+    )
+  }
+  if (report.coldStart) {
+    const c = report.coldStart
+    lines.push(
+      '',
+      `## Cold start (spawn → first successful tools/call, median of ${c.runs})`,
+      '',
+      '| program | ms |',
+      '| --- | ---: |',
+      `| SDK server alone, stdio | ${fmt(c.upstreamStdioMs, 0)} |`,
+      `| SDK server alone, HTTP | ${fmt(c.upstreamHttpMs, 0)} |`,
+      `| Barbican → stdio (includes the upstream’s start) | ${fmt(c.barbicanStdioMs, 0)} |`,
+      `| Barbican → running HTTP upstream | ${fmt(c.barbicanHttpMs, 0)} |`,
+      `| mcp-proxy → stdio | ${fmt(c.mcpProxyMs, 0)} |`,
+      `| supergateway → stdio | ${fmt(c.supergatewayMs, 0)} |`,
+    )
+  }
+  lines.push('', '## Configurations', '')
+  for (const c of report.configurations) lines.push(`- \`${c.name}\`: ${c.description}`)
+  return `${lines.join('\n')}\n`
+}
+
+function order(report: Report, s: Summary): number {
+  return report.configurations.findIndex((c) => c.name === s.configuration)
+}

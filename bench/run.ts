@@ -1,0 +1,222 @@
+/**
+ * `npm run bench`: Barbican against the direct SDK server and the npm peers, on loopback.
+ *
+ * Every configuration runs as its own process; each round visits every concurrency and, within
+ * it, every configuration (in an order rotated per round, so drift on a shared machine spreads
+ * evenly). Ratios compare a configuration with the direct stateful server measured in the same
+ * round; the report gives medians over the rounds. Results go to bench/results/latest.{md,json}.
+ *
+ * Options: --quick (about a minute), --rounds N, --duration MS, --only a,b (configurations),
+ * --no-micro (skip sessions, tools/list and cold start), --profile (Barbican writes a
+ * --cpu-prof profile to bench/results/profiles when it stops).
+ */
+import { fork } from 'node:child_process'
+import { mkdirSync, writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { parseArgs } from 'node:util'
+import type { LoadMessage, LoadResult, LoadSpec } from './load.ts'
+import { coldStart, idleSessions, mergedToolsList } from './micro.ts'
+import {
+  cpuMicros,
+  NODE,
+  ROOT,
+  type Running,
+  rssBytes,
+  startBarbican,
+  startDirect,
+  startMcpProxy,
+  startSupergateway,
+} from './processes.ts'
+import { type Report, renderMarkdown, type Sample, summarise } from './report.ts'
+
+const { values } = parseArgs({
+  options: {
+    quick: { type: 'boolean', default: false },
+    rounds: { type: 'string' },
+    duration: { type: 'string' },
+    only: { type: 'string' },
+    concurrency: { type: 'string' },
+    micro: { type: 'boolean', default: true },
+    'no-micro': { type: 'boolean', default: false },
+    profile: { type: 'boolean', default: false },
+    out: { type: 'string', default: join(ROOT, 'bench/results') },
+  },
+})
+const quick = values.quick
+const rounds = Number(values.rounds ?? 3)
+const durationMs = Number(values.duration ?? (quick ? 1_000 : 3_000))
+const warmupMs = quick ? 300 : 700
+const concurrencies = (values.concurrency ?? '1,16,64').split(',').map(Number)
+const micro = values.micro && !values['no-micro']
+const profileDir = join(values.out, 'profiles')
+const barbicanNodeOptions = values.profile ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : []
+
+/** A configuration under test: how to start it; `pid` is the process whose cost is measured. */
+interface Configuration {
+  readonly name: string
+  readonly description: string
+  start(): Promise<Running>
+}
+
+const CONFIGURATIONS: readonly Configuration[] = [
+  {
+    name: 'direct-stateful',
+    description: 'SDK v1 server, Streamable HTTP with sessions (the baseline)',
+    start: () => startDirect(true),
+  },
+  {
+    name: 'direct-stateless',
+    description: 'SDK v1 server, Streamable HTTP stateless (a server and transport per request)',
+    start: () => startDirect(false),
+  },
+  {
+    name: 'barbican-http',
+    description: 'Barbican → the SDK server over Streamable HTTP (sessions)',
+    start: async () => {
+      const upstream = await startDirect(true)
+      const gateway = await startBarbican(
+        'barbican-http',
+        { url: upstream.target.url },
+        barbicanNodeOptions,
+      )
+      return {
+        ...gateway,
+        async stop() {
+          await gateway.stop()
+          await upstream.stop()
+        },
+      }
+    },
+  },
+  {
+    name: 'barbican-stdio',
+    description: 'Barbican → the SDK server over stdio',
+    start: () => startBarbican('barbican-stdio', { stdio: true }, barbicanNodeOptions),
+  },
+  {
+    name: 'mcp-proxy',
+    description: 'mcp-proxy 6.7.19 → the SDK server over stdio',
+    start: startMcpProxy,
+  },
+  {
+    name: 'supergateway',
+    description: 'supergateway 4.0.0 --stateful → the SDK server over stdio (a child per session)',
+    start: startSupergateway,
+  },
+]
+
+/** Runs the load generator against `running` once and measures the process meanwhile. */
+async function measure(running: Running, concurrency: number): Promise<Sample> {
+  const child = fork(join(ROOT, 'bench/load.ts'), [], {
+    execPath: NODE,
+    execArgv: [],
+    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+    env: { ...process.env, NODE_NO_WARNINGS: '1' },
+  })
+  const spec: LoadSpec = { target: running.target, concurrency, warmupMs, durationMs }
+  let cpuStart = 0
+  let peakRss = 0
+  const sampler = setInterval(() => {
+    peakRss = Math.max(peakRss, rssBytes(running.pid))
+  }, 250)
+  try {
+    const result = await new Promise<LoadResult>((resolve, reject) => {
+      const timer = setTimeout(
+        () => reject(new Error(`${running.name} c=${concurrency}: load generator timed out`)),
+        warmupMs + durationMs + 120_000,
+      )
+      child.on('message', (message: LoadMessage) => {
+        if (message.type === 'measuring') {
+          cpuStart = cpuMicros(running.pid)
+        } else {
+          clearTimeout(timer)
+          if (message.type === 'done') resolve(message.result)
+          else reject(new Error(`${running.name} c=${concurrency}: ${message.error}`))
+        }
+      })
+      child.once('exit', (code) => {
+        clearTimeout(timer)
+        reject(new Error(`load generator exited (${code})`))
+      })
+      child.send(spec)
+    })
+    const cpu = cpuMicros(running.pid) - cpuStart
+    peakRss = Math.max(peakRss, rssBytes(running.pid))
+    if (result.errors > 0) {
+      process.stderr.write(
+        `  ${running.name} c=${concurrency}: ${result.errors} failed replies (${result.firstError})\n`,
+      )
+    }
+    return {
+      rps: (result.requests * 1000) / result.elapsedMs,
+      p50Ms: result.p50Ms,
+      p99Ms: result.p99Ms,
+      cpuUsPerCall: result.requests > 0 ? cpu / result.requests : Number.NaN,
+      rssLoadMb: peakRss / 2 ** 20,
+      requests: result.requests,
+      errors: result.errors,
+    }
+  } finally {
+    clearInterval(sampler)
+    child.kill()
+  }
+}
+
+async function main(): Promise<void> {
+  const only = values.only?.split(',')
+  const chosen = CONFIGURATIONS.filter((c) => !only || only.includes(c.name))
+  mkdirSync(values.out, { recursive: true })
+  const startedAt = new Date()
+  const running: Running[] = []
+  const idleRssMb: Record<string, number> = {}
+  try {
+    for (const config of chosen) {
+      process.stderr.write(`starting ${config.name}\n`)
+      running.push(await config.start())
+    }
+    await new Promise((resolve) => setTimeout(resolve, 1_000))
+    for (const r of running) idleRssMb[r.name] = rssBytes(r.pid) / 2 ** 20
+
+    const samples: Record<string, Record<number, Sample[]>> = {}
+    for (let round = 0; round < rounds; round++) {
+      for (const c of concurrencies) {
+        const order = running.map((_, i) => running[(i + round) % running.length]!)
+        for (const r of order) {
+          const sample = await measure(r, c)
+          const byConfig = samples[r.name] ?? {}
+          samples[r.name] = byConfig
+          byConfig[c] = [...(byConfig[c] ?? []), sample]
+          process.stderr.write(
+            `round ${round + 1}/${rounds} c=${c} ${r.name}: ${sample.rps.toFixed(0)} req/s, p50 ${sample.p50Ms.toFixed(2)} ms, ${sample.cpuUsPerCall.toFixed(0)} µs CPU/call\n`,
+          )
+        }
+      }
+    }
+    for (const r of running.splice(0)) await r.stop()
+
+    const report: Report = {
+      startedAt: startedAt.toISOString(),
+      node: process.version,
+      cpus: (await import('node:os')).cpus().length,
+      options: { rounds, durationMs, warmupMs, concurrencies, quick },
+      configurations: chosen.map((c) => ({ name: c.name, description: c.description })),
+      idleRssMb,
+      throughput: summarise(samples, 'direct-stateful'),
+    }
+    if (micro) {
+      process.stderr.write('micro: merged tools/list 50 × 100\n')
+      report.toolsList = await mergedToolsList(50, 100, quick ? 200 : 1_000)
+      process.stderr.write('micro: idle sessions\n')
+      report.sessions = await idleSessions(quick ? 2_000 : 10_000)
+      process.stderr.write('micro: cold start\n')
+      report.coldStart = await coldStart(quick ? 1 : 3)
+    }
+    writeFileSync(join(values.out, 'latest.json'), `${JSON.stringify(report, null, 2)}\n`)
+    writeFileSync(join(values.out, 'latest.md'), renderMarkdown(report))
+    process.stdout.write(renderMarkdown(report))
+  } finally {
+    for (const r of running) await r.stop()
+  }
+}
+
+await main()
