@@ -199,6 +199,9 @@ export class Gateway implements InboundHandler {
         this.#clientRequests.get(`${upstream.name}\u0000${String(id)}`)?.abort()
         return
       }
+      case 'notifications/tasks/status':
+        for (const s of this.#sessionsOf(upstream)) s.forwardTaskStatus(upstream.name, n.params)
+        return
       case 'notifications/resources/updated':
         for (const s of this.#sessionsOf(upstream))
           s.forwardResourceUpdated(upstream.name, n.params)

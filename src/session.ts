@@ -93,6 +93,8 @@ export class Session {
   /** Exposed URI → upstream target, for resources/updated routing. */
   #subscriptions = new Map<string, { upstream: string; uri: string }>()
   #closed = false
+  /** Task id → upstream, for the tasks this client created (2025-11-25 tasks pass through). */
+  #tasks = new Map<string, string>()
   #listener: (keys: string[]) => void
   #chain: Next
   /** Short random id tying this session's calls together in logs and audit. */
@@ -260,6 +262,18 @@ export class Session {
         case 'resources/subscribe':
         case 'resources/unsubscribe':
           return unicast(await server.resolveResource(stringParam(params, 'uri')))
+        case 'tasks/get':
+        case 'tasks/result':
+        case 'tasks/cancel': {
+          const taskId = stringParam(params, 'taskId')
+          const upstream = this.#tasks.get(taskId)
+          if (!upstream) {
+            throw new BarbicanError('ERR_ROUTE_UNKNOWN', `Unknown task: ${taskId}`, {
+              data: { taskId },
+            })
+          }
+          return { kind: 'unicast', upstream, original: taskId }
+        }
         case 'completion/complete': {
           const ref = params?.ref
           if (isPlainObject(ref) && ref.type === 'ref/prompt' && typeof ref.name === 'string') {
@@ -307,9 +321,26 @@ export class Session {
       const upstream = server.upstream(route.upstream)!
       const params = request.params ?? {}
       switch (method) {
-        case 'tools/call':
+        case 'tools/call': {
+          const reply = await this.#forward(
+            upstream,
+            request,
+            { ...params, name: route.original },
+            signal,
+          )
+          // A task-augmented call answers with a task; later task requests go to the same upstream.
+          const task = reply.kind === 'result' ? reply.result.task : undefined
+          if (isPlainObject(task) && typeof task.taskId === 'string') {
+            this.#tasks.set(task.taskId, upstream.name)
+          }
+          return reply
+        }
         case 'prompts/get':
           return await this.#forward(upstream, request, { ...params, name: route.original }, signal)
+        case 'tasks/get':
+        case 'tasks/result':
+        case 'tasks/cancel':
+          return await this.#forward(upstream, request, params, signal)
         case 'resources/read': {
           const uri = params.uri as string
           const reply = await this.#forward(
@@ -375,6 +406,19 @@ export class Session {
           },
           serverInfo: this.#deps.serverInfo,
         }
+      }
+      case 'tasks/list': {
+        // Only the tasks this client created, from every upstream that holds some.
+        const tasks: unknown[] = []
+        for (const name of new Set(this.#tasks.values())) {
+          const reply = await server.upstream(name)!.request('tasks/list', undefined, { signal })
+          const listed = reply.kind === 'result' ? reply.result.tasks : undefined
+          if (!Array.isArray(listed)) continue
+          for (const t of listed) {
+            if (isPlainObject(t) && this.#tasks.get(t.taskId as string) === name) tasks.push(t)
+          }
+        }
+        return complete({ tasks })
       }
       case 'logging/setLevel': {
         const level = stringParam(request.params, 'level')
@@ -474,6 +518,14 @@ export class Session {
     const level = typeof params?.level === 'string' ? params.level : 'info'
     const logger = typeof params?.logger === 'string' ? `${upstream}/${params.logger}` : upstream
     this.#logToClient(level, params?.data, logger)
+  }
+
+  /** A task status notification; delivered to the client whose call created the task. */
+  forwardTaskStatus(upstream: string, params: JsonObject | undefined): void {
+    const taskId = params?.taskId
+    if (typeof taskId === 'string' && this.#tasks.get(taskId) === upstream) {
+      this.#sendNotification('notifications/tasks/status', params)
+    }
   }
 
   /** A resources/updated notification; delivered when this client subscribed to that resource. */

@@ -147,6 +147,14 @@ export class VirtualServer extends EventEmitter {
     caps.resources = { subscribe: any('resources', 'subscribe'), listChanged: true }
     if (any('completions')) caps.completions = {}
     caps.logging = {}
+    // Tasks (2025-11-25) pass through to upstreams that support them; advertise what any does.
+    if (any('tasks')) {
+      const tasks: JsonObject = {}
+      if (any('tasks', 'list')) tasks.list = {}
+      if (any('tasks', 'cancel')) tasks.cancel = {}
+      if (any('tasks', 'requests', 'tools', 'call')) tasks.requests = { tools: { call: {} } }
+      caps.tasks = tasks
+    }
     return caps
   }
 
