@@ -83,8 +83,8 @@ export interface ToolsListResult {
 
 /**
  * Builds an in-process gateway over `upstreams` SDK servers of `tools` tools each, warms the
- * catalog, then times `tools/list` from the session receiving it to the reply serialised for the
- * wire.
+ * catalog, then times a client's complete `tools/list` (every page) from the session receiving
+ * each request to its reply serialised for the wire.
  */
 export async function mergedToolsList(
   upstreams: number,
@@ -126,16 +126,33 @@ export async function mergedToolsList(
       },
     })
     client.onmessage?.({ jsonrpc: '2.0', method: 'notifications/initialized' })
-    const first = (await client.request({ jsonrpc: '2.0', id: 1, method: 'tools/list' })) as {
-      result?: { tools?: unknown[] }
+    // Lists may come in pages: a sample is the whole walk, following nextCursor to the end.
+    let id = 1
+    const listAll = async (): Promise<number> => {
+      let count = 0
+      let cursor: string | undefined
+      do {
+        const params = cursor === undefined ? {} : { cursor }
+        const reply = (await client.request({
+          jsonrpc: '2.0',
+          id: id++,
+          method: 'tools/list',
+          params,
+        })) as {
+          result?: { tools?: unknown[]; nextCursor?: string }
+        }
+        JSON.stringify(reply)
+        count += reply.result?.tools?.length ?? 0
+        cursor = reply.result?.nextCursor
+      } while (cursor !== undefined)
+      return count
     }
-    const count = first.result?.tools?.length ?? 0
+    const count = await listAll()
     if (count !== upstreams * tools) throw new Error(`tools/list listed ${count} tools`)
     const times: number[] = []
     for (let i = 0; i < samples; i++) {
       const started = performance.now()
-      const reply = await client.request({ jsonrpc: '2.0', id: i + 2, method: 'tools/list' })
-      JSON.stringify(reply)
+      await listAll()
       times.push(performance.now() - started)
     }
     times.sort((a, b) => a - b)
