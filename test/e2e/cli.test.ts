@@ -11,6 +11,8 @@ import { join } from 'node:path'
 import { describe, test } from 'node:test'
 import { fileURLToPath } from 'node:url'
 import { promisify } from 'node:util'
+import { Client } from '@modelcontextprotocol/sdk/client/index.js'
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
 
 const root = fileURLToPath(new URL('../../', import.meta.url))
 const bin = join(root, 'bin/barbican.js')
@@ -138,6 +140,44 @@ describe('the barbican command', () => {
       }
     } finally {
       gateway.kill('SIGKILL')
+    }
+  })
+
+  test('serve without a config starts the embedded demo with real tools from several servers', async () => {
+    const cwd = tempDir()
+    const gateway = spawn(process.execPath, [bin, 'serve', '--listen', '127.0.0.1:0'], {
+      cwd,
+      stdio: ['ignore', 'ignore', 'pipe'],
+    })
+    try {
+      const url = await new Promise<string>((resolve, reject) => {
+        let seen = ''
+        const timer = setTimeout(() => reject(new Error(`no URL announced: ${seen}`)), 30_000)
+        gateway.stderr?.on('data', (chunk: Buffer) => {
+          seen += chunk.toString()
+          const match = /serving .* at (http:\/\/[^\s]+)\/mcp/.exec(seen)
+          if (match?.[1]) {
+            clearTimeout(timer)
+            resolve(match[1])
+          }
+        })
+      })
+      const client = new Client({ name: 'demo', version: '1.0.0' })
+      await client.connect(new StreamableHTTPClientTransport(new URL(`${url}/mcp`)))
+      try {
+        const { tools } = await client.listTools()
+        const prefixes = new Set(tools.map((t) => t.name.split('__')[0]))
+        assert.ok(prefixes.size >= 2, `tools from ${[...prefixes].join(', ')}`)
+        const echo = await client.callTool({
+          name: 'everything__echo',
+          arguments: { message: 'demo' },
+        })
+        assert.match(JSON.stringify(echo), /Echo: demo/)
+      } finally {
+        await client.close()
+      }
+    } finally {
+      gateway.kill('SIGTERM')
     }
   })
 })
