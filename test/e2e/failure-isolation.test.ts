@@ -8,6 +8,7 @@ import { after, before, describe, test } from 'node:test'
 import { fileURLToPath } from 'node:url'
 import { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
+import { LoggingMessageNotificationSchema } from '@modelcontextprotocol/sdk/types.js'
 import { type RunningServer, startServer } from '../../src/cli/serve.ts'
 import { parseConfigText } from '../../src/config/load.ts'
 import { silentLogger } from '../../src/log.ts'
@@ -67,5 +68,54 @@ describe('failure isolation between upstreams', () => {
       textOf(await client.callTool({ name: 'noisy__echo', arguments: { text: 'y' } })),
       /^faulty:y:/,
     )
+  })
+})
+
+describe('an upstream that cannot start', () => {
+  let server: RunningServer
+  let client: Client
+  const logs: unknown[] = []
+  before(async () => {
+    const text = JSON.stringify({
+      listen: '127.0.0.1:0',
+      upstreams: {
+        ghost: { command: '/nonexistent/mcp-server' },
+        good: { command: process.execPath, args: [faulty], cwd: root },
+      },
+    })
+    const { config } = parseConfigText(text, { cwd: root })
+    server = await startServer(config, silentLogger)
+    client = new Client({ name: 'degraded', version: '1.0.0' })
+    client.setNotificationHandler(LoggingMessageNotificationSchema, (n) => {
+      logs.push(n.params.data)
+    })
+    await client.connect(new StreamableHTTPClientTransport(new URL(`${server.url}/mcp`)))
+  })
+  after(async () => {
+    await client?.close()
+    await server?.stop()
+  })
+
+  test('lists degrade to the other upstreams and the client is told which one is missing', async () => {
+    const { tools } = await client.listTools()
+    assert.ok(tools.length > 0)
+    assert.ok(tools.every((t) => t.name.startsWith('good__')))
+    const deadline = Date.now() + 5_000
+    while (!logs.some((l) => JSON.stringify(l).includes('ghost'))) {
+      assert.ok(Date.now() < deadline, 'no logging notification about the missing upstream')
+      await new Promise((r) => setTimeout(r, 10))
+    }
+  })
+
+  test('readiness reports the missing upstream with its error', async () => {
+    const res = await fetch(`${server.url}/readyz`)
+    assert.equal(res.status, 503)
+    const body = (await res.json()) as {
+      upstreams: { name: string; state: string; error?: string }[]
+    }
+    const ghost = body.upstreams.find((u) => u.name === 'ghost')
+    assert.equal(ghost?.state, 'failed')
+    assert.ok(ghost?.error)
+    assert.equal(body.upstreams.find((u) => u.name === 'good')?.state, 'ready')
   })
 })
