@@ -204,6 +204,36 @@ describe('a virtual server over two in-process upstreams', () => {
   test('merges instructions with attribution and answers ping', async () => {
     const client = await connectClient(gateway)
     assert.equal(client.getInstructions(), '[alpha] Alpha tools.')
+    // The SDK keeps no initialize _meta, so read the attribution from a raw initialize.
+    const [raw, gatewaySide] = memoryPair()
+    gateway.connect(gatewaySide, { kind: 'stdio', server: 'default' })
+    await gatewaySide.start()
+    const answered = new Promise<Record<string, unknown>>((resolve) => {
+      raw.onmessage = (m) => resolve((m as { result: Record<string, unknown> }).result)
+    })
+    await raw.start()
+    await raw.send({
+      jsonrpc: '2.0',
+      id: 1,
+      method: 'initialize',
+      params: {
+        protocolVersion: '2025-06-18',
+        capabilities: {},
+        clientInfo: { name: 'raw', version: '1' },
+      },
+    })
+    const result = await answered
+    const upstreams = (
+      result._meta as Record<string, { name: string; serverInfo: { name: string } }[]>
+    )['dev.barbican/upstreams']
+    assert.deepEqual(
+      upstreams?.map((u) => [u.name, u.serverInfo.name]),
+      [
+        ['alpha', 'alpha'],
+        ['beta', 'beta'],
+      ],
+    )
+    await raw.close()
     assert.deepEqual(await client.ping(), {})
     await client.close()
   })

@@ -60,6 +60,9 @@ export interface SessionDeps {
   readonly policies: readonly Policy[]
 }
 
+/** Result `_meta` key listing which upstream contributes what (capability attribution). */
+export const UPSTREAMS_META = 'dev.barbican/upstreams'
+
 const LOG_LEVELS = ['debug', 'info', 'notice', 'warning', 'error', 'critical', 'alert', 'emergency']
 
 /** Methods the gateway answers from the catalog rather than forwarding. */
@@ -453,6 +456,7 @@ export class Session {
       capabilities: server.capabilities(),
       serverInfo: this.#deps.serverInfo,
       ...(instructions ? { instructions } : {}),
+      _meta: { [UPSTREAMS_META]: server.attribution() },
     })
   }
 

@@ -158,6 +158,21 @@ export class VirtualServer extends EventEmitter {
     return caps
   }
 
+  /** Which upstream offers what: the attribution behind the merged capabilities. */
+  attribution(): JsonObject[] {
+    return this.upstreams.map((u) => {
+      const info = u.info
+      if (!info) return { name: u.name, state: u.state }
+      return {
+        name: u.name,
+        state: u.state,
+        serverInfo: info.serverInfo,
+        protocolVersion: info.protocolVersion,
+        capabilities: info.capabilities,
+      }
+    })
+  }
+
   /** Instructions of every upstream that gave some, each attributed to its upstream. */
   instructions(): string | undefined {
     const parts = this.upstreams
