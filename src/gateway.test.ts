@@ -4,6 +4,7 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { McpServer, ResourceTemplate } from '@modelcontextprotocol/sdk/server/mcp.js'
 import {
   ElicitRequestSchema,
+  RootsListChangedNotificationSchema,
   ToolListChangedNotificationSchema,
 } from '@modelcontextprotocol/sdk/types.js'
 import { z } from 'zod'
@@ -13,6 +14,7 @@ import { silentLogger } from './log.ts'
 import { memoryPair } from './transports/memory.ts'
 
 let cancelledCalls = 0
+let rootsChanged = 0
 
 function alphaServer(): McpServer {
   const server = new McpServer(
@@ -37,6 +39,9 @@ function alphaServer(): McpServer {
       },
     })
     return { content: [{ type: 'text', text: `${answer.action}:${String(answer.content?.name)}` }] }
+  })
+  server.server.setNotificationHandler(RootsListChangedNotificationSchema, async () => {
+    rootsChanged++
   })
   server.registerTool('wait', { description: 'Waits until cancelled' }, async (extra) => {
     await new Promise<void>((resolve) => extra.signal.addEventListener('abort', () => resolve()))
@@ -358,6 +363,18 @@ describe('a virtual server over two in-process upstreams', () => {
     const deadline = Date.now() + 5_000
     while (!clientSawCancel) {
       assert.ok(Date.now() < deadline, 'the client never saw the cancellation')
+      await new Promise((r) => setTimeout(r, 10))
+    }
+    await client.close()
+  })
+
+  test('forwards a client roots list_changed to the upstreams', async () => {
+    const client = await connectClient(gateway, { roots: { listChanged: true } })
+    const before = rootsChanged
+    await client.sendRootsListChanged()
+    const deadline = Date.now() + 5_000
+    while (rootsChanged === before) {
+      assert.ok(Date.now() < deadline, 'the upstream never heard of the change')
       await new Promise((r) => setTimeout(r, 10))
     }
     await client.close()
