@@ -8,6 +8,7 @@ import {
   ToolListChangedNotificationSchema,
 } from '@modelcontextprotocol/sdk/types.js'
 import { z } from 'zod'
+import { type EmittedLog, validateEmitted } from '../test/support/emitted.ts'
 import { inProcessUpstream, rules, serverPlan } from '../test/support/plans.ts'
 import { Gateway } from './gateway.ts'
 import { silentLogger } from './log.ts'
@@ -91,9 +92,13 @@ function betaServer(): McpServer {
   return server
 }
 
+/** Every message the gateway sent to any client in these tests, checked against the schema. */
+const emitted: EmittedLog[] = []
+
 async function connectClient(gateway: Gateway, capabilities = {}): Promise<Client> {
   const [clientSide, gatewaySide] = memoryPair()
   gateway.connect(gatewaySide, { kind: 'stdio', server: 'default' })
+  emitted.push(validateEmitted(gatewaySide))
   await gatewaySide.start()
   const client = new Client({ name: 'test-client', version: '1.0.0' }, { capabilities })
   await client.connect(clientSide as never)
@@ -130,6 +135,13 @@ describe('a virtual server over two in-process upstreams', () => {
   })
   after(async () => {
     await gateway.stop()
+  })
+
+  after(() => {
+    // Runs after every test of the suite: nothing the gateway sent broke its revision's schema.
+    const failures = emitted.filter((e) => e.failure).map((e) => e.failure!.message)
+    assert.deepEqual(failures, [])
+    assert.ok(emitted.reduce((n, e) => n + e.count, 0) > 50, 'messages were checked')
   })
 
   test('lists namespaced tools from both upstreams and hides excluded ones', async () => {
