@@ -54,6 +54,7 @@ describe('normalizeConfig', () => {
         upstreamConnectTimeoutMs: 30000,
         maxSessions: 1000,
         sessionIdleTimeoutMs: 1800000,
+        listPageSize: 500,
       },
       log: { level: 'info' },
       upstreams: [
