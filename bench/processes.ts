@@ -27,13 +27,14 @@ export interface Running {
   stop(): Promise<void>
 }
 
-/** CPU time (user + system) the process has used so far, in microseconds. */
-export function cpuMicros(pid: number): number {
+/** CPU time the process has used so far, in microseconds: user, system (kernel) and both. */
+export function cpuMicros(pid: number): { user: number; system: number; total: number } {
   const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
   // Fields after the parenthesised command name; utime and stime are fields 14 and 15.
   const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
-  const ticks = Number(fields[11]) + Number(fields[12])
-  return (ticks * 1_000_000) / CLOCK_TICKS_PER_SECOND
+  const user = (Number(fields[11]) * 1_000_000) / CLOCK_TICKS_PER_SECOND
+  const system = (Number(fields[12]) * 1_000_000) / CLOCK_TICKS_PER_SECOND
+  return { user, system, total: user + system }
 }
 
 /** Resident set size now, in bytes. */
@@ -161,11 +162,16 @@ export async function startDirect(stateful: boolean): Promise<Running> {
 /** What Barbican fronts: the fixture over HTTP at `url`, or launched over stdio. */
 export type BarbicanUpstream = { readonly url: string } | { readonly stdio: true }
 
-/** Barbican (`bin/barbican.js serve`) in front of one upstream, from a generated config. */
+/**
+ * Barbican (`bin/barbican.js serve`) in front of one upstream, from a generated config. `root`
+ * is the checkout to run (another one, e.g. an export of the previous commit, for before/after
+ * comparisons within the same rounds).
+ */
 export async function startBarbican(
   name: string,
   upstream: BarbicanUpstream,
   nodeOptions: readonly string[] = [],
+  root: string = ROOT,
 ): Promise<Running> {
   const port = await freePort()
   const dir = mkdtempSync(join(tmpdir(), 'barbican-bench-'))
@@ -185,7 +191,7 @@ export async function startBarbican(
   )
   return await startServing(
     name,
-    [join(ROOT, 'bin/barbican.js'), 'serve', '--config', config],
+    [join(root, 'bin/barbican.js'), 'serve', '--config', config],
     { url: `http://127.0.0.1:${port}/mcp`, stateful: true },
     { nodeOptions, cleanup: () => rmSync(dir, { recursive: true, force: true }) },
   )

@@ -10,6 +10,8 @@ export interface Sample {
   readonly p50Ms: number
   readonly p99Ms: number
   readonly cpuUsPerCall: number
+  /** The part of cpuUsPerCall spent in the kernel (system time: syscalls, loopback TCP, pipes). */
+  readonly kernelUsPerCall: number
   readonly rssLoadMb: number
   readonly requests: number
   readonly errors: number
@@ -24,6 +26,7 @@ export interface Summary {
   readonly p50Ms: number
   readonly p99Ms: number
   readonly cpuUsPerCall: number
+  readonly kernelUsPerCall: number
   readonly rssLoadMb: number
   readonly errors: number
   /** Median of the per-round ratio to the baseline's throughput. */
@@ -82,6 +85,7 @@ export function summarise(
         p50Ms: pick('p50Ms'),
         p99Ms: pick('p99Ms'),
         cpuUsPerCall: pick('cpuUsPerCall'),
+        kernelUsPerCall: pick('kernelUsPerCall'),
         rssLoadMb: pick('rssLoadMb'),
         errors: runs.reduce((sum, r) => sum + r.errors, 0),
         ratio: median(runs.map((r, i) => r.rps / (base[i]?.rps ?? Number.NaN))),
@@ -205,15 +209,15 @@ export function renderMarkdown(report: Report): string {
     '',
     '## Throughput and latency (tools/call echo)',
     '',
-    '| configuration | c | req/s | × direct | × best peer | p50 ms | +p50 ms | p99 ms | CPU µs/call | RSS load MB | errors |',
-    '| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |',
+    '| configuration | c | req/s | × direct | × best peer | p50 ms | +p50 ms | p99 ms | CPU µs/call | of which kernel | RSS load MB | errors |',
+    '| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |',
   )
   const sorted = [...report.throughput].sort(
     (a, b) => a.concurrency - b.concurrency || order(report, a) - order(report, b),
   )
   for (const s of sorted) {
     lines.push(
-      `| ${s.configuration} | ${s.concurrency} | ${fmt(s.rps)} | ${fmt(s.ratio)} | ${fmt(s.vsBestPeer)} | ${fmt(s.p50Ms, 3)} | ${fmt(s.addedP50Ms, 3)} | ${fmt(s.p99Ms, 3)} | ${fmt(s.cpuUsPerCall, 0)} | ${fmt(s.rssLoadMb, 0)} | ${s.errors} |`,
+      `| ${s.configuration} | ${s.concurrency} | ${fmt(s.rps)} | ${fmt(s.ratio)} | ${fmt(s.vsBestPeer)} | ${fmt(s.p50Ms, 3)} | ${fmt(s.addedP50Ms, 3)} | ${fmt(s.p99Ms, 3)} | ${fmt(s.cpuUsPerCall, 0)} | ${fmt(s.kernelUsPerCall, 0)} | ${fmt(s.rssLoadMb, 0)} | ${s.errors} |`,
     )
   }
   lines.push(

@@ -8,7 +8,8 @@
  *
  * Options: --quick (about a minute), --rounds N, --duration MS, --only a,b (configurations),
  * --no-micro (skip sessions, tools/list and cold start), --profile (Barbican writes a
- * --cpu-prof profile to bench/results/profiles when it stops).
+ * --cpu-prof profile to bench/results/profiles when it stops), --compare DIR (also run the
+ * Barbican checkout in DIR, as `barbican-…@base`, in the same rounds: before/after a change).
  */
 import { fork } from 'node:child_process'
 import { mkdirSync, writeFileSync } from 'node:fs'
@@ -39,6 +40,7 @@ const { values } = parseArgs({
     micro: { type: 'boolean', default: true },
     'no-micro': { type: 'boolean', default: false },
     profile: { type: 'boolean', default: false },
+    compare: { type: 'string' },
     out: { type: 'string', default: join(ROOT, 'bench/results') },
   },
 })
@@ -58,7 +60,27 @@ interface Configuration {
   start(): Promise<Running>
 }
 
-const CONFIGURATIONS: readonly Configuration[] = [
+/** Barbican in front of a fresh SDK server over Streamable HTTP, from the checkout at `root`. */
+function barbicanHttp(name: string, root?: string): () => Promise<Running> {
+  return async () => {
+    const upstream = await startDirect(true)
+    const gateway = await startBarbican(
+      name,
+      { url: upstream.target.url },
+      barbicanNodeOptions,
+      root,
+    )
+    return {
+      ...gateway,
+      async stop() {
+        await gateway.stop()
+        await upstream.stop()
+      },
+    }
+  }
+}
+
+const CONFIGURATIONS: Configuration[] = [
   {
     name: 'direct-stateful',
     description: 'SDK v1 server, Streamable HTTP with sessions (the baseline)',
@@ -72,21 +94,7 @@ const CONFIGURATIONS: readonly Configuration[] = [
   {
     name: 'barbican-http',
     description: 'Barbican → the SDK server over Streamable HTTP (sessions)',
-    start: async () => {
-      const upstream = await startDirect(true)
-      const gateway = await startBarbican(
-        'barbican-http',
-        { url: upstream.target.url },
-        barbicanNodeOptions,
-      )
-      return {
-        ...gateway,
-        async stop() {
-          await gateway.stop()
-          await upstream.stop()
-        },
-      }
-    },
+    start: barbicanHttp('barbican-http'),
   },
   {
     name: 'barbican-stdio',
@@ -105,6 +113,22 @@ const CONFIGURATIONS: readonly Configuration[] = [
   },
 ]
 
+if (values.compare !== undefined) {
+  const root = values.compare
+  CONFIGURATIONS.push(
+    {
+      name: 'barbican-http@base',
+      description: `barbican-http, from the checkout in ${root}`,
+      start: barbicanHttp('barbican-http@base', root),
+    },
+    {
+      name: 'barbican-stdio@base',
+      description: `barbican-stdio, from the checkout in ${root}`,
+      start: () => startBarbican('barbican-stdio@base', { stdio: true }, barbicanNodeOptions, root),
+    },
+  )
+}
+
 /** Runs the load generator against `running` once and measures the process meanwhile. */
 async function measure(running: Running, concurrency: number): Promise<Sample> {
   const child = fork(join(ROOT, 'bench/load.ts'), [], {
@@ -114,7 +138,7 @@ async function measure(running: Running, concurrency: number): Promise<Sample> {
     env: { ...process.env, NODE_NO_WARNINGS: '1' },
   })
   const spec: LoadSpec = { target: running.target, concurrency, warmupMs, durationMs }
-  let cpuStart = 0
+  let cpuStart = { user: 0, system: 0, total: 0 }
   let peakRss = 0
   const sampler = setInterval(() => {
     peakRss = Math.max(peakRss, rssBytes(running.pid))
@@ -140,7 +164,9 @@ async function measure(running: Running, concurrency: number): Promise<Sample> {
       })
       child.send(spec)
     })
-    const cpu = cpuMicros(running.pid) - cpuStart
+    const cpuEnd = cpuMicros(running.pid)
+    const cpu = cpuEnd.total - cpuStart.total
+    const kernel = cpuEnd.system - cpuStart.system
     peakRss = Math.max(peakRss, rssBytes(running.pid))
     if (result.errors > 0) {
       process.stderr.write(
@@ -152,6 +178,7 @@ async function measure(running: Running, concurrency: number): Promise<Sample> {
       p50Ms: result.p50Ms,
       p99Ms: result.p99Ms,
       cpuUsPerCall: result.requests > 0 ? cpu / result.requests : Number.NaN,
+      kernelUsPerCall: result.requests > 0 ? kernel / result.requests : Number.NaN,
       rssLoadMb: peakRss / 2 ** 20,
       requests: result.requests,
       errors: result.errors,
