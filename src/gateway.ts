@@ -4,6 +4,10 @@
  * upstreams send on their own (notifications, requests to clients) to the right sessions.
  */
 import { readFileSync } from 'node:fs'
+import { MemoryContinuationStore } from './bridge/continuation-store.ts'
+import type { HeldCall } from './bridge/held-call.ts'
+import { MrtrBridge } from './bridge/mrtr.ts'
+import { RequestStateSealer, stateKeyFromEnv } from './bridge/request-state.ts'
 import type { Logger } from './log.ts'
 import type { Policy } from './policies/policy.ts'
 import type { JsonObject, JsonRpcNotification, JsonRpcRequest } from './protocol/jsonrpc.ts'
@@ -13,6 +17,7 @@ import { VirtualServer } from './relay/virtual-server.ts'
 import { type CallOwner, Session } from './session.ts'
 import type { ConnectionInfo, InboundHandler } from './transports/inbound.ts'
 import type { Transport } from './transports/transport.ts'
+import type { TrustGuard } from './trust/trust-guard.ts'
 import { Upstream, type UpstreamState } from './upstreams/upstream.ts'
 import type { UpstreamReply } from './upstreams/upstream-client.ts'
 
@@ -44,6 +49,8 @@ export interface GatewayPlan {
   readonly listPageSize?: number
   /** Policies every call passes, in the chain's fixed order (policies/chain.ts). */
   readonly policies?: readonly Policy[]
+  /** Pins and scans what upstreams advertise (docs/trust.md); absent: nothing is checked. */
+  readonly trust?: TrustGuard
 }
 
 const DEFAULT_LIST_PAGE_SIZE = 500
@@ -74,6 +81,14 @@ export class Gateway implements InboundHandler {
   #plan: GatewayPlan
   #log: Logger
   #progress = new ProgressRouter()
+  /** Held calls of 2026-07-28 clients between their rounds (src/bridge/mrtr.ts). */
+  #continuations = new MemoryContinuationStore<HeldCall>()
+  #bridge = new MrtrBridge({
+    sealer: new RequestStateSealer(stateKeyFromEnv()),
+    store: this.#continuations,
+    holdMs: 120_000,
+    settleMs: 20,
+  })
   /** Upstream requests being relayed to clients, by upstream name and upstream request id. */
   #clientRequests = new Map<string, AbortController>()
   /** Upstream name → virtual servers that include it. */
@@ -112,7 +127,13 @@ export class Gateway implements InboundHandler {
           throw new Error(`Virtual server "${s.name}" names unknown upstream "${name}"`)
         return upstream
       })
-      const server = new VirtualServer(s.name, members, s.rules, log.child({ server: s.name }))
+      const server = new VirtualServer(
+        s.name,
+        members,
+        s.rules,
+        log.child({ server: s.name }),
+        plan.trust,
+      )
       this.servers.set(s.name, server)
       for (const m of members) {
         const list = this.#serversOf.get(m.name) ?? []
@@ -124,13 +145,30 @@ export class Gateway implements InboundHandler {
 
   /** Connects every upstream that is not lazy; failures are logged and retried on use. */
   async start(): Promise<void> {
+    await this.#plan.trust?.load()
     const eager = this.#plan.upstreams.filter((u) => !u.lazy)
     await Promise.allSettled(eager.map((u) => this.upstreams.get(u.name)!.connect()))
   }
 
   async stop(): Promise<void> {
+    await this.#continuations.clear()
     for (const session of this.sessions) await session.transport.close().catch(() => {})
     await Promise.allSettled([...this.upstreams.values()].map((u) => u.stop()))
+  }
+
+  /**
+   * Removes an upstream from the running gateway: it leaves every virtual server at once (open
+   * sessions see it gone at their next request, and are told their lists changed), and its
+   * connection is closed, which fails the calls still in flight on it.
+   */
+  async removeUpstream(name: string): Promise<boolean> {
+    const upstream = this.upstreams.get(name)
+    if (!upstream) return false
+    for (const server of this.#serversOf.get(name) ?? []) server.removeUpstream(name)
+    this.#serversOf.delete(name)
+    this.upstreams.delete(name)
+    await upstream.stop()
+    return true
   }
 
   hasServer(name: string): boolean {
@@ -151,6 +189,7 @@ export class Gateway implements InboundHandler {
       clientRequestTimeoutMs: this.#plan.clientRequestTimeoutMs,
       onClose: (s) => this.sessions.delete(s),
       policies: this.#plan.policies ?? [],
+      bridge: this.#bridge,
       listPageSize: this.#plan.listPageSize ?? DEFAULT_LIST_PAGE_SIZE,
     })
     this.sessions.add(session)

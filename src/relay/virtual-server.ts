@@ -9,6 +9,8 @@ import { BarbicanError } from '../errors.ts'
 import type { Logger } from '../log.ts'
 import type { JsonObject } from '../protocol/jsonrpc.ts'
 import { hasCapability } from '../protocol/methods.ts'
+import { quarantineCatalog, withoutQuarantinedTemplates } from '../trust/quarantine.ts'
+import type { Quarantine, TrustGuard } from '../trust/trust-guard.ts'
 import type { ListKey, Upstream } from '../upstreams/upstream.ts'
 import {
   buildCatalog,
@@ -24,16 +26,35 @@ export interface Degraded {
   readonly error: string
 }
 
+/** A built catalog: the merged lists, the upstreams left out, and what trust quarantined. */
+export interface CatalogView {
+  readonly catalog: Catalog
+  readonly degraded: Degraded[]
+  /** Exposed tool and prompt names withheld by trust (docs/trust.md), with the reason. */
+  readonly quarantined: ReadonlyMap<string, Quarantine>
+}
+
 export class VirtualServer extends EventEmitter {
   readonly name: string
-  readonly upstreams: readonly Upstream[]
+  /** Members in configuration order; replaced (never mutated) when one is removed. */
+  upstreams: readonly Upstream[]
   #byName: Map<string, Upstream>
   #names: ReadonlySet<string>
   #rules: CatalogRules
-  #catalog: Promise<{ catalog: Catalog; degraded: Degraded[] }> | undefined
+  #catalog: Promise<CatalogView> | undefined
   #log: Logger
+  #trust: TrustGuard | undefined
+  /** The pin store's revision the current catalog was reviewed at. */
+  #trustRevision = -1
+  #listeners = new Map<Upstream, (keys: ListKey[]) => void>()
 
-  constructor(name: string, upstreams: readonly Upstream[], rules: CatalogRules, log: Logger) {
+  constructor(
+    name: string,
+    upstreams: readonly Upstream[],
+    rules: CatalogRules,
+    log: Logger,
+    trust?: TrustGuard,
+  ) {
     super()
     this.name = name
     this.upstreams = upstreams
@@ -41,12 +62,33 @@ export class VirtualServer extends EventEmitter {
     this.#names = new Set(this.#byName.keys())
     this.#rules = rules
     this.#log = log
+    this.#trust = trust
     for (const upstream of upstreams) {
-      upstream.on('listChanged', (keys: ListKey[]) => {
+      const listener = (keys: ListKey[]) => {
         this.#catalog = undefined
         this.emit('listChanged', keys)
-      })
+      }
+      this.#listeners.set(upstream, listener)
+      upstream.on('listChanged', listener)
     }
+  }
+
+  /**
+   * Takes an upstream out of this server at once: open sessions no longer list its items at
+   * their next request and their calls to it are refused as unknown.
+   */
+  removeUpstream(name: string): boolean {
+    const upstream = this.#byName.get(name)
+    if (!upstream) return false
+    const listener = this.#listeners.get(upstream)
+    if (listener) upstream.off('listChanged', listener)
+    this.#listeners.delete(upstream)
+    this.upstreams = this.upstreams.filter((u) => u !== upstream)
+    this.#byName.delete(name)
+    this.#names = new Set(this.#byName.keys())
+    this.#catalog = undefined
+    this.emit('listChanged', ['tools', 'prompts', 'resources', 'resourceTemplates'])
+    return true
   }
 
   upstream(name: string): Upstream | undefined {
@@ -54,7 +96,10 @@ export class VirtualServer extends EventEmitter {
   }
 
   /** The merged catalog; upstreams that cannot be listed are left out and reported. */
-  async catalog(): Promise<{ catalog: Catalog; degraded: Degraded[] }> {
+  async catalog(): Promise<CatalogView> {
+    // An operator's decision (possibly made by another process) changes what is quarantined.
+    if (this.#trust && this.#catalog && (await this.#trust.revision()) !== this.#trustRevision)
+      this.#catalog = undefined
     if (!this.#catalog) {
       const building = this.#build()
       this.#catalog = building
@@ -71,7 +116,7 @@ export class VirtualServer extends EventEmitter {
     return await this.#catalog
   }
 
-  async #build(): Promise<{ catalog: Catalog; degraded: Degraded[] }> {
+  async #build(): Promise<CatalogView> {
     const degraded: Degraded[] = []
     const lists = await Promise.all(
       this.upstreams.map(async (u): Promise<UpstreamLists> => {
@@ -89,19 +134,43 @@ export class VirtualServer extends EventEmitter {
         }
       }),
     )
-    const catalog = buildCatalog(lists, this.#rules)
+    if (!this.#trust) {
+      const catalog = buildCatalog(lists, this.#rules)
+      this.#logConflicts(catalog)
+      return { catalog, degraded, quarantined: new Map() }
+    }
+    const listed = lists.filter((l) => !degraded.some((d) => d.upstream === l.name))
+    const verdict = await this.#trust.review(
+      listed.map((l) => {
+        const info = this.#byName.get(l.name)?.info
+        return {
+          upstream: l.name,
+          lists: { ...l, instructions: info?.instructions, serverInfo: info?.serverInfo },
+        }
+      }),
+    )
+    this.#trustRevision = await this.#trust.revision()
+    const built = buildCatalog(withoutQuarantinedTemplates(lists, verdict), this.#rules)
+    this.#logConflicts(built)
+    return { ...quarantineCatalog(built, verdict), degraded }
+  }
+
+  #logConflicts(catalog: Catalog): void {
     for (const conflict of catalog.conflicts) {
       this.#log.warn('name conflict in virtual server', { server: this.name, ...conflict })
     }
-    return { catalog, degraded }
   }
 
   async resolveTool(name: string): Promise<{ upstream: Upstream; target: Target }> {
-    return this.#resolve((await this.catalog()).catalog.toolTargets, name, 'tool')
+    const view = await this.catalog()
+    refuseQuarantined(view, name)
+    return this.#resolve(view.catalog.toolTargets, name, 'tool')
   }
 
   async resolvePrompt(name: string): Promise<{ upstream: Upstream; target: Target }> {
-    return this.#resolve((await this.catalog()).catalog.promptTargets, name, 'prompt')
+    const view = await this.catalog()
+    refuseQuarantined(view, name)
+    return this.#resolve(view.catalog.promptTargets, name, 'prompt')
   }
 
   /**
@@ -175,8 +244,12 @@ export class VirtualServer extends EventEmitter {
 
   /** Instructions of every upstream that gave some, each attributed to its upstream. */
   instructions(): string | undefined {
+    const trust = this.#trust
     const parts = this.upstreams
-      .filter((u) => u.info?.instructions)
+      .filter((u) => {
+        const text = u.info?.instructions
+        return text && (!trust || trust.allowsInstructions(u.name, text))
+      })
       .map((u) => `[${u.name}] ${u.info!.instructions}`)
     return parts.length > 0 ? parts.join('\n\n') : undefined
   }
@@ -185,6 +258,14 @@ export class VirtualServer extends EventEmitter {
   connectedUpstreams(): Upstream[] {
     return this.upstreams.filter((u) => u.state === 'ready')
   }
+}
+
+function refuseQuarantined(view: CatalogView, name: string): void {
+  const q = view.quarantined.get(name)
+  if (!q) return
+  throw new BarbicanError('ERR_TOOL_QUARANTINED', `${name} is quarantined: ${q.message}`, {
+    data: { upstream: q.upstream, key: q.key, reason: q.reason, changes: q.changes },
+  })
 }
 
 function unknown(kind: string, name: string): BarbicanError {

@@ -1,0 +1,57 @@
+/**
+ * Applies a trust verdict to a virtual server's catalog: quarantined tools and prompts leave the
+ * merged lists and their exposed names are kept aside, so a call names the change instead of
+ * failing as unknown; quarantined resource templates leave the lists before the merge.
+ */
+import type { Catalog, Target, UpstreamLists } from '../relay/catalog.ts'
+import { itemKey } from './surface.ts'
+import type { Quarantine, TrustVerdict } from './trust-guard.ts'
+
+/** Removes quarantined resource templates from each upstream's lists (before the merge). */
+export function withoutQuarantinedTemplates(
+  lists: readonly UpstreamLists[],
+  verdict: TrustVerdict,
+): UpstreamLists[] {
+  return lists.map((l) => {
+    const hidden = verdict.quarantined.get(l.name)
+    if (!hidden) return l
+    const resourceTemplates = l.resourceTemplates.filter(
+      (t) =>
+        typeof t.uriTemplate !== 'string' ||
+        !hidden.has(itemKey('resourceTemplate', t.uriTemplate)),
+    )
+    return { ...l, resourceTemplates }
+  })
+}
+
+/** The catalog without quarantined tools and prompts, and their exposed names → why. */
+export function quarantineCatalog(
+  catalog: Catalog,
+  verdict: TrustVerdict,
+): { catalog: Catalog; quarantined: Map<string, Quarantine> } {
+  const quarantined = new Map<string, Quarantine>()
+  const split = (targets: ReadonlyMap<string, Target>, kind: 'tool' | 'prompt') => {
+    const kept = new Map<string, Target>()
+    for (const [exposed, target] of targets) {
+      const q = verdict.quarantined.get(target.upstream)?.get(itemKey(kind, target.original))
+      if (q) quarantined.set(exposed, q)
+      else kept.set(exposed, target)
+    }
+    return kept
+  }
+  const toolTargets = split(catalog.toolTargets, 'tool')
+  const promptTargets = split(catalog.promptTargets, 'prompt')
+  if (quarantined.size === 0) return { catalog, quarantined }
+  return {
+    catalog: {
+      ...catalog,
+      tools: catalog.tools.filter((t) => typeof t.name !== 'string' || toolTargets.has(t.name)),
+      prompts: catalog.prompts.filter(
+        (p) => typeof p.name !== 'string' || promptTargets.has(p.name),
+      ),
+      toolTargets,
+      promptTargets,
+    },
+    quarantined,
+  }
+}

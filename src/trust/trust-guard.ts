@@ -1,0 +1,299 @@
+/**
+ * Checks what upstreams advertise against their pins and the scan, and decides which items are
+ * quarantined: hidden from lists and refused on call, while everything else of the server keeps
+ * working. New definitions are pinned (trust on first use) or held for approval; changed ones
+ * are recorded as pending changes with their findings, for `barbican pins`.
+ */
+import type { Logger } from '../log.ts'
+import type { PendingChange, PinAction, PinnedItem, PinStore } from '../store/store.ts'
+import { canonicalHash } from './canonical.ts'
+import { diffDefinitions, type FieldChange, summarizeChanges } from './diff.ts'
+import { DEFAULT_TRUST_POLICY, FIRST_SIGHT, type TrustPolicy } from './policy.ts'
+import { type Finding, QUARANTINE_SEVERITIES, scanItem, scanSurfaces } from './scan.ts'
+import { type AdvertisedLists, itemKey, type SurfaceItem, surfaceOf } from './surface.ts'
+
+/** Why an item is hidden. */
+export interface Quarantine {
+  readonly upstream: string
+  readonly key: string
+  readonly kind: SurfaceItem['kind']
+  readonly name: string
+  readonly reason: 'changed' | 'new' | 'scan' | 'rejected'
+  /** A sentence naming the change, for error messages and logs. */
+  readonly message: string
+  readonly changes: readonly FieldChange[]
+}
+
+/** The outcome of one review: quarantined keys per upstream, and every scan finding. */
+export interface TrustVerdict {
+  readonly quarantined: ReadonlyMap<string, ReadonlyMap<string, Quarantine>>
+  readonly findings: readonly Finding[]
+}
+
+export interface TrustGuardOptions {
+  readonly store: PinStore
+  /** The policy of an upstream; upstreams not named get the defaults. */
+  readonly policies?: ReadonlyMap<string, TrustPolicy>
+  readonly log: Logger
+  readonly now?: () => Date
+}
+
+export class TrustGuard {
+  readonly store: PinStore
+  #policies: ReadonlyMap<string, TrustPolicy>
+  #log: Logger
+  #now: () => Date
+  /** Approved hashes by upstream and key, as last read from the store. */
+  #approved = new Map<string, Map<string, PinnedItem>>()
+  /** One review at a time, so two virtual servers never pin the same first sight twice. */
+  #queue: Promise<unknown> = Promise.resolve()
+  /** Warnings already logged (upstream, key, hash, rule), so a rebuild does not repeat them. */
+  #warned = new Set<string>()
+
+  constructor(options: TrustGuardOptions) {
+    this.store = options.store
+    this.#policies = options.policies ?? new Map()
+    this.#log = options.log
+    this.#now = options.now ?? (() => new Date())
+  }
+
+  policy(upstream: string): TrustPolicy {
+    return this.#policies.get(upstream) ?? DEFAULT_TRUST_POLICY
+  }
+
+  /** Reads the approved pins into memory (for the synchronous instructions check). */
+  async load(): Promise<void> {
+    const all = await this.store.pinned()
+    this.#approved.clear()
+    for (const p of all) this.#approvedOf(p.upstream).set(p.key, p)
+  }
+
+  /** The store's revision: a virtual server rebuilds its catalog when it moved. */
+  async revision(): Promise<number> {
+    return await this.store.revision()
+  }
+
+  /**
+   * Whether an upstream's instructions may reach clients now, decided from the pins in memory:
+   * the approved text, or a first sight under `trust` without severe findings.
+   */
+  allowsInstructions(upstream: string, text: string): boolean {
+    const policy = this.policy(upstream)
+    const key = itemKey('instructions', '')
+    const approved = this.#approvedOf(upstream).get(key)
+    const hash = canonicalHash(text)
+    const item: SurfaceItem = { kind: 'instructions', name: '', key, definition: text, hash }
+    const severe =
+      policy.scan === 'quarantine' &&
+      scanItem(upstream, item).some((f) => QUARANTINE_SEVERITIES.has(f.severity))
+    if (approved?.hash === hash) return !(severe && approved.approvedBy === FIRST_SIGHT)
+    if (approved) return policy.onChange === 'warn' && !severe
+    return policy.firstSight === 'trust' && !severe
+  }
+
+  /** Reviews the surfaces of a virtual server's upstreams (lists fetched together). */
+  review(
+    upstreams: readonly { readonly upstream: string; readonly lists: AdvertisedLists }[],
+  ): Promise<TrustVerdict> {
+    const run = this.#queue.then(() => this.#review(upstreams))
+    this.#queue = run.catch(() => {})
+    return run
+  }
+
+  async #review(
+    upstreams: readonly { readonly upstream: string; readonly lists: AdvertisedLists }[],
+  ): Promise<TrustVerdict> {
+    const surfaces = upstreams.map((u) => ({ upstream: u.upstream, items: surfaceOf(u.lists) }))
+    const findings = scanSurfaces(surfaces)
+    const quarantined = new Map<string, Map<string, Quarantine>>()
+    for (const { upstream, items } of surfaces) {
+      const pinned = new Map((await this.store.pinned(upstream)).map((p) => [p.key, p]))
+      const pending = new Map((await this.store.pending(upstream)).map((p) => [p.key, p]))
+      this.#approved.set(upstream, pinned)
+      const hidden = new Map<string, Quarantine>()
+      for (const item of items) {
+        const own = findings.filter((f) => f.upstream === upstream && f.key === item.key)
+        const q = await this.#decide(
+          upstream,
+          item,
+          own,
+          pinned.get(item.key),
+          pending.get(item.key),
+        )
+        if (q) hidden.set(item.key, q)
+      }
+      if (hidden.size > 0) quarantined.set(upstream, hidden)
+    }
+    return { quarantined, findings }
+  }
+
+  async #decide(
+    upstream: string,
+    item: SurfaceItem,
+    findings: readonly Finding[],
+    approved: PinnedItem | undefined,
+    pending: PendingChange | undefined,
+  ): Promise<Quarantine | undefined> {
+    const policy = this.policy(upstream)
+    const severe =
+      policy.scan === 'quarantine' && findings.some((f) => QUARANTINE_SEVERITIES.has(f.severity))
+    const what = `${item.kind === 'resourceTemplate' ? 'resource template' : item.kind}${item.name ? ` "${item.name}"` : ''} of upstream "${upstream}"`
+    const review = `review it with: barbican pins diff ${upstream} ${item.key}`
+    const flagged = () =>
+      `${what} is quarantined by the scan (${findings
+        .filter((f) => QUARANTINE_SEVERITIES.has(f.severity))
+        .map((f) => `${f.rule}: ${f.message}`)
+        .join('; ')}); ${review}`
+    this.#warnFindings(upstream, item, findings, severe)
+
+    if (approved?.hash === item.hash) {
+      if (pending && pending.hash !== item.hash) await this.store.dismiss(upstream, item.key)
+      if (!(severe && approved.approvedBy === FIRST_SIGHT)) return undefined
+      await this.#propose(item, upstream, pending, approved.hash, 'scan', findings, 'flagged')
+      return this.#hide(upstream, item, 'scan', flagged(), [])
+    }
+    if (pending?.hash === item.hash && pending.status === 'rejected') {
+      const changes = diffDefinitions(approved?.definition, item.definition)
+      return this.#hide(
+        upstream,
+        item,
+        'rejected',
+        `${what} was rejected by ${pending.decidedBy ?? 'an operator'}; it stays hidden while the server advertises it`,
+        changes,
+      )
+    }
+    if (approved) {
+      const changes = diffDefinitions(approved.definition, item.definition)
+      await this.#propose(item, upstream, pending, approved.hash, 'changed', findings, 'changed')
+      const message = `${what} changed since it was approved (${summarizeChanges(changes)}); ${review}`
+      if (policy.onChange === 'quarantine' || severe)
+        return this.#hide(upstream, item, 'changed', message, changes)
+      this.#warnOnce(
+        `${upstream}\u0000${item.key}\u0000${item.hash}\u0000change`,
+        message,
+        upstream,
+      )
+      return undefined
+    }
+    if (policy.firstSight === 'approve' || severe) {
+      const reason = severe ? 'scan' : 'new'
+      await this.#propose(
+        item,
+        upstream,
+        pending,
+        null,
+        reason,
+        findings,
+        severe ? 'flagged' : 'new',
+      )
+      const message = severe ? flagged() : `${what} is new and waits for approval; ${review}`
+      return this.#hide(
+        upstream,
+        item,
+        reason,
+        message,
+        diffDefinitions(undefined, item.definition),
+      )
+    }
+    const at = this.#now().toISOString()
+    const pin: PinnedItem = { upstream, ...fields(item), approvedAt: at, approvedBy: FIRST_SIGHT }
+    await this.store.pin(pin)
+    this.#approvedOf(upstream).set(item.key, pin)
+    if (pending) await this.store.dismiss(upstream, item.key)
+    await this.#event(upstream, item, 'trusted', null, FIRST_SIGHT)
+    return undefined
+  }
+
+  async #propose(
+    item: SurfaceItem,
+    upstream: string,
+    pending: PendingChange | undefined,
+    previousHash: string | null,
+    reason: PendingChange['reason'],
+    findings: readonly Finding[],
+    action: PinAction,
+  ): Promise<void> {
+    if (pending?.hash === item.hash && pending.reason === reason) return
+    await this.store.propose({
+      upstream,
+      ...fields(item),
+      previousHash,
+      reason,
+      findings,
+      status: 'pending',
+      seenAt: this.#now().toISOString(),
+    })
+    await this.#event(upstream, item, action, previousHash, 'barbican')
+  }
+
+  async #event(
+    upstream: string,
+    item: SurfaceItem,
+    action: PinAction,
+    previousHash: string | null,
+    actor: string,
+  ): Promise<void> {
+    await this.store.record({
+      upstream,
+      key: item.key,
+      action,
+      hash: item.hash,
+      previousHash,
+      actor,
+      at: this.#now().toISOString(),
+    })
+  }
+
+  #hide(
+    upstream: string,
+    item: SurfaceItem,
+    reason: Quarantine['reason'],
+    message: string,
+    changes: readonly FieldChange[],
+  ): Quarantine {
+    this.#warnOnce(`${upstream}\u0000${item.key}\u0000${item.hash}\u0000hide`, message, upstream)
+    return { upstream, key: item.key, kind: item.kind, name: item.name, reason, message, changes }
+  }
+
+  #warnFindings(
+    upstream: string,
+    item: SurfaceItem,
+    findings: readonly Finding[],
+    severe: boolean,
+  ): void {
+    if (severe) return
+    for (const f of findings) {
+      const id = `${upstream}\u0000${item.key}\u0000${item.hash}\u0000${f.rule}\u0000${f.message}`
+      this.#warnOnce(
+        id,
+        `scan: ${f.kind} "${f.name}" ${f.rule} (${f.severity}): ${f.message}`,
+        upstream,
+      )
+    }
+  }
+
+  #warnOnce(id: string, message: string, upstream: string): void {
+    if (this.#warned.has(id)) return
+    this.#warned.add(id)
+    this.#log.warn(message, { upstream })
+  }
+
+  #approvedOf(upstream: string): Map<string, PinnedItem> {
+    let map = this.#approved.get(upstream)
+    if (!map) {
+      map = new Map()
+      this.#approved.set(upstream, map)
+    }
+    return map
+  }
+}
+
+function fields(item: SurfaceItem) {
+  return {
+    key: item.key,
+    kind: item.kind,
+    name: item.name,
+    hash: item.hash,
+    definition: item.definition,
+  }
+}
