@@ -6,6 +6,9 @@
  */
 import { randomBytes } from 'node:crypto'
 import { ANONYMOUS, type Identity } from './auth/identity.ts'
+import { modernCapabilities, type UpstreamEnvelope } from './bridge/envelope.ts'
+import type { ClientRequester } from './bridge/held-call.ts'
+import { MRTR_METHODS, type MrtrBridge } from './bridge/mrtr.ts'
 import { BarbicanError, errorData, jsonRpcCodeOf, toBarbicanError } from './errors.ts'
 import type { Logger } from './log.ts'
 import { compose } from './policies/chain.ts'
@@ -42,7 +45,8 @@ import type { UpstreamReply } from './upstreams/upstream-client.ts'
 
 /** The owner recorded on upstream requests, to route upstream→client requests back. */
 export interface CallOwner {
-  readonly session: Session
+  /** The session, or a held call standing in for a 2026-07-28 client between its rounds. */
+  readonly session: ClientRequester
   readonly requestId: JsonRpcId
 }
 
@@ -58,6 +62,8 @@ export interface SessionDeps {
   readonly listPageSize: number
   /** Policies run around the relay, in the chain's fixed order. */
   readonly policies: readonly Policy[]
+  /** Multi-round-trip translation between eras (src/bridge); absent: relayed as is. */
+  readonly bridge?: MrtrBridge | undefined
 }
 
 /** Result `_meta` key listing which upstream contributes what (capability attribution). */
@@ -95,6 +101,8 @@ export class Session {
   #nextClientRequestId = 1
   /** Exposed URI → upstream target, for resources/updated routing. */
   #subscriptions = new Map<string, { upstream: string; uri: string }>()
+  /** Open 2026-07-28 listen streams: request id → watched URIs (exposed → upstream target). */
+  #listens = new Map<JsonRpcId, Map<string, { upstream: string; uri: string }>>()
   #closed = false
   /** Task id → upstream, for the tasks this client created (2025-11-25 tasks pass through). */
   #tasks = new Map<string, string>()
@@ -221,6 +229,12 @@ export class Session {
     const revision: Revision = modern
       ? (request.envelope?.protocolVersion as Revision)
       : (this.#revision ?? DEFAULT_HTTP_LEGACY_REVISION)
+    if (modern && !request.envelope) {
+      throw new BarbicanError(
+        'ERR_INVALID_PARAMS',
+        'Missing required _meta fields: io.modelcontextprotocol/protocolVersion and io.modelcontextprotocol/clientCapabilities',
+      )
+    }
     if (!methodSpec(method)) {
       throw new BarbicanError('ERR_METHOD_UNKNOWN', `Method not found: ${method}`)
     }
@@ -375,6 +389,11 @@ export class Session {
           } else {
             this.#subscriptions.delete(uri)
           }
+          if (upstream.era === 'modern') {
+            // 2026 has no resources/subscribe: the upstream watches through a listen stream.
+            upstream.watchResource(route.original, method === 'resources/subscribe')
+            return complete({})
+          }
           return await this.#forward(upstream, request, { ...params, uri: route.original }, signal)
         }
         case 'completion/complete': {
@@ -432,13 +451,92 @@ export class Session {
         await Promise.allSettled(
           server
             .connectedUpstreams()
-            .filter((u) => hasCapability(u.info?.capabilities, ['logging']))
+            // 2026 upstreams take the level on each request (_meta logLevel) instead.
+            .filter((u) => u.era !== 'modern' && hasCapability(u.info?.capabilities, ['logging']))
             .map((u) => u.request('logging/setLevel', { level }, { signal })),
         )
         return complete({})
       }
+      case 'subscriptions/listen':
+        return await this.#listen(request, signal)
       default:
         throw new BarbicanError('ERR_METHOD_UNKNOWN', `Method not found: ${method}`)
+    }
+  }
+
+  /**
+   * A 2026-07-28 listen stream: acknowledged first with the subset Barbican honours, then fed
+   * by list changes of the virtual server and updates of the watched resources, each tagged
+   * with the listen request's id, until the client closes it.
+   */
+  async #listen(request: Request, signal: AbortSignal): Promise<Result> {
+    const id = request.id
+    const server = this.#deps.server
+    const asked = isPlainObject(request.params?.notifications) ? request.params.notifications : {}
+    const honoured: JsonObject = {}
+    for (const key of ['toolsListChanged', 'promptsListChanged', 'resourcesListChanged']) {
+      if (asked[key] === true) honoured[key] = true
+    }
+    const watched = new Map<string, { upstream: string; uri: string }>()
+    const uris = Array.isArray(asked.resourceSubscriptions) ? asked.resourceSubscriptions : []
+    for (const uri of uris) {
+      if (typeof uri !== 'string') continue
+      try {
+        const { upstream, target } = await server.resolveResource(uri)
+        if (!hasCapability(upstream.info?.capabilities, ['resources', 'subscribe'])) continue
+        if (upstream.era !== 'modern') {
+          await upstream.request('resources/subscribe', { uri: target.original }, { signal })
+        }
+        watched.set(uri, { upstream: upstream.name, uri: target.original })
+      } catch {
+        // A URI Barbican cannot watch is left out of the acknowledgement.
+      }
+    }
+    if (watched.size > 0) honoured.resourceSubscriptions = [...watched.keys()]
+    const tag = (params: JsonObject = {}): JsonObject => ({
+      ...params,
+      _meta: { [META.subscriptionId]: id },
+    })
+    this.#sendNotification(
+      'notifications/subscriptions/acknowledged',
+      tag({ notifications: honoured }),
+      id,
+    )
+    const onList = (keys: string[]) => {
+      const sent = new Set<string>()
+      for (const key of keys) {
+        const flag = LISTEN_FLAGS[key]
+        if (flag === undefined || honoured[flag] !== true || sent.has(flag)) continue
+        sent.add(flag)
+        this.#sendNotification(
+          `notifications/${key === 'resourceTemplates' ? 'resources' : key}/list_changed`,
+          tag(),
+          id,
+        )
+      }
+    }
+    server.on('listChanged', onList)
+    this.#listens.set(id, watched)
+    try {
+      await new Promise<void>((resolve) => {
+        if (signal.aborted) resolve()
+        else signal.addEventListener('abort', () => resolve(), { once: true })
+      })
+    } finally {
+      server.off('listChanged', onList)
+      this.#listens.delete(id)
+      for (const target of watched.values()) {
+        const upstream = server.upstream(target.upstream)
+        if (upstream && upstream.era !== 'modern') {
+          upstream.request('resources/unsubscribe', { uri: target.uri }).catch(() => {})
+        }
+      }
+    }
+    return {
+      kind: 'result',
+      id,
+      resultType: 'complete',
+      result: { _meta: { [META.subscriptionId]: id } },
     }
   }
 
@@ -485,9 +583,63 @@ export class Session {
     }
     try {
       const owner: CallOwner = { session: this, requestId: request.id }
-      return await upstream.request(request.method, outParams, { signal, owner })
+      const bridge = this.#deps.bridge
+      const envelope = this.#envelopeFor(request)
+      if (bridge && request.envelope && MRTR_METHODS.has(request.method)) {
+        await upstream.connect()
+        return await bridge.modernCall({
+          identity: this.identity,
+          method: request.method,
+          params: outParams,
+          clientCapabilities: request.envelope.clientCapabilities,
+          signal,
+          upstream: upstream.name,
+          upstreamEra: upstream.era ?? 'legacy',
+          send: (p, held, s) =>
+            upstream.request(request.method, p, {
+              signal: s,
+              owner: held ? ({ session: held, requestId: request.id } satisfies CallOwner) : owner,
+              envelope,
+            }),
+        })
+      }
+      const send = (p: JsonObject | undefined) =>
+        upstream.request(request.method, p, { signal, owner, envelope })
+      let reply = await send(outParams)
+      if (bridge && !request.envelope && upstream.era === 'modern') {
+        if (reply.kind === 'result' && reply.resultType === 'input_required') {
+          reply = await bridge.legacyShim(reply, outParams, send, this, request.id)
+        }
+        // 2026 says -32602 for an unknown resource; legacy clients know -32002.
+        if (
+          request.method === 'resources/read' &&
+          reply.kind === 'error' &&
+          reply.code === -32602
+        ) {
+          reply.meaning = 'resource-not-found'
+        }
+      }
+      return reply
     } finally {
       release?.()
+    }
+  }
+
+  /** What a 2026-07-28 upstream is told about the client of this request. */
+  #envelopeFor(request: Request): UpstreamEnvelope {
+    const e = request.envelope
+    if (e) {
+      return {
+        clientCapabilities: e.clientCapabilities,
+        clientInfo: e.clientInfo ?? this.#deps.serverInfo,
+        logLevel: e.logLevel,
+      }
+    }
+    return {
+      clientCapabilities: modernCapabilities(this.#clientCapabilities),
+      clientInfo: this.#deps.serverInfo,
+      // Legacy servers log unless told otherwise; 2026 ones only when asked per request.
+      logLevel: this.#logLevel ?? 'debug',
     }
   }
 
@@ -535,6 +687,17 @@ export class Session {
   /** A resources/updated notification; delivered when this client subscribed to that resource. */
   forwardResourceUpdated(upstream: string, params: JsonObject | undefined): void {
     const uri = params?.uri
+    for (const [id, watched] of this.#listens) {
+      for (const [exposed, target] of watched) {
+        if (target.upstream === upstream && target.uri === uri) {
+          this.#sendNotification(
+            'notifications/resources/updated',
+            { uri: exposed, _meta: { [META.subscriptionId]: id } },
+            id,
+          )
+        }
+      }
+    }
     for (const [exposed, target] of this.#subscriptions) {
       if (target.upstream === upstream && target.uri === uri) {
         this.#sendNotification('notifications/resources/updated', { ...params, uri: exposed })
@@ -659,6 +822,14 @@ export class Session {
   static supports(revision: string): boolean {
     return (REVISIONS as readonly string[]).includes(revision)
   }
+}
+
+/** Catalog list key → the 2026 listen filter flag that asks for its changes. */
+const LISTEN_FLAGS: Readonly<Record<string, string>> = {
+  tools: 'toolsListChanged',
+  prompts: 'promptsListChanged',
+  resources: 'resourcesListChanged',
+  resourceTemplates: 'resourcesListChanged',
 }
 
 function unicast(resolved: { upstream: Upstream; target: { original: string } }): Route {

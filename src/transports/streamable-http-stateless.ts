@@ -12,6 +12,7 @@ import { HEADER_MISMATCH } from '../protocol/error-codes.ts'
 import {
   errorResponse,
   INTERNAL_ERROR,
+  INVALID_PARAMS,
   isErrorResponse,
   isPlainObject,
   isRequest,
@@ -61,6 +62,19 @@ export function decodeHeaderValue(value: string): string | undefined {
   } catch {
     return undefined
   }
+}
+
+/** Why a 2026-07-28 request lacks its required `_meta` fields; `undefined` when it has them. */
+export function missingEnvelope(message: JsonRpcRequest): string | undefined {
+  const meta = isPlainObject(message.params) ? message.params._meta : undefined
+  if (!isPlainObject(meta)) return 'Missing required _meta in params'
+  if (typeof meta[PROTOCOL_VERSION_META] !== 'string') {
+    return `Missing required _meta field ${PROTOCOL_VERSION_META}`
+  }
+  if (!isPlainObject(meta['io.modelcontextprotocol/clientCapabilities'])) {
+    return 'Missing required _meta field io.modelcontextprotocol/clientCapabilities'
+  }
+  return undefined
 }
 
 /** Why a 2026-07-28 request's headers disagree with its body; `undefined` when they agree. */
@@ -142,6 +156,12 @@ export function handleStatelessPost(
     transport.dispatch(message, info.headers ?? {})
     sendEmpty(res, 202)
     void transport.close()
+    return
+  }
+  // A request without the required _meta envelope is -32602 (HTTP 400) before any header check.
+  const missing = missingEnvelope(message)
+  if (missing !== undefined) {
+    sendRpcError(res, 400, missing, { code: INVALID_PARAMS, id: message.id })
     return
   }
   const mismatch = headerMismatch(req, message)

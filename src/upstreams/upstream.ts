@@ -4,6 +4,13 @@
  * advertised, and its cached lists, refreshed when the server says they changed.
  */
 import { EventEmitter } from 'node:events'
+import {
+  MODERN_UPSTREAM_REVISION,
+  modernHeaders,
+  type UpstreamEnvelope,
+  withEnvelope,
+} from '../bridge/envelope.ts'
+import { type EraVerdict, probeEra } from '../bridge/probe.ts'
 import { BarbicanError } from '../errors.ts'
 import type { Logger } from '../log.ts'
 import {
@@ -66,12 +73,19 @@ export interface UpstreamOptions {
   /** What Barbican declares to upstreams in `initialize`. */
   readonly clientInfo: JsonObject
   readonly clientCapabilities: JsonObject
+  /** How long the `server/discover` era probe waits (bridge/probe.ts default when absent). */
+  readonly probeTimeoutMs?: number | undefined
   /** Answers upstream → client requests (sampling, elicitation, roots/list). */
   readonly onRequest: (
     upstream: Upstream,
     request: JsonRpcRequest,
     owners: readonly unknown[],
   ) => Promise<UpstreamReply>
+}
+
+/** Per-request facts for a 2026-07-28 upstream; Barbican's own when the caller gives none. */
+export interface ModernRequestOptions extends RequestOptions {
+  readonly envelope?: UpstreamEnvelope | undefined
 }
 
 export interface UpstreamInfo {
@@ -101,6 +115,13 @@ export class Upstream extends EventEmitter {
   #restartTimer: NodeJS.Timeout | undefined
   #lists = new Map<ListKey, Promise<JsonObject[]>>()
   #stopped = false
+  /** The era verdict, kept across reconnects (era is a property of the server). */
+  #verdict: EraVerdict | undefined
+  /** Tool name → input schema, for `Mcp-Param-*` headers on the 2026 hop. */
+  #toolSchemas = new Map<string, JsonObject>()
+  /** Legacy clients' resource subscriptions toward a 2026 upstream: URI → subscriber count. */
+  #watched = new Map<string, number>()
+  #watchStream: AbortController | undefined
 
   constructor(options: UpstreamOptions) {
     super()
@@ -116,6 +137,10 @@ export class Upstream extends EventEmitter {
   }
   get info(): UpstreamInfo | undefined {
     return this.#info
+  }
+  /** The upstream's era once probed: 'modern' upstreams are spoken to statelessly. */
+  get era(): 'legacy' | 'modern' | undefined {
+    return this.#verdict?.era
   }
 
   /** Connects (once at a time) and runs the handshake; fails fast while backing off. */
@@ -137,11 +162,11 @@ export class Upstream extends EventEmitter {
     return this.#connecting
   }
 
-  async #open(): Promise<UpstreamClient> {
-    const { log } = this.#options
+  /** A client on a fresh transport, started. */
+  async #newClient(): Promise<UpstreamClient> {
     const transport = this.#options.createTransport()
     const client = new UpstreamClient(this.name, transport, {
-      log,
+      log: this.#options.log,
       timeoutMs: this.#options.requestTimeoutMs,
       revision: LATEST_LEGACY_REVISION,
       events: {
@@ -152,6 +177,107 @@ export class Upstream extends EventEmitter {
     })
     try {
       await transport.start()
+    } catch (err) {
+      await client.close().catch(() => {})
+      throw err
+    }
+    return client
+  }
+
+  /** Barbican's own envelope, for requests made on nobody's behalf (lists, discover). */
+  #ownEnvelope(): UpstreamEnvelope {
+    return {
+      clientCapabilities: this.#options.clientCapabilities,
+      clientInfo: this.#options.clientInfo,
+    }
+  }
+
+  /**
+   * Probes a server of unknown era with `server/discover` (bridge/probe.ts). Returns the client
+   * to continue with: the same one, or a fresh connection when the server closed on the probe.
+   */
+  async #probe(client: UpstreamClient): Promise<UpstreamClient> {
+    client.setRevision(MODERN_UPSTREAM_REVISION)
+    const verdict = await probeEra(
+      (timeoutMs) =>
+        client.request('server/discover', withEnvelope(undefined, this.#ownEnvelope()), {
+          timeoutMs,
+          send: { headers: modernHeaders('server/discover', undefined) } as RequestOptions['send'],
+        }),
+      this.#options.probeTimeoutMs,
+    )
+    this.#verdict = verdict
+    this.#options.log.info('upstream era', {
+      era: verdict.era,
+      ...(verdict.era === 'legacy' ? { reason: verdict.reason } : {}),
+    })
+    if (verdict.era === 'modern') return client
+    client.setRevision(LATEST_LEGACY_REVISION)
+    if (!verdict.closed && !client.closed) return client
+    await client.close().catch(() => {})
+    return await this.#newClient()
+  }
+
+  /** A 2026-07-28 upstream is ready after discover; it listens for list changes upstream. */
+  #readyModern(client: UpstreamClient, verdict: EraVerdict & { era: 'modern' }): UpstreamClient {
+    const d = verdict.discover
+    const info: UpstreamInfo = {
+      protocolVersion: MODERN_UPSTREAM_REVISION,
+      capabilities: isPlainObject(d.capabilities) ? d.capabilities : {},
+      serverInfo: verdict.serverInfo,
+      ...(typeof d.instructions === 'string' ? { instructions: d.instructions } : {}),
+    }
+    this.#becomeReady(client, info)
+    this.#listenUpstream(client, info.capabilities)
+    return client
+  }
+
+  /**
+   * Opens a `subscriptions/listen` stream so the modern upstream's list changes reach Barbican
+   * like a legacy server's notifications; it lives as long as the connection.
+   */
+  #listenUpstream(client: UpstreamClient, capabilities: JsonObject): void {
+    const notifications: JsonObject = {}
+    if (hasCapability(capabilities, ['tools', 'listChanged'])) notifications.toolsListChanged = true
+    if (hasCapability(capabilities, ['prompts', 'listChanged'])) {
+      notifications.promptsListChanged = true
+    }
+    if (hasCapability(capabilities, ['resources', 'listChanged'])) {
+      notifications.resourcesListChanged = true
+    }
+    if (Object.keys(notifications).length === 0) return
+    const params = withEnvelope({ notifications }, this.#ownEnvelope())
+    client
+      .request('subscriptions/listen', params, {
+        timeoutMs: 2 ** 31 - 1,
+        send: { headers: modernHeaders('subscriptions/listen', params) } as RequestOptions['send'],
+      })
+      .catch(() => {})
+  }
+
+  #becomeReady(client: UpstreamClient, info: UpstreamInfo): void {
+    this.#info = info
+    this.#client = client
+    this.#connectedAt = Date.now()
+    this.#retryAt = 0
+    this.#lastError = undefined
+    this.#lists.clear()
+    this.#setState('ready')
+    this.#options.log.info('upstream ready', {
+      protocolVersion: info.protocolVersion,
+      server: info.serverInfo.name,
+    })
+  }
+
+  async #open(): Promise<UpstreamClient> {
+    let client: UpstreamClient | undefined
+    try {
+      client = await this.#newClient()
+      if (this.#verdict?.era !== 'legacy') {
+        client = await this.#probe(client)
+        const verdict = this.#verdict
+        if (verdict?.era === 'modern') return this.#readyModern(client, verdict)
+      }
       const reply = await client.request(
         'initialize',
         {
@@ -183,20 +309,10 @@ export class Upstream extends EventEmitter {
         ...(typeof r.instructions === 'string' ? { instructions: r.instructions } : {}),
       }
       await client.notify('notifications/initialized')
-      this.#info = info
-      this.#client = client
-      this.#connectedAt = Date.now()
-      this.#retryAt = 0
-      this.#lastError = undefined
-      this.#lists.clear()
-      this.#setState('ready')
-      log.info('upstream ready', {
-        protocolVersion: version,
-        server: info.serverInfo.name,
-      })
+      this.#becomeReady(client, info)
       return client
     } catch (err) {
-      await client.close().catch(() => {})
+      await client?.close().catch(() => {})
       this.#fail(err)
       throw err instanceof BarbicanError
         ? err
@@ -273,12 +389,23 @@ export class Upstream extends EventEmitter {
     this.emit('notification', notification)
   }
 
-  /** Sends a request, connecting first if needed. */
-  async request(method: string, params: JsonObject | undefined, options?: RequestOptions) {
+  /**
+   * Sends a request, connecting first if needed. To a 2026-07-28 upstream it goes stateless:
+   * the envelope (the caller's, else Barbican's own) in `_meta` and the routing headers.
+   */
+  async request(method: string, params: JsonObject | undefined, options?: ModernRequestOptions) {
     clearTimeout(this.#idleTimer)
     const client = await this.connect()
     try {
-      return await client.request(method, params, options)
+      if (this.#verdict?.era !== 'modern') return await client.request(method, params, options)
+      const out = withEnvelope(params, options?.envelope ?? this.#ownEnvelope())
+      const name = method === 'tools/call' ? params?.name : undefined
+      const schema = typeof name === 'string' ? this.#toolSchemas.get(name) : undefined
+      const headers = modernHeaders(method, out, schema)
+      return await client.request(method, out, {
+        ...options,
+        send: { ...options?.send, headers } as RequestOptions['send'],
+      })
     } finally {
       this.#armIdleTimer(client)
     }
@@ -295,6 +422,35 @@ export class Upstream extends EventEmitter {
       void client.close()
     }, idleMs)
     this.#idleTimer.unref()
+  }
+
+  /**
+   * A legacy `resources/subscribe` (or unsubscribe) toward a 2026-07-28 upstream, which has no
+   * such method: Barbican keeps one listen stream naming every watched URI and, since a listen
+   * filter cannot be edited, reopens it when the set changes (an update landing in that gap is
+   * lost).
+   */
+  watchResource(uri: string, watch: boolean): void {
+    const count = (this.#watched.get(uri) ?? 0) + (watch ? 1 : -1)
+    if (count > 0) this.#watched.set(uri, count)
+    else this.#watched.delete(uri)
+    this.#watchStream?.abort()
+    this.#watchStream = undefined
+    const client = this.#client
+    if (!client || client.closed || this.#watched.size === 0) return
+    const controller = new AbortController()
+    this.#watchStream = controller
+    const params = withEnvelope(
+      { notifications: { resourceSubscriptions: [...this.#watched.keys()] } },
+      this.#ownEnvelope(),
+    )
+    client
+      .request('subscriptions/listen', params, {
+        signal: controller.signal,
+        timeoutMs: 2 ** 31 - 1,
+        send: { headers: modernHeaders('subscriptions/listen', params) } as RequestOptions['send'],
+      })
+      .catch(() => {})
   }
 
   async notify(method: string, params?: JsonObject): Promise<void> {
@@ -332,6 +488,13 @@ export class Upstream extends EventEmitter {
       const pageItems = reply.result[key]
       if (Array.isArray(pageItems))
         for (const item of pageItems) if (isPlainObject(item)) items.push(item)
+      if (key === 'tools') {
+        for (const tool of items) {
+          if (typeof tool.name === 'string' && isPlainObject(tool.inputSchema)) {
+            this.#toolSchemas.set(tool.name, tool.inputSchema)
+          }
+        }
+      }
       const next = reply.result.nextCursor
       if (typeof next !== 'string' || next === '') return items
       cursor = next

@@ -1,0 +1,31 @@
+/**
+ * Starts Barbican in front of the bridge fixture upstream (test/fixtures/bridge-upstream.ts) on
+ * a free loopback port and prints its MCP URL; the conformance test and manual runs use it.
+ * Usage: node test/conformance/serve-fixture.ts [--era legacy|modern|dual]
+ */
+import { fileURLToPath } from 'node:url'
+import { type RunningServer, startServer } from '../../src/cli/serve.ts'
+import { parseConfigText } from '../../src/config/load.ts'
+import { silentLogger } from '../../src/log.ts'
+
+const fixture = fileURLToPath(new URL('../fixtures/bridge-upstream.ts', import.meta.url))
+
+/** Barbican with one stdio upstream: the fixture in the given era. */
+export async function startFixtureGateway(era = 'dual', port = 0): Promise<RunningServer> {
+  const config = {
+    listen: `127.0.0.1:${port}`,
+    upstreams: {
+      fixture: { command: process.execPath, args: [fixture, '--era', era] },
+    },
+  }
+  const loaded = parseConfigText(JSON.stringify(config), { json: true })
+  if (!loaded.config) throw new Error(`invalid config: ${JSON.stringify(loaded)}`)
+  return await startServer(loaded.config, silentLogger)
+}
+
+if (process.argv[1] === fileURLToPath(import.meta.url)) {
+  const i = process.argv.indexOf('--era')
+  const server = await startFixtureGateway(i >= 0 ? process.argv[i + 1] : 'dual', 7399)
+  process.stdout.write(`${server.url}/mcp\n`)
+  process.on('SIGTERM', () => void server.stop().then(() => process.exit(0)))
+}
