@@ -10,6 +10,8 @@ export interface Target {
   readonly url: string
   /** Whether the endpoint needs an `initialize` (and then the `Mcp-Session-Id` header). */
   readonly stateful: boolean
+  /** Sent on every request (e.g. `authorization` for a gateway with inbound auth). */
+  readonly headers?: Readonly<Record<string, string>>
 }
 
 /** The revision the load generator speaks (the newest legacy one; every peer supports it). */
@@ -25,9 +27,10 @@ const BASE_HEADERS = {
   accept: 'application/json, text/event-stream',
 }
 
-function headersFor(session: HttpSession | undefined): Record<string, string> {
+function headersFor(target: Target, session: HttpSession | undefined): Record<string, string> {
   const headers: Record<string, string> = {
     ...BASE_HEADERS,
+    ...target.headers,
     'mcp-protocol-version': PROTOCOL_VERSION,
   }
   if (session?.id !== undefined) headers['mcp-session-id'] = session.id
@@ -90,7 +93,7 @@ export async function initializeSession(
       clientInfo: { name: 'barbican-bench', version: '1.0.0' },
     },
   })
-  const headers: Record<string, string> = { ...BASE_HEADERS }
+  const headers: Record<string, string> = { ...BASE_HEADERS, ...target.headers }
   const { message, sessionId } = await post(dispatcher, target, init, headers)
   const result = (message as { result?: { protocolVersion?: unknown } } | undefined)?.result
   if (typeof result?.protocolVersion !== 'string') {
@@ -101,7 +104,7 @@ export async function initializeSession(
     dispatcher,
     target,
     JSON.stringify({ jsonrpc: '2.0', method: 'notifications/initialized' }),
-    headersFor(session),
+    headersFor(target, session),
   )
   return session
 }
@@ -115,7 +118,7 @@ export async function toolCall(
   text: string,
 ): Promise<unknown> {
   const body = `{"jsonrpc":"2.0","id":${id},"method":"tools/call","params":{"name":"echo","arguments":{"text":${JSON.stringify(text)}}}}`
-  return (await post(dispatcher, target, body, headersFor(session))).message
+  return (await post(dispatcher, target, body, headersFor(target, session))).message
 }
 
 /** Throws unless `reply` is the echo tool's answer to request `id` for `text`. */
@@ -141,7 +144,7 @@ export async function closeSession(
     origin: url.origin,
     path: url.pathname,
     method: 'DELETE',
-    headers: headersFor(session),
+    headers: headersFor(target, session),
   })
   await res.body.dump()
 }

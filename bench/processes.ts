@@ -4,6 +4,7 @@
  * every figure belongs to exactly one process.
  */
 import { type ChildProcess, spawn } from 'node:child_process'
+import { createHash } from 'node:crypto'
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { createServer } from 'node:net'
 import { tmpdir } from 'node:os'
@@ -159,8 +160,34 @@ export async function startDirect(stateful: boolean): Promise<Running> {
   )
 }
 
+/** Plain node:http answering the echo call itself: the floor of one HTTP hop in Node. */
+export async function startFloor(): Promise<Running> {
+  const port = await freePort()
+  return await startServing('node-http-floor', [FIXTURE, 'http-floor', String(port)], {
+    url: `http://127.0.0.1:${port}/mcp`,
+    stateful: false,
+  })
+}
+
 /** What Barbican fronts: the fixture over HTTP at `url`, or launched over stdio. */
 export type BarbicanUpstream = { readonly url: string } | { readonly stdio: true }
+
+/** The API key the `+auth` configurations require (a fixed test value, loopback only). */
+const BENCH_API_KEY = 'bk_bench-only-key-not-a-secret-0000000000000'
+
+/** Inbound auth for the `+auth` configurations: one API key and a permission rule to evaluate. */
+const AUTH_CONFIG = {
+  apiKeys: {
+    keys: [
+      {
+        id: 'bench',
+        hash: `sha256:${createHash('sha256').update(BENCH_API_KEY).digest('hex')}`,
+        subject: 'bench',
+      },
+    ],
+  },
+  permissions: [{ subjects: ['bench'], tools: ['echo', 'other_*'] }],
+}
 
 /**
  * Barbican (`bin/barbican.js serve`) in front of one upstream, from a generated config. `root`
@@ -172,6 +199,7 @@ export async function startBarbican(
   upstream: BarbicanUpstream,
   nodeOptions: readonly string[] = [],
   root: string = ROOT,
+  auth = false,
 ): Promise<Running> {
   const port = await freePort()
   const dir = mkdtempSync(join(tmpdir(), 'barbican-bench-'))
@@ -187,12 +215,17 @@ export async function startBarbican(
       log: { level: 'warn' },
       limits: { maxSessions: 20_000 },
       upstreams: { echo: entry },
+      ...(auth ? { auth: AUTH_CONFIG } : {}),
     }),
   )
   return await startServing(
     name,
     [join(root, 'bin/barbican.js'), 'serve', '--config', config],
-    { url: `http://127.0.0.1:${port}/mcp`, stateful: true },
+    {
+      url: `http://127.0.0.1:${port}/mcp`,
+      stateful: true,
+      ...(auth ? { headers: { authorization: `Bearer ${BENCH_API_KEY}` } } : {}),
+    },
     { nodeOptions, cleanup: () => rmSync(dir, { recursive: true, force: true }) },
   )
 }

@@ -156,6 +156,12 @@ export function verdicts(report: Report): Verdict[] {
     true,
   )
   check(
+    'Barbican → stdio with API-key auth and a permission rule: CPU ≤ 100 µs per tools/call (c=16)',
+    at('barbican-stdio+auth', 16)?.cpuUsPerCall,
+    100,
+    true,
+  )
+  check(
     'Barbican → stdio: CPU ≤ 100 µs per tools/call (c=16)',
     at('barbican-stdio', 16)?.cpuUsPerCall,
     100,

@@ -9,7 +9,8 @@
  * Options: --quick (about a minute), --rounds N, --duration MS, --only a,b (configurations),
  * --no-micro (skip sessions, tools/list and cold start), --profile (Barbican writes a
  * --cpu-prof profile to bench/results/profiles when it stops), --compare DIR (also run the
- * Barbican checkout in DIR, as `barbican-…@base`, in the same rounds: before/after a change).
+ * Barbican checkout in DIR, as `barbican-…@base`, in the same rounds: before/after a change),
+ * --auth (also Barbican → stdio with inbound API-key auth and a permission rule on).
  */
 import { fork } from 'node:child_process'
 import { mkdirSync, writeFileSync } from 'node:fs'
@@ -25,6 +26,7 @@ import {
   rssBytes,
   startBarbican,
   startDirect,
+  startFloor,
   startMcpProxy,
   startSupergateway,
 } from './processes.ts'
@@ -41,6 +43,7 @@ const { values } = parseArgs({
     'no-micro': { type: 'boolean', default: false },
     profile: { type: 'boolean', default: false },
     compare: { type: 'string' },
+    auth: { type: 'boolean', default: false },
     out: { type: 'string', default: join(ROOT, 'bench/results') },
   },
 })
@@ -102,6 +105,12 @@ const CONFIGURATIONS: Configuration[] = [
     start: () => startBarbican('barbican-stdio', { stdio: true }, barbicanNodeOptions),
   },
   {
+    name: 'node-http-floor',
+    description:
+      'plain node:http answering the call itself, no SDK (reference: the least one HTTP hop costs in Node)',
+    start: startFloor,
+  },
+  {
     name: 'mcp-proxy',
     description: 'mcp-proxy 6.7.19 → the SDK server over stdio',
     start: startMcpProxy,
@@ -112,6 +121,15 @@ const CONFIGURATIONS: Configuration[] = [
     start: startSupergateway,
   },
 ]
+
+if (values.auth) {
+  CONFIGURATIONS.splice(4, 0, {
+    name: 'barbican-stdio+auth',
+    description: 'barbican-stdio with inbound API-key auth and a permission rule',
+    start: () =>
+      startBarbican('barbican-stdio+auth', { stdio: true }, barbicanNodeOptions, ROOT, true),
+  })
+}
 
 if (values.compare !== undefined) {
   const root = values.compare

@@ -115,6 +115,8 @@ export class StdioOutboundTransport implements Transport {
   #queue: QueuedWrite[] = []
   #queuedBytes = 0
   #waitingForDrain = false
+  /** stdin is corked until the end of this event-loop turn (see #pump). */
+  #corked = false
   #decoder = new TextDecoder('utf-8', { fatal: true })
 
   constructor(options: StdioOutboundOptions) {
@@ -358,6 +360,17 @@ export class StdioOutboundTransport implements Transport {
   #pump(): void {
     const stdin = this.#child?.stdin
     if (!stdin) return
+    // Messages sent in one event-loop turn (concurrent calls whose requests arrived together)
+    // leave in one writev instead of a write syscall each; uncorking in setImmediate runs right
+    // after this turn's I/O callbacks, so a lone message is not delayed.
+    if (!this.#corked && !this.#waitingForDrain && this.#queue.length > 0) {
+      this.#corked = true
+      stdin.cork()
+      setImmediate(() => {
+        this.#corked = false
+        stdin.uncork()
+      })
+    }
     while (!this.#waitingForDrain && this.#queue.length > 0) {
       const item = this.#queue.shift()!
       const ok = stdin.write(item.data, (err) => {
