@@ -4,27 +4,38 @@
  * built and tested from plans without files or processes.
  */
 import picomatch from 'picomatch'
+import type { AuthRuntime } from './auth/auth-runtime.ts'
 import type {
   Config,
   ItemFilterConfig,
   UpstreamConfig,
   VirtualServerConfig,
 } from './config/config.ts'
+import { securedTransportFactory } from './credentials/upstream-setup.ts'
 import type { GatewayPlan, ServerPlan, UpstreamPlan } from './gateway.ts'
 import type { Logger } from './log.ts'
 import type { CatalogRules, ItemRules } from './relay/catalog.ts'
 import { createOutboundTransport } from './transports/connect-outbound.ts'
 
-export function planFromConfig(config: Config, log: Logger): GatewayPlan {
+/**
+ * `auth` (src/auth/auth-runtime.ts), when given, stamps every upstream request with the caller's
+ * context and applies each upstream's credentials.
+ */
+export function planFromConfig(config: Config, log: Logger, auth?: AuthRuntime): GatewayPlan {
   return {
-    upstreams: config.upstreams.map((u) => upstreamPlan(u, config, log)),
+    upstreams: config.upstreams.map((u) => upstreamPlan(u, config, log, auth)),
     servers: config.servers.map(serverPlan),
     clientRequestTimeoutMs: config.limits.requestTimeoutMs,
     listPageSize: config.limits.listPageSize,
   }
 }
 
-function upstreamPlan(u: UpstreamConfig, config: Config, log: Logger): UpstreamPlan {
+function upstreamPlan(
+  u: UpstreamConfig,
+  config: Config,
+  log: Logger,
+  auth: AuthRuntime | undefined,
+): UpstreamPlan {
   const upstreamLog = log.child({ upstream: u.name })
   return {
     name: u.name,
@@ -32,13 +43,14 @@ function upstreamPlan(u: UpstreamConfig, config: Config, log: Logger): UpstreamP
     lazy: u.transport === 'stdio' ? u.lazy : false,
     idleTimeoutMs: u.transport === 'stdio' ? u.idleTimeoutMs : 0,
     connectTimeoutMs: config.limits.upstreamConnectTimeoutMs,
-    createTransport: () =>
-      createOutboundTransport(u, {
+    createTransport: securedTransportFactory(u, auth, (spec) =>
+      createOutboundTransport(spec, {
         name: u.name,
         log: upstreamLog,
         limits: config.limits,
         requestTimeoutMs: u.requestTimeoutMs,
       }),
+    ),
   }
 }
 

@@ -3,6 +3,7 @@
  * readiness and metrics endpoints, until SIGINT or SIGTERM, which drain in-flight requests.
  */
 import type { ServerResponse } from 'node:http'
+import { AuthRuntime } from '../auth/auth-runtime.ts'
 import type { Config } from '../config/config.ts'
 import { isLoopbackHost } from '../config/listen.ts'
 import { Gateway } from '../gateway.ts'
@@ -16,12 +17,15 @@ export interface RunningServer {
   readonly gateway: Gateway
   readonly http: HttpInbound
   readonly url: string
+  /** Identity and credentials (present when the config has `auth:`). */
+  readonly auth: AuthRuntime | undefined
   stop(): Promise<void>
 }
 
 /** Starts a gateway and its HTTP listener from a configuration (used by the CLI and tests). */
 export async function startServer(config: Config, log: Logger): Promise<RunningServer> {
-  const gateway = new Gateway(planFromConfig(config, log), log)
+  const auth = config.auth ? new AuthRuntime(config.auth, log.child({ part: 'auth' })) : undefined
+  const gateway = new Gateway(planFromConfig(config, log, auth), log)
   const http = createHttpInbound(
     gateway,
     {
@@ -33,6 +37,7 @@ export async function startServer(config: Config, log: Logger): Promise<RunningS
       jsonLimits: config.limits,
       maxSessions: config.limits.maxSessions,
       sessionIdleTimeoutMs: config.limits.sessionIdleTimeoutMs,
+      ...(auth ? { identityOf: auth.identityOf } : {}),
     },
     log,
   )
@@ -46,15 +51,21 @@ export async function startServer(config: Config, log: Logger): Promise<RunningS
     res.end(gateway.metrics())
   })
   await http.listen()
+  auth?.install(
+    http,
+    config.servers.map((s) => s.name),
+  )
   // Upstreams connect in the background: the listener answers at once, lists degrade meanwhile.
   void gateway.start()
   return {
     gateway,
     http,
     url: http.url,
+    auth,
     async stop() {
       await http.close()
       await gateway.stop()
+      await auth?.close()
     },
   }
 }
@@ -65,6 +76,9 @@ export async function runServe(options: CommandOptions, io: CliIo): Promise<numb
   const { config, source } = loaded
   if (
     !isLoopbackHost(config.listen.host) &&
+    !config.auth?.jwt &&
+    !config.auth?.introspection &&
+    !config.auth?.apiKeys &&
     !config.security.allowInsecureNonLoopback &&
     !options.allowInsecureNonLoopback
   ) {

@@ -2,9 +2,11 @@
  * `barbican stdio`: one virtual server on stdin/stdout, for hosts that launch MCP servers as
  * processes. Logs go to stderr; stdout carries nothing but JSON-RPC.
  */
+import { AuthRuntime } from '../auth/auth-runtime.ts'
 import { Gateway } from '../gateway.ts'
 import { planFromConfig } from '../gateway-plan.ts'
 import { jsonLogger } from '../log.ts'
+import type { ConnectionInfo } from '../transports/inbound.ts'
 import { serveStdio } from '../transports/stdio-inbound.ts'
 import { loadForCommand } from './load.ts'
 import type { CliIo, CommandOptions } from './main.ts'
@@ -15,12 +17,22 @@ export async function runStdio(options: CommandOptions, io: CliIo): Promise<numb
   const { config } = loaded
   const server = options.server ?? config.servers[0]?.name ?? 'default'
   const log = jsonLogger({ level: config.log.level })
-  const gateway = new Gateway(planFromConfig(config, log), log)
+  const auth = config.auth ? new AuthRuntime(config.auth, log.child({ part: 'auth' })) : undefined
+  const gateway = new Gateway(planFromConfig(config, log, auth), log)
   if (!gateway.hasServer(server)) {
     io.stderr(`barbican: no virtual server named "${server}"\n`)
     return 1
   }
-  const transport = serveStdio(gateway, { server, jsonLimits: config.limits })
+  // stdio has no tokens: the host that launched Barbican vouches for the configured identity.
+  const identity = auth?.stdioIdentity()
+  const handler = identity
+    ? {
+        hasServer: (name: string) => gateway.hasServer(name),
+        connect: (t: Parameters<typeof gateway.connect>[0], info: ConnectionInfo) =>
+          gateway.connect(t, { ...info, identity }),
+      }
+    : gateway
+  const transport = serveStdio(handler, { server, jsonLimits: config.limits })
   void gateway.start()
   await new Promise<void>((resolve) => {
     const previous = transport.onclose
@@ -32,5 +44,6 @@ export async function runStdio(options: CommandOptions, io: CliIo): Promise<numb
     process.once('SIGINT', () => void transport.close())
   })
   await gateway.stop()
+  await auth?.close()
   return 0
 }

@@ -4,6 +4,7 @@
  * repeat a default. Everything here is plain data (JSON-serializable) so the admin API can show
  * it as it is.
  */
+import type { AuthConfig, CredentialsConfig } from '../auth/auth-config.ts'
 import type { LogLevel } from '../log.ts'
 import type { JsonLimits } from '../protocol/json-limits.ts'
 
@@ -62,6 +63,8 @@ export interface StdioUpstreamConfig {
   /** Stop the process after this long without calls; 0 keeps it running. */
   readonly idleTimeoutMs: number
   readonly requestTimeoutMs: number
+  /** Barbican's own credentials for this upstream (docs/security.md); absent: none. */
+  readonly credentials?: CredentialsConfig | undefined
 }
 
 /** How a remote upstream is reached; `auto` tries Streamable HTTP, then falls back to SSE. */
@@ -75,6 +78,8 @@ export interface RemoteUpstreamConfig {
   /** Sent with every request to this upstream (the gateway's own credentials, never a client's). */
   readonly headers: Readonly<Record<string, string>>
   readonly requestTimeoutMs: number
+  /** Barbican's own credentials for this upstream (docs/security.md); absent: none. */
+  readonly credentials?: CredentialsConfig | undefined
 }
 
 /** One upstream server, discriminated by `transport`. */
@@ -130,6 +135,8 @@ export interface Config {
   readonly upstreams: readonly UpstreamConfig[]
   /** In the order they were declared; at least one. */
   readonly servers: readonly VirtualServerConfig[]
+  /** Inbound authentication and identity settings; absent: anonymous callers (loopback only). */
+  readonly auth?: AuthConfig | undefined
 }
 
 /** The file formats Barbican reads; `demo` is the embedded configuration. */

@@ -78,12 +78,20 @@ export function buildConfig(native: NativeConfig, options: NormalizeOptions = {}
         lazy: entry.lazy,
         idleTimeoutMs: entry.idleTimeoutMs,
         requestTimeoutMs,
+        ...(entry.credentials === undefined ? {} : { credentials: entry.credentials }),
       }
     }
     // WebSocket is the only transport a ws:// URL can mean, so `auto` resolves here.
     const transport =
       entry.transport === 'auto' && /^wss?:/i.test(entry.url) ? 'websocket' : entry.transport
-    return { name, transport, url: entry.url, headers: entry.headers, requestTimeoutMs }
+    return {
+      name,
+      transport,
+      url: entry.url,
+      headers: entry.headers,
+      requestTimeoutMs,
+      ...(entry.credentials === undefined ? {} : { credentials: entry.credentials }),
+    }
   })
   const allNames = upstreams.map((u) => u.name)
   const declared = native.servers ?? { default: {} as Partial<ServerInput> }
@@ -119,6 +127,7 @@ export function buildConfig(native: NativeConfig, options: NormalizeOptions = {}
     log: { level: native.log.level },
     upstreams,
     servers,
+    ...(native.auth === undefined ? {} : { auth: native.auth }),
   })
 }
 

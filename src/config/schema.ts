@@ -5,6 +5,7 @@
  * editors show them while the operator types.
  */
 import { z } from 'zod'
+import { authSchema } from '../auth/auth-config.ts'
 import { DEFAULT_LIMITS, NAME_PATTERN } from './defaults.ts'
 import { DEFAULT_LISTEN, parseListen } from './listen.ts'
 import { virtualServerSchema } from './server-schema.ts'
@@ -220,6 +221,13 @@ export const nativeConfigSchema = z.strictObject({
     'Bounds on message size and shape, timeouts and sessions.',
   ),
   log: doc(log.default({ level: 'info' }), 'Logging', 'Structured logs on stderr.'),
+  auth: doc(
+    authSchema.optional(),
+    'Authentication',
+    'Inbound authentication (OAuth resource server, API keys), the identity of `barbican ' +
+      'stdio`, the on-behalf-of assertion sent upstream, and the outbound network allowlist. ' +
+      'See docs/security.md. Default: none (loopback binds only).',
+  ),
   upstreams: doc(
     z.record(z.string().regex(NAME_PATTERN), upstreamSchema),
     'Upstreams',

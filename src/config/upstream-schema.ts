@@ -3,6 +3,7 @@
  * server (`url`). The key that is present tells them apart, in the file and in the schema.
  */
 import { z } from 'zod'
+import { credentialsSchema } from '../auth/auth-config.ts'
 
 const HEADER_NAME_PATTERN = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/
 const HOURS_24 = 24 * 60 * 60_000
@@ -21,6 +22,14 @@ const requestTimeout = doc(
   positiveMs.optional(),
   'Request timeout (ms)',
   'Longest a request to this upstream may take. Default: limits.upstreamRequestTimeoutMs (60000).',
+)
+
+const credentials = doc(
+  credentialsSchema.optional(),
+  'Credentials',
+  "What Barbican presents to this upstream on its own or on a user's behalf: none, static " +
+    'secrets (headers or environment), oauth (per-user account linking), client-credentials ' +
+    'or token-exchange. See docs/security.md. Default: none.',
 )
 
 /** A local MCP server started as a child process; recognized by its `command` key. */
@@ -63,6 +72,7 @@ export const stdioUpstreamSchema = doc(
         'running. Default: 0.',
     ),
     requestTimeoutMs: requestTimeout,
+    credentials: credentials,
   }),
   'Stdio upstream',
   'A local MCP server that Barbican starts and talks to over stdin/stdout.',
@@ -89,6 +99,7 @@ export const remoteUpstreamSchema = doc(
         `\${TOKEN}". Client credentials are never forwarded. Default: {}.`,
     ),
     requestTimeoutMs: requestTimeout,
+    credentials: credentials,
   }),
   'Remote upstream',
   'An MCP server reached over the network.',

@@ -10,6 +10,8 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
 import type { AddressInfo, Socket } from 'node:net'
 import type { Duplex } from 'node:stream'
+import type { InboundAuthenticator } from '../auth/authenticator.ts'
+import { setRequestIdentity } from '../auth/request-identity.ts'
 import { jsonLogger, type Logger } from '../log.ts'
 import { checkRequestHeaders, corsHeaders } from './http-guard.ts'
 import {
@@ -46,6 +48,11 @@ export class HttpInbound {
   readonly streamable: StreamableHttpEndpoint
   readonly sse: SseEndpoint
   readonly websocket: WebSocketEndpoint
+  /**
+   * Inbound authentication, run on every MCP request and upgrade after the route table (so
+   * health and metadata documents stay public) and before any session. Absent: anonymous.
+   */
+  authenticator: InboundAuthenticator | undefined
   readonly #handler: InboundHandler
   readonly #log: Logger
   readonly #sockets = new Set<Socket>()
@@ -182,6 +189,7 @@ export class HttpInbound {
       if (req.method !== 'POST') {
         return sendRpcError(res, 405, 'Use POST', { headers: { allow: 'POST' } })
       }
+      if (!(await this.#authenticate(req, res, undefined))) return
       return this.sse.post(req, res, url)
     }
     const match = MCP_PATH.exec(url.pathname)
@@ -189,6 +197,7 @@ export class HttpInbound {
     if (match === null || server === undefined || !this.#handler.hasServer(server)) {
       return sendRpcError(res, 404, `Not found: ${url.pathname.slice(0, 200)}`)
     }
+    if (!(await this.#authenticate(req, res, server))) return
     switch (match[1]) {
       case 'mcp':
         return this.streamable.handle(req, res, server)
@@ -233,7 +242,49 @@ export class HttpInbound {
       rejectUpgrade(socket, 404, 'Not found')
       return
     }
-    this.websocket.upgrade(req, socket, head, server)
+    if (!this.authenticator) {
+      this.websocket.upgrade(req, socket, head, server)
+      return
+    }
+    this.authenticator
+      .authenticate(req.headers, server)
+      .then((result) => {
+        if (!result.ok) {
+          rejectUpgrade(socket, result.status, result.message, {
+            'WWW-Authenticate': result.wwwAuthenticate,
+          })
+          return
+        }
+        setRequestIdentity(req, result.identity)
+        this.websocket.upgrade(req, socket, head, server)
+      })
+      .catch((error: unknown) => {
+        this.#log.error('WebSocket authentication failed', { error })
+        rejectUpgrade(socket, 500, 'Internal error')
+      })
+  }
+
+  /** Runs inbound auth; answers the refusal itself and returns false when the caller is out. */
+  async #authenticate(
+    req: IncomingMessage,
+    res: ServerResponse,
+    server: string | undefined,
+  ): Promise<boolean> {
+    if (!this.authenticator) return true
+    const result = await this.authenticator.authenticate(req.headers, server)
+    if (result.ok) {
+      setRequestIdentity(req, result.identity)
+      return true
+    }
+    this.#log.info('refused an unauthenticated request', {
+      status: result.status,
+      reason: result.message,
+      remote: req.socket.remoteAddress,
+    })
+    sendRpcError(res, result.status, result.message, {
+      headers: { 'www-authenticate': result.wwwAuthenticate },
+    })
+    return false
   }
 
   /** Once this response is done, its keep-alive connection is idle and can be closed. */

@@ -6,6 +6,7 @@
  */
 import { randomBytes } from 'node:crypto'
 import type { IncomingMessage, ServerResponse } from 'node:http'
+import { requestIdentity } from '../auth/request-identity.ts'
 import type { Logger } from '../log.ts'
 import type { JsonLimits } from '../protocol/json-limits.ts'
 import {
@@ -165,6 +166,7 @@ export class SseEndpoint {
         server,
         remoteAddress: req.socket.remoteAddress,
         headers: headerRecord(req),
+        identity: requestIdentity(req),
       })
     } catch (err) {
       void transport.close()

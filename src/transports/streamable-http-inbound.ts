@@ -8,6 +8,7 @@
  */
 import { randomBytes } from 'node:crypto'
 import type { IncomingMessage, ServerResponse } from 'node:http'
+import { requestIdentity } from '../auth/request-identity.ts'
 import type { Logger } from '../log.ts'
 import type { JsonLimits } from '../protocol/json-limits.ts'
 import { isRequest, PARSE_ERROR, parsePayload, serialize } from '../protocol/jsonrpc.ts'
@@ -183,6 +184,7 @@ export class StreamableHttpEndpoint {
         server,
         remoteAddress: req.socket.remoteAddress,
         headers,
+        identity: requestIdentity(req),
       })
     } catch (err) {
       void session.close()

@@ -7,6 +7,7 @@
  * cancels the request, which the handler sees through `ReceiveInfo.signal`.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http'
+import { requestIdentity } from '../auth/request-identity.ts'
 import type { Logger } from '../log.ts'
 import { HEADER_MISMATCH } from '../protocol/error-codes.ts'
 import {
@@ -148,6 +149,7 @@ export function handleStatelessPost(
     server: ctx.server,
     remoteAddress: req.socket.remoteAddress,
     headers: headerRecord(req),
+    identity: requestIdentity(req),
   }
   if (!isRequest(message)) {
     // Notification POSTs have no header rules in 2026-07-28; accept and dispatch them.

@@ -8,6 +8,7 @@
 import type { IncomingMessage } from 'node:http'
 import type { Duplex } from 'node:stream'
 import { type WebSocket, WebSocketServer } from 'ws'
+import { requestIdentity } from '../auth/request-identity.ts'
 import type { Logger } from '../log.ts'
 import type { JsonLimits } from '../protocol/json-limits.ts'
 import {
@@ -36,13 +37,24 @@ export interface WebSocketInboundOptions {
 }
 
 /** Refuses an upgrade request with an HTTP status and a reason the client can show. */
-export function rejectUpgrade(socket: Duplex, status: number, reason: string): void {
+export function rejectUpgrade(
+  socket: Duplex,
+  status: number,
+  reason: string,
+  headers: Readonly<Record<string, string>> = {},
+): void {
   const body = serialize(errorResponse(null, -32600, reason))
-  const statusText = { 400: 'Bad Request', 403: 'Forbidden', 404: 'Not Found' }[status] ?? 'Error'
+  const statusText =
+    { 400: 'Bad Request', 401: 'Unauthorized', 403: 'Forbidden', 404: 'Not Found' }[status] ??
+    'Error'
+  // Header values come from Barbican itself, but a CR or LF must never split the response.
+  const extra = Object.entries(headers)
+    .map(([name, value]) => `${name}: ${value.replace(/[\r\n]/g, '')}\r\n`)
+    .join('')
   socket.on('error', () => {})
   socket.end(
     `HTTP/1.1 ${status} ${statusText}\r\nConnection: close\r\nContent-Type: application/json\r\n` +
-      `Content-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`,
+      `${extra}Content-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`,
   )
 }
 
@@ -219,6 +231,7 @@ export class WebSocketEndpoint {
         server,
         remoteAddress: req.socket.remoteAddress,
         headers: headerRecord(req),
+        identity: requestIdentity(req),
       })
     })
   }

@@ -45,6 +45,16 @@ export interface UpstreamClientEvents {
   onClose?: () => void
 }
 
+const OWNERS = new WeakMap<JsonRpcRequest, unknown>()
+
+/**
+ * The owner (the client session) of a request this client is sending, for transports that act
+ * on whose behalf a request is made (auth/context.ts stamps the caller's context this way).
+ */
+export function requestOwner(message: JsonRpcMessage): unknown {
+  return OWNERS.get(message as JsonRpcRequest)
+}
+
 interface Pending {
   readonly resolve: (reply: UpstreamReply) => void
   readonly reject: (error: Error) => void
@@ -128,6 +138,7 @@ export class UpstreamClient {
       }
       signal?.addEventListener('abort', onAbort, { once: true })
       this.#pending.set(id, { resolve, reject, method, owner: options.owner, cleanup })
+      if (options.owner !== undefined) OWNERS.set(message, options.owner)
       this.#transport.send(message, options.send).catch((err: unknown) => {
         if (!this.#pending.delete(id)) return
         cleanup()

@@ -1,0 +1,144 @@
+/**
+ * Everything identity-related a running gateway holds, built once from the configuration: the
+ * inbound authenticator and its metadata documents, the assertion signer, the API key store, the
+ * guarded fetch client, and the per-upstream stamps that carry the tool-call context upstream.
+ * `barbican serve` installs it on the HTTP listener; `barbican stdio` only needs the stamps.
+ */
+import type { ServerResponse } from 'node:http'
+import type { UpstreamConfig } from '../config/config.ts'
+import type { Logger } from '../log.ts'
+import { createGuardedFetch, type GuardedFetch } from '../net/guarded-fetch.ts'
+import { ApiKeyStore } from './api-keys.ts'
+import { AssertionSigner } from './assertion.ts'
+import type { AuthConfig } from './auth-config.ts'
+import { InboundAuthenticator } from './authenticator.ts'
+import { createJwtVerifier } from './bearer.ts'
+import { type CredentialSource, createStamp, type Stamp } from './context.ts'
+import type { Identity } from './identity.ts'
+import { createIntrospector } from './introspection.ts'
+import { identityKey, requestIdentity } from './request-identity.ts'
+import { PRM_PREFIX, serverPath } from './resource-metadata.ts'
+
+/** Where Barbican publishes the public key of its assertions. */
+export const JWKS_PATH = '/.well-known/jwks.json'
+
+/** The part of the HTTP listener the runtime needs (routes and the auth hook). */
+export interface AuthHost {
+  readonly routes: Map<string, (req: never, res: ServerResponse) => void | Promise<void>>
+  authenticator: InboundAuthenticator | undefined
+  readonly url: string
+}
+
+export class AuthRuntime {
+  readonly config: AuthConfig
+  readonly signer: AssertionSigner
+  readonly apiKeys: ApiKeyStore | undefined
+  readonly fetch: GuardedFetch
+  readonly authenticator: InboundAuthenticator
+  readonly #log: Logger
+  readonly #credentials = new Map<string, CredentialSource>()
+  #baseUrl: string | undefined
+  #servers: readonly string[] = ['default']
+
+  constructor(config: AuthConfig, log: Logger) {
+    this.config = config
+    this.#log = log
+    this.fetch = createGuardedFetch({ allow: config.network.allow })
+    this.signer = new AssertionSigner({
+      issuer: () => this.baseUrl(),
+      ttlSeconds: config.assertion.ttlSeconds,
+      privateKeyPem: config.assertion.privateKeyPem,
+    })
+    this.apiKeys = config.apiKeys
+      ? new ApiKeyStore(config.apiKeys.keys, { file: config.apiKeys.file })
+      : undefined
+    const jwt = config.jwt ? createJwtVerifier({ ...config.jwt, fetch: this.fetch }) : undefined
+    const introspection = config.introspection
+      ? createIntrospector({ ...config.introspection, fetch: this.fetch })
+      : undefined
+    const issuers = [config.jwt?.issuer, config.introspection?.issuer].filter(
+      (i): i is string => i !== undefined,
+    )
+    this.authenticator = new InboundAuthenticator({
+      baseUrl: () => this.baseUrl(),
+      servers: () => this.#servers,
+      jwt,
+      introspection,
+      apiKeys: this.apiKeys,
+      requiredScopes: config.scopes,
+      authorizationServers: config.authorizationServers ?? issuers,
+      jwksUri: () => `${this.baseUrl()}${JWKS_PATH}`,
+    })
+  }
+
+  /** Barbican's public base URL: configured, or the listener's own address once bound. */
+  baseUrl(): string {
+    return (this.config.publicUrl ?? this.#baseUrl ?? 'http://127.0.0.1').replace(/\/+$/, '')
+  }
+
+  /**
+   * Called for each upstream with per-user or token credentials (oauth, client-credentials,
+   * token-exchange); src/credentials/ installs the handler that builds their sources.
+   */
+  prepareUpstream: ((u: UpstreamConfig) => void) | undefined
+
+  /** Registers an upstream's outbound credentials (src/credentials/), used by its stamp. */
+  setCredentials(upstream: string, source: CredentialSource): void {
+    this.#credentials.set(upstream, source)
+  }
+
+  /** The stamp of one upstream: context, assertion and credentials on every request. */
+  stampFor(upstream: string, audience: string): Stamp {
+    return async (method, params, owner) => {
+      const stamp = createStamp({
+        signer: this.signer,
+        audience,
+        credentials: this.#credentials.get(upstream),
+      })
+      return await stamp(method, params, owner)
+    }
+  }
+
+  /** The key the HTTP listener binds legacy sessions to: the verified caller. */
+  identityOf = (req: Parameters<typeof requestIdentity>[0]): string => {
+    const identity = requestIdentity(req)
+    return identity ? identityKey(identity) : 'anonymous'
+  }
+
+  /** The identity of `barbican stdio`, from `auth.stdio`. */
+  stdioIdentity(): Identity | undefined {
+    const s = this.config.stdio
+    if (!s) return undefined
+    return { subject: s.subject, tenant: s.tenant, scopes: [...s.scopes], method: 'config' }
+  }
+
+  /** Hooks authentication into the listener and publishes the metadata and JWKS documents. */
+  install(http: AuthHost, servers: readonly string[]): void {
+    this.#servers = [...servers]
+    this.#baseUrl = http.url
+    http.authenticator = this.authenticator
+    const json = (res: ServerResponse, body: unknown) => {
+      res.writeHead(200, { 'content-type': 'application/json', 'cache-control': 'max-age=300' })
+      res.end(JSON.stringify(body))
+    }
+    for (const server of servers) {
+      http.routes.set(`${PRM_PREFIX}${serverPath(server)}`, (_req, res) =>
+        json(res, this.authenticator.metadata(server)),
+      )
+    }
+    if (servers.includes('default')) {
+      http.routes.set(PRM_PREFIX, (_req, res) => json(res, this.authenticator.metadata('default')))
+    }
+    http.routes.set(JWKS_PATH, async (_req, res) => json(res, await this.signer.jwks()))
+    this.#log.info('inbound authentication enabled', {
+      jwt: this.config.jwt?.issuer,
+      introspection: this.config.introspection?.endpoint,
+      apiKeys: this.apiKeys !== undefined,
+      baseUrl: this.baseUrl(),
+    })
+  }
+
+  async close(): Promise<void> {
+    await this.fetch.close()
+  }
+}

@@ -1,0 +1,127 @@
+/**
+ * Inbound authentication for HTTP: turns the `Authorization` header of every request into an
+ * Identity or into the precise refusal the MCP authorization spec asks for (401 with a challenge
+ * naming the resource's metadata, 403 `insufficient_scope` for step-up). It runs on every
+ * request, before any session exists and again on every request of a session, so an expired
+ * token or a revoked key stops working at once.
+ */
+import type { IncomingHttpHeaders } from 'node:http'
+import { API_KEY_PREFIX, type ApiKeyStore } from './api-keys.ts'
+import { AuthFailure } from './auth-failure.ts'
+import type { JwtVerifier } from './bearer.ts'
+import type { Identity } from './identity.ts'
+import type { Introspector } from './introspection.ts'
+import { metadataUrl, resourceMetadata, resourceUri, wwwAuthenticate } from './resource-metadata.ts'
+
+export interface InboundAuthOptions {
+  /** Barbican's public base URL (`https://gw.example.com`); a function because a test's port is known late. */
+  readonly baseUrl: () => string
+  /** Names of the virtual servers (each one a protected resource). */
+  readonly servers: () => readonly string[]
+  readonly jwt?: JwtVerifier | undefined
+  readonly introspection?: Introspector | undefined
+  readonly apiKeys?: ApiKeyStore | undefined
+  /** Scopes every token must carry (also advertised in challenges and metadata). */
+  readonly requiredScopes: readonly string[]
+  /** Issuers listed in the metadata documents. */
+  readonly authorizationServers: readonly string[]
+  /** Barbican's JWKS URL, listed in the metadata documents. */
+  readonly jwksUri?: (() => string) | undefined
+}
+
+export type AuthResult =
+  | { readonly ok: true; readonly identity: Identity }
+  | {
+      readonly ok: false
+      readonly status: 400 | 401 | 403
+      readonly message: string
+      readonly wwwAuthenticate: string
+    }
+
+/** Authenticates requests for the virtual servers of one gateway. */
+export class InboundAuthenticator {
+  readonly #options: InboundAuthOptions
+
+  constructor(options: InboundAuthOptions) {
+    this.#options = options
+  }
+
+  /**
+   * Authenticates one request addressed to `server`; `undefined` (the legacy SSE message
+   * endpoint, whose session names the server) accepts a token for any of the gateway's servers.
+   */
+  async authenticate(
+    headers: IncomingHttpHeaders,
+    server: string | undefined,
+  ): Promise<AuthResult> {
+    const target = server ?? 'default'
+    try {
+      const token = bearerToken(headers.authorization)
+      const identity = await this.#verify(token, server)
+      const missing = this.#options.requiredScopes.filter((s) => !identity.scopes.includes(s))
+      if (missing.length > 0) {
+        throw new AuthFailure(
+          'insufficient_scope',
+          `The token lacks the scope${missing.length > 1 ? 's' : ''} ${missing.join(' ')}`,
+        )
+      }
+      return { ok: true, identity }
+    } catch (err) {
+      const failure =
+        err instanceof AuthFailure ? err : new AuthFailure('invalid_token', 'Authentication failed')
+      return {
+        ok: false,
+        status: failure.status,
+        message: failure.message,
+        wwwAuthenticate: wwwAuthenticate({
+          resourceMetadata: metadataUrl(this.#options.baseUrl(), target),
+          scopes: this.#options.requiredScopes,
+          error: failure.error,
+          description: failure.error ? failure.message : undefined,
+        }),
+      }
+    }
+  }
+
+  /** The RFC 9728 document of one virtual server. */
+  metadata(server: string): Record<string, unknown> {
+    return resourceMetadata({
+      resource: resourceUri(this.#options.baseUrl(), server),
+      authorizationServers: this.#options.authorizationServers,
+      scopes: this.#options.requiredScopes,
+      name: server === 'default' ? 'Barbican' : `Barbican: ${server}`,
+      jwksUri: this.#options.jwksUri?.(),
+    })
+  }
+
+  async #verify(token: string, server: string | undefined): Promise<Identity> {
+    const { apiKeys, jwt, introspection } = this.#options
+    if (token.startsWith(API_KEY_PREFIX) && apiKeys) {
+      const identity = apiKeys.verify(token)
+      if (!identity) throw new AuthFailure('invalid_token', 'The API key is unknown or revoked')
+      return identity
+    }
+    const base = this.#options.baseUrl()
+    const names = server === undefined ? this.#options.servers() : [server]
+    const audiences = names.map((name) => resourceUri(base, name))
+    if (jwt && looksLikeJwt(token)) return await jwt.verify(token, audiences)
+    if (introspection) return await introspection.introspect(token, audiences)
+    if (jwt) return await jwt.verify(token, audiences)
+    throw new AuthFailure('invalid_token', 'The token is not accepted here')
+  }
+}
+
+/** The bearer token of an `Authorization` header (RFC 6750 §2.1); never from the query. */
+export function bearerToken(header: string | undefined): string {
+  if (header === undefined || header.trim() === '') {
+    throw new AuthFailure(undefined, 'Authentication required')
+  }
+  const match = /^Bearer +([A-Za-z0-9\-._~+/]+=*) *$/i.exec(header)
+  if (!match)
+    throw new AuthFailure('invalid_request', 'The Authorization header must be "Bearer <token>"')
+  return match[1]!
+}
+
+function looksLikeJwt(token: string): boolean {
+  return /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*\.[A-Za-z0-9_-]*$/.test(token)
+}

@@ -1,0 +1,136 @@
+/**
+ * Verification of JWT access tokens (RFC 9068) against the issuer's JWKS. The key set is fetched
+ * through the guarded client, cached, and refetched when a token names a key id it does not hold
+ * (rotation), at most once per cooldown. Only asymmetric algorithms from the operator's list are
+ * accepted: `none` and HMAC never, so a public key can never be used as an HMAC secret.
+ */
+import {
+  createRemoteJWKSet,
+  customFetch,
+  errors,
+  type JWTPayload,
+  type JWTVerifyGetKey,
+  jwtVerify,
+} from 'jose'
+import type { GuardedFetch } from '../net/guarded-fetch.ts'
+import type { JsonObject } from '../protocol/jsonrpc.ts'
+import { discoverAuthorizationServer } from './as-metadata.ts'
+import { AuthFailure } from './auth-failure.ts'
+import type { Identity } from './identity.ts'
+
+/** Algorithms an operator may allow; all asymmetric. */
+export const ASYMMETRIC_ALGORITHMS = [
+  'RS256',
+  'RS384',
+  'RS512',
+  'PS256',
+  'PS384',
+  'PS512',
+  'ES256',
+  'ES384',
+  'ES512',
+  'EdDSA',
+  'Ed25519',
+] as const
+
+export type JwtAlgorithm = (typeof ASYMMETRIC_ALGORITHMS)[number]
+
+export interface JwtVerifierOptions {
+  readonly issuer: string
+  /** Where the keys are; discovered from the issuer's metadata when absent. */
+  readonly jwksUri?: string | undefined
+  readonly algorithms: readonly JwtAlgorithm[]
+  /** Leeway for `exp` and `nbf`, for clocks slightly apart. */
+  readonly clockToleranceSeconds: number
+  /** Claim holding the tenant (default `tenant`). */
+  readonly tenantClaim?: string | undefined
+  readonly fetch: GuardedFetch
+  /** Least time between two JWKS refetches triggered by unknown key ids (default 30 s). */
+  readonly cooldownMs?: number | undefined
+}
+
+/** Verifies JWT access tokens for one issuer. */
+export interface JwtVerifier {
+  /** Resolves the caller's identity, or throws AuthFailure('invalid_token'). */
+  verify(token: string, audiences: readonly string[]): Promise<Identity>
+}
+
+export function createJwtVerifier(options: JwtVerifierOptions): JwtVerifier {
+  let keys: Promise<JWTVerifyGetKey> | undefined
+  const keySet = (): Promise<JWTVerifyGetKey> => {
+    keys ??= (async () => {
+      const uri =
+        options.jwksUri ??
+        (await discoverAuthorizationServer(options.issuer, options.fetch)).jwks_uri
+      if (typeof uri !== 'string') throw new Error(`Issuer ${options.issuer} publishes no jwks_uri`)
+      return createRemoteJWKSet(new URL(uri), {
+        cooldownDuration: options.cooldownMs ?? 30_000,
+        cacheMaxAge: 10 * 60_000,
+        [customFetch]: (url, init) => options.fetch(url, init as RequestInit),
+      })
+    })()
+    // A failed discovery is retried on the next request rather than cached.
+    keys.catch(() => {
+      keys = undefined
+    })
+    return keys
+  }
+  const tenantClaim = options.tenantClaim ?? 'tenant'
+
+  return {
+    async verify(token, audiences) {
+      let payload: JWTPayload
+      try {
+        ;({ payload } = await jwtVerify(token, await keySet(), {
+          issuer: options.issuer,
+          audience: [...audiences],
+          algorithms: [...options.algorithms],
+          clockTolerance: options.clockToleranceSeconds,
+          requiredClaims: ['exp', 'sub'],
+        }))
+      } catch (err) {
+        throw new AuthFailure('invalid_token', describe(err), { cause: err })
+      }
+      const scopes =
+        typeof payload.scope === 'string'
+          ? payload.scope.split(' ').filter(Boolean)
+          : Array.isArray(payload.scp)
+            ? payload.scp.filter((s): s is string => typeof s === 'string')
+            : []
+      const client =
+        typeof payload.client_id === 'string'
+          ? payload.client_id
+          : typeof payload.azp === 'string'
+            ? payload.azp
+            : undefined
+      const tenant = payload[tenantClaim]
+      return {
+        subject: payload.sub as string,
+        tenant: typeof tenant === 'string' ? tenant : undefined,
+        client,
+        scopes,
+        method: 'jwt',
+        claims: payload as JsonObject,
+      }
+    },
+  }
+}
+
+/** A short reason for the caller; detailed enough to fix a client, never leaking keys. */
+function describe(err: unknown): string {
+  if (err instanceof errors.JWTExpired) return 'The token has expired'
+  if (err instanceof errors.JWTClaimValidationFailed) {
+    if (err.claim === 'aud') return 'The token was not issued for this resource (audience)'
+    if (err.claim === 'iss') return 'The token was not issued by the trusted issuer'
+    if (err.claim === 'nbf') return 'The token is not valid yet'
+    return `The token's "${err.claim}" claim is invalid`
+  }
+  if (err instanceof errors.JOSEAlgNotAllowed) return 'The token is signed with a refused algorithm'
+  if (err instanceof errors.JWSSignatureVerificationFailed) return 'The token signature is invalid'
+  if (err instanceof errors.JWKSNoMatchingKey) return 'The token is signed with an unknown key'
+  if (err instanceof errors.JWSInvalid || err instanceof errors.JWTInvalid) {
+    return 'The token is malformed'
+  }
+  if (err instanceof errors.JOSEError) return 'The token is invalid'
+  return 'The token could not be verified'
+}

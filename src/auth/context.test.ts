@@ -1,0 +1,103 @@
+import assert from 'node:assert/strict'
+import { describe, test } from 'node:test'
+import { createLocalJWKSet, jwtVerify } from 'jose'
+import { AssertionSigner } from './assertion.ts'
+import { CONTEXT_META_KEY, childTraceparent, createStamp } from './context.ts'
+import type { Identity } from './identity.ts'
+import { resourceUri, wwwAuthenticate } from './resource-metadata.ts'
+
+const alice: Identity = {
+  subject: 'alice',
+  tenant: 'acme',
+  client: 'agent',
+  scopes: ['mcp:tools'],
+  method: 'jwt',
+}
+
+function owner(identity: Identity, headers: Record<string, string> = {}) {
+  return { session: { identity, info: { headers } }, requestId: 1 }
+}
+
+describe('tool-call context', () => {
+  test('stamps _meta and headers with the caller and a verifiable on-behalf-of assertion', async () => {
+    const signer = new AssertionSigner({ issuer: () => 'https://gw.example', ttlSeconds: 60 })
+    const stamp = createStamp({ signer, audience: 'https://up.example/mcp' })
+    const out = await stamp(
+      'tools/call',
+      { name: 't', _meta: { progressToken: 7, 'dev.barbican/context': { user: 'forged' } } },
+      owner(alice, { traceparent: '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01' }),
+    )
+    assert.ok('params' in out)
+    const meta = out.params?._meta as Record<string, Record<string, string>>
+    assert.equal(meta.progressToken as unknown, 7)
+    const context = meta[CONTEXT_META_KEY]!
+    assert.equal(context.user, 'alice')
+    assert.equal(context.tenant, 'acme')
+    assert.equal(context.client, 'agent')
+    assert.equal(out.headers['barbican-assertion'], context.assertion)
+    assert.match(out.headers.traceparent!, /^00-0af7651916cd43dd8448eb211c80319c-[0-9a-f]{16}-01$/)
+    assert.notEqual(
+      out.headers.traceparent,
+      '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01',
+    )
+    const { payload, protectedHeader } = await jwtVerify(
+      context.assertion!,
+      createLocalJWKSet(await signer.jwks()),
+      { issuer: 'https://gw.example', audience: 'https://up.example/mcp', typ: 'obo+jwt' },
+    )
+    assert.equal(protectedHeader.alg, 'ES256')
+    assert.equal(payload.sub, 'alice')
+    assert.equal(payload.tenant, 'acme')
+    assert.deepEqual(payload.act, { sub: 'https://gw.example' })
+    assert.ok((payload.exp ?? 0) - (payload.iat ?? 0) <= 60)
+  })
+
+  test('answers with the linking URL instead of sending when the upstream needs an account link', async () => {
+    const signer = new AssertionSigner({ issuer: () => 'https://gw.example', ttlSeconds: 60 })
+    const stamp = createStamp({
+      signer,
+      audience: 'x',
+      credentials: {
+        forUser: async () => ({
+          linkRequired: { url: 'https://gw.example/link/abc', message: 'Link GitHub.' },
+        }),
+      },
+    })
+    const out = await stamp('tools/call', { name: 't' }, owner(alice))
+    assert.ok('reply' in out)
+    assert.equal(out.reply.code, -32042)
+    assert.match(out.reply.message, /https:\/\/gw\.example\/link\/abc/)
+    const data = out.reply.data as { elicitations: { mode: string; url: string }[] }
+    assert.equal(data.elicitations[0]?.mode, 'url')
+    assert.equal(data.elicitations[0]?.url, 'https://gw.example/link/abc')
+  })
+
+  test('starts a new trace when the caller sent none or an invalid one', () => {
+    assert.match(childTraceparent(undefined), /^00-[0-9a-f]{32}-[0-9a-f]{16}-01$/)
+    const zero = childTraceparent('00-00000000000000000000000000000000-b7ad6b7169203331-01')
+    assert.doesNotMatch(zero, /^00-0{32}/)
+  })
+})
+
+describe('resource metadata helpers', () => {
+  test('canonical resource URIs are lower-case, without trailing slash, per virtual server', () => {
+    assert.equal(resourceUri('HTTPS://GW.Example.com/', 'default'), 'https://gw.example.com/mcp')
+    assert.equal(
+      resourceUri('https://gw.example.com/base/', 'gh'),
+      'https://gw.example.com/base/mcp/gh',
+    )
+  })
+
+  test('challenge text cannot break out of its quotes', () => {
+    const header = wwwAuthenticate({
+      resourceMetadata: 'https://gw/.well-known/oauth-protected-resource/mcp',
+      scopes: ['a'],
+      error: 'invalid_token',
+      description: 'bad "quote"\r\nInjected: yes',
+    })
+    assert.equal(
+      header,
+      'Bearer resource_metadata="https://gw/.well-known/oauth-protected-resource/mcp", scope="a", error="invalid_token", error_description="bad quoteInjected: yes"',
+    )
+  })
+})

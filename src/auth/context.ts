@@ -1,0 +1,141 @@
+/**
+ * The tool-call context: every upstream request made for a client's call says who it is for.
+ * Barbican adds `_meta["dev.barbican/context"]` ({ user, tenant, client, assertion, traceparent })
+ * and, on HTTP upstreams, the same assertion and trace context as headers. The prefix is
+ * Barbican's own reverse-DNS `_meta` namespace (the MCP `_meta` naming rule reserves only the
+ * modelcontextprotocol/mcp labels); a client cannot forge it, because any `dev.barbican/` key a
+ * client sends is removed first. The client's own token never appears: nothing here reads the
+ * inbound `Authorization` header, and upstream credentials come from Barbican's own store.
+ */
+import { randomBytes } from 'node:crypto'
+import { isPlainObject, type JsonObject } from '../protocol/jsonrpc.ts'
+import type { ErrorReply } from '../protocol/model.ts'
+import type { AssertionSigner } from './assertion.ts'
+import { ANONYMOUS, type Identity } from './identity.ts'
+
+/** Barbican's `_meta` prefix and the context key under it. */
+export const META_PREFIX = 'dev.barbican/'
+export const CONTEXT_META_KEY = `${META_PREFIX}context`
+/** HTTP header carrying the assertion to HTTP upstreams. */
+export const ASSERTION_HEADER = 'barbican-assertion'
+
+/** The owner Session records on upstream requests: only what the stamp reads. */
+interface OwnerShape {
+  readonly session: {
+    readonly identity: Identity
+    readonly revision?: string | undefined
+    readonly info: { readonly headers?: Readonly<Record<string, string | string[] | undefined>> }
+  }
+  readonly requestId: unknown
+}
+
+/** What Barbican presents to an upstream on a user's behalf, or why it cannot yet. */
+export type CredentialOutcome =
+  | { readonly headers: Readonly<Record<string, string>> }
+  | { readonly linkRequired: { readonly url: string; readonly message: string } }
+
+/** Per-upstream outbound credentials (see src/credentials/). */
+export interface CredentialSource {
+  forUser(identity: Identity): Promise<CredentialOutcome>
+}
+
+export type StampOutcome =
+  | { readonly params: JsonObject | undefined; readonly headers: Record<string, string> }
+  | { readonly reply: ErrorReply }
+
+/** Adds the context to one upstream request; `owner` is what the session recorded. */
+export type Stamp = (
+  method: string,
+  params: JsonObject | undefined,
+  owner: unknown,
+) => Promise<StampOutcome>
+
+export interface StampOptions {
+  readonly signer: AssertionSigner
+  /** The `aud` of assertions for this upstream. */
+  readonly audience: string
+  readonly credentials?: CredentialSource | undefined
+}
+
+/** Builds the stamp of one upstream. */
+export function createStamp(options: StampOptions): Stamp {
+  return async (_method, params, owner) => {
+    const session = isOwner(owner) ? owner.session : undefined
+    const identity = session?.identity ?? ANONYMOUS
+    const headers: Record<string, string> = {}
+    if (options.credentials) {
+      const outcome = await options.credentials.forUser(identity)
+      if ('linkRequired' in outcome) return { reply: linkRequiredReply(outcome.linkRequired) }
+      Object.assign(headers, outcome.headers)
+    }
+    const meta = isPlainObject(params?._meta) ? params._meta : {}
+    const traceparent = childTraceparent(
+      typeof meta.traceparent === 'string' ? meta.traceparent : header(session, 'traceparent'),
+    )
+    const assertion = await options.signer.sign({ identity, audience: options.audience })
+    const context: JsonObject = {
+      user: identity.subject,
+      ...(identity.tenant === undefined ? {} : { tenant: identity.tenant }),
+      ...(identity.client === undefined ? {} : { client: identity.client }),
+      assertion,
+      traceparent,
+    }
+    const cleanMeta: JsonObject = {}
+    for (const [key, value] of Object.entries(meta)) {
+      if (!key.startsWith(META_PREFIX)) cleanMeta[key] = value
+    }
+    cleanMeta[CONTEXT_META_KEY] = context
+    headers[ASSERTION_HEADER] = assertion
+    headers.traceparent = traceparent
+    const tracestate = header(session, 'tracestate')
+    if (tracestate !== undefined) headers.tracestate = tracestate
+    return { params: { ...params, _meta: cleanMeta }, headers }
+  }
+}
+
+/** -32042 with the URL; the codecs turn it into -32602 (message kept) for older revisions. */
+function linkRequiredReply(link: { url: string; message: string }): ErrorReply {
+  return {
+    kind: 'error',
+    id: null,
+    code: -32042,
+    message: `${link.message} Open ${link.url} to link your account, then retry.`,
+    data: {
+      elicitations: [
+        {
+          mode: 'url',
+          elicitationId: randomBytes(12).toString('base64url'),
+          url: link.url,
+          message: link.message,
+        },
+      ],
+    },
+  }
+}
+
+const TRACEPARENT = /^00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$/
+
+/**
+ * W3C trace context for the upstream hop: the caller's trace id with a new parent span, or a new
+ * trace when the caller sent none (or an invalid one).
+ */
+export function childTraceparent(incoming: string | undefined): string {
+  const span = randomBytes(8).toString('hex')
+  const match = incoming === undefined ? null : TRACEPARENT.exec(incoming.trim())
+  if (match && !/^0+$/.test(match[1]!)) return `00-${match[1]}-${span}-${match[3]}`
+  return `00-${randomBytes(16).toString('hex')}-${span}-01`
+}
+
+function header(session: OwnerShape['session'] | undefined, name: string): string | undefined {
+  const value = session?.info.headers?.[name]
+  return typeof value === 'string' ? value : undefined
+}
+
+function isOwner(owner: unknown): owner is OwnerShape {
+  return (
+    typeof owner === 'object' &&
+    owner !== null &&
+    'session' in owner &&
+    typeof (owner as { session: unknown }).session === 'object'
+  )
+}

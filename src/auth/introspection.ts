@@ -1,0 +1,105 @@
+/**
+ * Opaque access tokens, checked by RFC 7662 token introspection at the issuer. Answers are cached
+ * briefly (keyed by a hash of the token, never the token itself) so a busy client does not cost
+ * one introspection call per request; the cache never outlives the token's own `exp`.
+ */
+import { createHash } from 'node:crypto'
+import type { GuardedFetch } from '../net/guarded-fetch.ts'
+import type { JsonObject } from '../protocol/jsonrpc.ts'
+import { AuthFailure } from './auth-failure.ts'
+import type { Identity } from './identity.ts'
+
+export interface IntrospectorOptions {
+  readonly endpoint: string
+  readonly clientId: string
+  readonly clientSecret: string
+  /** The issuer the answers must name when they carry `iss`. */
+  readonly issuer?: string | undefined
+  readonly cacheSeconds: number
+  readonly tenantClaim?: string | undefined
+  readonly fetch: GuardedFetch
+  /** Clock, for tests. */
+  readonly now?: (() => number) | undefined
+}
+
+/** Resolves opaque tokens to identities. */
+export interface Introspector {
+  introspect(token: string, audiences: readonly string[]): Promise<Identity>
+}
+
+const MAX_CACHE_ENTRIES = 10_000
+
+export function createIntrospector(options: IntrospectorOptions): Introspector {
+  const cache = new Map<string, { answer: JsonObject; until: number }>()
+  const now = options.now ?? Date.now
+  const ask = async (token: string): Promise<JsonObject> => {
+    const key = createHash('sha256').update(token).digest('base64url')
+    const hit = cache.get(key)
+    if (hit && hit.until > now()) return hit.answer
+    const basic = Buffer.from(
+      `${encodeURIComponent(options.clientId)}:${encodeURIComponent(options.clientSecret)}`,
+    ).toString('base64')
+    const response = await options.fetch(options.endpoint, {
+      method: 'POST',
+      headers: {
+        authorization: `Basic ${basic}`,
+        'content-type': 'application/x-www-form-urlencoded',
+        accept: 'application/json',
+      },
+      body: new URLSearchParams({ token, token_type_hint: 'access_token' }).toString(),
+    })
+    if (!response.ok) {
+      await response.body?.cancel()
+      throw new Error(`introspection answered HTTP ${response.status}`)
+    }
+    const answer = (await response.json()) as JsonObject
+    const exp = typeof answer.exp === 'number' ? answer.exp * 1000 : Number.POSITIVE_INFINITY
+    if (cache.size >= MAX_CACHE_ENTRIES) cache.delete(cache.keys().next().value as string)
+    cache.set(key, { answer, until: Math.min(now() + options.cacheSeconds * 1000, exp) })
+    return answer
+  }
+  const tenantClaim = options.tenantClaim ?? 'tenant'
+
+  return {
+    async introspect(token, audiences) {
+      let answer: JsonObject
+      try {
+        answer = await ask(token)
+      } catch (err) {
+        throw new AuthFailure('invalid_token', 'The token could not be introspected', {
+          cause: err,
+        })
+      }
+      if (answer.active !== true) throw new AuthFailure('invalid_token', 'The token is not active')
+      if (typeof answer.exp === 'number' && answer.exp * 1000 <= now()) {
+        throw new AuthFailure('invalid_token', 'The token has expired')
+      }
+      if (
+        options.issuer !== undefined &&
+        answer.iss !== undefined &&
+        answer.iss !== options.issuer
+      ) {
+        throw new AuthFailure('invalid_token', 'The token was not issued by the trusted issuer')
+      }
+      const aud = Array.isArray(answer.aud) ? answer.aud : [answer.aud]
+      if (!aud.some((a) => typeof a === 'string' && audiences.includes(a))) {
+        throw new AuthFailure(
+          'invalid_token',
+          'The token was not issued for this resource (audience)',
+        )
+      }
+      if (typeof answer.sub !== 'string') {
+        throw new AuthFailure('invalid_token', 'The token has no subject')
+      }
+      const tenant = answer[tenantClaim]
+      return {
+        subject: answer.sub,
+        tenant: typeof tenant === 'string' ? tenant : undefined,
+        client: typeof answer.client_id === 'string' ? answer.client_id : undefined,
+        scopes: typeof answer.scope === 'string' ? answer.scope.split(' ').filter(Boolean) : [],
+        method: 'introspection',
+        claims: answer,
+      }
+    },
+  }
+}

@@ -1,0 +1,29 @@
+/**
+ * The identity the HTTP listener established for a request, kept beside the request object so
+ * the transport endpoints can put it in ConnectionInfo without changing their signatures.
+ */
+import type { IncomingMessage } from 'node:http'
+import type { Identity } from './identity.ts'
+
+const IDENTITIES = new WeakMap<IncomingMessage, Identity>()
+
+export function setRequestIdentity(req: IncomingMessage, identity: Identity): void {
+  IDENTITIES.set(req, identity)
+}
+
+/** The verified identity of `req`; undefined when the gateway runs without inbound auth. */
+export function requestIdentity(req: IncomingMessage): Identity | undefined {
+  return IDENTITIES.get(req)
+}
+
+/**
+ * The key a legacy session is bound to: the same caller may present a refreshed token within one
+ * session, but a different caller may not use the session's id.
+ */
+export function identityKey(identity: Identity): string {
+  return JSON.stringify([
+    identity.method === 'api-key' ? 'key' : 'user',
+    identity.tenant ?? '',
+    identity.subject,
+  ])
+}

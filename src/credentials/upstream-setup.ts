@@ -1,0 +1,165 @@
+/**
+ * How an upstream's transport gets Barbican's credentials and the caller's context: static
+ * secrets (headers or environment, sealed in memory, opened only when a connection is made), and,
+ * when inbound auth is configured, the per-request stamp (auth/context.ts) that adds who the call
+ * is for and any per-user upstream token.
+ */
+import type { AuthRuntime } from '../auth/auth-runtime.ts'
+import { stampedTransport } from '../auth/stamped-transport.ts'
+import type { UpstreamConfig } from '../config/config.ts'
+import type { JsonRpcMessage } from '../protocol/jsonrpc.ts'
+import type { ReceiveInfo, SendOptions, Transport } from '../transports/transport.ts'
+import { requestOwner } from '../upstreams/upstream-client.ts'
+import { type KeyProvider, keyProviderFromEnv, SEALED_PREFIX } from './secret-box.ts'
+
+type Make = (spec: UpstreamConfig) => Transport
+
+let sharedKeys: KeyProvider | undefined
+
+/** The process's key provider (BARBICAN_SECRET_KEY), created on first use. */
+export function processKeys(): KeyProvider {
+  sharedKeys ??= keyProviderFromEnv().provider
+  return sharedKeys
+}
+
+/** A sealed copy of one upstream's static secrets, opened per connection. */
+interface SealedSecrets {
+  readonly headers: Readonly<Record<string, Promise<string>>>
+  readonly env: Readonly<Record<string, Promise<string>>>
+}
+
+/**
+ * Returns the upstream's transport factory: `make` builds the plain transport from a spec with
+ * the secrets filled in; the result is wrapped so requests carry the caller's context.
+ */
+export function securedTransportFactory(
+  u: UpstreamConfig,
+  auth: AuthRuntime | undefined,
+  make: Make,
+): () => Transport {
+  const credentials = u.credentials
+  const secrets =
+    credentials?.mode === 'static'
+      ? sealAll(u.name, credentials.headers, credentials.env)
+      : undefined
+  if (auth && credentials && credentials.mode !== 'static' && credentials.mode !== 'none') {
+    auth.prepareUpstream?.(u)
+  }
+  if (!secrets && !auth) return () => make(u)
+  const stamp = auth?.stampFor(u.name, audienceOf(u))
+  return () =>
+    new DeferredTransport(async () => {
+      const spec = secrets ? await withSecrets(u, secrets) : u
+      const inner = make(spec)
+      return stamp ? stampedTransport(inner, stamp, requestOwner) : inner
+    })
+}
+
+/** What assertions for this upstream name as audience: its URL, or a name-based URN for stdio. */
+export function audienceOf(u: UpstreamConfig): string {
+  return u.transport === 'stdio' ? `urn:barbican:upstream:${u.name}` : u.url
+}
+
+function sealAll(
+  upstream: string,
+  headers: Readonly<Record<string, string>>,
+  env: Readonly<Record<string, string>>,
+): SealedSecrets {
+  const keys = processKeys()
+  const seal = (slot: string, value: string) =>
+    value.startsWith(SEALED_PREFIX)
+      ? Promise.resolve(value)
+      : keys.seal(value, `upstream:${upstream}:${slot}`)
+  const sealed = (kind: string, values: Readonly<Record<string, string>>) =>
+    Object.fromEntries(
+      Object.entries(values).map(([k, v]) => {
+        const p = seal(`${kind}:${kind === 'header' ? k.toLowerCase() : k}`, v)
+        p.catch(() => {})
+        return [k, p]
+      }),
+    )
+  return { headers: sealed('header', headers), env: sealed('env', env) }
+}
+
+async function withSecrets(u: UpstreamConfig, secrets: SealedSecrets): Promise<UpstreamConfig> {
+  const keys = processKeys()
+  const open = async (kind: string, values: Readonly<Record<string, Promise<string>>>) => {
+    const out: Record<string, string> = {}
+    for (const [k, sealed] of Object.entries(values)) {
+      out[k] = await keys.open(
+        await sealed,
+        `upstream:${u.name}:${kind}:${kind === 'header' ? k.toLowerCase() : k}`,
+      )
+    }
+    return out
+  }
+  if (u.transport === 'stdio')
+    return { ...u, env: { ...u.env, ...(await open('env', secrets.env)) } }
+  return { ...u, headers: { ...u.headers, ...(await open('header', secrets.headers)) } }
+}
+
+type MessageHandler = (message: JsonRpcMessage, info?: ReceiveInfo) => void
+
+/**
+ * A transport built when it starts (opening secrets may be asynchronous, e.g. with a KMS), which
+ * keeps the handlers set before that and hands them over.
+ */
+class DeferredTransport implements Transport {
+  readonly #build: () => Promise<Transport>
+  #inner: Transport | undefined
+  #closed = false
+  #onmessage: MessageHandler | undefined
+  #onclose: (() => void) | undefined
+  #onerror: ((error: Error) => void) | undefined
+
+  constructor(build: () => Promise<Transport>) {
+    this.#build = build
+  }
+
+  get onmessage(): MessageHandler {
+    return this.#onmessage as MessageHandler
+  }
+  set onmessage(handler: MessageHandler) {
+    this.#onmessage = handler
+    if (this.#inner) this.#inner.onmessage = handler
+  }
+  get onclose(): () => void {
+    return this.#onclose as () => void
+  }
+  set onclose(handler: () => void) {
+    this.#onclose = handler
+    if (this.#inner) this.#inner.onclose = handler
+  }
+  get onerror(): (error: Error) => void {
+    return this.#onerror as (error: Error) => void
+  }
+  set onerror(handler: (error: Error) => void) {
+    this.#onerror = handler
+    if (this.#inner) this.#inner.onerror = handler
+  }
+  get sessionId(): string | undefined {
+    return this.#inner?.sessionId
+  }
+
+  async start(): Promise<void> {
+    if (this.#closed) throw new Error('The transport is closed')
+    const inner = await this.#build()
+    this.#inner = inner
+    if (this.#onmessage) inner.onmessage = this.#onmessage
+    if (this.#onclose) inner.onclose = this.#onclose
+    if (this.#onerror) inner.onerror = this.#onerror
+    await inner.start()
+  }
+
+  async send(message: JsonRpcMessage, options?: SendOptions): Promise<void> {
+    if (!this.#inner) throw new Error('The transport is not started')
+    await this.#inner.send(message, options)
+  }
+
+  async close(): Promise<void> {
+    if (this.#closed) return
+    this.#closed = true
+    if (this.#inner) await this.#inner.close()
+    else this.#onclose?.()
+  }
+}
