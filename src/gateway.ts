@@ -259,7 +259,11 @@ export class Gateway implements InboundHandler {
   ): Promise<UpstreamReply> {
     if (request.method === 'ping')
       return { kind: 'result', id: request.id, resultType: 'complete', result: {} }
-    const calls = owners.filter((o): o is CallOwner => o instanceof Object && 'session' in o)
+    const owning = owners.filter((o): o is CallOwner => o instanceof Object && 'session' in o)
+    // A held call parked until its 2026 client retries (src/bridge/held-call.ts) is waiting on
+    // its own questions; a new upstream request belongs to one of the other calls if any.
+    const active = owning.filter((c) => c.session.parked !== true)
+    const calls = active.length > 0 ? active : owning
     const sessions = new Set(calls.map((c) => c.session))
     if (sessions.size === 1) {
       const call = calls[0]!

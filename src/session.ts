@@ -9,13 +9,14 @@ import { ANONYMOUS, type Identity } from './auth/identity.ts'
 import { modernCapabilities, type UpstreamEnvelope } from './bridge/envelope.ts'
 import type { ClientRequester } from './bridge/held-call.ts'
 import { MRTR_METHODS, type MrtrBridge } from './bridge/mrtr.ts'
+import { paramHeaderMismatch } from './bridge/param-headers.ts'
 import { BarbicanError, errorData, jsonRpcCodeOf, toBarbicanError } from './errors.ts'
 import type { Logger } from './log.ts'
 import { compose } from './policies/chain.ts'
 import type { Call, Next, Policy, Route } from './policies/policy.ts'
 import type { Codec } from './protocol/codec.ts'
 import { codecFor } from './protocol/codecs.ts'
-import { UNSUPPORTED_PROTOCOL_VERSION } from './protocol/error-codes.ts'
+import { HEADER_MISMATCH, UNSUPPORTED_PROTOCOL_VERSION } from './protocol/error-codes.ts'
 import {
   isPlainObject,
   type JsonObject,
@@ -181,7 +182,7 @@ export class Session {
     info?.signal?.addEventListener('abort', () => controller.abort(), { once: true })
     this.#inflight.set(wire.id, controller)
     try {
-      const reply = await this.#dispatch(request, modern, controller.signal)
+      const reply = await this.#dispatch(request, modern, controller.signal, info?.headers)
       reply.id = wire.id
       await this.#send(codec.encode(reply, { method: request.method }), wire.id)
     } catch (err) {
@@ -224,6 +225,7 @@ export class Session {
     request: Request,
     modern: boolean,
     signal: AbortSignal,
+    headers?: ReceiveInfo['headers'],
   ): Promise<Result | ErrorReply> {
     const { method } = request
     const revision: Revision = modern
@@ -255,7 +257,24 @@ export class Session {
       signal,
       log: this.#log,
     }
+    if (modern && headers && method === 'tools/call' && call.route.kind === 'unicast') {
+      const mismatch = await this.#paramHeaders(request, headers)
+      if (mismatch !== undefined) {
+        return { kind: 'error', id: request.id, code: HEADER_MISMATCH, message: mismatch }
+      }
+    }
     return await this.#chain(call)
+  }
+
+  /** 2026-07-28 `Mcp-Param-*` headers against the arguments, for tools that declare them. */
+  async #paramHeaders(
+    request: Request,
+    headers: NonNullable<ReceiveInfo['headers']>,
+  ): Promise<string | undefined> {
+    const name = request.params?.name
+    const { catalog } = await this.#deps.server.catalog()
+    const tool = catalog.tools.find((t) => t.name === name)
+    return paramHeaderMismatch(headers, tool?.inputSchema, request.params?.arguments)
   }
 
   /** Resolves where a request goes; a failure becomes an `unresolved` route, not a throw. */

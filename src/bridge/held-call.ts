@@ -23,6 +23,8 @@ export interface ClientRequester {
     relatedRequestId: JsonRpcId | undefined,
     signal?: AbortSignal,
   ): Promise<Result | ErrorReply>
+  /** True while the requester waits for someone else (a held call between rounds). */
+  readonly parked?: boolean
 }
 
 /** One upstream request waiting for the client's answer. */
@@ -49,6 +51,12 @@ export class HeldCall implements ClientRequester, Continuation {
   #outcome: { reply: Result | ErrorReply } | { error: unknown } | undefined
   #wake: (() => void) | undefined
   #nextKey = 1
+  #driving = false
+
+  /** Between rounds: questions handed out, nobody driving it until the client's retry. */
+  get parked(): boolean {
+    return !this.#driving && this.#pending.size > 0
+  }
 
   /** `settleMs`: how long to wait after a first upstream request for siblings sent with it. */
   constructor(settleMs: number) {
@@ -79,6 +87,15 @@ export class HeldCall implements ClientRequester, Continuation {
 
   /** Waits for the call to finish or to need input; pending input is returned every time. */
   async next(signal: AbortSignal): Promise<HeldEvent> {
+    this.#driving = true
+    try {
+      return await this.#next(signal)
+    } finally {
+      this.#driving = false
+    }
+  }
+
+  async #next(signal: AbortSignal): Promise<HeldEvent> {
     for (;;) {
       const outcome = this.#outcome
       if (outcome) {

@@ -178,7 +178,10 @@ describe('Streamable HTTP inbound, 2026-07-28 stateless requests', () => {
       )
       assert.equal(note.status, 202)
       assert.equal(t.handler.connections[0]?.info.kind, 'streamable-http-stateless')
-      const meta = { 'io.modelcontextprotocol/protocolVersion': '2026-07-28' }
+      const meta = {
+        'io.modelcontextprotocol/protocolVersion': '2026-07-28',
+        'io.modelcontextprotocol/clientCapabilities': {},
+      }
       const unknown = await post(
         t,
         { jsonrpc: '2.0', id: 2, method: 'nothing/here', params: { _meta: meta } },
