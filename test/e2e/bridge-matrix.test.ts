@@ -1,0 +1,260 @@
+/**
+ * The bridge matrix: {legacy 2025-11-25 client, 2026-07-28 client} × {legacy upstream,
+ * 2026-07-28 upstream}, through Barbican over HTTP. Every cell runs the same four things: a tool
+ * call with an elicitation round trip, a resource read, a prompt get, and a tool-list change
+ * reaching the client. The legacy client is the official SDK v1 client (real server→client
+ * elicitation, list changes on its standalone stream); the 2026 client speaks raw 2026-07-28
+ * HTTP (per-request `_meta`, routing headers, `input_required` retries, `subscriptions/listen`)
+ * so every byte the cell depends on is visible here. The upstream is our fixture
+ * (test/fixtures/bridge-upstream.ts) pinned to one era.
+ */
+import assert from 'node:assert/strict'
+import { after, before, describe, test } from 'node:test'
+import { Client } from '@modelcontextprotocol/sdk/client/index.js'
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
+import {
+  ElicitRequestSchema,
+  ToolListChangedNotificationSchema,
+} from '@modelcontextprotocol/sdk/types.js'
+import type { RunningServer } from '../../src/cli/serve.ts'
+import { startFixtureGateway } from '../conformance/serve-fixture.ts'
+import { assertValidMessage } from '../support/schema.ts'
+
+type Json = Record<string, unknown>
+
+const WAIT_MS = 10_000
+const ANSWER = { action: 'accept', content: { username: 'ada', email: 'ada@example.test' } }
+
+/** Resolves with the first value `take` accepts, or rejects after WAIT_MS. */
+function waitFor<T>(what: string, subscribe: (done: (value: T) => void) => void): Promise<T> {
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`timed out waiting for ${what}`)), WAIT_MS)
+    subscribe((value) => {
+      clearTimeout(timer)
+      resolve(value)
+    })
+  })
+}
+
+function textOf(result: Json): string {
+  const content = (result.content ?? (result.messages as Json[] | undefined)?.[0]?.content) as
+    | Json[]
+    | Json
+  const list = Array.isArray(content) ? content : [content]
+  return list.map((c) => String(c?.text ?? '')).join('')
+}
+
+/** One cell's client: the same four operations, in the client's own era. */
+interface CellClient {
+  callElicitingTool(): Promise<Json>
+  readResource(uri: string): Promise<Json>
+  getPrompt(name: string, args: Record<string, string>): Promise<Json>
+  /** Resolves once a tools list_changed has reached the client after `trigger`. */
+  seeToolListChange(trigger: () => Promise<unknown>): Promise<void>
+  /** Calls a tool without an elicitation (used as the list-change trigger). */
+  callTool(name: string): Promise<Json>
+  close(): Promise<void>
+}
+
+async function legacyClient(url: string): Promise<CellClient> {
+  const client = new Client(
+    { name: 'bridge-matrix', version: '1.0.0' },
+    { capabilities: { elicitation: {} } },
+  )
+  let elicitations = 0
+  client.setRequestHandler(ElicitRequestSchema, async () => {
+    elicitations++
+    return ANSWER
+  })
+  const changes: (() => void)[] = []
+  client.setNotificationHandler(ToolListChangedNotificationSchema, async () => {
+    for (const notify of changes.splice(0)) notify()
+  })
+  await client.connect(new StreamableHTTPClientTransport(new URL(url)))
+  return {
+    async callElicitingTool() {
+      const result = (await client.callTool({
+        name: 'test_elicitation',
+        arguments: { message: 'Who are you?' },
+      })) as Json
+      assert.equal(elicitations, 1, 'the client answered exactly one real elicitation request')
+      return result
+    },
+    readResource: async (uri) => (await client.readResource({ uri })) as Json,
+    getPrompt: async (name, args) => (await client.getPrompt({ name, arguments: args })) as Json,
+    async seeToolListChange(trigger) {
+      const seen = waitFor<void>('tools/list_changed', (done) => changes.push(() => done()))
+      await trigger()
+      await seen
+    },
+    callTool: async (name) => (await client.callTool({ name, arguments: {} })) as Json,
+    close: () => client.close(),
+  }
+}
+
+/** A raw 2026-07-28 HTTP client: one stateless POST per request. */
+function modernClient(url: string): CellClient {
+  const capabilities = { elicitation: {} }
+  let nextId = 1
+  const meta = {
+    'io.modelcontextprotocol/protocolVersion': '2026-07-28',
+    'io.modelcontextprotocol/clientCapabilities': capabilities,
+    'io.modelcontextprotocol/clientInfo': { name: 'bridge-matrix', version: '1.0.0' },
+  }
+  const headersFor = (method: string, params: Json): Record<string, string> => {
+    const headers: Record<string, string> = {
+      'content-type': 'application/json',
+      accept: 'application/json, text/event-stream',
+      'mcp-protocol-version': '2026-07-28',
+      'mcp-method': method,
+    }
+    const name = method === 'resources/read' ? params.uri : params.name
+    if (typeof name === 'string') headers['mcp-name'] = name
+    return headers
+  }
+  /** Posts one request; returns the final response and any frames before it. */
+  const post = async (method: string, params: Json, signal?: AbortSignal) => {
+    const body = { jsonrpc: '2.0', id: nextId++, method, params: { ...params, _meta: meta } }
+    const res = await fetch(url, {
+      method: 'POST',
+      headers: headersFor(method, params),
+      body: JSON.stringify(body),
+      ...(signal ? { signal } : {}),
+    })
+    return { res, id: body.id }
+  }
+  const request = async (method: string, params: Json): Promise<Json> => {
+    const { res } = await post(method, params)
+    const text = await res.text()
+    const frames = res.headers.get('content-type')?.includes('text/event-stream')
+      ? text
+          .split('\n')
+          .filter((l) => l.startsWith('data:'))
+          .map((l) => JSON.parse(l.slice(5)) as Json)
+      : [JSON.parse(text) as Json]
+    const final = frames.find((f) => 'result' in f || 'error' in f)
+    assert.ok(final, `no response to ${method}`)
+    assert.equal(final.error, undefined, `${method} failed: ${JSON.stringify(final.error)}`)
+    assertValidMessage('2026-07-28', final, { method })
+    return final.result as Json
+  }
+  return {
+    async callElicitingTool() {
+      const params = { name: 'test_elicitation', arguments: { message: 'Who are you?' } }
+      const first = await request('tools/call', params)
+      assert.equal(first.resultType, 'input_required')
+      const inputRequests = first.inputRequests as Record<string, Json>
+      const keys = Object.keys(inputRequests)
+      assert.equal(keys.length, 1)
+      assert.equal(inputRequests[keys[0] as string]?.method, 'elicitation/create')
+      assert.equal(typeof first.requestState, 'string')
+      const retry = {
+        ...params,
+        inputResponses: { [keys[0] as string]: ANSWER },
+        requestState: first.requestState,
+      }
+      const done = await request('tools/call', retry)
+      assert.equal(done.resultType, 'complete')
+      return done
+    },
+    readResource: (uri) => request('resources/read', { uri }),
+    getPrompt: (name, args) => request('prompts/get', { name, arguments: args }),
+    async seeToolListChange(trigger) {
+      const controller = new AbortController()
+      const { res, id } = await post(
+        'subscriptions/listen',
+        { notifications: { toolsListChanged: true } },
+        controller.signal,
+      )
+      assert.ok(res.body, 'the listen stream has a body')
+      const reader = res.body.getReader()
+      const decoder = new TextDecoder()
+      let buffer = ''
+      const frames: Json[] = []
+      const nextFrame = async (): Promise<Json> => {
+        for (;;) {
+          const line = buffer.split('\n').find((l) => l.startsWith('data:'))
+          if (line) {
+            buffer = buffer.slice(buffer.indexOf(line) + line.length + 1)
+            const frame = JSON.parse(line.slice(5)) as Json
+            frames.push(frame)
+            return frame
+          }
+          const { value, done } = await reader.read()
+          if (done) throw new Error('the listen stream ended')
+          buffer += decoder.decode(value, { stream: true })
+        }
+      }
+      const timer = setTimeout(() => controller.abort(), WAIT_MS)
+      try {
+        const ack = await nextFrame()
+        assert.equal(ack.method, 'notifications/subscriptions/acknowledged')
+        await trigger()
+        const change = await nextFrame()
+        assert.equal(change.method, 'notifications/tools/list_changed')
+        const tag = ((change.params as Json)._meta as Json)[
+          'io.modelcontextprotocol/subscriptionId'
+        ]
+        assert.equal(tag, id, 'the change is tagged with the listen request id')
+        for (const frame of frames) assertValidMessage('2026-07-28', frame)
+      } finally {
+        clearTimeout(timer)
+        controller.abort()
+        await reader.cancel().catch(() => {})
+      }
+    },
+    callTool: (name) => request('tools/call', { name, arguments: {} }),
+    close: async () => {},
+  }
+}
+
+const CLIENTS: Record<string, (url: string) => Promise<CellClient>> = {
+  'a 2025-11-25 client (SDK v1)': legacyClient,
+  'a 2026-07-28 client': async (url) => modernClient(url),
+}
+
+const UPSTREAMS: Record<string, string> = {
+  'a 2025-11-25 upstream': 'legacy',
+  'a 2026-07-28 upstream': 'modern',
+}
+
+for (const [upstreamName, era] of Object.entries(UPSTREAMS)) {
+  for (const [clientName, connect] of Object.entries(CLIENTS)) {
+    describe(`bridge: ${clientName} through Barbican to ${upstreamName}`, () => {
+      let gateway: RunningServer
+      let client: CellClient
+      before(async () => {
+        gateway = await startFixtureGateway(era)
+        client = await connect(`${gateway.url}/mcp`)
+      })
+      after(async () => {
+        await client?.close()
+        await gateway?.stop()
+      })
+
+      test('a tool call completes after an elicitation round trip', async () => {
+        const result = await client.callElicitingTool()
+        assert.match(textOf(result), /User response: .*"action":"accept".*ada@example\.test/)
+      })
+
+      test('a resource read returns the resource', async () => {
+        const result = await client.readResource('test://static-text')
+        const contents = result.contents as Json[]
+        assert.equal(contents[0]?.uri, 'test://static-text')
+        assert.equal(contents[0]?.text, 'This is the content of the static text resource.')
+      })
+
+      test('a prompt get returns the prompt with its arguments', async () => {
+        const result = await client.getPrompt('test_prompt_with_arguments', {
+          arg1: 'hello',
+          arg2: 'world',
+        })
+        assert.equal(textOf(result), "Prompt with arguments: arg1='hello', arg2='world'")
+      })
+
+      test('a change of the upstream tool list reaches the client', async () => {
+        await client.seeToolListChange(() => client.callTool('test_trigger_tool_change'))
+      })
+    })
+  }
+}
