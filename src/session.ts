@@ -33,7 +33,6 @@ import {
   isRevision,
   MODERN_REVISIONS,
   negotiateLegacy,
-  REVISIONS,
   type Revision,
 } from './protocol/revisions.ts'
 import { decodeCursor, encodeCursor } from './relay/cursor.ts'
@@ -835,11 +834,6 @@ export class Session {
     }
     this.#pendingClient.clear()
     this.#deps.onClose(this)
-  }
-
-  /** Whether this session advertises `revision` support (REVISIONS includes every one). */
-  static supports(revision: string): boolean {
-    return (REVISIONS as readonly string[]).includes(revision)
   }
 }
 
