@@ -1,0 +1,46 @@
+import assert from 'node:assert/strict'
+import { describe, test } from 'node:test'
+import { BarbicanError } from '../errors.ts'
+import { probeEra } from './probe.ts'
+
+describe('era probe', () => {
+  test('a DiscoverResult naming 2026-07-28 means modern', async () => {
+    const verdict = await probeEra(async () => ({
+      kind: 'result',
+      id: 1,
+      resultType: 'complete',
+      serverInfo: { name: 's' },
+      result: { supportedVersions: ['2026-07-28'], capabilities: { tools: {} } },
+    }))
+    assert.equal(verdict.era, 'modern')
+    assert.deepEqual(verdict.era === 'modern' ? verdict.serverInfo : undefined, { name: 's' })
+  })
+
+  test('any error, silence or a closed connection means legacy', async () => {
+    const error = await probeEra(async () => ({
+      kind: 'error',
+      id: 1,
+      code: -32601,
+      message: 'no',
+    }))
+    assert.deepEqual([error.era, error.era === 'legacy' && error.closed], ['legacy', false])
+    const silent = await probeEra(async () => {
+      throw new BarbicanError('ERR_UPSTREAM_TIMEOUT', 'late')
+    })
+    assert.equal(silent.era, 'legacy')
+    const closed = await probeEra(async () => {
+      throw new BarbicanError('ERR_UPSTREAM_CLOSED', 'gone')
+    })
+    assert.equal(closed.era === 'legacy' && closed.closed, true)
+  })
+
+  test('a DiscoverResult without a version Barbican speaks means legacy', async () => {
+    const verdict = await probeEra(async () => ({
+      kind: 'result',
+      id: 1,
+      resultType: 'complete',
+      result: { supportedVersions: ['2099-01-01'] },
+    }))
+    assert.equal(verdict.era, 'legacy')
+  })
+})
