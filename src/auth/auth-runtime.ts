@@ -4,8 +4,7 @@
  * guarded fetch client, and the per-upstream stamps that carry the tool-call context upstream.
  * `barbican serve` installs it on the HTTP listener; `barbican stdio` only needs the stamps.
  */
-import type { ServerResponse } from 'node:http'
-import type { UpstreamConfig } from '../config/config.ts'
+import type { IncomingMessage, ServerResponse } from 'node:http'
 import type { Logger } from '../log.ts'
 import { createGuardedFetch, type GuardedFetch } from '../net/guarded-fetch.ts'
 import { ApiKeyStore } from './api-keys.ts'
@@ -24,7 +23,7 @@ export const JWKS_PATH = '/.well-known/jwks.json'
 
 /** The part of the HTTP listener the runtime needs (routes and the auth hook). */
 export interface AuthHost {
-  readonly routes: Map<string, (req: never, res: ServerResponse) => void | Promise<void>>
+  readonly routes: Map<string, (req: IncomingMessage, res: ServerResponse) => void | Promise<void>>
   authenticator: InboundAuthenticator | undefined
   readonly url: string
 }
@@ -35,14 +34,14 @@ export class AuthRuntime {
   readonly apiKeys: ApiKeyStore | undefined
   readonly fetch: GuardedFetch
   readonly authenticator: InboundAuthenticator
-  readonly #log: Logger
+  readonly log: Logger
   readonly #credentials = new Map<string, CredentialSource>()
   #baseUrl: string | undefined
   #servers: readonly string[] = ['default']
 
   constructor(config: AuthConfig, log: Logger) {
     this.config = config
-    this.#log = log
+    this.log = log
     this.fetch = createGuardedFetch({ allow: config.network.allow })
     this.signer = new AssertionSigner({
       issuer: () => this.baseUrl(),
@@ -77,10 +76,10 @@ export class AuthRuntime {
   }
 
   /**
-   * Called for each upstream with per-user or token credentials (oauth, client-credentials,
-   * token-exchange); src/credentials/ installs the handler that builds their sources.
+   * Extra public endpoints (account linking pages, OAuth callback), installed on the listener
+   * with the metadata documents; src/credentials/ adds them while the plan is built.
    */
-  prepareUpstream: ((u: UpstreamConfig) => void) | undefined
+  readonly routes = new Map<string, (req: IncomingMessage, res: ServerResponse) => Promise<void>>()
 
   /** Registers an upstream's outbound credentials (src/credentials/), used by its stamp. */
   setCredentials(upstream: string, source: CredentialSource): void {
@@ -116,7 +115,10 @@ export class AuthRuntime {
   install(http: AuthHost, servers: readonly string[]): void {
     this.#servers = [...servers]
     this.#baseUrl = http.url
-    http.authenticator = this.authenticator
+    const inbound = this.config.jwt ?? this.config.introspection ?? this.config.apiKeys
+    // `auth:` with only outbound settings (stdio identity, assertion, links) keeps callers anonymous.
+    if (inbound) http.authenticator = this.authenticator
+    for (const [path, handler] of this.routes) http.routes.set(path, handler as never)
     const json = (res: ServerResponse, body: unknown) => {
       res.writeHead(200, { 'content-type': 'application/json', 'cache-control': 'max-age=300' })
       res.end(JSON.stringify(body))
@@ -130,7 +132,7 @@ export class AuthRuntime {
       http.routes.set(PRM_PREFIX, (_req, res) => json(res, this.authenticator.metadata('default')))
     }
     http.routes.set(JWKS_PATH, async (_req, res) => json(res, await this.signer.jwks()))
-    this.#log.info('inbound authentication enabled', {
+    this.log.info('inbound authentication enabled', {
       jwt: this.config.jwt?.issuer,
       introspection: this.config.introspection?.endpoint,
       apiKeys: this.apiKeys !== undefined,

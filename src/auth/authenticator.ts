@@ -11,6 +11,7 @@ import { AuthFailure } from './auth-failure.ts'
 import type { JwtVerifier } from './bearer.ts'
 import type { Identity } from './identity.ts'
 import type { Introspector } from './introspection.ts'
+import { rememberSubjectToken } from './request-identity.ts'
 import { metadataUrl, resourceMetadata, resourceUri, wwwAuthenticate } from './resource-metadata.ts'
 
 export interface InboundAuthOptions {
@@ -104,10 +105,13 @@ export class InboundAuthenticator {
     const base = this.#options.baseUrl()
     const names = server === undefined ? this.#options.servers() : [server]
     const audiences = names.map((name) => resourceUri(base, name))
-    if (jwt && looksLikeJwt(token)) return await jwt.verify(token, audiences)
-    if (introspection) return await introspection.introspect(token, audiences)
-    if (jwt) return await jwt.verify(token, audiences)
-    throw new AuthFailure('invalid_token', 'The token is not accepted here')
+    let identity: Identity
+    if (jwt && looksLikeJwt(token)) identity = await jwt.verify(token, audiences)
+    else if (introspection) identity = await introspection.introspect(token, audiences)
+    else if (jwt) identity = await jwt.verify(token, audiences)
+    else throw new AuthFailure('invalid_token', 'The token is not accepted here')
+    rememberSubjectToken(identity, token)
+    return identity
   }
 }
 

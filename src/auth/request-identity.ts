@@ -16,6 +16,21 @@ export function requestIdentity(req: IncomingMessage): Identity | undefined {
   return IDENTITIES.get(req)
 }
 
+const TOKENS = new WeakMap<Identity, string>()
+
+/**
+ * Remembers the inbound access token an identity was verified from, for RFC 8693 token exchange
+ * at the identity provider only (src/credentials/token-sources.ts); it is never sent upstream.
+ */
+export function rememberSubjectToken(identity: Identity, token: string): void {
+  TOKENS.set(identity, token)
+}
+
+/** The inbound access token behind `identity`, when it came from one. */
+export function subjectToken(identity: Identity): string | undefined {
+  return TOKENS.get(identity)
+}
+
 /**
  * The key a legacy session is bound to: the same caller may present a refreshed token within one
  * session, but a different caller may not use the session's id.

@@ -4,13 +4,19 @@
  * when inbound auth is configured, the per-request stamp (auth/context.ts) that adds who the call
  * is for and any per-user upstream token.
  */
+
+import type { CredentialsConfig } from '../auth/auth-config.ts'
 import type { AuthRuntime } from '../auth/auth-runtime.ts'
+import type { CredentialSource } from '../auth/context.ts'
 import { stampedTransport } from '../auth/stamped-transport.ts'
 import type { UpstreamConfig } from '../config/config.ts'
 import type { JsonRpcMessage } from '../protocol/jsonrpc.ts'
 import type { ReceiveInfo, SendOptions, Transport } from '../transports/transport.ts'
 import { requestOwner } from '../upstreams/upstream-client.ts'
+import { LinkRegistry } from './oauth-link.ts'
 import { type KeyProvider, keyProviderFromEnv, SEALED_PREFIX } from './secret-box.ts'
+import { clientCredentialsSource, tokenExchangeSource } from './token-sources.ts'
+import { TokenStore } from './token-store.ts'
 
 type Make = (spec: UpstreamConfig) => Transport
 
@@ -43,7 +49,7 @@ export function securedTransportFactory(
       ? sealAll(u.name, credentials.headers, credentials.env)
       : undefined
   if (auth && credentials && credentials.mode !== 'static' && credentials.mode !== 'none') {
-    auth.prepareUpstream?.(u)
+    auth.setCredentials(u.name, credentialSource(u, credentials, auth))
   }
   if (!secrets && !auth) return () => make(u)
   const stamp = auth?.stampFor(u.name, audienceOf(u))
@@ -53,6 +59,41 @@ export function securedTransportFactory(
       const inner = make(spec)
       return stamp ? stampedTransport(inner, stamp, requestOwner) : inner
     })
+}
+
+const registries = new WeakMap<AuthRuntime, LinkRegistry>()
+
+/** The token-based credential source of one upstream (oauth, client credentials, exchange). */
+function credentialSource(
+  u: UpstreamConfig,
+  credentials: Exclude<CredentialsConfig, { mode: 'none' } | { mode: 'static' }>,
+  auth: AuthRuntime,
+): CredentialSource {
+  const resource = credentials.resource ?? (u.transport === 'stdio' ? undefined : u.url)
+  if (resource === undefined) {
+    throw new Error(`Upstream "${u.name}": credentials need a "resource" for a stdio upstream`)
+  }
+  switch (credentials.mode) {
+    case 'client-credentials':
+      return clientCredentialsSource({ ...credentials, resource }, auth.fetch)
+    case 'token-exchange':
+      return tokenExchangeSource({ ...credentials, resource }, auth.fetch)
+    case 'oauth': {
+      let registry = registries.get(auth)
+      if (!registry) {
+        registry = new LinkRegistry({
+          fetch: auth.fetch,
+          store: new TokenStore(processKeys()),
+          baseUrl: () => auth.baseUrl(),
+          log: auth.log,
+        })
+        registries.set(auth, registry)
+      }
+      const source = registry.add(u.name, { ...credentials, resource })
+      for (const [path, handler] of registry.routes()) auth.routes.set(path, handler)
+      return source
+    }
+  }
 }
 
 /** What assertions for this upstream name as audience: its URL, or a name-based URN for stdio. */

@@ -258,3 +258,127 @@ for (const [upstreamName, era] of Object.entries(UPSTREAMS)) {
     })
   }
 }
+
+/** Posts one raw 2026-07-28 request and collects every SSE frame until `stop` says enough. */
+async function modernFrames(
+  url: string,
+  method: string,
+  params: Json,
+  meta: Json,
+  stop: (frame: Json) => boolean,
+): Promise<Json[]> {
+  const controller = new AbortController()
+  const timer = setTimeout(() => controller.abort(), WAIT_MS)
+  try {
+    const res = await fetch(url, {
+      method: 'POST',
+      signal: controller.signal,
+      headers: {
+        'content-type': 'application/json',
+        accept: 'application/json, text/event-stream',
+        'mcp-protocol-version': '2026-07-28',
+        'mcp-method': method,
+        ...(typeof params.name === 'string' ? { 'mcp-name': params.name } : {}),
+      },
+      body: JSON.stringify({
+        jsonrpc: '2.0',
+        id: 1,
+        method,
+        params: {
+          ...params,
+          _meta: {
+            'io.modelcontextprotocol/protocolVersion': '2026-07-28',
+            'io.modelcontextprotocol/clientCapabilities': {},
+            ...meta,
+          },
+        },
+      }),
+    })
+    if (!res.headers.get('content-type')?.includes('text/event-stream')) {
+      return [(await res.json()) as Json]
+    }
+    const frames: Json[] = []
+    const reader = res.body!.getReader()
+    const decoder = new TextDecoder()
+    let buffer = ''
+    for (;;) {
+      const { value, done } = await reader.read()
+      if (done) return frames
+      buffer += decoder.decode(value, { stream: true })
+      const lines = buffer.split('\n')
+      buffer = lines.pop() ?? ''
+      for (const line of lines) {
+        if (!line.startsWith('data:')) continue
+        const frame = JSON.parse(line.slice(5)) as Json
+        frames.push(frame)
+        if (stop(frame)) {
+          await reader.cancel().catch(() => {})
+          return frames
+        }
+      }
+    }
+  } finally {
+    clearTimeout(timer)
+    controller.abort()
+  }
+}
+
+for (const [upstreamName, era] of Object.entries(UPSTREAMS)) {
+  describe(`bridge: 2026-07-28 request-scoped features through Barbican to ${upstreamName}`, () => {
+    let gateway: RunningServer
+    let url: string
+    before(async () => {
+      gateway = await startFixtureGateway(era)
+      url = `${gateway.url}/mcp`
+    })
+    after(async () => {
+      await gateway?.stop()
+    })
+
+    const isResponse = (f: Json) => 'result' in f || 'error' in f
+    const logsOf = (frames: Json[]) => frames.filter((f) => f.method === 'notifications/message')
+
+    test('a request with _meta logLevel gets the upstream logs of that request on its stream', async () => {
+      const frames = await modernFrames(
+        url,
+        'tools/call',
+        { name: 'test_tool_with_logging', arguments: {} },
+        { 'io.modelcontextprotocol/logLevel': 'info' },
+        isResponse,
+      )
+      assert.equal(logsOf(frames).length, 3)
+      assert.ok(isResponse(frames.at(-1) ?? {}))
+    })
+
+    test('a request without logLevel gets no log notifications', async () => {
+      const frames = await modernFrames(
+        url,
+        'tools/call',
+        { name: 'test_tool_with_logging', arguments: {} },
+        {},
+        isResponse,
+      )
+      assert.equal(logsOf(frames).length, 0)
+      assert.ok(isResponse(frames.at(-1) ?? {}))
+    })
+
+    test('a listen stream asking for a resource gets its updates, tagged', async () => {
+      const frames = await modernFrames(
+        url,
+        'subscriptions/listen',
+        { notifications: { resourceSubscriptions: ['test://watched-resource'] } },
+        {},
+        (f) => f.method === 'notifications/resources/updated',
+      )
+      const [ack, update] = frames
+      assert.deepEqual((ack?.params as Json).notifications, {
+        resourceSubscriptions: ['test://watched-resource'],
+      })
+      assert.equal((update?.params as Json).uri, 'test://watched-resource')
+      assert.equal(
+        ((update?.params as Json)._meta as Json)['io.modelcontextprotocol/subscriptionId'],
+        1,
+      )
+    })
+  })
+}

@@ -1,0 +1,339 @@
+/**
+ * Linking a user's account at an upstream's authorization server, and using it afterwards.
+ * When a user calls an upstream they have not linked, the call is answered with a URL (URL-mode
+ * elicitation, or a precise error carrying it) to `/link/UPSTREAM?ticket=…`: a short-lived,
+ * single-use ticket bound to that user. The page there starts an authorization code flow with
+ * PKCE; `/oauth/callback` checks state and `iss`, redeems the code and stores the tokens under
+ * (user, upstream, issuer). Later calls carry the stored access token, refreshed (with rotation)
+ * when it expires. The client's own token plays no part in any of it.
+ */
+
+import { randomBytes } from 'node:crypto'
+import type { IncomingMessage, ServerResponse } from 'node:http'
+import type { AuthorizationServerMetadata } from '../auth/as-metadata.ts'
+import type { CredentialOutcome, CredentialSource } from '../auth/context.ts'
+import type { Identity } from '../auth/identity.ts'
+import { identityKey } from '../auth/request-identity.ts'
+import type { Logger } from '../log.ts'
+import type { GuardedFetch } from '../net/guarded-fetch.ts'
+import {
+  authorizationServer,
+  authorizationUrl,
+  checkResponseIssuer,
+  discoverResourceIssuer,
+  OAuthError,
+  pkcePair,
+  refreshTokens,
+  tokenRequest,
+} from './oauth-client.ts'
+import type { TokenKey, TokenSet, TokenStore } from './token-store.ts'
+
+/** Where the upstream's issuer sends the browser back. */
+export const CALLBACK_PATH = '/oauth/callback'
+/** Prefix of the per-upstream link pages (`/link/NAME`). */
+export const LINK_PATH = '/link/'
+
+const TICKET_TTL_MS = 10 * 60_000
+const STATE_TTL_MS = 10 * 60_000
+/** Tokens this close to expiry are refreshed before use. */
+const EXPIRY_MARGIN_MS = 30_000
+
+export interface OAuthLinkConfig {
+  readonly clientId: string
+  readonly clientSecret?: string | undefined
+  readonly scopes: readonly string[]
+  /** Explicit issuer; discovered from the upstream's metadata when absent. */
+  readonly issuer?: string | undefined
+  /** RFC 8707 resource (default: the upstream URL). */
+  readonly resource: string
+}
+
+export interface LinkDeps {
+  readonly fetch: GuardedFetch
+  readonly store: TokenStore
+  readonly baseUrl: () => string
+  readonly log: Logger
+}
+
+interface Ticket {
+  readonly user: string
+  readonly subject: string
+  readonly upstream: string
+  readonly expires: number
+}
+
+interface PendingState {
+  readonly user: string
+  readonly upstream: string
+  readonly verifier: string
+  readonly metadata: AuthorizationServerMetadata
+  readonly expires: number
+}
+
+/** Every linkable upstream of a gateway, with the two HTTP endpoints they share. */
+export class LinkRegistry {
+  readonly #deps: LinkDeps
+  readonly #links = new Map<string, UpstreamLink>()
+  readonly #tickets = new Map<string, Ticket>()
+  readonly #states = new Map<string, PendingState>()
+
+  constructor(deps: LinkDeps) {
+    this.#deps = deps
+  }
+
+  /** Registers an upstream with `oauth` credentials; returns its credential source. */
+  add(upstream: string, config: OAuthLinkConfig): CredentialSource {
+    const link = new UpstreamLink(upstream, config, this.#deps, (identity) =>
+      this.#ticketUrl(upstream, identity),
+    )
+    this.#links.set(upstream, link)
+    return link
+  }
+
+  /** Exact paths → handlers, for the HTTP listener's route table. */
+  routes(): Map<string, (req: IncomingMessage, res: ServerResponse) => Promise<void>> {
+    const routes = new Map<string, (req: IncomingMessage, res: ServerResponse) => Promise<void>>()
+    for (const name of this.#links.keys()) {
+      routes.set(`${LINK_PATH}${encodeURIComponent(name)}`, (req, res) =>
+        this.#start(name, req, res),
+      )
+    }
+    routes.set(CALLBACK_PATH, (req, res) => this.#callback(req, res))
+    return routes
+  }
+
+  #ticketUrl(upstream: string, identity: Identity): string {
+    this.#sweep()
+    const ticket = randomBytes(24).toString('base64url')
+    this.#tickets.set(ticket, {
+      user: identityKey(identity),
+      subject: identity.subject,
+      upstream,
+      expires: Date.now() + TICKET_TTL_MS,
+    })
+    return `${this.#deps.baseUrl()}${LINK_PATH}${encodeURIComponent(upstream)}?ticket=${ticket}`
+  }
+
+  /** The link page: consumes the ticket and offers the way to the issuer's consent screen. */
+  async #start(upstream: string, req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const url = new URL(req.url ?? '/', 'http://x')
+    const id = url.searchParams.get('ticket') ?? ''
+    const ticket = this.#tickets.get(id)
+    this.#tickets.delete(id)
+    if (!ticket || ticket.upstream !== upstream || ticket.expires < Date.now()) {
+      return page(
+        res,
+        400,
+        'Link expired',
+        'This link is unknown, used or expired. Call the tool again for a new one.',
+      )
+    }
+    const link = this.#links.get(upstream)!
+    try {
+      const metadata = await link.metadata()
+      const { verifier, challenge } = pkcePair()
+      const state = randomBytes(24).toString('base64url')
+      this.#states.set(state, {
+        user: ticket.user,
+        upstream,
+        verifier,
+        metadata,
+        expires: Date.now() + STATE_TTL_MS,
+      })
+      const target = authorizationUrl(metadata, {
+        clientId: link.config.clientId,
+        redirectUri: `${this.#deps.baseUrl()}${CALLBACK_PATH}`,
+        scopes: link.config.scopes,
+        resource: link.config.resource,
+        state,
+        challenge,
+      })
+      page(
+        res,
+        200,
+        `Link ${upstream}`,
+        `Barbican will act as ${ticket.subject} at ${upstream}. Continue to ${metadata.issuer} to ` +
+          'sign in and approve.',
+        { href: target, label: `Continue to ${new URL(metadata.issuer).host}` },
+      )
+    } catch (err) {
+      this.#deps.log.warn('cannot start an upstream link', { upstream, error: err })
+      page(res, 502, 'Link failed', `Cannot reach the authorization server of ${upstream}.`)
+    }
+  }
+
+  /** The redirect back from the issuer: state, `iss`, code redemption, storage. */
+  async #callback(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const url = new URL(req.url ?? '/', 'http://x')
+    const stateId = url.searchParams.get('state') ?? ''
+    const state = this.#states.get(stateId)
+    this.#states.delete(stateId)
+    if (!state || state.expires < Date.now()) {
+      return page(res, 400, 'Link expired', 'This sign-in is unknown, used or expired.')
+    }
+    const link = this.#links.get(state.upstream)!
+    try {
+      // RFC 9207 before anything else: on a mismatch the error fields are not even read.
+      checkResponseIssuer(state.metadata, url.searchParams.get('iss'))
+      const code = url.searchParams.get('code')
+      if (code === null) {
+        throw new OAuthError(
+          `The authorization server refused: ${url.searchParams.get('error') ?? 'no code'}`,
+        )
+      }
+      const tokens = await tokenRequest(
+        state.metadata,
+        link.config,
+        {
+          grant_type: 'authorization_code',
+          code,
+          redirect_uri: `${this.#deps.baseUrl()}${CALLBACK_PATH}`,
+          code_verifier: state.verifier,
+          resource: link.config.resource,
+        },
+        this.#deps.fetch,
+      )
+      await link.save(state.user, state.metadata.issuer, tokens)
+      this.#deps.log.info('upstream account linked', { upstream: state.upstream })
+      page(
+        res,
+        200,
+        'Linked',
+        `Your ${state.upstream} account is linked. You can return to your client.`,
+      )
+    } catch (err) {
+      this.#deps.log.warn('upstream link failed', { upstream: state.upstream, error: err })
+      const reason = err instanceof OAuthError ? err.message : 'The link could not be completed.'
+      page(res, 400, 'Link failed', reason)
+    }
+  }
+
+  #sweep(): void {
+    const now = Date.now()
+    for (const [id, t] of this.#tickets) if (t.expires < now) this.#tickets.delete(id)
+    for (const [id, s] of this.#states) if (s.expires < now) this.#states.delete(id)
+  }
+}
+
+/** One upstream's per-user OAuth credentials. */
+class UpstreamLink implements CredentialSource {
+  readonly upstream: string
+  readonly config: OAuthLinkConfig
+  readonly #deps: LinkDeps
+  readonly #ticketUrl: (identity: Identity) => string
+  #metadata: Promise<AuthorizationServerMetadata> | undefined
+  readonly #refreshing = new Map<string, Promise<TokenSet>>()
+
+  constructor(
+    upstream: string,
+    config: OAuthLinkConfig,
+    deps: LinkDeps,
+    ticketUrl: (identity: Identity) => string,
+  ) {
+    this.upstream = upstream
+    this.config = config
+    this.#deps = deps
+    this.#ticketUrl = ticketUrl
+  }
+
+  /** The issuer's validated metadata, discovered once (and again after a failure). */
+  metadata(): Promise<AuthorizationServerMetadata> {
+    this.#metadata ??= (async () => {
+      const issuer =
+        this.config.issuer ?? (await discoverResourceIssuer(this.config.resource, this.#deps.fetch))
+      return await authorizationServer(issuer, this.#deps.fetch)
+    })()
+    this.#metadata.catch(() => {
+      this.#metadata = undefined
+    })
+    return this.#metadata
+  }
+
+  async save(user: string, issuer: string, tokens: TokenSet): Promise<void> {
+    await this.#deps.store.put({ user, upstream: this.upstream, issuer }, tokens)
+  }
+
+  async forUser(identity: Identity): Promise<CredentialOutcome> {
+    const metadata = await this.metadata()
+    const key: TokenKey = {
+      user: identityKey(identity),
+      upstream: this.upstream,
+      issuer: metadata.issuer,
+    }
+    let tokens = await this.#deps.store.get(key)
+    if (tokens?.expiresAt !== undefined && tokens.expiresAt - EXPIRY_MARGIN_MS < Date.now()) {
+      tokens = await this.#refresh(key, metadata, tokens)
+    }
+    if (!tokens) {
+      return {
+        linkRequired: {
+          url: this.#ticketUrl(identity),
+          message: `Barbican needs you to link your ${this.upstream} account.`,
+        },
+      }
+    }
+    return { headers: { authorization: `Bearer ${tokens.accessToken}` } }
+  }
+
+  /** One refresh per link at a time; a failed refresh forgets the link (the user links again). */
+  async #refresh(
+    key: TokenKey,
+    metadata: AuthorizationServerMetadata,
+    tokens: TokenSet,
+  ): Promise<TokenSet | undefined> {
+    if (!tokens.refreshToken) {
+      await this.#deps.store.delete(key)
+      return undefined
+    }
+    const id = JSON.stringify(key)
+    let running = this.#refreshing.get(id)
+    if (!running) {
+      running = refreshTokens(metadata, this.config, tokens, this.config.resource, this.#deps.fetch)
+        .then(async (next) => {
+          await this.#deps.store.put(key, next)
+          return next
+        })
+        .finally(() => this.#refreshing.delete(id))
+      this.#refreshing.set(id, running)
+    }
+    try {
+      return await running
+    } catch (err) {
+      this.#deps.log.info('upstream token refresh failed; the user must link again', {
+        upstream: this.upstream,
+        error: err,
+      })
+      await this.#deps.store.delete(key)
+      return undefined
+    }
+  }
+}
+
+/** A small page, framed by nobody, cached by nobody, leaking no ticket through Referer. */
+function page(
+  res: ServerResponse,
+  status: number,
+  title: string,
+  text: string,
+  action?: { href: string; label: string },
+): void {
+  const body =
+    `<!doctype html><html lang="en"><head><meta charset="utf-8"><title>${html(title)}</title></head>` +
+    `<body><h1>${html(title)}</h1><p>${html(text)}</p>` +
+    (action
+      ? `<p><a id="continue" href="${html(action.href)}">${html(action.label)}</a></p>`
+      : '') +
+    '</body></html>'
+  res.writeHead(status, {
+    'content-type': 'text/html; charset=utf-8',
+    'cache-control': 'no-store',
+    'referrer-policy': 'no-referrer',
+    'x-frame-options': 'DENY',
+    'content-security-policy': "default-src 'none'; frame-ancestors 'none'",
+  })
+  res.end(body)
+}
+
+function html(text: string): string {
+  return text.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`)
+}

@@ -1,0 +1,76 @@
+/**
+ * Where upstream tokens obtained on a user's behalf are kept: one entry per (user, upstream,
+ * issuer), so a token is only ever presented to the authorization server's resource it was
+ * issued for (issuer-bound credentials), and one user's token never serves another. Entries are
+ * sealed (secret-box.ts) before they reach a backend; the memory backend is the default, and a
+ * persistent backend implements the same three methods.
+ */
+import type { KeyProvider } from './secret-box.ts'
+
+/** The tokens of one link. `expiresAt` is epoch milliseconds. */
+export interface TokenSet {
+  readonly accessToken: string
+  readonly refreshToken?: string | undefined
+  readonly expiresAt?: number | undefined
+  readonly scope?: string | undefined
+}
+
+export interface TokenKey {
+  /** The Barbican identity key of the user (auth/request-identity.ts identityKey). */
+  readonly user: string
+  readonly upstream: string
+  readonly issuer: string
+}
+
+/** Backend storage of sealed entries. */
+export interface SealedBackend {
+  get(key: string): Promise<string | undefined>
+  put(key: string, sealed: string): Promise<void>
+  delete(key: string): Promise<void>
+}
+
+/** A process-local backend (tokens are lost on restart: users link again). */
+export function memoryBackend(): SealedBackend {
+  const entries = new Map<string, string>()
+  return {
+    get: async (key) => entries.get(key),
+    put: async (key, sealed) => {
+      entries.set(key, sealed)
+    },
+    delete: async (key) => {
+      entries.delete(key)
+    },
+  }
+}
+
+/** Tokens per (user, upstream, issuer), sealed with the process key provider. */
+export class TokenStore {
+  readonly #keys: KeyProvider
+  readonly #backend: SealedBackend
+
+  constructor(keys: KeyProvider, backend: SealedBackend = memoryBackend()) {
+    this.#keys = keys
+    this.#backend = backend
+  }
+
+  async get(key: TokenKey): Promise<TokenSet | undefined> {
+    const slot = slotOf(key)
+    const sealed = await this.#backend.get(slot)
+    if (sealed === undefined) return undefined
+    return JSON.parse(await this.#keys.open(sealed, slot)) as TokenSet
+  }
+
+  async put(key: TokenKey, tokens: TokenSet): Promise<void> {
+    const slot = slotOf(key)
+    await this.#backend.put(slot, await this.#keys.seal(JSON.stringify(tokens), slot))
+  }
+
+  async delete(key: TokenKey): Promise<void> {
+    await this.#backend.delete(slotOf(key))
+  }
+}
+
+/** The slot name doubles as the sealing context, binding each ciphertext to its owner. */
+function slotOf(key: TokenKey): string {
+  return `tokens:${JSON.stringify([key.user, key.upstream, key.issuer])}`
+}

@@ -1,0 +1,167 @@
+/**
+ * Linking an upstream account, end to end, from a script: a user (identified by an API key)
+ * calls a tool of an upstream that needs their own account there; Barbican answers with a link;
+ * the script follows it through a second real authorization server (oidc-provider: authorization
+ * code + PKCE S256, resource indicator, `iss` in the response); and the next tool call carries the
+ * stored upstream token, which the upstream verifies. The user's Barbican key never reaches it.
+ */
+import assert from 'node:assert/strict'
+import { after, before, describe, test } from 'node:test'
+import { Client } from '@modelcontextprotocol/sdk/client/index.js'
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
+import { createRemoteJWKSet, jwtVerify } from 'jose'
+import { generateApiKey } from '../../src/auth/api-keys.ts'
+import { type RunningServer, startServer } from '../../src/cli/serve.ts'
+import { parseConfigText } from '../../src/config/load.ts'
+import { silentLogger } from '../../src/log.ts'
+import { startIssuer, type TestIssuer } from '../fixtures/auth-issuer.ts'
+import { type RecordingUpstream, startRecordingUpstream } from '../fixtures/auth-upstream.ts'
+
+/** Follows redirects by hand with a cookie jar, as a browser would, until `stop` matches. */
+async function browse(start: string, stop: (url: URL) => boolean): Promise<URL> {
+  const jar = new Map<string, string>()
+  let url = new URL(start)
+  for (let hop = 0; hop < 10; hop++) {
+    if (stop(url)) return url
+    const cookie = [...jar].map(([k, v]) => `${k}=${v}`).join('; ')
+    const res = await fetch(url, { redirect: 'manual', headers: cookie ? { cookie } : {} })
+    for (const line of res.headers.getSetCookie()) {
+      const [pair] = line.split(';')
+      const eq = pair!.indexOf('=')
+      jar.set(pair!.slice(0, eq), pair!.slice(eq + 1))
+    }
+    await res.body?.cancel()
+    const location = res.headers.get('location')
+    if (location === null) throw new Error(`no redirect from ${url} (HTTP ${res.status})`)
+    url = new URL(location, url)
+  }
+  throw new Error('too many redirects')
+}
+
+describe('linking an upstream account (authorization code + PKCE)', () => {
+  let upstreamIssuer: TestIssuer
+  let upstream: RecordingUpstream
+  let server: RunningServer
+  const alice = generateApiKey()
+  const seenTokens: string[] = []
+
+  before(async () => {
+    upstreamIssuer = await startIssuer({ clients: [] })
+    const jwks = createRemoteJWKSet(new URL(`${upstreamIssuer.issuer}/jwks`))
+    upstream = await startRecordingUpstream({
+      // The upstream accepts only tokens its own issuer minted for it.
+      authorize: async (token) => {
+        if (token === undefined) return false
+        try {
+          await jwtVerify(token, jwks, { issuer: upstreamIssuer.issuer, audience: upstream.url })
+          seenTokens.push(token)
+          return true
+        } catch {
+          return false
+        }
+      },
+    })
+    const text = JSON.stringify({
+      listen: '127.0.0.1:0',
+      upstreams: {
+        files: {
+          url: upstream.url,
+          transport: 'streamable-http',
+          credentials: {
+            mode: 'oauth',
+            issuer: upstreamIssuer.issuer,
+            clientId: 'barbican',
+            clientSecret: 'barbican-secret',
+            scopes: ['mcp:tools'],
+          },
+        },
+      },
+      auth: {
+        apiKeys: { keys: [{ id: 'alice', hash: alice.hash, subject: 'alice' }] },
+        network: { allow: ['127.0.0.1'] },
+      },
+    })
+    server = await startServer(parseConfigText(text).config, silentLogger)
+    upstreamIssuer.registerClient({
+      client_id: 'barbican',
+      client_secret: 'barbican-secret',
+      grant_types: ['authorization_code', 'refresh_token'],
+      response_types: ['code'],
+      redirect_uris: [`${server.url}/oauth/callback`],
+      token_endpoint_auth_method: 'client_secret_basic',
+    })
+  })
+  after(async () => {
+    await server?.stop()
+    await upstream?.close()
+    await upstreamIssuer?.close()
+  })
+
+  test('an unlinked call gets the link URL; after the flow the next call uses the stored token', async () => {
+    const client = new Client({ name: 'alice', version: '1.0.0' })
+    await client.connect(
+      new StreamableHTTPClientTransport(new URL(`${server.url}/mcp`), {
+        requestInit: { headers: { authorization: `Bearer ${alice.key}` } },
+      }),
+    )
+    try {
+      const error = await client.callTool({ name: 'whoami', arguments: {} }).then(
+        () => assert.fail('the first call should need a link'),
+        (err: Error) => err,
+      )
+      const linkUrl = /(http:\/\/127\.0\.0\.1:\d+\/link\/files\?ticket=[\w-]+)/.exec(
+        error.message,
+      )?.[1]
+      assert.ok(linkUrl, error.message)
+      assert.equal(
+        upstream.requests.filter((r) => (r.body as { method?: string })?.method === 'tools/call')
+          .length,
+        0,
+        'nothing was sent upstream without credentials',
+      )
+
+      // The link page names the user and offers the way to the upstream's authorization server.
+      const page = await fetch(linkUrl)
+      assert.equal(page.status, 200)
+      assert.equal(page.headers.get('x-frame-options'), 'DENY')
+      const html = await page.text()
+      assert.match(html, /as alice at files/)
+      const authorize = new URL(
+        (/id="continue" href="([^"]+)"/.exec(html)?.[1] ?? '').replaceAll('&#38;', '&'),
+      )
+      assert.equal(authorize.origin, upstreamIssuer.issuer)
+      assert.equal(authorize.searchParams.get('code_challenge_method'), 'S256')
+      assert.equal(authorize.searchParams.get('resource'), upstream.url)
+      assert.equal(authorize.searchParams.get('redirect_uri'), `${server.url}/oauth/callback`)
+
+      // The ticket is single-use.
+      const again = await fetch(linkUrl)
+      await again.body?.cancel()
+      assert.equal(again.status, 400)
+
+      const callback = await browse(authorize.toString(), (u) => u.pathname === '/oauth/callback')
+      assert.equal(callback.searchParams.get('iss'), upstreamIssuer.issuer)
+      const done = await fetch(callback)
+      assert.equal(done.status, 200, await done.clone().text())
+      assert.match(await done.text(), /linked/)
+
+      const result = (await client.callTool({ name: 'whoami', arguments: {} })) as {
+        content: { text: string }[]
+      }
+      const seen = JSON.parse(result.content[0]!.text) as {
+        authorization: string
+        meta: Record<string, { user: string }>
+      }
+      assert.equal(seen.meta['dev.barbican/context']?.user, 'alice')
+      assert.equal(seen.authorization, `Bearer ${seenTokens.at(-1)}`)
+      assert.ok(!JSON.stringify(upstream.requests).includes(alice.key))
+
+      // A replayed callback (same state) is refused.
+      const replay = await fetch(callback)
+      await replay.body?.cancel()
+      assert.equal(replay.status, 400)
+    } finally {
+      await client.close()
+    }
+  })
+})
