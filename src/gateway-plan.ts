@@ -14,6 +14,7 @@ import type {
 import { securedTransportFactory } from './credentials/upstream-setup.ts'
 import type { GatewayPlan, ServerPlan, UpstreamPlan } from './gateway.ts'
 import type { Logger } from './log.ts'
+import { authorize } from './policies/authorize.ts'
 import type { CatalogRules, ItemRules } from './relay/catalog.ts'
 import { createOutboundTransport } from './transports/connect-outbound.ts'
 
@@ -24,6 +25,7 @@ import { createOutboundTransport } from './transports/connect-outbound.ts'
 export function planFromConfig(config: Config, log: Logger, auth?: AuthRuntime): GatewayPlan {
   return {
     upstreams: config.upstreams.map((u) => upstreamPlan(u, config, log, auth)),
+    ...(config.auth?.permissions ? { policies: [authorize(config.auth.permissions)] } : {}),
     servers: config.servers.map(serverPlan),
     clientRequestTimeoutMs: config.limits.requestTimeoutMs,
     listPageSize: config.limits.listPageSize,

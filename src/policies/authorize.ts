@@ -1,0 +1,96 @@
+/**
+ * The `authorize` policy: maps who the caller is (subject, tenant, scopes, claims) to the
+ * virtual servers and tools they may use. A call to a tool no rule grants is refused with
+ * ERR_POLICY_DENIED before it reaches the upstream, and `tools/list` answers show only the tools
+ * the caller may call, so clients never offer a model a tool that would be refused.
+ */
+import picomatch from 'picomatch'
+import type { Identity } from '../auth/identity.ts'
+import { BarbicanError } from '../errors.ts'
+import { isPlainObject } from '../protocol/jsonrpc.ts'
+import type { Call, Next, Policy, Reply } from './policy.ts'
+
+/** One grant: who it applies to (every listed condition must hold) and what it allows. */
+export interface PermissionRule {
+  readonly subjects?: readonly string[] | undefined
+  readonly tenants?: readonly string[] | undefined
+  /** The caller must hold all of these. */
+  readonly scopes?: readonly string[] | undefined
+  /** Every listed claim must have this value (a list-valued claim must contain it). */
+  readonly claims?: Readonly<Record<string, string | number | boolean>> | undefined
+  /** Virtual server names (globs). */
+  readonly servers: readonly string[]
+  /** Tool names as clients see them (globs). */
+  readonly tools: readonly string[]
+}
+
+interface CompiledRule {
+  readonly rule: PermissionRule
+  readonly server: (name: string) => boolean
+  readonly tool: (name: string) => boolean
+}
+
+/** Builds the policy from the operator's rules (`auth.permissions`). */
+export function authorize(rules: readonly PermissionRule[]): Policy {
+  const compiled: CompiledRule[] = rules.map((rule) => ({
+    rule,
+    server: picomatch(rule.servers as string[]),
+    tool: picomatch(rule.tools as string[]),
+  }))
+  return {
+    name: 'authorize',
+    async handle(call: Call, next: Next): Promise<Reply> {
+      const grants = compiled.filter(
+        (c) => c.server(call.server) && appliesTo(c.rule, call.identity),
+      )
+      if (grants.length === 0) {
+        throw new BarbicanError(
+          'ERR_POLICY_DENIED',
+          `${call.identity.subject} may not use the server "${call.server}"`,
+        )
+      }
+      const mayCall = (tool: string) => grants.some((g) => g.tool(tool))
+      const { request } = call
+      if (request.method === 'tools/call') {
+        const name = request.params?.name
+        if (typeof name !== 'string' || !mayCall(name)) {
+          throw new BarbicanError(
+            'ERR_POLICY_DENIED',
+            `${call.identity.subject} may not call the tool "${String(name)}"`,
+          )
+        }
+        return await next(call)
+      }
+      const reply = await next(call)
+      if (request.method === 'tools/list' && reply.kind === 'result') {
+        const tools = reply.result.tools
+        if (Array.isArray(tools)) {
+          reply.result = {
+            ...reply.result,
+            tools: tools.filter(
+              (t) => isPlainObject(t) && typeof t.name === 'string' && mayCall(t.name),
+            ),
+          }
+        }
+      }
+      return reply
+    },
+  }
+}
+
+/** True when every condition the rule states holds for `identity`. */
+export function appliesTo(rule: PermissionRule, identity: Identity): boolean {
+  if (rule.subjects && !rule.subjects.includes(identity.subject)) return false
+  if (rule.tenants && (identity.tenant === undefined || !rule.tenants.includes(identity.tenant))) {
+    return false
+  }
+  if (rule.scopes && !rule.scopes.every((s) => identity.scopes.includes(s))) return false
+  if (rule.claims) {
+    for (const [name, expected] of Object.entries(rule.claims)) {
+      const actual = identity.claims?.[name]
+      const ok = Array.isArray(actual) ? actual.includes(expected) : actual === expected
+      if (!ok) return false
+    }
+  }
+  return true
+}
