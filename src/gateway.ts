@@ -230,7 +230,17 @@ export class Gateway implements InboundHandler {
         this.#progress.route(n.params)
         return
       case 'notifications/message':
-        for (const s of this.#sessionsOf(upstream)) s.forwardLog(upstream.name, n.params)
+        {
+          const sessions = this.#sessionsOf(upstream)
+          // A 2026 request that set _meta logLevel gets the upstream's logs on its own stream,
+          // but only when it is the one such request on that upstream (no cross-client leak).
+          const asking = sessions.filter((s) => s.logRequestsTo(upstream.name) > 0)
+          const only = asking[0]
+          if (asking.length === 1 && only?.logRequestsTo(upstream.name) === 1) {
+            only.forwardRequestLog(upstream.name, n.params)
+          }
+          for (const s of sessions) s.forwardLog(upstream.name, n.params)
+        }
         return
       case 'notifications/cancelled': {
         // The upstream withdrew a request it sent to a client through us.

@@ -101,8 +101,10 @@ export class Session {
   #nextClientRequestId = 1
   /** Exposed URI → upstream target, for resources/updated routing. */
   #subscriptions = new Map<string, { upstream: string; uri: string }>()
+  /** 2026-07-28 requests in flight that asked for logs (`_meta` logLevel): id → upstream, level. */
+  #logCalls = new Map<JsonRpcId, { upstream: string; level: string }>()
   /** Open 2026-07-28 listen streams: request id → watched URIs (exposed → upstream target). */
-  #listens = new Map<JsonRpcId, Map<string, { upstream: string; uri: string }>>()
+  #listens = new Map<JsonRpcId, ListenStream>()
   #closed = false
   /** Task id → upstream, for the tasks this client created (2025-11-25 tasks pass through). */
   #tasks = new Map<string, string>()
@@ -496,18 +498,22 @@ export class Session {
       if (asked[key] === true) honoured[key] = true
     }
     const watched = new Map<string, { upstream: string; uri: string }>()
+    // Registered before subscribing upstream: an update racing the subscription is queued
+    // until the acknowledgement, which must come first on the stream.
+    const stream: ListenStream = { watched, queue: [] }
+    this.#listens.set(id, stream)
     const uris = Array.isArray(asked.resourceSubscriptions) ? asked.resourceSubscriptions : []
     for (const uri of uris) {
       if (typeof uri !== 'string') continue
       try {
         const { upstream, target } = await server.resolveResource(uri)
         if (!hasCapability(upstream.info?.capabilities, ['resources', 'subscribe'])) continue
-        if (upstream.era !== 'modern') {
-          await upstream.request('resources/subscribe', { uri: target.original }, { signal })
-        }
         watched.set(uri, { upstream: upstream.name, uri: target.original })
+        if (upstream.era === 'modern') upstream.watchResource(target.original, true)
+        else await upstream.request('resources/subscribe', { uri: target.original }, { signal })
       } catch {
         // A URI Barbican cannot watch is left out of the acknowledgement.
+        watched.delete(uri)
       }
     }
     if (watched.size > 0) honoured.resourceSubscriptions = [...watched.keys()]
@@ -534,7 +540,10 @@ export class Session {
       }
     }
     server.on('listChanged', onList)
-    this.#listens.set(id, watched)
+    for (const params of stream.queue ?? []) {
+      this.#sendNotification('notifications/resources/updated', params, id)
+    }
+    stream.queue = undefined
     try {
       await new Promise<void>((resolve) => {
         if (signal.aborted) resolve()
@@ -545,9 +554,8 @@ export class Session {
       this.#listens.delete(id)
       for (const target of watched.values()) {
         const upstream = server.upstream(target.upstream)
-        if (upstream && upstream.era !== 'modern') {
-          upstream.request('resources/unsubscribe', { uri: target.uri }).catch(() => {})
-        }
+        if (upstream?.era === 'modern') upstream.watchResource(target.uri, false)
+        else upstream?.request('resources/unsubscribe', { uri: target.uri }).catch(() => {})
       }
     }
     return {
@@ -599,6 +607,9 @@ export class Session {
       release = registration.release
       outParams = { ...params, _meta: { ...meta, progressToken: registration.upstreamToken } }
     }
+    const logLevel = request.envelope?.logLevel
+    if (logLevel !== undefined)
+      this.#logCalls.set(request.id, { upstream: upstream.name, level: logLevel })
     try {
       const owner: CallOwner = { session: this, requestId: request.id }
       const bridge = this.#deps.bridge
@@ -640,6 +651,7 @@ export class Session {
       return reply
     } finally {
       release?.()
+      this.#logCalls.delete(request.id)
     }
   }
 
@@ -687,6 +699,27 @@ export class Session {
     this.#sendNotification('notifications/message', { level, logger, data })
   }
 
+  /** How many of this client's 2026 requests in flight asked `upstream` for logs. */
+  logRequestsTo(upstream: string): number {
+    let n = 0
+    for (const c of this.#logCalls.values()) if (c.upstream === upstream) n++
+    return n
+  }
+
+  /**
+   * A log line from `upstream` that the gateway attributed to this client's only 2026 request
+   * asking that upstream for logs: sent on that request's stream, at or above its level.
+   */
+  forwardRequestLog(upstream: string, params: JsonObject | undefined): void {
+    for (const [id, c] of this.#logCalls) {
+      if (c.upstream !== upstream) continue
+      const level = typeof params?.level === 'string' ? params.level : 'info'
+      if (LOG_LEVELS.indexOf(level) < LOG_LEVELS.indexOf(c.level)) return
+      this.#sendNotification('notifications/message', { ...params, level }, id)
+      return
+    }
+  }
+
   /** A logging notification from an upstream, tagged with its source. */
   forwardLog(upstream: string, params: JsonObject | undefined): void {
     const level = typeof params?.level === 'string' ? params.level : 'info'
@@ -705,14 +738,12 @@ export class Session {
   /** A resources/updated notification; delivered when this client subscribed to that resource. */
   forwardResourceUpdated(upstream: string, params: JsonObject | undefined): void {
     const uri = params?.uri
-    for (const [id, watched] of this.#listens) {
-      for (const [exposed, target] of watched) {
+    for (const [id, stream] of this.#listens) {
+      for (const [exposed, target] of stream.watched) {
         if (target.upstream === upstream && target.uri === uri) {
-          this.#sendNotification(
-            'notifications/resources/updated',
-            { uri: exposed, _meta: { [META.subscriptionId]: id } },
-            id,
-          )
+          const tagged = { uri: exposed, _meta: { [META.subscriptionId]: id } }
+          if (stream.queue) stream.queue.push(tagged)
+          else this.#sendNotification('notifications/resources/updated', tagged, id)
         }
       }
     }
@@ -835,6 +866,12 @@ export class Session {
     this.#pendingClient.clear()
     this.#deps.onClose(this)
   }
+}
+
+/** One open listen stream: what it watches, and updates held back until its acknowledgement. */
+interface ListenStream {
+  readonly watched: Map<string, { upstream: string; uri: string }>
+  queue: JsonObject[] | undefined
 }
 
 /** Catalog list key → the 2026 listen filter flag that asks for its changes. */

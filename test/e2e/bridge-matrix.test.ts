@@ -370,15 +370,14 @@ for (const [upstreamName, era] of Object.entries(UPSTREAMS)) {
         {},
         (f) => f.method === 'notifications/resources/updated',
       )
-      const [ack, update] = frames
-      assert.deepEqual((ack?.params as Json).notifications, {
+      const [ack, update] = frames as [Json, Json]
+      assert.equal(ack.method, 'notifications/subscriptions/acknowledged')
+      assert.deepEqual((ack.params as Json).notifications, {
         resourceSubscriptions: ['test://watched-resource'],
       })
-      assert.equal((update?.params as Json).uri, 'test://watched-resource')
-      assert.equal(
-        ((update?.params as Json)._meta as Json)['io.modelcontextprotocol/subscriptionId'],
-        1,
-      )
+      const params = update.params as Json
+      assert.equal(params.uri, 'test://watched-resource')
+      assert.equal((params._meta as Json)['io.modelcontextprotocol/subscriptionId'], 1)
     })
   })
 }
