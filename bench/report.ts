@@ -104,6 +104,8 @@ export interface Verdict {
   readonly target: string
   readonly measured: string
   readonly met: boolean | undefined
+  /** How far a missed target is from its limit, in percent of the limit. */
+  readonly missedByPercent?: number
 }
 
 /** Checks the issue's targets against a report. */
@@ -113,10 +115,14 @@ export function verdicts(report: Report): Verdict[] {
   const v: Verdict[] = []
   const check = (target: string, value: number | undefined, limit: number, atMost: boolean) => {
     const known = value !== undefined && Number.isFinite(value)
+    const met = known ? (atMost ? value <= limit : value >= limit) : undefined
     v.push({
       target,
       measured: known ? fmt(value) : 'not measured',
-      met: known ? (atMost ? value <= limit : value >= limit) : undefined,
+      met,
+      ...(known && met === false
+        ? { missedByPercent: (100 * Math.abs(value - limit)) / Math.abs(limit) }
+        : {}),
     })
   }
   check(
@@ -207,9 +213,13 @@ export function renderMarkdown(report: Report): string {
     '| --- | --- | --- |',
   )
   for (const t of verdicts(report)) {
-    lines.push(
-      `| ${t.target} | ${t.measured} | ${t.met === undefined ? '–' : t.met ? 'yes' : '**no**'} |`,
-    )
+    const verdict =
+      t.met === undefined
+        ? '–'
+        : t.met
+          ? 'yes'
+          : `**no** (off by ${fmt(t.missedByPercent ?? Number.NaN, 0)}%)`
+    lines.push(`| ${t.target} | ${t.measured} | ${verdict} |`)
   }
   lines.push(
     '',

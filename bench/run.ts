@@ -6,7 +6,7 @@
  * evenly). Ratios compare a configuration with the direct stateful server measured in the same
  * round; the report gives medians over the rounds. Results go to bench/results/latest.{md,json}.
  *
- * Options: --quick (about a minute), --rounds N, --duration MS, --only a,b (configurations),
+ * Options: --quick (about a minute: c=1 and 16, 0.5 s rounds, smaller micro-benchmarks), --rounds N, --duration MS, --only a,b (configurations),
  * --no-micro (skip sessions, tools/list and cold start), --profile (Barbican writes a
  * --cpu-prof profile to bench/results/profiles when it stops), --compare DIR (also run the
  * Barbican checkout in DIR, as `barbican-…@base`, in the same rounds: before/after a change),
@@ -49,9 +49,9 @@ const { values } = parseArgs({
 })
 const quick = values.quick
 const rounds = Number(values.rounds ?? 3)
-const durationMs = Number(values.duration ?? (quick ? 1_000 : 3_000))
-const warmupMs = quick ? 300 : 700
-const concurrencies = (values.concurrency ?? '1,16,64').split(',').map(Number)
+const durationMs = Number(values.duration ?? (quick ? 500 : 3_000))
+const warmupMs = quick ? 200 : 700
+const concurrencies = (values.concurrency ?? (quick ? '1,16' : '1,16,64')).split(',').map(Number)
 const micro = values.micro && !values['no-micro']
 const profileDir = join(values.out, 'profiles')
 const barbicanNodeOptions = values.profile ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : []
