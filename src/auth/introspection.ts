@@ -88,12 +88,14 @@ export function createIntrospector(options: IntrospectorOptions): Introspector {
           'The token was not issued for this resource (audience)',
         )
       }
-      if (typeof answer.sub !== 'string') {
+      // A client-credentials token has no user: the client is its own subject (as in RFC 9068).
+      const subject = typeof answer.sub === 'string' ? answer.sub : answer.client_id
+      if (typeof subject !== 'string') {
         throw new AuthFailure('invalid_token', 'The token has no subject')
       }
       const tenant = answer[tenantClaim]
       return {
-        subject: answer.sub,
+        subject,
         tenant: typeof tenant === 'string' ? tenant : undefined,
         client: typeof answer.client_id === 'string' ? answer.client_id : undefined,
         scopes: typeof answer.scope === 'string' ? answer.scope.split(' ').filter(Boolean) : [],

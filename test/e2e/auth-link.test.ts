@@ -38,7 +38,7 @@ async function browse(start: string, stop: (url: URL) => boolean): Promise<URL> 
   throw new Error('too many redirects')
 }
 
-describe('linking an upstream account (authorization code + PKCE)', () => {
+describe('linking an upstream account (authorization code + PKCE, refresh with rotation)', () => {
   let upstreamIssuer: TestIssuer
   let upstream: RecordingUpstream
   let server: RunningServer
@@ -46,7 +46,8 @@ describe('linking an upstream account (authorization code + PKCE)', () => {
   const seenTokens: string[] = []
 
   before(async () => {
-    upstreamIssuer = await startIssuer({ clients: [] })
+    // Tokens live 20 s, inside Barbican's 30 s refresh margin: every use refreshes (no sleeps).
+    upstreamIssuer = await startIssuer({ clients: [], accessTokenTtlSeconds: 20 })
     const jwks = createRemoteJWKSet(new URL(`${upstreamIssuer.issuer}/jwks`))
     upstream = await startRecordingUpstream({
       // The upstream accepts only tokens its own issuer minted for it.
@@ -155,6 +156,13 @@ describe('linking an upstream account (authorization code + PKCE)', () => {
       assert.equal(seen.meta['dev.barbican/context']?.user, 'alice')
       assert.equal(seen.authorization, `Bearer ${seenTokens.at(-1)}`)
       assert.ok(!JSON.stringify(upstream.requests).includes(alice.key))
+
+      // Expiring tokens are refreshed; the rotated refresh token replaces the used one, or the
+      // second refresh would fail (oidc-provider rotates on every use) and ask for a new link.
+      const before = seenTokens.length
+      for (let i = 0; i < 2; i++) await client.callTool({ name: 'whoami', arguments: {} })
+      assert.equal(seenTokens.length, before + 2)
+      assert.equal(new Set(seenTokens.slice(-3)).size, 3, 'each call used a fresh access token')
 
       // A replayed callback (same state) is refused.
       const replay = await fetch(callback)
