@@ -5,8 +5,11 @@
 import { Gateway } from '../gateway.ts'
 import { planFromConfig } from '../gateway-plan.ts'
 import { jsonLogger } from '../log.ts'
+import { memoryStore } from '../store/memory.ts'
+import { lockfilePathOf, withTrust } from '../trust/trust-setup.ts'
 import { loadForCommand } from './load.ts'
 import type { CliIo, CommandOptions } from './main.ts'
+import { reportDrift } from './pins.ts'
 
 export async function runCheck(options: CommandOptions, io: CliIo): Promise<number> {
   const loaded = await loadForCommand(options, io, false)
@@ -16,7 +19,9 @@ export async function runCheck(options: CommandOptions, io: CliIo): Promise<numb
     `config: ${source.path ?? 'embedded demo'} (${source.format}), ${config.upstreams.length} upstream(s), ${config.servers.length} virtual server(s)\n`,
   )
   const log = jsonLogger({ level: 'error' })
-  const gateway = new Gateway(planFromConfig(config, log), log)
+  // Launches are checked as serve checks them (lockfile, floating versions); nothing is pinned.
+  const trust = { store: memoryStore(), lockfilePath: lockfilePathOf(source.path) }
+  const gateway = new Gateway(withTrust(planFromConfig(config, log), config, trust, log), log)
   let failed = 0
   try {
     for (const upstream of gateway.upstreams.values()) {
@@ -43,8 +48,13 @@ export async function runCheck(options: CommandOptions, io: CliIo): Promise<numb
   } finally {
     await gateway.stop()
   }
+  const drifted = await reportDrift(config, source.path, io)
   if (failed > 0) {
     io.stderr(`barbican: ${failed} upstream(s) failed\n`)
+    return 1
+  }
+  if (drifted) {
+    io.stderr('barbican: the configuration drifted from its approved baseline\n')
     return 1
   }
   return 0

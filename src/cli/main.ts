@@ -5,6 +5,8 @@
 import { parseArgs } from 'node:util'
 import { VERSION } from '../gateway.ts'
 import { runCheck } from './check.ts'
+import { runLock, runPins } from './pins.ts'
+import { runScan } from './scan.ts'
 import { runServe } from './serve.ts'
 import { runStdio } from './stdio.ts'
 
@@ -16,7 +18,14 @@ Commands:
   stdio   [--config FILE] [--server NAME]
           Serve a virtual server on stdin/stdout.
   check   [--config FILE]
-          Validate the config and try every upstream once.
+          Validate the config, try every upstream once, report drift from the baseline.
+  scan    [--config FILE]
+          Check what every upstream advertises for poisoning and imitated names.
+  pins    list|diff [UPSTREAM [KEY]] | approve|reject UPSTREAM (KEY|--all) [--as NAME]
+          | history [UPSTREAM [KEY]] | baseline      [--config FILE]
+          Review quarantined changes; approve the configuration as the drift baseline.
+  lock    [--config FILE]
+          Write barbican.lock: exact versions and hashes of what stdio upstreams launch.
 
 Without --config, barbican.yaml, barbican.yml or barbican.json in the working directory is used;
 serve falls back to the embedded demo when none exists.
@@ -50,7 +59,7 @@ export async function main(argv: readonly string[], io: CliIo = defaultIo): Prom
     io.stdout(USAGE)
     return command === undefined && !values.help ? 2 : 0
   }
-  if (positionals.length > 1) {
+  if (positionals.length > 1 && command !== 'pins') {
     io.stderr(`barbican: unexpected argument "${positionals[1]}"\n\n${USAGE}`)
     return 2
   }
@@ -59,6 +68,8 @@ export async function main(argv: readonly string[], io: CliIo = defaultIo): Prom
     listen: values.listen,
     server: values.server,
     allowInsecureNonLoopback: values['allow-insecure-non-loopback'] === true,
+    all: values.all === true,
+    actor: values.as,
   }
   switch (command) {
     case 'serve':
@@ -67,6 +78,12 @@ export async function main(argv: readonly string[], io: CliIo = defaultIo): Prom
       return await runStdio(options, io)
     case 'check':
       return await runCheck(options, io)
+    case 'scan':
+      return await runScan(options, io)
+    case 'pins':
+      return await runPins(options, positionals.slice(1), io)
+    case 'lock':
+      return await runLock(options, io)
     default:
       io.stderr(`barbican: unknown command "${command}"\n\n${USAGE}`)
       return 2
@@ -83,6 +100,8 @@ function parse(argv: readonly string[]) {
       listen: { type: 'string', short: 'l' },
       server: { type: 'string' },
       'allow-insecure-non-loopback': { type: 'boolean' },
+      all: { type: 'boolean' },
+      as: { type: 'string' },
       help: { type: 'boolean', short: 'h' },
       version: { type: 'boolean', short: 'v' },
     },
@@ -95,4 +114,8 @@ export interface CommandOptions {
   readonly listen?: string | undefined
   readonly server?: string | undefined
   readonly allowInsecureNonLoopback: boolean
+  /** `pins approve|reject UPSTREAM --all`. */
+  readonly all?: boolean
+  /** Who decides, for `pins` (`--as NAME`); default: the login name. */
+  readonly actor?: string | undefined
 }

@@ -9,7 +9,9 @@ import { isLoopbackHost } from '../config/listen.ts'
 import { Gateway } from '../gateway.ts'
 import { planFromConfig } from '../gateway-plan.ts'
 import { jsonLogger, type Logger } from '../log.ts'
+import { memoryStore } from '../store/memory.ts'
 import { createHttpInbound, type HttpInbound } from '../transports/http-inbound.ts'
+import { lockfilePathOf, openStore, type TrustSetup, withTrust } from '../trust/trust-setup.ts'
 import { loadForCommand } from './load.ts'
 import type { CliIo, CommandOptions } from './main.ts'
 
@@ -22,10 +24,17 @@ export interface RunningServer {
   stop(): Promise<void>
 }
 
-/** Starts a gateway and its HTTP listener from a configuration (used by the CLI and tests). */
-export async function startServer(config: Config, log: Logger): Promise<RunningServer> {
+/**
+ * Starts a gateway and its HTTP listener from a configuration (used by the CLI and tests).
+ * `trust` holds the pin store and lockfile; by default pins are kept in memory only.
+ */
+export async function startServer(
+  config: Config,
+  log: Logger,
+  trust: TrustSetup = { store: memoryStore() },
+): Promise<RunningServer> {
   const auth = config.auth ? new AuthRuntime(config.auth, log.child({ part: 'auth' })) : undefined
-  const gateway = new Gateway(planFromConfig(config, log, auth), log)
+  const gateway = new Gateway(withTrust(planFromConfig(config, log, auth), config, trust, log), log)
   const http = createHttpInbound(
     gateway,
     {
@@ -89,7 +98,11 @@ export async function runServe(options: CommandOptions, io: CliIo): Promise<numb
     return 1
   }
   const log = jsonLogger({ level: config.log.level })
-  const server = await startServer(config, log)
+  const store = await openStore(config, source.path)
+  const server = await startServer(config, log, {
+    store,
+    lockfilePath: lockfilePathOf(source.path),
+  })
   const what =
     source.format === 'demo' ? 'embedded demo configuration' : `${source.path} (${source.format})`
   log.info('barbican listening', { url: server.url, config: what })
@@ -99,7 +112,10 @@ export async function runServe(options: CommandOptions, io: CliIo): Promise<numb
       process.off('SIGINT', stop)
       process.off('SIGTERM', stop)
       log.info('shutting down')
-      server.stop().finally(resolve)
+      server
+        .stop()
+        .finally(() => store.close())
+        .finally(resolve)
     }
     process.on('SIGINT', stop)
     process.on('SIGTERM', stop)

@@ -8,6 +8,7 @@ import { planFromConfig } from '../gateway-plan.ts'
 import { jsonLogger } from '../log.ts'
 import type { ConnectionInfo } from '../transports/inbound.ts'
 import { serveStdio } from '../transports/stdio-inbound.ts'
+import { lockfilePathOf, openStore, withTrust } from '../trust/trust-setup.ts'
 import { loadForCommand } from './load.ts'
 import type { CliIo, CommandOptions } from './main.ts'
 
@@ -18,7 +19,10 @@ export async function runStdio(options: CommandOptions, io: CliIo): Promise<numb
   const server = options.server ?? config.servers[0]?.name ?? 'default'
   const log = jsonLogger({ level: config.log.level })
   const auth = config.auth ? new AuthRuntime(config.auth, log.child({ part: 'auth' })) : undefined
-  const gateway = new Gateway(planFromConfig(config, log, auth), log)
+  const store = await openStore(config, loaded.source.path)
+  const lockfilePath = lockfilePathOf(loaded.source.path)
+  const plan = withTrust(planFromConfig(config, log, auth), config, { store, lockfilePath }, log)
+  const gateway = new Gateway(plan, log)
   if (!gateway.hasServer(server)) {
     io.stderr(`barbican: no virtual server named "${server}"\n`)
     return 1
@@ -44,6 +48,7 @@ export async function runStdio(options: CommandOptions, io: CliIo): Promise<numb
     process.once('SIGINT', () => void transport.close())
   })
   await gateway.stop()
+  await store.close()
   await auth?.close()
   return 0
 }

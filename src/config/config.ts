@@ -48,6 +48,19 @@ export interface LimitsConfig extends JsonLimits {
   readonly listPageSize: number
 }
 
+/** What an operator decides per upstream about trust (docs/trust.md). */
+export interface TrustConfig {
+  readonly firstSight: 'trust' | 'approve'
+  readonly onChange: 'quarantine' | 'warn'
+  readonly scan: 'warn' | 'quarantine'
+  readonly allowFloating: boolean
+}
+
+/** Where pins and baselines live; a relative SQLite path is already resolved. */
+export type StoreConfig =
+  | { readonly kind: 'sqlite'; readonly path: string }
+  | { readonly kind: 'memory' }
+
 /** An upstream MCP server run as a child process speaking stdio. */
 export interface StdioUpstreamConfig {
   readonly name: string
@@ -63,6 +76,8 @@ export interface StdioUpstreamConfig {
   /** Stop the process after this long without calls; 0 keeps it running. */
   readonly idleTimeoutMs: number
   readonly requestTimeoutMs: number
+  /** Pinning, scan and launch policy; absent: the defaults (docs/trust.md). */
+  readonly trust?: TrustConfig | undefined
   /** Barbican's own credentials for this upstream (docs/security.md); absent: none. */
   readonly credentials?: CredentialsConfig | undefined
 }
@@ -78,6 +93,8 @@ export interface RemoteUpstreamConfig {
   /** Sent with every request to this upstream (the gateway's own credentials, never a client's). */
   readonly headers: Readonly<Record<string, string>>
   readonly requestTimeoutMs: number
+  /** Pinning and scan policy; absent: the defaults (docs/trust.md). */
+  readonly trust?: TrustConfig | undefined
   /** Barbican's own credentials for this upstream (docs/security.md); absent: none. */
   readonly credentials?: CredentialsConfig | undefined
 }
@@ -135,6 +152,8 @@ export interface Config {
   readonly upstreams: readonly UpstreamConfig[]
   /** In the order they were declared; at least one. */
   readonly servers: readonly VirtualServerConfig[]
+  /** Where pins live; absent: the SQLite file beside the config (docs/trust.md). */
+  readonly store?: StoreConfig | undefined
   /** Inbound authentication and identity settings; absent: anonymous callers (loopback only). */
   readonly auth?: AuthConfig | undefined
 }

@@ -360,7 +360,7 @@ describe('validation errors', () => {
     assert.ok(lines.includes('lisen: unknown key (did you mean "listen"?)'), lines.join('\n'))
     const other = problems({ ...one, color: 'blue' })
     assert.deepEqual(other, [
-      'color: unknown key; expected one of: listen, security, limits, log, auth, upstreams, servers',
+      'color: unknown key; expected one of: listen, security, limits, log, auth, upstreams, servers, store',
     ])
   })
 

@@ -8,6 +8,7 @@ import type {
   Config,
   ListenAddress,
   SecurityConfig,
+  StoreConfig,
   UpstreamConfig,
   VirtualServerConfig,
 } from './config.ts'
@@ -16,6 +17,7 @@ import { crossCheck } from './cross-check.ts'
 import { DEFAULT_ALLOWED_HOSTS, DEFAULT_SEPARATOR, LOOPBACK_ORIGINS } from './defaults.ts'
 import { DEFAULT_LISTEN, hostForHeader, isWildcardHost, parseListen } from './listen.ts'
 import { type NativeConfig, nativeConfigSchema } from './schema.ts'
+import { DEFAULT_STORE_PATH } from './trust-schema.ts'
 import { issuesFromZod } from './zod-issues.ts'
 
 /** Options that complete what a config value alone cannot say. */
@@ -78,6 +80,7 @@ export function buildConfig(native: NativeConfig, options: NormalizeOptions = {}
         lazy: entry.lazy,
         idleTimeoutMs: entry.idleTimeoutMs,
         requestTimeoutMs,
+        ...(entry.trust === undefined ? {} : { trust: entry.trust }),
         ...(entry.credentials === undefined ? {} : { credentials: entry.credentials }),
       }
     }
@@ -90,6 +93,7 @@ export function buildConfig(native: NativeConfig, options: NormalizeOptions = {}
       url: entry.url,
       headers: entry.headers,
       requestTimeoutMs,
+      ...(entry.trust === undefined ? {} : { trust: entry.trust }),
       ...(entry.credentials === undefined ? {} : { credentials: entry.credentials }),
     }
   })
@@ -127,11 +131,21 @@ export function buildConfig(native: NativeConfig, options: NormalizeOptions = {}
     log: { level: native.log.level },
     upstreams,
     servers,
+    ...(native.store === undefined ? {} : { store: resolveStore(native.store, options.baseDir) }),
     ...(native.auth === undefined ? {} : { auth: native.auth }),
   })
 }
 
 type ServerInput = NonNullable<NativeConfig['servers']>[string]
+
+function resolveStore(
+  value: NonNullable<NativeConfig['store']>,
+  baseDir: string | undefined,
+): StoreConfig {
+  if ('memory' in value) return { kind: 'memory' }
+  const path = value.sqlite.path || DEFAULT_STORE_PATH
+  return { kind: 'sqlite', path: isAbsolute(path) ? path : resolve(baseDir ?? process.cwd(), path) }
+}
 
 function resolveListen(value: NativeConfig['listen'], override: string | undefined): ListenAddress {
   if (override !== undefined) {

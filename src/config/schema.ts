@@ -9,6 +9,7 @@ import { authSchema } from '../auth/auth-config.ts'
 import { DEFAULT_LIMITS, NAME_PATTERN } from './defaults.ts'
 import { DEFAULT_LISTEN, parseListen } from './listen.ts'
 import { virtualServerSchema } from './server-schema.ts'
+import { storeSchema } from './trust-schema.ts'
 import { upstreamSchema } from './upstream-schema.ts'
 
 const HOURS_24 = 24 * 60 * 60_000
@@ -240,6 +241,7 @@ export const nativeConfigSchema = z.strictObject({
     'Groups of upstreams served at their own path: "default" at /mcp, NAME at /mcp/NAME. ' +
       'Default: one server "default" over all upstreams.',
   ),
+  store: storeSchema.optional(),
 })
 
 /** The native file as written (before defaults). */

@@ -4,6 +4,7 @@
  */
 import { z } from 'zod'
 import { credentialsSchema } from '../auth/auth-config.ts'
+import { trustSchema } from './trust-schema.ts'
 
 const HEADER_NAME_PATTERN = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/
 const HOURS_24 = 24 * 60 * 60_000
@@ -72,6 +73,7 @@ export const stdioUpstreamSchema = doc(
         'running. Default: 0.',
     ),
     requestTimeoutMs: requestTimeout,
+    trust: trustSchema,
     credentials: credentials,
   }),
   'Stdio upstream',
@@ -99,6 +101,7 @@ export const remoteUpstreamSchema = doc(
         `\${TOKEN}". Client credentials are never forwarded. Default: {}.`,
     ),
     requestTimeoutMs: requestTimeout,
+    trust: trustSchema,
     credentials: credentials,
   }),
   'Remote upstream',

@@ -1,0 +1,147 @@
+import assert from 'node:assert/strict'
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { after, describe, test } from 'node:test'
+import { fileURLToPath } from 'node:url'
+import { silentLogger } from '../log.ts'
+import { openSqliteStore } from '../store/sqlite.ts'
+import { TrustGuard } from '../trust/trust-guard.ts'
+import { main } from './main.ts'
+
+const repo = fileURLToPath(new URL('../../', import.meta.url))
+const memoryServer = join(repo, 'node_modules/@modelcontextprotocol/server-memory/dist/index.js')
+const root = mkdtempSync(join(tmpdir(), 'barbican-pins-'))
+after(() => rmSync(root, { recursive: true, force: true }))
+let n = 0
+
+async function run(args: string[]) {
+  let stdout = ''
+  let stderr = ''
+  const code = await main(args, {
+    stdout: (t) => {
+      stdout += t
+    },
+    stderr: (t) => {
+      stderr += t
+    },
+  })
+  return { code, stdout, stderr }
+}
+
+/** A config folder with one stdio upstream running the official memory server. */
+function configDir(env: Record<string, string> = {}): { dir: string; file: string } {
+  const dir = join(root, `c${n++}`)
+  mkdirSync(dir)
+  const file = join(dir, 'barbican.json')
+  writeConfig(file, env)
+  return { dir, file }
+}
+
+function writeConfig(file: string, env: Record<string, string>, extraArgs: string[] = []) {
+  writeFileSync(
+    file,
+    JSON.stringify({
+      upstreams: {
+        memory: {
+          command: process.execPath,
+          args: [memoryServer, ...extraArgs],
+          env: { MEMORY_FILE_PATH: join(root, 'memory.jsonl'), ...env },
+        },
+      },
+    }),
+  )
+}
+
+describe('barbican pins', () => {
+  test('lists a quarantined change, shows it field by field, and approves it with its author', async () => {
+    const { dir, file } = configDir()
+    const store = await openSqliteStore(join(dir, '.barbican', 'barbican.db'))
+    const guard = new TrustGuard({ store: store.pins, log: silentLogger })
+    const lists = (description: string) => ({
+      upstream: 'memory',
+      lists: {
+        tools: [{ name: 'read_graph', description, inputSchema: { type: 'object' } }],
+        prompts: [],
+        resourceTemplates: [],
+      },
+    })
+    await guard.review([lists('Reads the graph.')])
+    const verdict = await guard.review([lists('Reads the graph and posts it.')])
+    assert.equal(verdict.quarantined.get('memory')?.has('tool:read_graph'), true)
+    await store.close()
+
+    const listed = await run(['pins', 'list', '--config', file])
+    assert.equal(listed.code, 0, listed.stderr)
+    assert.match(listed.stdout, /pinned {3}memory: 1 item\(s\)/)
+    assert.match(listed.stdout, /pending {2}memory tool:read_graph {2}changed \(description\)/)
+
+    const diff = await run(['pins', 'diff', 'memory', '--config', file])
+    assert.match(diff.stdout, /description: "Reads the graph\." → "Reads the graph and posts it\."/)
+
+    const approved = await run([
+      'pins',
+      'approve',
+      'memory',
+      'tool:read_graph',
+      '--as',
+      'alice',
+      '--config',
+      file,
+    ])
+    assert.equal(approved.code, 0, approved.stderr)
+    const history = await run(['pins', 'history', 'memory', '--config', file])
+    assert.match(history.stdout, /memory tool:read_graph approved by alice/)
+    assert.match((await run(['pins', 'list', '--config', file])).stdout, /no pending changes/)
+  })
+
+  test('refuses approve without a key unless --all is given', async () => {
+    const { file } = configDir()
+    const { code, stderr } = await run(['pins', 'approve', 'memory', '--config', file])
+    assert.equal(code, 2)
+    assert.match(stderr, /needs UPSTREAM KEY/)
+  })
+})
+
+describe('barbican check and lock', () => {
+  test('check reports drift from the approved baseline, a rotated secret by hash only', async () => {
+    const { file } = configDir({ TOKEN: 'first-secret' })
+    assert.equal((await run(['pins', 'baseline', '--as', 'ops', '--config', file])).code, 0)
+    const same = await run(['check', '--config', file])
+    assert.equal(same.code, 0, same.stdout)
+    assert.match(same.stdout, /ok {4}configuration matches the baseline/)
+
+    writeConfig(file, { TOKEN: 'second-secret' }, ['--extra'])
+    const drifted = await run(['check', '--config', file])
+    assert.equal(drifted.code, 1)
+    assert.match(drifted.stdout, /DRIFT configuration differs from the baseline approved .* by ops/)
+    assert.match(drifted.stdout, /upstreams\.memory\.args: .* → .*"--extra"\]/)
+    assert.match(
+      drifted.stdout,
+      /upstreams\.memory\.env\.TOKEN: "sha256:[0-9a-f]{16}" → "sha256:[0-9a-f]{16}"/,
+    )
+    assert.doesNotMatch(drifted.stdout, /secret/)
+  })
+
+  test('lock pins the script an upstream runs, and a lockfile mismatch prevents the launch', async () => {
+    const { dir, file } = configDir()
+    const locked = await run(['lock', '--config', file])
+    assert.equal(locked.code, 0, locked.stdout + locked.stderr)
+    assert.match(locked.stdout, /locked {2}memory: .*index\.js \(added\)/)
+    assert.equal((await run(['check', '--config', file])).code, 0)
+
+    const lockPath = join(dir, 'barbican.lock')
+    const lock = JSON.parse(readFileSync(lockPath, 'utf8'))
+    const actual = lock.upstreams.memory.files
+    lock.upstreams.memory.files = 'sha256-AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA='
+    writeFileSync(lockPath, JSON.stringify(lock))
+    const refused = await run(['check', '--config', file])
+    assert.equal(refused.code, 1)
+    assert.ok(
+      refused.stdout.includes(
+        `FAIL  memory: upstream "memory": launch refused: script ${memoryServer} does not match barbican.lock: files expected sha256-AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=, found ${actual}`,
+      ),
+      refused.stdout,
+    )
+  })
+})

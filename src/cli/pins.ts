@@ -1,0 +1,211 @@
+/**
+ * `barbican pins` (list, diff, approve, reject, history, baseline) and `barbican lock`: the
+ * operator's side of trust. Pins live in the store the configuration names; every decision is
+ * recorded with who made it.
+ */
+import { existsSync } from 'node:fs'
+import { userInfo } from 'node:os'
+import type { Config } from '../config/config.ts'
+import { approveChange, rejectChange, reviewChanges } from '../trust/decisions.ts'
+import { formatChanges } from '../trust/diff.ts'
+import { approveBaseline, configDocument, configDrift } from '../trust/drift.ts'
+import { launchOf } from '../trust/launch.ts'
+import {
+  type LockEntry,
+  type Lockfile,
+  observeLaunch,
+  readLockfile,
+  writeLockfile,
+} from '../trust/lockfile.ts'
+import { lockfilePathOf, openStore, storeConfigOf } from '../trust/trust-setup.ts'
+import { loadForCommand } from './load.ts'
+import type { CliIo, CommandOptions } from './main.ts'
+
+/** Who is deciding: `--as NAME`, else the login name. */
+function actorOf(options: CommandOptions): string {
+  if (options.actor) return options.actor
+  try {
+    return userInfo().username
+  } catch {
+    return 'operator'
+  }
+}
+
+export async function runPins(
+  options: CommandOptions,
+  args: readonly string[],
+  io: CliIo,
+): Promise<number> {
+  const [action = 'list', upstream, key] = args
+  const loaded = await loadForCommand(options, io, false)
+  if (!loaded) return 1
+  const store = await openStore(loaded.config, loaded.source.path)
+  try {
+    switch (action) {
+      case 'list': {
+        const pinned = await store.pins.pinned(upstream)
+        const counts = new Map<string, number>()
+        for (const p of pinned) counts.set(p.upstream, (counts.get(p.upstream) ?? 0) + 1)
+        for (const [name, n] of counts) io.stdout(`pinned   ${name}: ${n} item(s)\n`)
+        const reviews = await reviewChanges(store.pins, { upstream })
+        for (const { change, changes } of reviews) {
+          const fields = changes.map((c) => c.path).join(', ')
+          io.stdout(
+            `${change.status.padEnd(8)} ${change.upstream} ${change.key}  ${change.reason}` +
+              `${fields ? ` (${fields})` : ''}  seen ${change.seenAt}\n`,
+          )
+        }
+        if (reviews.length === 0) io.stdout('no pending changes\n')
+        return 0
+      }
+      case 'diff': {
+        const reviews = await reviewChanges(store.pins, { upstream, key })
+        for (const { change, approved, changes } of reviews) {
+          io.stdout(
+            `${change.upstream} ${change.key}: ${change.reason}, ${change.status}` +
+              `${approved ? ` (approved ${approved.approvedAt} by ${approved.approvedBy})` : ' (never approved)'}\n`,
+          )
+          for (const line of formatChanges(changes)) io.stdout(`  ${line}\n`)
+          for (const f of change.findings as {
+            rule?: string
+            severity?: string
+            message?: string
+          }[])
+            io.stdout(`  finding ${f.rule} (${f.severity}): ${f.message}\n`)
+        }
+        if (reviews.length === 0) io.stdout('no pending changes\n')
+        return 0
+      }
+      case 'approve':
+      case 'reject': {
+        if (upstream === undefined || (key === undefined && !options.all)) {
+          io.stderr(`barbican: pins ${action} needs UPSTREAM KEY (or UPSTREAM --all)\n`)
+          return 2
+        }
+        const keys =
+          key !== undefined
+            ? [key]
+            : (await store.pins.pending(upstream))
+                .filter((p) => p.status === 'pending')
+                .map((p) => p.key)
+        const actor = actorOf(options)
+        for (const k of keys) {
+          if (action === 'approve') await approveChange(store.pins, upstream, k, actor)
+          else await rejectChange(store.pins, upstream, k, actor)
+          io.stdout(`${action === 'approve' ? 'approved' : 'rejected'} ${upstream} ${k}\n`)
+        }
+        return 0
+      }
+      case 'history': {
+        for (const e of await store.pins.history({
+          ...(upstream === undefined ? {} : { upstream }),
+          ...(key === undefined ? {} : { key }),
+        })) {
+          io.stdout(
+            `${e.at} ${e.upstream} ${e.key} ${e.action} by ${e.actor} ${e.hash.slice(0, 12)}\n`,
+          )
+        }
+        return 0
+      }
+      case 'baseline': {
+        const document = configDocument(loaded.config, lockfilePathOf(loaded.source.path))
+        const baseline = await approveBaseline(store.baselines, document, actorOf(options))
+        io.stdout(`approved the configuration as baseline ${baseline.hash.slice(0, 12)}\n`)
+        return 0
+      }
+      default:
+        io.stderr(
+          `barbican: unknown pins action "${action}" (list, diff, approve, reject, history, baseline)\n`,
+        )
+        return 2
+    }
+  } catch (err) {
+    io.stderr(`barbican: ${(err as Error).message}\n`)
+    return 1
+  } finally {
+    await store.close()
+  }
+}
+
+/**
+ * `barbican lock`: writes `barbican.lock` beside the config from what is installed now, for
+ * every stdio upstream launched from a package or script. Floating versions are locked to the
+ * installed version only where the upstream allows floating.
+ */
+export async function runLock(options: CommandOptions, io: CliIo): Promise<number> {
+  const loaded = await loadForCommand(options, io, false)
+  if (!loaded) return 1
+  const path = lockfilePathOf(loaded.source.path)
+  let previous: Lockfile | undefined
+  try {
+    previous = readLockfile(path)
+  } catch {
+    previous = undefined
+  }
+  const upstreams: Record<string, LockEntry> = {}
+  let failed = 0
+  for (const u of loaded.config.upstreams) {
+    if (u.transport !== 'stdio') continue
+    const launch = launchOf(u.command, u.args)
+    if (!launch) continue
+    try {
+      const entry = observeLaunch(launch, {
+        cwd: u.cwd ?? process.cwd(),
+        home: u.env.HOME ?? process.env.HOME,
+      })
+      upstreams[u.name] = entry
+      const was = previous?.upstreams[u.name]
+      const label = entry.package ? `${entry.package}@${entry.version ?? '?'}` : entry.path
+      const note = was === undefined ? 'added' : was.files === entry.files ? 'unchanged' : 'updated'
+      io.stdout(`locked  ${u.name}: ${label} (${note})\n`)
+    } catch (err) {
+      failed++
+      io.stdout(`FAIL    ${u.name}: ${(err as Error).message}\n`)
+    }
+  }
+  if (failed > 0) {
+    io.stderr(`barbican: ${failed} upstream(s) could not be locked; ${path} left unchanged\n`)
+    return 1
+  }
+  writeLockfile(path, { lockfileVersion: 1, upstreams })
+  io.stdout(`wrote ${path}\n`)
+  return 0
+}
+
+/**
+ * For `barbican check`: prints drift from the approved configuration baseline and returns
+ * whether there is any. The store is only read, and only if it already exists.
+ */
+export async function reportDrift(
+  config: Config,
+  configPath: string | undefined,
+  io: CliIo,
+): Promise<boolean> {
+  const where = storeConfigOf(config, configPath)
+  if (where.kind === 'memory' || !existsSync(where.path)) {
+    io.stdout('note  no configuration baseline yet (approve one with: barbican pins baseline)\n')
+    return false
+  }
+  const store = await openStore(config, configPath)
+  try {
+    const drift = await configDrift(
+      store.baselines,
+      configDocument(config, lockfilePathOf(configPath)),
+    )
+    if (!drift) {
+      io.stdout('note  no configuration baseline yet (approve one with: barbican pins baseline)\n')
+      return false
+    }
+    if (drift.changes.length === 0) {
+      io.stdout(`ok    configuration matches the baseline approved ${drift.baseline.approvedAt}\n`)
+      return false
+    }
+    io.stdout(
+      `DRIFT configuration differs from the baseline approved ${drift.baseline.approvedAt} by ${drift.baseline.approvedBy}:\n`,
+    )
+    for (const line of formatChanges(drift.changes)) io.stdout(`  ${line}\n`)
+    return true
+  } finally {
+    await store.close()
+  }
+}

@@ -1,0 +1,80 @@
+/**
+ * `barbican scan`: connects to every upstream once and runs the poisoning and collision checks
+ * over everything they advertise, across all upstreams of the configuration. Exits non-zero when
+ * a high or critical finding (or an upstream that cannot be listed) needs attention.
+ */
+import { Gateway } from '../gateway.ts'
+import { planFromConfig } from '../gateway-plan.ts'
+import { jsonLogger } from '../log.ts'
+import { memoryStore } from '../store/memory.ts'
+import {
+  type Finding,
+  QUARANTINE_SEVERITIES,
+  type ScannedUpstream,
+  scanSurfaces,
+} from '../trust/scan.ts'
+import { surfaceOf } from '../trust/surface.ts'
+import { lockfilePathOf, withTrust } from '../trust/trust-setup.ts'
+import { loadForCommand } from './load.ts'
+import type { CliIo, CommandOptions } from './main.ts'
+
+const RANK: Readonly<Record<Finding['severity'], number>> = {
+  critical: 0,
+  high: 1,
+  medium: 2,
+  low: 3,
+}
+
+export async function runScan(options: CommandOptions, io: CliIo): Promise<number> {
+  const loaded = await loadForCommand(options, io, false)
+  if (!loaded) return 1
+  const { config, source } = loaded
+  const log = jsonLogger({ level: 'error' })
+  // Scanning pins nothing: the store is a throwaway one.
+  const store = memoryStore()
+  const plan = withTrust(
+    planFromConfig(config, log),
+    config,
+    { store, lockfilePath: lockfilePathOf(source.path) },
+    log,
+  )
+  const gateway = new Gateway(plan, log)
+  const surfaces: ScannedUpstream[] = []
+  let failed = 0
+  try {
+    for (const upstream of gateway.upstreams.values()) {
+      try {
+        await upstream.connect()
+        const [tools, prompts, resourceTemplates] = await Promise.all([
+          upstream.list('tools'),
+          upstream.list('prompts'),
+          upstream.list('resourceTemplates'),
+        ])
+        const items = surfaceOf({
+          tools,
+          prompts,
+          resourceTemplates,
+          instructions: upstream.info?.instructions,
+          serverInfo: upstream.info?.serverInfo,
+        })
+        surfaces.push({ upstream: upstream.name, items })
+        io.stdout(`scanned ${upstream.name}: ${items.length} item(s)\n`)
+      } catch (err) {
+        failed++
+        io.stdout(`FAIL    ${upstream.name}: ${(err as Error).message}\n`)
+      }
+    }
+  } finally {
+    await gateway.stop()
+  }
+  const findings = scanSurfaces(surfaces).sort((a, b) => RANK[a.severity] - RANK[b.severity])
+  for (const f of findings) {
+    io.stdout(
+      `${f.severity.padEnd(8)} ${f.upstream} ${f.key} ${f.rule}: ${f.message}` +
+        `${f.field ? ` [${f.field}]` : ''}\n`,
+    )
+  }
+  const severe = findings.filter((f) => QUARANTINE_SEVERITIES.has(f.severity)).length
+  io.stdout(`${findings.length} finding(s), ${severe} high or critical\n`)
+  return severe > 0 || failed > 0 ? 1 : 0
+}

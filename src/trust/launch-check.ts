@@ -1,0 +1,92 @@
+/**
+ * The check before a stdio upstream is launched: no shell strings, no floating package versions
+ * unless allowed, and, when `barbican.lock` exists, exactly the pinned package, version,
+ * registry integrity and files. A refusal names the package, what was expected and what was
+ * found, so the operator knows whether to re-lock or to distrust the machine.
+ */
+import { BarbicanError } from '../errors.ts'
+import { type Launch, launchOf } from './launch.ts'
+import { type LaunchContext, type LockEntry, type Lockfile, observeLaunch } from './lockfile.ts'
+
+/** The parts of a stdio upstream's config the check reads. */
+export interface LaunchSpec {
+  readonly command: string
+  readonly args: readonly string[]
+}
+
+export interface LaunchCheckOptions {
+  readonly allowFloating: boolean
+  /** The lockfile's content; undefined when there is no lockfile (integrity is not checked). */
+  readonly lock: Lockfile | undefined
+  readonly context: LaunchContext
+}
+
+/** Throws ERR_LAUNCH_REFUSED with a precise message, or returns what was verified. */
+export function checkLaunch(
+  upstream: string,
+  spec: LaunchSpec,
+  options: LaunchCheckOptions,
+): Launch | undefined {
+  const refuse = (message: string): never => {
+    throw new BarbicanError(
+      'ERR_LAUNCH_REFUSED',
+      `upstream "${upstream}": launch refused: ${message}`,
+      {
+        data: { upstream },
+      },
+    )
+  }
+  const launch = launchOf(spec.command, spec.args)
+  if (!launch) return undefined
+  if (launch.kind === 'shell') return refuse(`${launch.reason}; configure the server's own command`)
+  if (launch.kind === 'package' && !launch.exact && !options.allowFloating) {
+    const asked = launch.version === undefined ? 'no version' : `"${launch.version}"`
+    const example = launch.ecosystem === 'npm' ? `${launch.name}@1.2.3` : `${launch.name}==1.2.3`
+    refuse(
+      `${launch.name} is given with ${asked}, which floats to whatever the registry serves at ` +
+        `launch; pin an exact version (e.g. ${example}) or set trust.allowFloating: true`,
+    )
+  }
+  const lock = options.lock
+  if (!lock) return launch
+  const expected = lock.upstreams[upstream]
+  const what = launch.kind === 'package' ? `package ${launch.name}` : `script ${launch.path}`
+  if (!expected)
+    return refuse(`${what} has no entry in barbican.lock; run \`barbican lock\` to pin it`)
+  if (launch.kind === 'package') {
+    if (expected.package !== launch.name)
+      refuse(
+        `barbican.lock pins package ${expected.package ?? '(none)'}, the config launches ${launch.name}`,
+      )
+    const asked = launch.version?.replace(/^v/, '')
+    if (launch.exact && asked !== expected.version)
+      refuse(
+        `barbican.lock pins ${launch.name}@${expected.version ?? '(none)'}, the config asks for ${launch.name}@${asked}`,
+      )
+  } else if (expected.path !== launch.path) {
+    refuse(
+      `barbican.lock pins script ${expected.path ?? '(none)'}, the config launches ${launch.path}`,
+    )
+  }
+  let actual: LockEntry
+  try {
+    actual = observeLaunch(launch, options.context)
+  } catch (err) {
+    return refuse((err as Error).message)
+  }
+  const label =
+    launch.kind === 'package'
+      ? `${launch.name}@${expected.version ?? '?'}`
+      : `script ${launch.path}`
+  for (const field of ['version', 'integrity', 'files'] as const) {
+    const want = expected[field]
+    if (want === undefined || want === '') continue
+    const got = actual[field]
+    if (got !== want) {
+      refuse(
+        `${label} does not match barbican.lock: ${field} expected ${want}, found ${got ?? '(none)'}`,
+      )
+    }
+  }
+  return launch
+}

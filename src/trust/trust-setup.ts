@@ -1,0 +1,106 @@
+/**
+ * Puts trust into a gateway plan built from a configuration: the pin guard over the store, each
+ * upstream's policy, and the launch check in front of every stdio upstream's transport factory.
+ * The CLI opens the store and names the lockfile; code that builds a gateway without files
+ * (tests) gets an in-memory store and no lockfile.
+ */
+import { dirname, join } from 'node:path'
+import type { Config, StoreConfig, UpstreamConfig } from '../config/config.ts'
+import { DEFAULT_STORE_PATH } from '../config/trust-schema.ts'
+import { toBarbicanError } from '../errors.ts'
+import type { GatewayPlan, UpstreamPlan } from '../gateway.ts'
+import type { Logger } from '../log.ts'
+import { memoryStore } from '../store/memory.ts'
+import { openSqliteStore } from '../store/sqlite.ts'
+import type { Store } from '../store/store.ts'
+import type { Transport } from '../transports/transport.ts'
+import { checkLaunch } from './launch-check.ts'
+import { LOCKFILE_NAME, readLockfile } from './lockfile.ts'
+import { DEFAULT_TRUST_POLICY, type TrustPolicy } from './policy.ts'
+import { TrustGuard } from './trust-guard.ts'
+
+/** What trust needs besides the config: the open store and where the lockfile is. */
+export interface TrustSetup {
+  readonly store: Store
+  /** `barbican.lock`; undefined: launches are checked for floating versions only. */
+  readonly lockfilePath?: string | undefined
+}
+
+/** The policy of one upstream: its `trust:` or the defaults. */
+export function trustPolicyOf(u: UpstreamConfig): TrustPolicy {
+  return u.trust ?? DEFAULT_TRUST_POLICY
+}
+
+/** Where the store lives: the configured one, or the SQLite file beside the config file. */
+export function storeConfigOf(config: Config, configPath: string | undefined): StoreConfig {
+  if (config.store) return config.store
+  const base = configPath === undefined ? process.cwd() : dirname(configPath)
+  return { kind: 'sqlite', path: join(base, DEFAULT_STORE_PATH) }
+}
+
+/** Opens the store a configuration names. */
+export async function openStore(config: Config, configPath: string | undefined): Promise<Store> {
+  const store = storeConfigOf(config, configPath)
+  return store.kind === 'memory' ? memoryStore() : await openSqliteStore(store.path)
+}
+
+/** `barbican.lock` beside the config file (the working directory for the embedded demo). */
+export function lockfilePathOf(configPath: string | undefined): string {
+  return join(configPath === undefined ? process.cwd() : dirname(configPath), LOCKFILE_NAME)
+}
+
+/** The plan with the pin guard installed and every stdio launch checked first. */
+export function withTrust(
+  plan: GatewayPlan,
+  config: Config,
+  setup: TrustSetup,
+  log: Logger,
+): GatewayPlan {
+  const policies = new Map(config.upstreams.map((u) => [u.name, trustPolicyOf(u)]))
+  const trust = new TrustGuard({
+    store: setup.store.pins,
+    policies,
+    log: log.child({ part: 'trust' }),
+  })
+  const byName = new Map(config.upstreams.map((u) => [u.name, u]))
+  return {
+    ...plan,
+    trust,
+    upstreams: plan.upstreams.map((p): UpstreamPlan => {
+      const u = byName.get(p.name)
+      if (u?.transport !== 'stdio') return p
+      return {
+        ...p,
+        createTransport: () => checkedLaunch(u, setup.lockfilePath, p.createTransport),
+      }
+    }),
+  }
+}
+
+/** Runs the launch check; a refusal becomes a transport that fails to start with it. */
+function checkedLaunch(
+  u: Extract<UpstreamConfig, { transport: 'stdio' }>,
+  lockfilePath: string | undefined,
+  create: () => Transport,
+): Transport {
+  try {
+    // Read at every launch, so `barbican lock` takes effect at the next restart.
+    const lock = lockfilePath === undefined ? undefined : readLockfile(lockfilePath)
+    checkLaunch(u.name, u, {
+      allowFloating: trustPolicyOf(u).allowFloating,
+      lock,
+      context: { cwd: u.cwd ?? process.cwd(), home: u.env.HOME ?? process.env.HOME },
+    })
+  } catch (err) {
+    return refusedTransport(toBarbicanError(err))
+  }
+  return create()
+}
+
+function refusedTransport(error: Error): Transport {
+  return {
+    start: () => Promise.reject(error),
+    send: () => Promise.reject(error),
+    close: () => Promise.resolve(),
+  }
+}
