@@ -12,14 +12,16 @@ const fixture = fileURLToPath(new URL('../fixtures/bridge-upstream.ts', import.m
 
 /** Barbican with one stdio upstream: the fixture in the given era. */
 export async function startFixtureGateway(era = 'dual', port = 0): Promise<RunningServer> {
+  return await startGatewayFor([fixture, '--era', era], port)
+}
+
+/** Barbican with one stdio upstream run by this Node with `args`. */
+export async function startGatewayFor(args: string[], port = 0): Promise<RunningServer> {
   const config = {
     listen: `127.0.0.1:${port}`,
-    upstreams: {
-      fixture: { command: process.execPath, args: [fixture, '--era', era] },
-    },
+    upstreams: { fixture: { command: process.execPath, args } },
   }
   const loaded = parseConfigText(JSON.stringify(config), { json: true })
-  if (!loaded.config) throw new Error(`invalid config: ${JSON.stringify(loaded)}`)
   return await startServer(loaded.config, silentLogger)
 }
 

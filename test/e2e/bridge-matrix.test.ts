@@ -10,6 +10,7 @@
  */
 import assert from 'node:assert/strict'
 import { after, before, describe, test } from 'node:test'
+import { fileURLToPath } from 'node:url'
 import { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
 import {
@@ -17,7 +18,7 @@ import {
   ToolListChangedNotificationSchema,
 } from '@modelcontextprotocol/sdk/types.js'
 import type { RunningServer } from '../../src/cli/serve.ts'
-import { startFixtureGateway } from '../conformance/serve-fixture.ts'
+import { startFixtureGateway, startGatewayFor } from '../conformance/serve-fixture.ts'
 import { assertValidMessage } from '../support/schema.ts'
 
 type Json = Record<string, unknown>
@@ -381,3 +382,69 @@ for (const [upstreamName, era] of Object.entries(UPSTREAMS)) {
     })
   })
 }
+
+describe('bridge: the official SDK v2 server (2026-07-28 over stdio) behind Barbican', () => {
+  const official = fileURLToPath(
+    new URL('../fixtures/bridge-official-v2-server.ts', import.meta.url),
+  )
+  let gateway: RunningServer
+  let url: string
+  before(async () => {
+    gateway = await startGatewayFor([official])
+    url = `${gateway.url}/mcp`
+  })
+  after(async () => {
+    await gateway?.stop()
+  })
+
+  test('is probed as 2026-07-28 and its input_required reaches a legacy client as a real elicitation', async () => {
+    const client = new Client(
+      { name: 'bridge-matrix', version: '1.0.0' },
+      { capabilities: { elicitation: {} } },
+    )
+    const asked: string[] = []
+    client.setRequestHandler(ElicitRequestSchema, async (request) => {
+      asked.push(request.params.message)
+      return { action: 'accept', content: { yes: true } }
+    })
+    await client.connect(new StreamableHTTPClientTransport(new URL(url)))
+    try {
+      const result = (await client.callTool({
+        name: 'confirm',
+        arguments: { what: 'deploy' },
+      })) as Json
+      assert.deepEqual(asked, ['Confirm deploy?'])
+      assert.equal(textOf(result), 'deploy: {"action":"accept","content":{"yes":true}}')
+      assert.equal(gateway.gateway.upstreams.get('fixture')?.era, 'modern')
+    } finally {
+      await client.close()
+    }
+  })
+
+  test('hands a 2026 client its input_required with a Barbican-sealed state, and completes the retry', async () => {
+    const call = { name: 'confirm', arguments: { what: 'ship' } }
+    const frames = await modernFrames(
+      url,
+      'tools/call',
+      call,
+      { 'io.modelcontextprotocol/clientCapabilities': { elicitation: {} } },
+      () => false,
+    )
+    const first = frames.at(-1)?.result as Json
+    assert.equal(first.resultType, 'input_required')
+    assert.match(String(first.requestState), /^b1\./)
+    const retry = await modernFrames(
+      url,
+      'tools/call',
+      {
+        ...call,
+        inputResponses: { ok: { action: 'accept', content: { yes: true } } },
+        requestState: first.requestState,
+      },
+      { 'io.modelcontextprotocol/clientCapabilities': { elicitation: {} } },
+      () => false,
+    )
+    const done = retry.at(-1)?.result as Json
+    assert.equal(textOf(done), 'ship: {"action":"accept","content":{"yes":true}}')
+  })
+})
