@@ -9,7 +9,8 @@
  * Options: --quick (about a minute: c=1 and 16, 0.5 s rounds, smaller micro-benchmarks), --rounds N, --duration MS, --only a,b (configurations),
  * --no-micro (skip sessions, tools/list and cold start), --profile (Barbican writes a
  * --cpu-prof profile to bench/results/profiles when it stops), --compare DIR (also run the
- * Barbican checkout in DIR, as `barbican-…@base`, in the same rounds: before/after a change),
+ * Barbican checkout in DIR, as `barbican-…@base`, in the same rounds: before/after a change;
+ * `--compare . --compare-node-options=--max-semi-space-size=32` compares Node flags instead),
  * --auth (also Barbican → stdio with inbound API-key auth and a permission rule on).
  */
 import { fork } from 'node:child_process'
@@ -43,6 +44,7 @@ const { values } = parseArgs({
     'no-micro': { type: 'boolean', default: false },
     profile: { type: 'boolean', default: false },
     compare: { type: 'string' },
+    'compare-node-options': { type: 'string' },
     auth: { type: 'boolean', default: false },
     out: { type: 'string', default: join(ROOT, 'bench/results') },
   },
@@ -64,15 +66,14 @@ interface Configuration {
 }
 
 /** Barbican in front of a fresh SDK server over Streamable HTTP, from the checkout at `root`. */
-function barbicanHttp(name: string, root?: string): () => Promise<Running> {
+function barbicanHttp(
+  name: string,
+  root?: string,
+  nodeOptions: readonly string[] = barbicanNodeOptions,
+): () => Promise<Running> {
   return async () => {
     const upstream = await startDirect(true)
-    const gateway = await startBarbican(
-      name,
-      { url: upstream.target.url },
-      barbicanNodeOptions,
-      root,
-    )
+    const gateway = await startBarbican(name, { url: upstream.target.url }, nodeOptions, root)
     return {
       ...gateway,
       async stop() {
@@ -133,11 +134,15 @@ if (values.auth) {
 
 if (values.compare !== undefined) {
   const root = values.compare
+  const baseNodeOptions = [
+    ...barbicanNodeOptions,
+    ...(values['compare-node-options']?.split(' ').filter((o) => o !== '') ?? []),
+  ]
   CONFIGURATIONS.push(
     {
       name: 'barbican-http@base',
       description: `barbican-http, from the checkout in ${root}`,
-      start: barbicanHttp('barbican-http@base', root),
+      start: barbicanHttp('barbican-http@base', root, baseNodeOptions),
     },
     {
       name: 'barbican-stdio@base',
