@@ -173,6 +173,20 @@ export const authSchema = z.strictObject({
     'On-behalf-of assertion',
     'The short-lived JWT Barbican attaches to every upstream request.',
   ),
+  tokens: doc(
+    z
+      .strictObject({
+        sqlite: doc(
+          z.string().min(1),
+          'SQLite file',
+          'Where linked upstream tokens are kept (sealed), relative to the working directory.',
+        ),
+      })
+      .optional(),
+    'Linked tokens',
+    'Persist linked upstream accounts across restarts (needs BARBICAN_SECRET_KEY to read them ' +
+      'back). Default: in memory.',
+  ),
   network: doc(
     z
       .strictObject({

@@ -57,7 +57,13 @@ export class TokenStore {
     const slot = slotOf(key)
     const sealed = await this.#backend.get(slot)
     if (sealed === undefined) return undefined
-    return JSON.parse(await this.#keys.open(sealed, slot)) as TokenSet
+    try {
+      return JSON.parse(await this.#keys.open(sealed, slot)) as TokenSet
+    } catch {
+      // Sealed under another key (BARBICAN_SECRET_KEY changed or unset): as good as unlinked.
+      await this.#backend.delete(slot)
+      return undefined
+    }
   }
 
   async put(key: TokenKey, tokens: TokenSet): Promise<void> {

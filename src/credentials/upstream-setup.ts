@@ -15,8 +15,9 @@ import type { ReceiveInfo, SendOptions, Transport } from '../transports/transpor
 import { requestOwner } from '../upstreams/upstream-client.ts'
 import { LinkRegistry } from './oauth-link.ts'
 import { type KeyProvider, keyProviderFromEnv, SEALED_PREFIX } from './secret-box.ts'
+import { sqliteBackend } from './sqlite-backend.ts'
 import { clientCredentialsSource, tokenExchangeSource } from './token-sources.ts'
-import { TokenStore } from './token-store.ts'
+import { memoryBackend, TokenStore } from './token-store.ts'
 
 type Make = (spec: UpstreamConfig) => Transport
 
@@ -83,7 +84,10 @@ function credentialSource(
       if (!registry) {
         registry = new LinkRegistry({
           fetch: auth.fetch,
-          store: new TokenStore(processKeys()),
+          store: new TokenStore(
+            processKeys(),
+            auth.config.tokens ? sqliteBackend(auth.config.tokens.sqlite) : memoryBackend(),
+          ),
           baseUrl: () => auth.baseUrl(),
           log: auth.log,
         })

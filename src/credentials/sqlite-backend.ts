@@ -1,0 +1,66 @@
+/**
+ * A persistent backend for linked upstream tokens: one table in a SQLite file (Node's built-in
+ * `node:sqlite`), holding only sealed entries. Tokens survive a restart when the sealing key does
+ * too (`BARBICAN_SECRET_KEY`); entries sealed with another key simply read as "not linked".
+ */
+import { mkdirSync } from 'node:fs'
+import { dirname, resolve } from 'node:path'
+import type { DatabaseSync } from 'node:sqlite'
+import type { SealedBackend } from './token-store.ts'
+
+/** Opens lazily (first use), creating the file and table as needed. */
+export function sqliteBackend(path: string): SealedBackend & { close(): void } {
+  let db: Promise<DatabaseSync> | undefined
+  const open = () => {
+    db ??= (async () => {
+      const { DatabaseSync } = await quietImport()
+      const file = path === ':memory:' ? path : resolve(path)
+      if (file !== ':memory:') mkdirSync(dirname(file), { recursive: true })
+      const handle = new DatabaseSync(file)
+      handle.exec('PRAGMA busy_timeout = 5000')
+      handle.exec(
+        'CREATE TABLE IF NOT EXISTS barbican_upstream_tokens (' +
+          'slot TEXT PRIMARY KEY, sealed TEXT NOT NULL, updated_at TEXT NOT NULL)',
+      )
+      return handle
+    })()
+    return db
+  }
+  return {
+    async get(slot) {
+      const row = (await open())
+        .prepare('SELECT sealed FROM barbican_upstream_tokens WHERE slot = ?')
+        .get(slot) as { sealed?: string } | undefined
+      return row?.sealed
+    },
+    async put(slot, sealed) {
+      ;(await open())
+        .prepare(
+          'INSERT INTO barbican_upstream_tokens (slot, sealed, updated_at) VALUES (?, ?, ?) ' +
+            'ON CONFLICT(slot) DO UPDATE SET sealed = excluded.sealed, updated_at = excluded.updated_at',
+        )
+        .run(slot, sealed, new Date().toISOString())
+    },
+    async delete(slot) {
+      ;(await open()).prepare('DELETE FROM barbican_upstream_tokens WHERE slot = ?').run(slot)
+    },
+    close() {
+      void db?.then((handle) => handle.close()).catch(() => {})
+    },
+  }
+}
+
+/** `node:sqlite` announces itself with an ExperimentalWarning operators cannot act on. */
+async function quietImport(): Promise<typeof import('node:sqlite')> {
+  const emit = process.emitWarning
+  process.emitWarning = function quiet(this: unknown, warning: unknown, ...rest: unknown[]) {
+    const text = typeof warning === 'string' ? warning : (warning as Error | undefined)?.message
+    if (/SQLite/.test(String(text))) return
+    return (emit as (...args: unknown[]) => void).call(process, warning, ...rest)
+  } as typeof process.emitWarning
+  try {
+    return await import('node:sqlite')
+  } finally {
+    process.emitWarning = emit
+  }
+}
