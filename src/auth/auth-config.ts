@@ -110,6 +110,12 @@ export const authSchema = z.strictObject({
     'Required scopes',
     'Scopes every token must carry (403 insufficient_scope otherwise).',
   ),
+  serverScopes: doc(
+    z.record(z.string(), strings).default({}),
+    'Scopes per server',
+    'Extra scopes a virtual server requires, by server name (step-up: a token without them ' +
+      'gets 403 insufficient_scope naming every scope needed). Default: none.',
+  ),
   authorizationServers: doc(
     z.array(httpsOrLoopbackUrl).optional(),
     'Authorization servers',

@@ -65,6 +65,7 @@ export class AuthRuntime {
       introspection,
       apiKeys: this.apiKeys,
       requiredScopes: config.scopes,
+      serverScopes: config.serverScopes,
       authorizationServers: config.authorizationServers ?? issuers,
       jwksUri: () => `${this.baseUrl()}${JWKS_PATH}`,
     })

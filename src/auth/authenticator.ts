@@ -24,6 +24,8 @@ export interface InboundAuthOptions {
   readonly apiKeys?: ApiKeyStore | undefined
   /** Scopes every token must carry (also advertised in challenges and metadata). */
   readonly requiredScopes: readonly string[]
+  /** Extra scopes per virtual server, for step-up authorization. */
+  readonly serverScopes?: Readonly<Record<string, readonly string[]>> | undefined
   /** Issuers listed in the metadata documents. */
   readonly authorizationServers: readonly string[]
   /** Barbican's JWKS URL, listed in the metadata documents. */
@@ -56,10 +58,11 @@ export class InboundAuthenticator {
     server: string | undefined,
   ): Promise<AuthResult> {
     const target = server ?? 'default'
+    const required = this.#scopesFor(server)
     try {
       const token = bearerToken(headers.authorization)
       const identity = await this.#verify(token, server)
-      const missing = this.#options.requiredScopes.filter((s) => !identity.scopes.includes(s))
+      const missing = required.filter((s) => !identity.scopes.includes(s))
       if (missing.length > 0) {
         throw new AuthFailure(
           'insufficient_scope',
@@ -76,7 +79,8 @@ export class InboundAuthenticator {
         message: failure.message,
         wwwAuthenticate: wwwAuthenticate({
           resourceMetadata: metadataUrl(this.#options.baseUrl(), target),
-          scopes: this.#options.requiredScopes,
+          // All the scopes the operation needs, in one challenge (MCP 2026-07-28 step-up).
+          scopes: required,
           error: failure.error,
           description: failure.error ? failure.message : undefined,
         }),
@@ -89,10 +93,15 @@ export class InboundAuthenticator {
     return resourceMetadata({
       resource: resourceUri(this.#options.baseUrl(), server),
       authorizationServers: this.#options.authorizationServers,
-      scopes: this.#options.requiredScopes,
+      scopes: this.#scopesFor(server),
       name: server === 'default' ? 'Barbican' : `Barbican: ${server}`,
       jwksUri: this.#options.jwksUri?.(),
     })
+  }
+
+  #scopesFor(server: string | undefined): string[] {
+    const extra = server === undefined ? [] : (this.#options.serverScopes?.[server] ?? [])
+    return [...new Set([...this.#options.requiredScopes, ...extra])]
   }
 
   async #verify(token: string, server: string | undefined): Promise<Identity> {

@@ -55,6 +55,7 @@ describe('inbound authentication with JWT access tokens', () => {
       servers: { default: {}, other: { upstreams: ['rec'] } },
       auth: {
         scopes: ['mcp:tools'],
+        serverScopes: { other: ['mcp:admin'] },
         jwt: { issuer: issuer.issuer, algorithms: ['ES256'], clockToleranceSeconds: 5 },
         network: { allow: ['127.0.0.1'] },
       },
@@ -143,7 +144,7 @@ describe('inbound authentication with JWT access tokens', () => {
 
   test('a token for another resource (audience) gets 401, even one of the same gateway', async () => {
     await assertInvalidToken(await issuer.clientToken('https://elsewhere.example/mcp'), /audience/)
-    const forOther = await issuer.clientToken(`${server.url}/mcp/other`, 'mcp:tools')
+    const forOther = await issuer.clientToken(`${server.url}/mcp/other`, 'mcp:tools mcp:admin')
     await assertInvalidToken(forOther, /audience/)
     const res = await post(forOther, '/mcp/other')
     await res.body?.cancel()
@@ -174,6 +175,17 @@ describe('inbound authentication with JWT access tokens', () => {
     assert.match(challenge, /error="insufficient_scope"/)
     assert.match(challenge, /scope="mcp:tools"/)
     assert.ok(challenge.includes(`resource_metadata="${prmUrl}"`))
+  })
+
+  test('a server that needs more scopes asks for all of them (step-up, 403)', async () => {
+    const token = await issuer.clientToken(`${server.url}/mcp/other`, 'mcp:tools')
+    const res = await post(token, '/mcp/other')
+    await res.body?.cancel()
+    assert.equal(res.status, 403)
+    const challenge = res.headers.get('www-authenticate') ?? ''
+    assert.match(challenge, /error="insufficient_scope"/)
+    assert.match(challenge, /scope="mcp:tools mcp:admin"/)
+    assert.match(challenge, /oauth-protected-resource\/mcp\/other"/)
   })
 
   test('a malformed Authorization header gets 400 invalid_request', async () => {
@@ -217,5 +229,6 @@ describe('inbound authentication with JWT access tokens', () => {
       await fetch(`${server.url}/.well-known/oauth-protected-resource/mcp/other`)
     ).json()) as Record<string, unknown>
     assert.equal(other.resource, `${server.url}/mcp/other`)
+    assert.deepEqual(other.scopes_supported, ['mcp:tools', 'mcp:admin'])
   })
 })
