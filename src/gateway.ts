@@ -102,24 +102,7 @@ export class Gateway implements InboundHandler {
   constructor(plan: GatewayPlan, log: Logger) {
     this.#plan = plan
     this.#log = log
-    for (const u of plan.upstreams) {
-      const upstream = new Upstream({
-        name: u.name,
-        log: log.child({ upstream: u.name }),
-        requestTimeoutMs: u.requestTimeoutMs,
-        connectTimeoutMs: u.connectTimeoutMs,
-        idleTimeoutMs: u.idleTimeoutMs,
-        restartOnExit: !u.lazy,
-        createTransport: u.createTransport,
-        clientInfo: this.serverInfo,
-        clientCapabilities: UPSTREAM_CLIENT_CAPABILITIES,
-        onRequest: (up, request, owners) => this.#onUpstreamRequest(up, request, owners),
-      })
-      upstream.on('notification', (n: JsonRpcNotification) =>
-        this.#onUpstreamNotification(upstream, n),
-      )
-      this.upstreams.set(u.name, upstream)
-    }
+    for (const u of plan.upstreams) this.upstreams.set(u.name, this.#createUpstream(u))
     for (const s of plan.servers) {
       const members = s.upstreams.map((name) => {
         const upstream = this.upstreams.get(name)
@@ -141,6 +124,25 @@ export class Gateway implements InboundHandler {
         this.#serversOf.set(m.name, list)
       }
     }
+  }
+
+  #createUpstream(u: UpstreamPlan): Upstream {
+    const upstream = new Upstream({
+      name: u.name,
+      log: this.#log.child({ upstream: u.name }),
+      requestTimeoutMs: u.requestTimeoutMs,
+      connectTimeoutMs: u.connectTimeoutMs,
+      idleTimeoutMs: u.idleTimeoutMs,
+      restartOnExit: !u.lazy,
+      createTransport: u.createTransport,
+      clientInfo: this.serverInfo,
+      clientCapabilities: UPSTREAM_CLIENT_CAPABILITIES,
+      onRequest: (up, request, owners) => this.#onUpstreamRequest(up, request, owners),
+    })
+    upstream.on('notification', (n: JsonRpcNotification) =>
+      this.#onUpstreamNotification(upstream, n),
+    )
+    return upstream
   }
 
   /** Connects every upstream that is not lazy; failures are logged and retried on use. */
@@ -168,6 +170,22 @@ export class Gateway implements InboundHandler {
     this.#serversOf.delete(name)
     this.upstreams.delete(name)
     await upstream.stop()
+    return true
+  }
+
+  /**
+   * Replaces an upstream's plan (a rotated secret, a new command) on the running gateway: the
+   * old connection is closed, failing the calls in flight on it, and every session's next
+   * request reaches the upstream through the new plan. Returns false for an unknown name.
+   */
+  async replaceUpstream(plan: UpstreamPlan): Promise<boolean> {
+    const old = this.upstreams.get(plan.name)
+    if (!old) return false
+    const fresh = this.#createUpstream(plan)
+    this.upstreams.set(plan.name, fresh)
+    for (const server of this.#serversOf.get(plan.name) ?? []) server.replaceUpstream(fresh)
+    await old.stop()
+    if (!plan.lazy) void fresh.connect().catch(() => {})
     return true
   }
 

@@ -95,6 +95,27 @@ export class VirtualServer extends EventEmitter {
     return this.#byName.get(name)
   }
 
+  /**
+   * Puts a new Upstream in place of the member of the same name (its configuration changed):
+   * the catalog is rebuilt from it at the next request and sessions are told lists changed.
+   */
+  replaceUpstream(upstream: Upstream): boolean {
+    const old = this.#byName.get(upstream.name)
+    if (!old) return false
+    const listener = this.#listeners.get(old)
+    if (listener) {
+      old.off('listChanged', listener)
+      upstream.on('listChanged', listener)
+      this.#listeners.delete(old)
+      this.#listeners.set(upstream, listener)
+    }
+    this.upstreams = this.upstreams.map((u) => (u === old ? upstream : u))
+    this.#byName.set(upstream.name, upstream)
+    this.#catalog = undefined
+    this.emit('listChanged', ['tools', 'prompts', 'resources', 'resourceTemplates'])
+    return true
+  }
+
   /** The merged catalog; upstreams that cannot be listed are left out and reported. */
   async catalog(): Promise<CatalogView> {
     // An operator's decision (possibly made by another process) changes what is quarantined.

@@ -364,3 +364,42 @@ describe('privileges change at once', () => {
     }
   })
 })
+
+describe('rotating an upstream secret', () => {
+  test("an open session's next call reaches the upstream with the new secret, without reconnecting", async () => {
+    const vault = (secret: string) => () => {
+      const server = new McpServer({ name: 'vault', version: '1.0.0' })
+      server.registerTool('whoami', { description: 'Shows the credential in use.' }, async () => ({
+        content: [{ type: 'text', text: secret }],
+      }))
+      return server
+    }
+    const gateway = new Gateway(
+      {
+        upstreams: [inProcessUpstream('vault', vault('secret-1'))],
+        servers: [serverPlan('default', ['vault'], rules('never'))],
+        clientRequestTimeoutMs: 5_000,
+      },
+      recordingLogger(),
+    )
+    await gateway.start()
+    const [clientSide, gatewaySide] = memoryPair()
+    gateway.connect(gatewaySide, { kind: 'stdio', server: 'default' })
+    await gatewaySide.start()
+    const client = new Client({ name: 'rotation-test', version: '1.0.0' })
+    await client.connect(clientSide as never)
+    try {
+      const call = async () =>
+        (await client.callTool({ name: 'whoami', arguments: {} })).content as { text: string }[]
+      assert.equal((await call())[0]?.text, 'secret-1')
+      assert.equal(
+        await gateway.replaceUpstream(inProcessUpstream('vault', vault('secret-2'))),
+        true,
+      )
+      assert.equal((await call())[0]?.text, 'secret-2')
+    } finally {
+      await client.close()
+      await gateway.stop()
+    }
+  })
+})
