@@ -37,10 +37,20 @@ export type CredentialOutcome =
 /** Per-upstream outbound credentials (see src/credentials/). */
 export interface CredentialSource {
   forUser(identity: Identity): Promise<CredentialOutcome>
+  /** The upstream refused what `forUser` gave (HTTP 401): forget it. */
+  rejected?(identity: Identity): Promise<void>
 }
 
 export type StampOutcome =
-  | { readonly params: JsonObject | undefined; readonly headers: Record<string, string> }
+  | {
+      readonly params: JsonObject | undefined
+      readonly headers: Record<string, string>
+      /**
+       * When the upstream answers 401: forgets the refused credentials and returns the reply to
+       * give instead (the link to follow again), or undefined to pass the refusal on.
+       */
+      readonly onRejected?: (() => Promise<ErrorReply | undefined>) | undefined
+    }
   | { readonly reply: ErrorReply }
 
 /** Adds the context to one upstream request; `owner` is what the session recorded. */
@@ -63,10 +73,20 @@ export function createStamp(options: StampOptions): Stamp {
     const session = isOwner(owner) ? owner.session : undefined
     const identity = session?.identity ?? ANONYMOUS
     const headers: Record<string, string> = {}
-    if (options.credentials) {
-      const outcome = await options.credentials.forUser(identity)
+    const source = options.credentials
+    let onRejected: (() => Promise<ErrorReply | undefined>) | undefined
+    if (source) {
+      const outcome = await source.forUser(identity)
       if ('linkRequired' in outcome) return { reply: linkRequiredReply(outcome.linkRequired) }
       Object.assign(headers, outcome.headers)
+      if (source.rejected) {
+        const forget = source.rejected.bind(source)
+        onRejected = async () => {
+          await forget(identity)
+          const next = await source.forUser(identity)
+          return 'linkRequired' in next ? linkRequiredReply(next.linkRequired) : undefined
+        }
+      }
     }
     const meta = isPlainObject(params?._meta) ? params._meta : {}
     const traceparent = childTraceparent(
@@ -89,7 +109,7 @@ export function createStamp(options: StampOptions): Stamp {
     headers.traceparent = traceparent
     const tracestate = header(session, 'tracestate')
     if (tracestate !== undefined) headers.tracestate = tracestate
-    return { params: { ...params, _meta: cleanMeta }, headers }
+    return { params: { ...params, _meta: cleanMeta }, headers, onRejected }
   }
 }
 

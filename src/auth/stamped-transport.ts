@@ -6,6 +6,7 @@
  * with the URL-elicitation error, as if the upstream had.
  */
 import type { JsonRpcMessage } from '../protocol/jsonrpc.ts'
+import type { ErrorReply } from '../protocol/model.ts'
 import type { ReceiveInfo, SendOptions, Transport } from '../transports/transport.ts'
 import type { Stamp } from './context.ts'
 
@@ -24,6 +25,9 @@ class StampedTransport implements Transport {
   readonly #inner: Transport
   readonly #stamp: Stamp
   readonly #ownerOf: (message: JsonRpcMessage) => unknown
+  #onmessage: MessageHandler | undefined
+  /** Requests sent with per-user credentials, by id: what to do if the upstream refuses them. */
+  readonly #rejections = new Map<string, () => Promise<ErrorReply | undefined>>()
 
   constructor(inner: Transport, stamp: Stamp, ownerOf: (message: JsonRpcMessage) => unknown) {
     this.#inner = inner
@@ -33,10 +37,11 @@ class StampedTransport implements Transport {
 
   // Handlers live on the inner transport, which calls them; these accessors only delegate.
   get onmessage(): MessageHandler {
-    return this.#inner.onmessage as MessageHandler
+    return this.#onmessage as MessageHandler
   }
   set onmessage(handler: MessageHandler) {
-    this.#inner.onmessage = handler
+    this.#onmessage = handler
+    this.#inner.onmessage = (message, info) => this.#receive(message, info)
   }
   get onclose(): () => void {
     return this.#inner.onclose as () => void
@@ -79,6 +84,12 @@ class StampedTransport implements Transport {
       setImmediate(() => this.#inner.onmessage?.(answer))
       return
     }
+    if (stamped.onRejected) {
+      if (this.#rejections.size >= MAX_TRACKED) {
+        this.#rejections.delete(this.#rejections.keys().next().value as string)
+      }
+      this.#rejections.set(String(message.id), stamped.onRejected)
+    }
     const previous = (options as { headers?: Record<string, string> } | undefined)?.headers
     const send = { ...options, headers: { ...previous, ...stamped.headers } } as SendOptions
     const out: JsonRpcMessage =
@@ -87,4 +98,38 @@ class StampedTransport implements Transport {
         : { jsonrpc: '2.0', id: message.id, method: message.method, params: stamped.params }
     await this.#inner.send(out, send)
   }
+
+  /**
+   * Answers from the upstream. A 401 to a request sent with a user's upstream token means the
+   * upstream no longer accepts it: the token is forgotten and the caller gets the link again.
+   */
+  #receive(message: JsonRpcMessage, info?: ReceiveInfo): void {
+    const handler = this.#onmessage
+    if (!('id' in message) || 'method' in message || message.id === null) {
+      handler?.(message, info)
+      return
+    }
+    const key = String(message.id)
+    const onRejected = this.#rejections.get(key)
+    this.#rejections.delete(key)
+    if (!onRejected || !('error' in message) || !isUnauthorized(message.error.data)) {
+      handler?.(message, info)
+      return
+    }
+    onRejected()
+      .catch(() => undefined)
+      .then((reply) => {
+        if (!reply) return handler?.(message, info)
+        const { code, message: text, data } = reply
+        handler?.({ jsonrpc: '2.0', id: message.id, error: { code, message: text, data } }, info)
+      })
+  }
+}
+
+const MAX_TRACKED = 10_000
+
+/** Whether an error reply's data says the upstream answered HTTP 401. */
+function isUnauthorized(data: unknown): boolean {
+  const d = data as { httpStatus?: unknown; details?: { httpStatus?: unknown } } | undefined
+  return d?.httpStatus === 401 || d?.details?.httpStatus === 401
 }

@@ -275,6 +275,18 @@ class UpstreamLink implements CredentialSource {
     return { headers: { authorization: `Bearer ${tokens.accessToken}` } }
   }
 
+  async rejected(identity: Identity): Promise<void> {
+    const metadata = await this.metadata()
+    await this.#deps.store.delete({
+      user: identityKey(identity),
+      upstream: this.upstream,
+      issuer: metadata.issuer,
+    })
+    this.#deps.log.info('upstream refused a linked token; the user must link again', {
+      upstream: this.upstream,
+    })
+  }
+
   /** One refresh per link at a time; a failed refresh forgets the link (the user links again). */
   async #refresh(
     key: TokenKey,

@@ -54,6 +54,9 @@ export function clientCredentialsSource(
       )
       return bearer(await cached)
     },
+    async rejected() {
+      cached = undefined
+    },
   }
 }
 
@@ -89,6 +92,9 @@ export function tokenExchangeSource(
       if (cache.size >= MAX_CACHED) cache.delete(cache.keys().next().value as string)
       cache.set(key, tokens)
       return bearer(tokens)
+    },
+    async rejected(identity: Identity) {
+      cache.delete(identityKey(identity))
     },
   }
 }

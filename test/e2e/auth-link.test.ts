@@ -44,6 +44,8 @@ describe('linking an upstream account (authorization code + PKCE, refresh with r
   let server: RunningServer
   const alice = generateApiKey()
   const seenTokens: string[] = []
+  /** Makes the upstream refuse every token, as after a revocation on its side. */
+  let refuseAll = false
 
   before(async () => {
     // Tokens live 20 s, inside Barbican's 30 s refresh margin: every use refreshes (no sleeps).
@@ -52,7 +54,7 @@ describe('linking an upstream account (authorization code + PKCE, refresh with r
     upstream = await startRecordingUpstream({
       // The upstream accepts only tokens its own issuer minted for it.
       authorize: async (token) => {
-        if (token === undefined) return false
+        if (token === undefined || refuseAll) return false
         try {
           await jwtVerify(token, jwks, { issuer: upstreamIssuer.issuer, audience: upstream.url })
           seenTokens.push(token)
@@ -163,6 +165,20 @@ describe('linking an upstream account (authorization code + PKCE, refresh with r
       for (let i = 0; i < 2; i++) await client.callTool({ name: 'whoami', arguments: {} })
       assert.equal(seenTokens.length, before + 2)
       assert.equal(new Set(seenTokens.slice(-3)).size, 3, 'each call used a fresh access token')
+
+      // The upstream stops accepting the user's token: it is forgotten and the link offered again.
+      refuseAll = true
+      const refused = await client.callTool({ name: 'whoami', arguments: {} }).then(
+        () => assert.fail('a refused token should not succeed'),
+        (err: Error) => err,
+      )
+      refuseAll = false
+      assert.match(refused.message, /\/link\/files\?ticket=/)
+      const afterwards = await client.callTool({ name: 'whoami', arguments: {} }).then(
+        () => assert.fail('the forgotten link should be asked for again'),
+        (err: Error) => err,
+      )
+      assert.match(afterwards.message, /link your files account/)
 
       // A replayed callback (same state) is refused.
       const replay = await fetch(callback)
