@@ -124,13 +124,18 @@ export class AuthRuntime {
       res.writeHead(200, { 'content-type': 'application/json', 'cache-control': 'max-age=300' })
       res.end(JSON.stringify(body))
     }
-    for (const server of servers) {
-      http.routes.set(`${PRM_PREFIX}${serverPath(server)}`, (_req, res) =>
-        json(res, this.authenticator.metadata(server)),
-      )
-    }
-    if (servers.includes('default')) {
-      http.routes.set(PRM_PREFIX, (_req, res) => json(res, this.authenticator.metadata('default')))
+    // Metadata documents only where tokens are checked: RFC 9728 needs an authorization server.
+    if (inbound && this.authenticator.publishesMetadata) {
+      for (const server of servers) {
+        http.routes.set(`${PRM_PREFIX}${serverPath(server)}`, (_req, res) =>
+          json(res, this.authenticator.metadata(server)),
+        )
+      }
+      if (servers.includes('default')) {
+        http.routes.set(PRM_PREFIX, (_req, res) =>
+          json(res, this.authenticator.metadata('default')),
+        )
+      }
     }
     http.routes.set(JWKS_PATH, async (_req, res) => json(res, await this.signer.jwks()))
     this.log.info('inbound authentication enabled', {

@@ -78,7 +78,9 @@ export class InboundAuthenticator {
         status: failure.status,
         message: failure.message,
         wwwAuthenticate: wwwAuthenticate({
-          resourceMetadata: metadataUrl(this.#options.baseUrl(), target),
+          resourceMetadata: this.publishesMetadata
+            ? metadataUrl(this.#options.baseUrl(), target)
+            : undefined,
           // All the scopes the operation needs, in one challenge (MCP 2026-07-28 step-up).
           scopes: required,
           error: failure.error,
@@ -86,6 +88,11 @@ export class InboundAuthenticator {
         }),
       }
     }
+  }
+
+  /** RFC 9728 documents exist only when there is an authorization server to name. */
+  get publishesMetadata(): boolean {
+    return this.#options.authorizationServers.length > 0
   }
 
   /** The RFC 9728 document of one virtual server. */

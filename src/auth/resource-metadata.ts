@@ -56,7 +56,8 @@ export function resourceMetadata(input: ResourceMetadataInput): Record<string, u
 export type ChallengeError = 'invalid_request' | 'invalid_token' | 'insufficient_scope'
 
 export interface Challenge {
-  readonly resourceMetadata: string
+  /** Absent when no metadata is published (API keys only: there is no authorization server). */
+  readonly resourceMetadata?: string | undefined
   readonly scopes: readonly string[]
   readonly error?: ChallengeError | undefined
   readonly description?: string | undefined
@@ -68,11 +69,14 @@ export interface Challenge {
  * this header with naive regular expressions.
  */
 export function wwwAuthenticate(challenge: Challenge): string {
-  const params = [`resource_metadata="${clean(challenge.resourceMetadata)}"`]
+  const params: string[] = []
+  if (challenge.resourceMetadata !== undefined) {
+    params.push(`resource_metadata="${clean(challenge.resourceMetadata)}"`)
+  }
   if (challenge.scopes.length > 0) params.push(`scope="${clean(challenge.scopes.join(' '))}"`)
   if (challenge.error) params.push(`error="${challenge.error}"`)
   if (challenge.description) params.push(`error_description="${clean(challenge.description)}"`)
-  return `Bearer ${params.join(', ')}`
+  return params.length === 0 ? 'Bearer' : `Bearer ${params.join(', ')}`
 }
 
 function clean(text: string): string {

@@ -100,6 +100,16 @@ describe('linking an upstream account (authorization code + PKCE, refresh with r
     await upstreamIssuer?.close()
   })
 
+  test('with API keys only, a missing key gets a bare Bearer challenge and no metadata exists', async () => {
+    const res = await fetch(`${server.url}/mcp`, { method: 'POST', body: '{}' })
+    await res.body?.cancel()
+    assert.equal(res.status, 401)
+    assert.equal(res.headers.get('www-authenticate'), 'Bearer')
+    const prm = await fetch(`${server.url}/.well-known/oauth-protected-resource/mcp`)
+    await prm.body?.cancel()
+    assert.equal(prm.status, 404)
+  })
+
   test('an unlinked call gets the link URL; after the flow the next call uses the stored token', async () => {
     const client = new Client({ name: 'alice', version: '1.0.0' })
     await client.connect(
