@@ -55,6 +55,9 @@ export interface GatewayPlan {
 
 const DEFAULT_LIST_PAGE_SIZE = 500
 
+/** How often the pin store is asked whether an operator decided something. */
+const TRUST_POLL_MS = 2_000
+
 export const VERSION: string = (
   JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as {
     version: string
@@ -91,6 +94,7 @@ export class Gateway implements InboundHandler {
   })
   /** Upstream requests being relayed to clients, by upstream name and upstream request id. */
   #clientRequests = new Map<string, AbortController>()
+  #trustTimer: NodeJS.Timeout | undefined
   /** Upstream name → virtual servers that include it. */
   #serversOf = new Map<string, VirtualServer[]>()
   readonly serverInfo: JsonObject = {
@@ -147,12 +151,20 @@ export class Gateway implements InboundHandler {
 
   /** Connects every upstream that is not lazy; failures are logged and retried on use. */
   async start(): Promise<void> {
-    await this.#plan.trust?.load()
+    if (this.#plan.trust) {
+      await this.#plan.trust.load()
+      // Decisions made with `barbican pins` in another process reach clients within seconds.
+      this.#trustTimer = setInterval(() => {
+        for (const server of this.servers.values()) server.refreshTrust().catch(() => {})
+      }, TRUST_POLL_MS)
+      this.#trustTimer.unref()
+    }
     const eager = this.#plan.upstreams.filter((u) => !u.lazy)
     await Promise.allSettled(eager.map((u) => this.upstreams.get(u.name)!.connect()))
   }
 
   async stop(): Promise<void> {
+    clearInterval(this.#trustTimer)
     await this.#continuations.clear()
     for (const session of this.sessions) await session.transport.close().catch(() => {})
     await Promise.allSettled([...this.upstreams.values()].map((u) => u.stop()))

@@ -46,6 +46,8 @@ export class VirtualServer extends EventEmitter {
   #trust: TrustGuard | undefined
   /** The pin store's revision the current catalog was reviewed at. */
   #trustRevision = -1
+  /** Reviews under way: their own writes move the store's revision before they record it. */
+  #reviewing = 0
   #listeners = new Map<Upstream, (keys: ListKey[]) => void>()
 
   constructor(
@@ -116,11 +118,21 @@ export class VirtualServer extends EventEmitter {
     return true
   }
 
+  /**
+   * Notices an operator's decision, possibly made by another process: when the pin store moved
+   * since the catalog was reviewed, the catalog is rebuilt at the next request and clients are
+   * told their lists changed, so an approved item comes back without waiting for them to ask.
+   */
+  async refreshTrust(): Promise<void> {
+    if (!this.#trust || !this.#catalog || this.#reviewing > 0) return
+    if ((await this.#trust.revision()) === this.#trustRevision) return
+    this.#catalog = undefined
+    this.emit('listChanged', ['tools', 'prompts', 'resourceTemplates'])
+  }
+
   /** The merged catalog; upstreams that cannot be listed are left out and reported. */
   async catalog(): Promise<CatalogView> {
-    // An operator's decision (possibly made by another process) changes what is quarantined.
-    if (this.#trust && this.#catalog && (await this.#trust.revision()) !== this.#trustRevision)
-      this.#catalog = undefined
+    await this.refreshTrust()
     if (!this.#catalog) {
       const building = this.#build()
       this.#catalog = building
@@ -161,16 +173,22 @@ export class VirtualServer extends EventEmitter {
       return { catalog, degraded, quarantined: new Map() }
     }
     const listed = lists.filter((l) => !degraded.some((d) => d.upstream === l.name))
-    const verdict = await this.#trust.review(
-      listed.map((l) => {
-        const info = this.#byName.get(l.name)?.info
-        return {
-          upstream: l.name,
-          lists: { ...l, instructions: info?.instructions, serverInfo: info?.serverInfo },
-        }
-      }),
-    )
-    this.#trustRevision = await this.#trust.revision()
+    this.#reviewing++
+    let verdict: Awaited<ReturnType<TrustGuard['review']>>
+    try {
+      verdict = await this.#trust.review(
+        listed.map((l) => {
+          const info = this.#byName.get(l.name)?.info
+          return {
+            upstream: l.name,
+            lists: { ...l, instructions: info?.instructions, serverInfo: info?.serverInfo },
+          }
+        }),
+      )
+      this.#trustRevision = await this.#trust.revision()
+    } finally {
+      this.#reviewing--
+    }
     const built = buildCatalog(withoutQuarantinedTemplates(lists, verdict), this.#rules)
     this.#logConflicts(built)
     return { ...quarantineCatalog(built, verdict), degraded }

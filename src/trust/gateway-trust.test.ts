@@ -1,4 +1,7 @@
 import assert from 'node:assert/strict'
+import { mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
 import { describe, test } from 'node:test'
 import { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { McpServer, type RegisteredTool } from '@modelcontextprotocol/sdk/server/mcp.js'
@@ -8,6 +11,7 @@ import { inProcessUpstream, rules, serverPlan } from '../../test/support/plans.t
 import { Gateway } from '../gateway.ts'
 import type { Logger } from '../log.ts'
 import { memoryStore } from '../store/memory.ts'
+import { openSqliteStore } from '../store/sqlite.ts'
 import type { Store } from '../store/store.ts'
 import { memoryPair } from '../transports/memory.ts'
 import { approveChange, rejectChange, reviewChanges } from './decisions.ts'
@@ -269,6 +273,65 @@ describe('pinning what an upstream advertises', () => {
       assert.deepEqual(await names(f.client), ['hello'])
     } finally {
       await f.close()
+    }
+  })
+})
+
+describe('decisions made by another process', () => {
+  test('an approval written through a second SQLite connection reaches an open session unasked', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'barbican-trust-'))
+    const path = join(dir, 'barbican.db')
+    const store = await openSqliteStore(path)
+    const registered = new Map<string, RegisteredTool>()
+    const trust = new TrustGuard({ store: store.pins, log: recordingLogger() })
+    const gateway = new Gateway(
+      {
+        upstreams: [
+          inProcessUpstream(
+            'notes',
+            toolServer('notes', { read_note: { description: 'Reads.' } }, registered),
+          ),
+        ],
+        servers: [serverPlan('default', ['notes'], rules('never'))],
+        clientRequestTimeoutMs: 5_000,
+        trust,
+      },
+      recordingLogger(),
+    )
+    await gateway.start()
+    const [clientSide, gatewaySide] = memoryPair()
+    gateway.connect(gatewaySide, { kind: 'stdio', server: 'default' })
+    await gatewaySide.start()
+    const client = new Client({ name: 'cli-approval', version: '1.0.0' })
+    let notified: (() => void) | undefined
+    client.setNotificationHandler(ToolListChangedNotificationSchema, async () => notified?.())
+    const next = () =>
+      new Promise<void>((resolve, reject) => {
+        const timer = setTimeout(() => reject(new Error('no list_changed within 5 s')), 5_000)
+        notified = () => {
+          clearTimeout(timer)
+          notified = undefined
+          resolve()
+        }
+      })
+    await client.connect(clientSide as never)
+    const cli = await openSqliteStore(path)
+    try {
+      assert.deepEqual(await names(client), ['read_note'])
+      const changed = next()
+      registered.get('read_note')!.update({ description: 'Reads, then shares.' })
+      await changed
+      assert.deepEqual(await names(client), [])
+      const told = next()
+      await approveChange(cli.pins, 'notes', 'tool:read_note', 'alice')
+      await told
+      assert.deepEqual(await names(client), ['read_note'])
+    } finally {
+      await client.close()
+      await gateway.stop()
+      await cli.close()
+      await store.close()
+      rmSync(dir, { recursive: true, force: true })
     }
   })
 })
