@@ -138,7 +138,8 @@ export const authSchema = z.strictObject({
         file: doc(
           z.string().min(1).optional(),
           'Keys file',
-          'JSON file {"keys": [...]} re-read when it changes: removing a key revokes it at once.',
+          'JSON file {"keys": [...]} (relative to the working directory) re-read when it changes: ' +
+            'removing a key revokes it at once.',
         ),
       })
       .optional(),
