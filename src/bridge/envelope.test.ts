@@ -1,6 +1,12 @@
 import assert from 'node:assert/strict'
 import { describe, test } from 'node:test'
-import { encodeHeaderValue, modernCapabilities, modernHeaders, withEnvelope } from './envelope.ts'
+import {
+  encodeHeaderValue,
+  modernCapabilities,
+  modernHeaders,
+  withEnvelope,
+  xMcpHeaderProblem,
+} from './envelope.ts'
 import { decodeHeaderValue, paramHeaderMismatch } from './param-headers.ts'
 
 describe('2026 envelope and headers', () => {
@@ -80,5 +86,36 @@ describe('2026 envelope and headers', () => {
       undefined,
     )
     assert.equal(paramHeaderMismatch({}, schema, {}), undefined)
+  })
+})
+
+describe('x-mcp-header annotations', () => {
+  const prop = (type: string, header: unknown) => ({ type, 'x-mcp-header': header })
+  test('accept tokens on string, integer and boolean properties', () => {
+    const schema = {
+      type: 'object',
+      properties: { a: prop('string', 'A'), b: prop('integer', 'B'), c: prop('boolean', 'C') },
+    }
+    assert.equal(xMcpHeaderProblem(schema), undefined)
+  })
+
+  test('refuse empty or non-token names, other types, duplicates and nested placement', () => {
+    const one = (p: object) => ({ type: 'object', properties: { a: p } })
+    assert.ok(xMcpHeaderProblem(one(prop('string', ''))))
+    assert.ok(xMcpHeaderProblem(one(prop('string', 'has space'))))
+    assert.ok(xMcpHeaderProblem(one(prop('number', 'N'))))
+    assert.ok(xMcpHeaderProblem(one(prop('object', 'O'))))
+    assert.ok(
+      xMcpHeaderProblem({
+        type: 'object',
+        properties: { a: prop('string', 'X'), b: prop('string', 'x') },
+      }),
+    )
+    assert.ok(
+      xMcpHeaderProblem({
+        type: 'object',
+        properties: { a: { type: 'array', items: prop('string', 'I') } },
+      }),
+    )
   })
 })

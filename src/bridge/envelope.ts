@@ -107,3 +107,48 @@ export function paramHeaders(schema: JsonObject, args: unknown): Record<string, 
   walk(schema, args)
   return out
 }
+
+const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/
+const HEADER_TYPES = new Set(['string', 'integer', 'boolean'])
+
+/**
+ * Why a tool's `x-mcp-header` annotations are invalid (2026-07-28: non-empty RFC 9110 token,
+ * unique ignoring case, only on string/integer/boolean properties reached through `properties`
+ * alone), or undefined. HTTP clients must leave such tools out of their view.
+ */
+export function xMcpHeaderProblem(inputSchema: unknown): string | undefined {
+  const seen = new Set<string>()
+  let viaProperties = 0
+  let problem: string | undefined
+  const walk = (node: JsonObject) => {
+    const properties = node.properties
+    if (!isPlainObject(properties)) return
+    for (const sub of Object.values(properties)) {
+      if (!isPlainObject(sub)) continue
+      if ('x-mcp-header' in sub) {
+        viaProperties++
+        const name = sub['x-mcp-header']
+        if (typeof name !== 'string' || !TOKEN.test(name)) problem ??= 'not a header token'
+        else if (seen.has(name.toLowerCase())) problem ??= `duplicate header ${name}`
+        else seen.add(name.toLowerCase())
+        if (typeof sub.type !== 'string' || !HEADER_TYPES.has(sub.type)) {
+          problem ??= `x-mcp-header on a ${JSON.stringify(sub.type)} property`
+        }
+      }
+      walk(sub)
+    }
+  }
+  if (isPlainObject(inputSchema)) walk(inputSchema)
+  if (problem) return problem
+  return countAnnotations(inputSchema) === viaProperties
+    ? undefined
+    : 'x-mcp-header outside a plain properties chain'
+}
+
+function countAnnotations(value: unknown): number {
+  if (Array.isArray(value)) return value.reduce((n: number, v) => n + countAnnotations(v), 0)
+  if (!isPlainObject(value)) return 0
+  let n = 'x-mcp-header' in value ? 1 : 0
+  for (const v of Object.values(value)) n += countAnnotations(v)
+  return n
+}

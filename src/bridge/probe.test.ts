@@ -43,4 +43,26 @@ describe('era probe', () => {
     }))
     assert.equal(verdict.era, 'legacy')
   })
+
+  test('-32022 naming 2026-07-28 is modern evidence: the probe asks once more instead of falling back', async () => {
+    let calls = 0
+    const verdict = await probeEra(async () =>
+      ++calls === 1
+        ? {
+            kind: 'error',
+            id: 1,
+            code: -32022,
+            message: 'v',
+            data: { supported: ['2026-07-28'], requested: 'x' },
+          }
+        : {
+            kind: 'result',
+            id: 2,
+            resultType: 'complete',
+            result: { supportedVersions: ['2026-07-28'] },
+          },
+    )
+    assert.equal(verdict.era, 'modern')
+    assert.equal(calls, 2)
+  })
 })

@@ -8,6 +8,7 @@
  * caller must then reconnect before `initialize`.
  */
 import { BarbicanError } from '../errors.ts'
+import { UNSUPPORTED_PROTOCOL_VERSION } from '../protocol/error-codes.ts'
 import { isPlainObject, type JsonObject } from '../protocol/jsonrpc.ts'
 import type { ErrorReply, Result } from '../protocol/model.ts'
 import { MODERN_UPSTREAM_REVISION } from './envelope.ts'
@@ -36,6 +37,16 @@ export async function probeEra(
   send: DiscoverSender,
   timeoutMs = PROBE_TIMEOUT_MS,
 ): Promise<EraVerdict> {
+  const first = await probeOnce(send, timeoutMs)
+  // -32022 naming a revision we speak is modern evidence: ask again once, never fall back.
+  if (first.era === 'legacy' && first.retry) return await probeOnce(send, timeoutMs)
+  return first
+}
+
+async function probeOnce(
+  send: DiscoverSender,
+  timeoutMs: number,
+): Promise<EraVerdict & { retry?: boolean }> {
   const at = Date.now()
   let reply: Result | ErrorReply
   try {
@@ -64,7 +75,12 @@ export async function probeEra(
   }
   const data = reply.data
   const supported = isPlainObject(data) ? data.supported : undefined
+  const retry =
+    reply.code === UNSUPPORTED_PROTOCOL_VERSION &&
+    Array.isArray(supported) &&
+    supported.includes(MODERN_UPSTREAM_REVISION)
   return {
+    retry,
     era: 'legacy',
     reason: Array.isArray(supported)
       ? `the server supports only ${supported.join(', ')}`

@@ -9,6 +9,7 @@ import {
   modernHeaders,
   type UpstreamEnvelope,
   withEnvelope,
+  xMcpHeaderProblem,
 } from '../bridge/envelope.ts'
 import { type EraVerdict, probeEra } from '../bridge/probe.ts'
 import { BarbicanError } from '../errors.ts'
@@ -488,6 +489,18 @@ export class Upstream extends EventEmitter {
       const pageItems = reply.result[key]
       if (Array.isArray(pageItems))
         for (const item of pageItems) if (isPlainObject(item)) items.push(item)
+      if (key === 'tools' && this.#verdict?.era === 'modern') {
+        // A 2026 client must leave out tools whose header annotations are invalid.
+        for (let i = items.length - 1; i >= 0; i--) {
+          const problem = xMcpHeaderProblem(items[i]?.inputSchema)
+          if (problem === undefined) continue
+          this.#options.log.warn('tool dropped: invalid x-mcp-header', {
+            tool: items[i]?.name,
+            problem,
+          })
+          items.splice(i, 1)
+        }
+      }
       if (key === 'tools') {
         for (const tool of items) {
           if (typeof tool.name === 'string' && isPlainObject(tool.inputSchema)) {

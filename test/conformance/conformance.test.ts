@@ -111,6 +111,56 @@ function judge(revision: string, results: Map<string, string[]>): void {
   assert.deepEqual(stale, [], 'expected failures that now pass (remove them)')
 }
 
+/**
+ * Client-mode scenarios that apply to Barbican's upstream-facing client. The suite's auth/*
+ * client scenarios are left out: they test an OAuth client obtaining tokens for the upstream,
+ * which is the outbound-credentials feature, not the bridge.
+ */
+const CLIENT_SCENARIOS: Readonly<Record<string, readonly string[]>> = {
+  '2025-11-25': ['initialize', 'tools_call', 'elicitation-sep1034-client-defaults', 'sse-retry'],
+  '2026-07-28': [
+    'tools_call',
+    'request-metadata',
+    'sep-2322-client-request-state',
+    'http-standard-headers',
+    'http-custom-headers',
+    'http-invalid-tool-headers',
+    'json-schema-ref-no-deref',
+  ],
+}
+
+const driver = fileURLToPath(new URL('client-driver.ts', import.meta.url))
+
+/** Runs one client scenario with Barbican as the client; resolves with its failing check ids. */
+async function runClientScenario(scenario: string, revision: string): Promise<string[]> {
+  const out = mkdtempSync(join(tmpdir(), 'barbican-conformance-client-'))
+  try {
+    const args = [cli, 'client', '--command', `${process.execPath} ${driver}`, '--scenario']
+    args.push(scenario, '--spec-version', revision, '--timeout', '30000', '-o', out)
+    const child = spawn(process.execPath, args, { cwd: out, stdio: 'ignore' })
+    await new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(() => {
+        child.kill('SIGKILL')
+        reject(new Error(`client scenario ${scenario} did not finish`))
+      }, 60_000)
+      child.once('exit', () => {
+        clearTimeout(timer)
+        resolve()
+      })
+    })
+    const [dir] = readdirSync(out)
+    assert.ok(dir, `client scenario ${scenario} produced no results`)
+    const checks = JSON.parse(readFileSync(join(out, dir, 'checks.json'), 'utf8')) as {
+      id: string
+      status: string
+    }[]
+    assert.ok(checks.length > 0, `client scenario ${scenario} ran no checks`)
+    return checks.filter((c) => c.status === 'FAILURE').map((c) => c.id)
+  } finally {
+    rmSync(out, { recursive: true, force: true })
+  }
+}
+
 const gateways: RunningServer[] = []
 after(async () => {
   await Promise.all(gateways.map((g) => g.stop()))
@@ -134,4 +184,19 @@ describe('the official conformance suite against Barbican', { timeout: 600_000 }
   test('a 2025-11-25 client through Barbican to a 2025-11-25 upstream meets --requirements 2025-11-25', async () => {
     judge('2025-11-25', await runSuite(await gateway('legacy'), '2025-11-25'))
   })
+})
+
+describe('the official conformance suite against Barbican as a client', {
+  timeout: 600_000,
+}, () => {
+  for (const [revision, scenarios] of Object.entries(CLIENT_SCENARIOS)) {
+    test(`Barbican's upstream-facing client passes the applicable ${revision} client scenarios`, async () => {
+      const failures: Record<string, string[]> = {}
+      for (const scenario of scenarios) {
+        const failed = await runClientScenario(scenario, revision)
+        if (failed.length > 0) failures[scenario] = failed
+      }
+      assert.deepEqual(failures, {})
+    })
+  }
 })
