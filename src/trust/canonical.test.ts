@@ -55,3 +55,10 @@ describe('readable diffs', () => {
     assert.equal(line, 'd: "a" → "a\\u{200b}\\u{e0041}"')
   })
 })
+
+test('a definition never approved is listed field by field as additions', () => {
+  assert.deepEqual(formatChanges(diffDefinitions(undefined, { name: 'n', description: 'd' })), [
+    'description: (absent) → "d"',
+    'name: (absent) → "n"',
+  ])
+})

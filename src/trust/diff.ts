@@ -16,6 +16,8 @@ const isObject = (v: unknown): v is Record<string, unknown> =>
 
 /** The fields that differ, depth first, in sorted key order. */
 export function diffDefinitions(before: unknown, after: unknown, path = ''): FieldChange[] {
+  // A definition never approved is shown field by field, as additions.
+  if (path === '' && before === undefined && isObject(after)) return diffDefinitions({}, after, '')
   if (isObject(before) && isObject(after)) {
     const keys = [...new Set([...Object.keys(before), ...Object.keys(after)])].sort()
     return keys.flatMap((k) => diffDefinitions(before[k], after[k], path ? `${path}.${k}` : k))
