@@ -49,6 +49,8 @@ describe('scanning one item', () => {
     assert.deepEqual(rules('See https://bit.ly/abc'), ['suspicious-url/medium'])
     assert.deepEqual(rules('See https://docs.example.com/tool'), [])
     assert.deepEqual(rules('x'.repeat(3000)), ['oversized/medium'])
+    const dialect = { inputSchema: { $schema: 'http://json-schema.org/draft-07/schema#' } }
+    assert.deepEqual(scanItem('u', tool('t', 'Fine.', dialect)), [])
   })
 })
 

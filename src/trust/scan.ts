@@ -210,7 +210,11 @@ function* strings(value: unknown, path: string): Generator<[string, string]> {
   else if (Array.isArray(value)) {
     for (let i = 0; i < value.length; i++) yield* strings(value[i], `${path}[${i}]`)
   } else if (value !== null && typeof value === 'object') {
-    for (const [k, v] of Object.entries(value)) yield* strings(v, path ? `${path}.${k}` : k)
+    for (const [k, v] of Object.entries(value)) {
+      // A JSON Schema dialect URI (`$schema`) names a standard; it is not text for the model.
+      if (k === '$schema') continue
+      yield* strings(v, path ? `${path}.${k}` : k)
+    }
   }
 }
 
