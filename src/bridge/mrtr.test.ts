@@ -196,6 +196,31 @@ describe('MRTR bridge, legacy client and 2026 upstream', () => {
     ])
   })
 
+  test('a URL-mode elicitation gets the elicitationId a 2025-11-25 client needs', async () => {
+    const seen: JsonObject[] = []
+    const client: ClientRequester = {
+      requestClient: async (request) => {
+        seen.push(request.params ?? {})
+        return complete({ action: 'accept' })
+      },
+    }
+    const first: Result = {
+      kind: 'result',
+      id: 0,
+      resultType: 'input_required',
+      result: {
+        inputRequests: {
+          u: {
+            method: 'elicitation/create',
+            params: { mode: 'url', url: 'https://x.test', message: 'm' },
+          },
+        },
+      },
+    }
+    await bridge().legacyShim(first, {}, async () => complete({}), client, 1)
+    assert.equal(typeof seen[0]?.elicitationId, 'string')
+  })
+
   test('gives up after a bounded number of rounds', async () => {
     const again: Result = {
       kind: 'result',

@@ -196,11 +196,16 @@ export class MrtrBridge {
       const asked = await Promise.all(
         Object.entries(requests).map(async ([key, embedded]) => {
           if (!isPlainObject(embedded) || typeof embedded.method !== 'string') return undefined
+          let params = isPlainObject(embedded.params) ? embedded.params : undefined
+          // 2025-11-25 URL-mode elicitation requires an id the 2026 form no longer has.
+          if (params?.mode === 'url' && params.elicitationId === undefined) {
+            params = { ...params, elicitationId: randomUUID() }
+          }
           const request: JsonRpcRequest = {
             jsonrpc: '2.0',
             id: 0,
             method: embedded.method,
-            ...(isPlainObject(embedded.params) ? { params: embedded.params } : {}),
+            ...(params ? { params } : {}),
           }
           const answer = await client.requestClient(request, relatedRequestId)
           if (answer.kind === 'error') return `${embedded.method}: ${answer.message}`
