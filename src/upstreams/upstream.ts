@@ -230,6 +230,8 @@ export class Upstream extends EventEmitter {
     }
     this.#becomeReady(client, info)
     this.#listenUpstream(client, info.capabilities)
+    // Watches outlive a reconnect: reopen the resource listen stream on the new connection.
+    if (this.#watched.size > 0) this.#openWatchStream()
     return client
   }
 
@@ -435,6 +437,10 @@ export class Upstream extends EventEmitter {
     const count = (this.#watched.get(uri) ?? 0) + (watch ? 1 : -1)
     if (count > 0) this.#watched.set(uri, count)
     else this.#watched.delete(uri)
+    this.#openWatchStream()
+  }
+
+  #openWatchStream(): void {
     this.#watchStream?.abort()
     this.#watchStream = undefined
     const client = this.#client
