@@ -58,7 +58,7 @@ function hasControl(text: string): boolean {
 }
 
 /** Phrases addressed to the model rather than describing the tool to it. */
-const DIRECTIVES: readonly { pattern: RegExp; what: string }[] = [
+const DIRECTIVES: readonly { pattern: RegExp; what: string; severity?: Severity }[] = [
   {
     pattern:
       /\b(ignore|disregard|forget)\b.{0,30}\b(previous|prior|above|earlier|other|all)\b.{0,20}\b(instructions?|rules|prompts?|guidelines)/i,
@@ -70,7 +70,8 @@ const DIRECTIVES: readonly { pattern: RegExp; what: string }[] = [
     what: 'tells the model to keep something from the user',
   },
   {
-    pattern: /\b(hide|conceal|secretly|without (the )?user('s)? (knowledge|noticing|consent))\b/i,
+    pattern:
+      /\b((hide|conceal)\b.{0,40}\bfrom (the )?user|secretly|without (the )?user('s)? (knowledge|noticing|consent))\b/i,
     what: 'asks for secrecy toward the user',
   },
   {
@@ -79,8 +80,14 @@ const DIRECTIVES: readonly { pattern: RegExp; what: string }[] = [
   },
   {
     pattern:
-      /(\.ssh|id_rsa|id_ed25519|\.env\b|\/etc\/passwd|\.aws\/credentials|mcp\.json|claude_desktop_config|private key|api[_ ]?keys?\b|passwords?\b)/i,
-    what: 'refers to secrets or credential files',
+      /(\.ssh\b|id_rsa|id_ed25519|\.env\b|\/etc\/passwd|\.aws\/credentials|\.netrc|mcp\.json|claude_desktop_config)/i,
+    what: 'refers to credential files',
+  },
+  {
+    // Tools may legitimately handle keys and passwords: reported, never quarantined alone.
+    pattern: /\b(private keys?|api[_ -]?keys?|passwords?|secret keys?|access tokens?)\b/i,
+    what: 'mentions secrets',
+    severity: 'medium',
   },
   {
     pattern:
@@ -164,7 +171,7 @@ export function scanItem(
     const plain = text.replace(TAGS, '')
     for (const d of DIRECTIVES) {
       const m = d.pattern.exec(plain)
-      if (m) once('model-directive', 'high', `${d.what}: "${clip(m[0])}"`, where)
+      if (m) once('model-directive', d.severity ?? 'high', `${d.what}: "${clip(m[0])}"`, where)
     }
     for (const [name, owner] of others) {
       if (!distinctive(name)) continue
