@@ -132,6 +132,11 @@ export class Session {
     return this.#revision
   }
 
+  /** What the client declared it supports (initialize, or the 2026-07-28 request envelope). */
+  get clientCapabilities(): JsonObject {
+    return this.#clientCapabilities
+  }
+
   /** Entry point for every message the client sends. */
   receive(message: JsonRpcMessage, info?: ReceiveInfo): void {
     if ('method' in message) {

@@ -14,8 +14,12 @@ const alice: Identity = {
   method: 'jwt',
 }
 
-function owner(identity: Identity, headers: Record<string, string> = {}) {
-  return { session: { identity, info: { headers } }, requestId: 1 }
+function owner(
+  identity: Identity,
+  headers: Record<string, string> = {},
+  clientCapabilities: Record<string, unknown> = { elicitation: { form: {}, url: {} } },
+) {
+  return { session: { identity, info: { headers }, clientCapabilities }, requestId: 1 }
 }
 
 describe('tool-call context', () => {
@@ -70,6 +74,15 @@ describe('tool-call context', () => {
     const data = out.reply.data as { elicitations: { mode: string; url: string }[] }
     assert.equal(data.elicitations[0]?.mode, 'url')
     assert.equal(data.elicitations[0]?.url, 'https://gw.example/link/abc')
+
+    const plain = await stamp('tools/call', { name: 't' }, owner(alice, {}, { elicitation: {} }))
+    assert.ok('reply' in plain)
+    assert.equal(plain.reply.code, -32602, 'no URL mode declared: a precise error instead')
+    assert.match(plain.reply.message, /https:\/\/gw\.example\/link\/abc/)
+    assert.deepEqual(plain.reply.data, {
+      barbicanCode: 'ERR_LINK_REQUIRED',
+      url: 'https://gw.example/link/abc',
+    })
   })
 
   test('starts a new trace when the caller sent none or an invalid one', () => {

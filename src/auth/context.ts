@@ -24,6 +24,7 @@ interface OwnerShape {
   readonly session: {
     readonly identity: Identity
     readonly revision?: string | undefined
+    readonly clientCapabilities?: JsonObject | undefined
     readonly info: { readonly headers?: Readonly<Record<string, string | string[] | undefined>> }
   }
   readonly requestId: unknown
@@ -77,14 +78,18 @@ export function createStamp(options: StampOptions): Stamp {
     let onRejected: (() => Promise<ErrorReply | undefined>) | undefined
     if (source) {
       const outcome = await source.forUser(identity)
-      if ('linkRequired' in outcome) return { reply: linkRequiredReply(outcome.linkRequired) }
+      if ('linkRequired' in outcome) {
+        return { reply: linkRequiredReply(outcome.linkRequired, supportsUrlMode(session)) }
+      }
       Object.assign(headers, outcome.headers)
       if (source.rejected) {
         const forget = source.rejected.bind(source)
         onRejected = async () => {
           await forget(identity)
           const next = await source.forUser(identity)
-          return 'linkRequired' in next ? linkRequiredReply(next.linkRequired) : undefined
+          return 'linkRequired' in next
+            ? linkRequiredReply(next.linkRequired, supportsUrlMode(session))
+            : undefined
         }
       }
     }
@@ -113,13 +118,27 @@ export function createStamp(options: StampOptions): Stamp {
   }
 }
 
-/** -32042 with the URL; the codecs turn it into -32602 (message kept) for older revisions. */
-function linkRequiredReply(link: { url: string; message: string }): ErrorReply {
+/**
+ * URL-mode elicitation (-32042) for clients that declared `elicitation.url`; otherwise a precise
+ * -32602 whose message and data carry the URL. (The codecs also turn -32042 into -32602 for
+ * revisions without URL mode.)
+ */
+function linkRequiredReply(link: { url: string; message: string }, urlMode: boolean): ErrorReply {
+  const message = `${link.message} Open ${link.url} to link your account, then retry.`
+  if (!urlMode) {
+    return {
+      kind: 'error',
+      id: null,
+      code: -32602,
+      message,
+      data: { barbicanCode: 'ERR_LINK_REQUIRED', url: link.url },
+    }
+  }
   return {
     kind: 'error',
     id: null,
     code: -32042,
-    message: `${link.message} Open ${link.url} to link your account, then retry.`,
+    message,
     data: {
       elicitations: [
         {
@@ -144,6 +163,12 @@ export function childTraceparent(incoming: string | undefined): string {
   const match = incoming === undefined ? null : TRACEPARENT.exec(incoming.trim())
   if (match && !/^0+$/.test(match[1]!)) return `00-${match[1]}-${span}-${match[3]}`
   return `00-${randomBytes(16).toString('hex')}-${span}-01`
+}
+
+/** Whether the caller's client declared URL-mode elicitation (unknown owners are assumed not). */
+function supportsUrlMode(session: OwnerShape['session'] | undefined): boolean {
+  const elicitation = session?.clientCapabilities?.elicitation
+  return isPlainObject(elicitation) && isPlainObject(elicitation.url)
 }
 
 function header(session: OwnerShape['session'] | undefined, name: string): string | undefined {
