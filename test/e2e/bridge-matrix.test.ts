@@ -448,3 +448,25 @@ describe('bridge: the official SDK v2 server (2026-07-28 over stdio) behind Barb
     assert.equal(textOf(done), 'ship: {"action":"accept","content":{"yes":true}}')
   })
 })
+
+describe('bridge: a legacy upstream that exits on any request before initialize', () => {
+  const fixture = fileURLToPath(new URL('../fixtures/bridge-upstream.ts', import.meta.url))
+  let gateway: RunningServer
+  before(async () => {
+    gateway = await startGatewayFor([fixture, '--era', 'legacy', '--exit-before-initialize'])
+  })
+  after(async () => {
+    await gateway?.stop()
+  })
+
+  test('is found legacy when the probe kills it, and serves calls from a fresh process', async () => {
+    const client = await legacyClient(`${gateway.url}/mcp`)
+    try {
+      const result = await client.callTool('test_simple_text')
+      assert.equal(textOf(result), 'This is a simple text response for testing.')
+      assert.equal(gateway.gateway.upstreams.get('fixture')?.era, 'legacy')
+    } finally {
+      await client.close()
+    }
+  })
+})
