@@ -169,6 +169,16 @@ export async function startFloor(): Promise<Running> {
   })
 }
 
+/** The 40-line pass-through proxy (bench/fixtures/passthrough-proxy.ts) in front of `url`. */
+export async function startPassthrough(url: string): Promise<Running> {
+  const port = await freePort()
+  return await startServing(
+    'passthrough-proxy',
+    [join(ROOT, 'bench/fixtures/passthrough-proxy.ts'), url, String(port)],
+    { url: `http://127.0.0.1:${port}/mcp`, stateful: true },
+  )
+}
+
 /** What Barbican fronts: the fixture over HTTP at `url`, or launched over stdio. */
 export type BarbicanUpstream = { readonly url: string } | { readonly stdio: true }
 

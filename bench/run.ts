@@ -11,10 +11,11 @@
  * --cpu-prof profile to bench/results/profiles when it stops), --compare DIR (also run the
  * Barbican checkout in DIR, as `barbican-…@base`, in the same rounds: before/after a change;
  * `--compare . --compare-node-options=--max-semi-space-size=32` compares Node flags instead),
- * --auth (also Barbican → stdio with inbound API-key auth and a permission rule on).
+ * --auth (also Barbican → stdio with inbound API-key auth and a permission rule on), --docs
+ * (also copy the report into docs/performance.md, between its `bench:latest` markers).
  */
 import { fork } from 'node:child_process'
-import { mkdirSync, writeFileSync } from 'node:fs'
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { parseArgs } from 'node:util'
 import type { LoadMessage, LoadResult, LoadSpec } from './load.ts'
@@ -29,6 +30,7 @@ import {
   startDirect,
   startFloor,
   startMcpProxy,
+  startPassthrough,
   startSupergateway,
 } from './processes.ts'
 import { type Report, renderMarkdown, type Sample, summarise } from './report.ts'
@@ -46,6 +48,7 @@ const { values } = parseArgs({
     compare: { type: 'string' },
     'compare-node-options': { type: 'string' },
     auth: { type: 'boolean', default: false },
+    docs: { type: 'boolean', default: false },
     out: { type: 'string', default: join(ROOT, 'bench/results') },
   },
 })
@@ -110,6 +113,22 @@ const CONFIGURATIONS: Configuration[] = [
     description:
       'plain node:http answering the call itself, no SDK (reference: the least one HTTP hop costs in Node)',
     start: startFloor,
+  },
+  {
+    name: 'passthrough-proxy',
+    description:
+      'a 40-line undici pass-through proxy → the SDK server over HTTP (reference: a relay doing no work)',
+    start: async () => {
+      const upstream = await startDirect(true)
+      const proxy = await startPassthrough(upstream.target.url)
+      return {
+        ...proxy,
+        async stop() {
+          await proxy.stop()
+          await upstream.stop()
+        },
+      }
+    },
   },
   {
     name: 'mcp-proxy',
@@ -212,6 +231,20 @@ async function measure(running: Running, concurrency: number): Promise<Sample> {
   }
 }
 
+/** Replaces the text between the `bench:latest` markers of docs/performance.md. */
+function updateDocs(markdown: string): void {
+  const path = join(ROOT, 'docs/performance.md')
+  const doc = readFileSync(path, 'utf8')
+  const start = '<!-- bench:latest:start -->'
+  const end = '<!-- bench:latest:end -->'
+  const from = doc.indexOf(start)
+  const to = doc.indexOf(end)
+  if (from < 0 || to < from) throw new Error(`${path} has no bench:latest markers`)
+  // The report's own title becomes a subsection of the page.
+  const body = markdown.replace(/^# (.*)\n/, '**$1**\n').replace(/^## /gm, '#### ')
+  writeFileSync(path, `${doc.slice(0, from + start.length)}\n${body}\n${doc.slice(to)}`)
+}
+
 async function main(): Promise<void> {
   const only = values.only?.split(',')
   const chosen = CONFIGURATIONS.filter((c) => !only || only.includes(c.name))
@@ -263,6 +296,7 @@ async function main(): Promise<void> {
     }
     writeFileSync(join(values.out, 'latest.json'), `${JSON.stringify(report, null, 2)}\n`)
     writeFileSync(join(values.out, 'latest.md'), renderMarkdown(report))
+    if (values.docs) updateDocs(renderMarkdown(report))
     process.stdout.write(renderMarkdown(report))
   } finally {
     for (const r of running) await r.stop()
