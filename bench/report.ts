@@ -66,6 +66,12 @@ function median(values: readonly number[]): number {
   return sorted.length % 2 === 1 ? sorted[Math.floor(mid)]! : (sorted[mid - 1]! + sorted[mid]!) / 2
 }
 
+/** The largest measured value; NaN when none was measured (a peer left out with --only). */
+function bestOf(values: readonly (number | undefined)[]): number {
+  const measured = values.filter((v): v is number => v !== undefined && Number.isFinite(v))
+  return measured.length === 0 ? Number.NaN : Math.max(...measured)
+}
+
 /** Medians per configuration and concurrency, with ratios taken round by round. */
 export function summarise(
   samples: Readonly<Record<string, Readonly<Record<number, readonly Sample[]>>>>,
@@ -90,9 +96,7 @@ export function summarise(
         errors: runs.reduce((sum, r) => sum + r.errors, 0),
         ratio: median(runs.map((r, i) => r.rps / (base[i]?.rps ?? Number.NaN))),
         addedP50Ms: median(runs.map((r, i) => r.p50Ms - (base[i]?.p50Ms ?? Number.NaN))),
-        vsBestPeer: median(
-          runs.map((r, i) => r.rps / Math.max(...peers.map((p) => p[i]?.rps ?? Number.NaN))),
-        ),
+        vsBestPeer: median(runs.map((r, i) => r.rps / bestOf(peers.map((p) => p[i]?.rps)))),
       })
     }
   }
