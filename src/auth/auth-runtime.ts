@@ -12,6 +12,7 @@ import { AssertionSigner } from './assertion.ts'
 import type { AuthConfig } from './auth-config.ts'
 import { InboundAuthenticator } from './authenticator.ts'
 import { createJwtVerifier } from './bearer.ts'
+import { hasInboundAuth } from './bind-policy.ts'
 import { type CredentialSource, createStamp, type Stamp } from './context.ts'
 import type { Identity } from './identity.ts'
 import { createIntrospector } from './introspection.ts'
@@ -116,7 +117,7 @@ export class AuthRuntime {
   install(http: AuthHost, servers: readonly string[]): void {
     this.#servers = [...servers]
     this.#baseUrl = http.url
-    const inbound = this.config.jwt ?? this.config.introspection ?? this.config.apiKeys
+    const inbound = hasInboundAuth(this.config)
     // `auth:` with only outbound settings (stdio identity, assertion, links) keeps callers anonymous.
     if (inbound) http.authenticator = this.authenticator
     for (const [path, handler] of this.routes) http.routes.set(path, handler as never)

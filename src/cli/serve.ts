@@ -4,6 +4,7 @@
  */
 import type { ServerResponse } from 'node:http'
 import { AuthRuntime } from '../auth/auth-runtime.ts'
+import { hasInboundAuth } from '../auth/bind-policy.ts'
 import type { Config } from '../config/config.ts'
 import { isLoopbackHost } from '../config/listen.ts'
 import { Gateway } from '../gateway.ts'
@@ -85,9 +86,7 @@ export async function runServe(options: CommandOptions, io: CliIo): Promise<numb
   const { config, source } = loaded
   if (
     !isLoopbackHost(config.listen.host) &&
-    !config.auth?.jwt &&
-    !config.auth?.introspection &&
-    !config.auth?.apiKeys &&
+    !hasInboundAuth(config.auth) &&
     !config.security.allowInsecureNonLoopback &&
     !options.allowInsecureNonLoopback
   ) {
