@@ -117,6 +117,13 @@ export class AuthRuntime {
   install(http: AuthHost, servers: readonly string[]): void {
     this.#servers = [...servers]
     this.#baseUrl = http.url
+    if (!this.config.publicUrl && /\/\/(0\.0\.0\.0|\[::\])[:/]/.test(http.url)) {
+      this.log.warn(
+        'auth.publicUrl is not set and Barbican listens on a wildcard address: resource URIs ' +
+          'and link URLs will name it; set auth.publicUrl to the URL clients use',
+        { url: http.url },
+      )
+    }
     const inbound = hasInboundAuth(this.config)
     // `auth:` with only outbound settings (stdio identity, assertion, links) keeps callers anonymous.
     if (inbound) http.authenticator = this.authenticator
