@@ -115,6 +115,62 @@ describe('MRTR bridge, 2026 client and legacy upstream', () => {
   })
 })
 
+describe('MRTR bridge, URL elicitation from a 2025-11-25 upstream', () => {
+  test('-32042 becomes a URL-mode round, and the retry re-issues the call', async () => {
+    let sends = 0
+    const send: ModernCall['send'] = async () =>
+      ++sends === 1
+        ? {
+            kind: 'error',
+            id: 0,
+            code: -32042,
+            message: 'Sign in first',
+            data: {
+              elicitations: [
+                {
+                  mode: 'url',
+                  elicitationId: 'e1',
+                  url: 'https://auth.test/x',
+                  message: 'Sign in',
+                },
+              ],
+            },
+          }
+        : complete({ content: [{ type: 'text', text: 'signed in' }] })
+    const caps = { elicitation: { url: {} } }
+    const b = bridge()
+    const first = (await b.modernCall(call({ send, clientCapabilities: caps }))) as Result
+    assert.equal(first.resultType, 'input_required')
+    assert.deepEqual(first.result.inputRequests, {
+      'url-1': {
+        method: 'elicitation/create',
+        params: { mode: 'url', url: 'https://auth.test/x', message: 'Sign in' },
+      },
+    })
+    const params = {
+      name: 't',
+      arguments: {},
+      inputResponses: { 'url-1': { action: 'accept' } },
+      requestState: first.result.requestState,
+    }
+    const done = (await b.modernCall(call({ send, clientCapabilities: caps, params }))) as Result
+    assert.equal(done.resultType, 'complete')
+    assert.equal(sends, 2)
+  })
+
+  test('a client without URL elicitation gets the error itself', async () => {
+    const send: ModernCall['send'] = async () => ({
+      kind: 'error',
+      id: 0,
+      code: -32042,
+      message: 'Sign in first',
+      data: { elicitations: [{ mode: 'url', url: 'https://auth.test/x', message: 'm' }] },
+    })
+    const reply = await bridge().modernCall(call({ send }))
+    assert.equal(reply.kind, 'error')
+  })
+})
+
 describe('MRTR bridge, 2026 client and 2026 upstream', () => {
   test("the upstream's requestState is wrapped, then unwrapped for the upstream on retry", async () => {
     const seen: (JsonObject | undefined)[] = []

@@ -16,7 +16,10 @@
 import { randomUUID } from 'node:crypto'
 import type { Identity } from '../auth/identity.ts'
 import { BarbicanError } from '../errors.ts'
-import { MISSING_REQUIRED_CLIENT_CAPABILITY } from '../protocol/error-codes.ts'
+import {
+  MISSING_REQUIRED_CLIENT_CAPABILITY,
+  URL_ELICITATION_REQUIRED,
+} from '../protocol/error-codes.ts'
 import { isPlainObject, type JsonObject, type JsonRpcRequest } from '../protocol/jsonrpc.ts'
 import type { ErrorReply, Result } from '../protocol/model.ts'
 import type { ContinuationStore } from './continuation-store.ts'
@@ -82,6 +85,7 @@ export class MrtrBridge {
     const base = without(call.params, 'inputResponses', 'requestState')
     if (token !== undefined) {
       const state = sealer.open(token, call.identity, digest)
+      if (state.r === 1) return await this.#hold(call, base, digest)
       if (state.c !== undefined) {
         const held = await store.take(state.c)
         if (!held) {
@@ -106,9 +110,60 @@ export class MrtrBridge {
       if (responses !== undefined) out.inputResponses = responses
       return this.#wrap(await call.send(out, undefined, call.signal), call, digest)
     }
+    return await this.#hold(call, base, digest)
+  }
+
+  /** Sends a call to a legacy upstream and holds it for the client's rounds. */
+  async #hold(call: ModernCall, base: JsonObject, digest: string): Promise<Result | ErrorReply> {
     const held = new HeldCall(this.#options.settleMs)
     held.start(call.send(base, held, held.controller.signal))
     return await this.#drive(held, call, digest)
+  }
+
+  /**
+   * A 2025-11-25 upstream's -32042 (URL elicitation required) as a 2026 round: each URL becomes
+   * an embedded URL-mode elicitation (without the 2025 `elicitationId`), and the retry re-issues
+   * the call, since the user completed the flow out of band. Undefined when not applicable.
+   */
+  #urlRound(reply: Result | ErrorReply, call: ModernCall, digest: string): Result | undefined {
+    if (reply.kind !== 'error') return undefined
+    if (reply.code !== URL_ELICITATION_REQUIRED && reply.meaning !== 'url-elicitation-required') {
+      return undefined
+    }
+    const elicitations = isPlainObject(reply.data) ? reply.data.elicitations : undefined
+    const elicitation = call.clientCapabilities.elicitation
+    if (
+      !Array.isArray(elicitations) ||
+      !isPlainObject(elicitation) ||
+      !isPlainObject(elicitation.url)
+    ) {
+      return undefined
+    }
+    const inputRequests: JsonObject = {}
+    elicitations.forEach((e, i) => {
+      if (!isPlainObject(e) || typeof e.url !== 'string') return
+      inputRequests[`url-${i + 1}`] = {
+        method: 'elicitation/create',
+        params: {
+          mode: 'url',
+          url: e.url,
+          message: typeof e.message === 'string' ? e.message : '',
+        },
+      }
+    })
+    if (Object.keys(inputRequests).length === 0) return undefined
+    const requestState = this.#options.sealer.seal({
+      sub: subjectOf(call.identity),
+      dig: digest,
+      exp: Date.now() + this.#options.holdMs,
+      r: 1,
+    })
+    return {
+      kind: 'result',
+      id: 0,
+      resultType: 'input_required',
+      result: { inputRequests, requestState },
+    }
   }
 
   /** Runs a held call until it completes or needs the client; then parks it. */
@@ -118,7 +173,7 @@ export class MrtrBridge {
     try {
       for (;;) {
         const event = await held.next(call.signal)
-        if (event.kind === 'done') return event.reply
+        if (event.kind === 'done') return this.#urlRound(event.reply, call, digest) ?? event.reply
         const inputRequests: JsonObject = {}
         const missing: JsonObject = {}
         for (const [key, pending] of event.requests) {

@@ -23,6 +23,8 @@ export interface StatePayload {
   /** Upstream whose own `requestState` is wrapped in `s` (modern upstreams). */
   readonly u?: string
   readonly s?: string
+  /** Re-issue the call upstream on retry (its input was gathered out of band: URL elicitation). */
+  readonly r?: 1
 }
 
 const VERSION = 'b1'
