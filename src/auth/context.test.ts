@@ -34,6 +34,7 @@ describe('tool-call context', () => {
     assert.ok('params' in out)
     const meta = out.params?._meta as Record<string, Record<string, string>>
     assert.equal(meta.progressToken as unknown, 7)
+    assert.equal(meta.traceparent as unknown, out.headers.traceparent)
     const context = meta[CONTEXT_META_KEY]!
     assert.equal(context.user, 'alice')
     assert.equal(context.tenant, 'acme')

@@ -110,6 +110,8 @@ export function createStamp(options: StampOptions): Stamp {
       if (!key.startsWith(META_PREFIX)) cleanMeta[key] = value
     }
     cleanMeta[CONTEXT_META_KEY] = context
+    // Also where MCP tracing conventions look for it, so instrumented servers join the trace.
+    cleanMeta.traceparent = traceparent
     headers[ASSERTION_HEADER] = assertion
     headers.traceparent = traceparent
     const tracestate = header(session, 'tracestate')
