@@ -16,6 +16,7 @@ import type { Identity } from '../auth/identity.ts'
 import { identityKey } from '../auth/request-identity.ts'
 import type { Logger } from '../log.ts'
 import type { GuardedFetch } from '../net/guarded-fetch.ts'
+import { page } from './link-page.ts'
 import {
   authorizationServer,
   authorizationUrl,
@@ -319,33 +320,4 @@ class UpstreamLink implements CredentialSource {
       return undefined
     }
   }
-}
-
-/** A small page, framed by nobody, cached by nobody, leaking no ticket through Referer. */
-function page(
-  res: ServerResponse,
-  status: number,
-  title: string,
-  text: string,
-  action?: { href: string; label: string },
-): void {
-  const body =
-    `<!doctype html><html lang="en"><head><meta charset="utf-8"><title>${html(title)}</title></head>` +
-    `<body><h1>${html(title)}</h1><p>${html(text)}</p>` +
-    (action
-      ? `<p><a id="continue" href="${html(action.href)}">${html(action.label)}</a></p>`
-      : '') +
-    '</body></html>'
-  res.writeHead(status, {
-    'content-type': 'text/html; charset=utf-8',
-    'cache-control': 'no-store',
-    'referrer-policy': 'no-referrer',
-    'x-frame-options': 'DENY',
-    'content-security-policy': "default-src 'none'; frame-ancestors 'none'",
-  })
-  res.end(body)
-}
-
-function html(text: string): string {
-  return text.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`)
 }
