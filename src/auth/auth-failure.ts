@@ -9,18 +9,25 @@ export class AuthFailure extends Error {
   override readonly name = 'AuthFailure'
   /** `undefined` when the request carried no credentials at all. */
   readonly error: ChallengeError | undefined
+  /**
+   * The token could not be checked at all (the issuer's keys or introspection endpoint are
+   * unreachable): a 503, so clients retry instead of discarding a token that may be good.
+   */
+  readonly unavailable: boolean
 
   constructor(
     error: ChallengeError | undefined,
     description: string,
-    options?: { cause?: unknown },
+    options?: { cause?: unknown; unavailable?: boolean },
   ) {
     super(description, options?.cause === undefined ? undefined : { cause: options.cause })
     this.error = error
+    this.unavailable = options?.unavailable ?? false
   }
 
-  /** 403 for insufficient scope (step-up), 400 for malformed requests, 401 otherwise. */
-  get status(): 401 | 403 | 400 {
+  /** 503 when unverifiable, 403 for missing scopes (step-up), 400 when malformed, else 401. */
+  get status(): 400 | 401 | 403 | 503 {
+    if (this.unavailable) return 503
     if (this.error === 'insufficient_scope') return 403
     if (this.error === 'invalid_request') return 400
     return 401

@@ -36,7 +36,7 @@ export type AuthResult =
   | { readonly ok: true; readonly identity: Identity }
   | {
       readonly ok: false
-      readonly status: 400 | 401 | 403
+      readonly status: 400 | 401 | 403 | 503
       readonly message: string
       readonly wwwAuthenticate: string
     }
@@ -83,8 +83,9 @@ export class InboundAuthenticator {
             : undefined,
           // All the scopes the operation needs, in one challenge (MCP 2026-07-28 step-up).
           scopes: required,
-          error: failure.error,
-          description: failure.error ? failure.message : undefined,
+          // An unverifiable token is not known to be bad: no error the client would act on.
+          error: failure.unavailable ? undefined : failure.error,
+          description: failure.error && !failure.unavailable ? failure.message : undefined,
         }),
       }
     }

@@ -88,6 +88,22 @@ describe('JWT verification against a JWKS', () => {
     })
   })
 
+  test('answers 503 rather than 401 when the key set cannot be fetched', async () => {
+    const k = await key('k5')
+    const verifier = createJwtVerifier({
+      issuer,
+      jwksUri: 'http://127.0.0.1:9/jwks',
+      algorithms: ['ES256'],
+      clockToleranceSeconds: 0,
+      fetch,
+    })
+    await assert.rejects(verifier.verify(await token(k), [audience]), (err: unknown) => {
+      assert.ok(err instanceof AuthFailure)
+      assert.equal(err.status, 503)
+      return true
+    })
+  })
+
   test('refuses algorithms outside the allowlist even with a valid signature', async () => {
     const k = await key('k9')
     published = [k.jwk]

@@ -80,8 +80,17 @@ export function createJwtVerifier(options: JwtVerifierOptions): JwtVerifier {
   return {
     async verify(token, audiences) {
       let payload: JWTPayload
+      let getKey: JWTVerifyGetKey
       try {
-        ;({ payload } = await jwtVerify(token, await keySet(), {
+        getKey = await keySet()
+      } catch (err) {
+        throw new AuthFailure('invalid_token', 'The issuer cannot be reached to check the token', {
+          cause: err,
+          unavailable: true,
+        })
+      }
+      try {
+        ;({ payload } = await jwtVerify(token, getKey, {
           issuer: options.issuer,
           audience: [...audiences],
           algorithms: [...options.algorithms],
@@ -89,7 +98,11 @@ export function createJwtVerifier(options: JwtVerifierOptions): JwtVerifier {
           requiredClaims: ['exp', 'sub'],
         }))
       } catch (err) {
-        throw new AuthFailure('invalid_token', describe(err), { cause: err })
+        throw new AuthFailure('invalid_token', describe(err), {
+          cause: err,
+          // Not a verdict on the token: the key set could not be fetched.
+          unavailable: !(err instanceof errors.JOSEError) || err instanceof errors.JWKSTimeout,
+        })
       }
       const scopes =
         typeof payload.scope === 'string'

@@ -68,6 +68,7 @@ export function createIntrospector(options: IntrospectorOptions): Introspector {
       } catch (err) {
         throw new AuthFailure('invalid_token', 'The token could not be introspected', {
           cause: err,
+          unavailable: true,
         })
       }
       if (answer.active !== true) throw new AuthFailure('invalid_token', 'The token is not active')
