@@ -32,6 +32,8 @@ export interface UpstreamPlan {
   readonly idleTimeoutMs?: number
   /** Longest the connection and handshake may take. */
   readonly connectTimeoutMs?: number
+  /** Legacy sessions shared by all callers (default) or one per caller identity. */
+  readonly sessionScope?: 'shared' | 'identity'
 }
 
 export interface ServerPlan {
@@ -138,6 +140,7 @@ export class Gateway implements InboundHandler {
       connectTimeoutMs: u.connectTimeoutMs,
       idleTimeoutMs: u.idleTimeoutMs,
       restartOnExit: !u.lazy,
+      sessionScope: u.sessionScope,
       createTransport: u.createTransport,
       clientInfo: this.serverInfo,
       clientCapabilities: UPSTREAM_CLIENT_CAPABILITIES,

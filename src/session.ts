@@ -10,6 +10,7 @@ import { modernCapabilities, type UpstreamEnvelope } from './bridge/envelope.ts'
 import type { ClientRequester } from './bridge/held-call.ts'
 import { MRTR_METHODS, type MrtrBridge } from './bridge/mrtr.ts'
 import { paramHeaderMismatch } from './bridge/param-headers.ts'
+import { subjectOf } from './bridge/request-state.ts'
 import { BarbicanError, errorData, jsonRpcCodeOf, toBarbicanError } from './errors.ts'
 import type { Logger } from './log.ts'
 import { compose } from './policies/chain.ts'
@@ -619,6 +620,8 @@ export class Session {
       const owner: CallOwner = { session: this, requestId: request.id }
       const bridge = this.#deps.bridge
       const envelope = this.#envelopeFor(request)
+      // Per-identity upstream sessions (when the upstream is configured so) key on this.
+      const sessionKey = this.identity.method === 'anonymous' ? undefined : subjectOf(this.identity)
       if (bridge && request.envelope && MRTR_METHODS.has(request.method)) {
         await upstream.connect()
         return await bridge.modernCall({
@@ -634,11 +637,12 @@ export class Session {
               signal: s,
               owner: held ? ({ session: held, requestId: request.id } satisfies CallOwner) : owner,
               envelope,
+              sessionKey,
             }),
         })
       }
       const send = (p: JsonObject | undefined) =>
-        upstream.request(request.method, p, { signal, owner, envelope })
+        upstream.request(request.method, p, { signal, owner, envelope, sessionKey })
       let reply = await send(outParams)
       if (bridge && !request.envelope && upstream.era === 'modern') {
         if (reply.kind === 'result' && reply.resultType === 'input_required') {

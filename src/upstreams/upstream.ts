@@ -69,6 +69,12 @@ export interface UpstreamOptions {
    * instead of waiting for the next request.
    */
   readonly restartOnExit?: boolean | undefined
+  /**
+   * 'identity': each caller identity gets its own legacy session (its own initialize, and for
+   * stdio its own process), so upstream state and upstream→client requests never mix between
+   * users; anonymous callers and Barbican's own requests use the shared one. Default 'shared'.
+   */
+  readonly sessionScope?: 'shared' | 'identity' | undefined
   /** Makes a fresh, unstarted transport for each connection attempt. */
   readonly createTransport: () => Transport
   /** What Barbican declares to upstreams in `initialize`. */
@@ -87,7 +93,12 @@ export interface UpstreamOptions {
 /** Per-request facts for a 2026-07-28 upstream; Barbican's own when the caller gives none. */
 export interface ModernRequestOptions extends RequestOptions {
   readonly envelope?: UpstreamEnvelope | undefined
+  /** The caller's identity key, for per-identity legacy sessions (`sessionScope: 'identity'`). */
+  readonly sessionKey?: string | undefined
 }
+
+/** How long an unused per-identity legacy session stays open. */
+const IDENTITY_SESSION_IDLE_MS = 300_000
 
 export interface UpstreamInfo {
   readonly protocolVersion: Revision
@@ -123,6 +134,9 @@ export class Upstream extends EventEmitter {
   /** Legacy clients' resource subscriptions toward a 2026 upstream: URI → subscriber count. */
   #watched = new Map<string, number>()
   #watchStream: AbortController | undefined
+  /** Per-identity legacy sessions (sessionScope 'identity'), opened on first use. */
+  #identitySessions = new Map<string, Promise<UpstreamClient>>()
+  #identityTimers = new Map<string, NodeJS.Timeout>()
 
   constructor(options: UpstreamOptions) {
     super()
@@ -281,37 +295,7 @@ export class Upstream extends EventEmitter {
         const verdict = this.#verdict
         if (verdict?.era === 'modern') return this.#readyModern(client, verdict)
       }
-      const reply = await client.request(
-        'initialize',
-        {
-          protocolVersion: LATEST_LEGACY_REVISION,
-          capabilities: this.#options.clientCapabilities,
-          clientInfo: this.#options.clientInfo,
-        },
-        { timeoutMs: this.#options.connectTimeoutMs },
-      )
-      if (reply.kind === 'error') {
-        throw new BarbicanError(
-          'ERR_UPSTREAM_PROTOCOL',
-          `Upstream "${this.name}" refused initialize: ${reply.message} (${reply.code})`,
-        )
-      }
-      const r = reply.result
-      const version = r.protocolVersion
-      if (!isRevision(version)) {
-        throw new BarbicanError(
-          'ERR_UPSTREAM_PROTOCOL',
-          `Upstream "${this.name}" answered initialize with unsupported protocol version ${JSON.stringify(version)}`,
-        )
-      }
-      client.setRevision(version)
-      const info: UpstreamInfo = {
-        protocolVersion: version,
-        capabilities: isPlainObject(r.capabilities) ? r.capabilities : {},
-        serverInfo: isPlainObject(r.serverInfo) ? r.serverInfo : {},
-        ...(typeof r.instructions === 'string' ? { instructions: r.instructions } : {}),
-      }
-      await client.notify('notifications/initialized')
+      const info = await this.#initialize(client)
       this.#becomeReady(client, info)
       return client
     } catch (err) {
@@ -325,6 +309,76 @@ export class Upstream extends EventEmitter {
             { cause: err },
           )
     }
+  }
+
+  /** The legacy handshake on `client`, on Barbican's behalf. */
+  async #initialize(client: UpstreamClient): Promise<UpstreamInfo> {
+    const reply = await client.request(
+      'initialize',
+      {
+        protocolVersion: LATEST_LEGACY_REVISION,
+        capabilities: this.#options.clientCapabilities,
+        clientInfo: this.#options.clientInfo,
+      },
+      { timeoutMs: this.#options.connectTimeoutMs },
+    )
+    if (reply.kind === 'error') {
+      throw new BarbicanError(
+        'ERR_UPSTREAM_PROTOCOL',
+        `Upstream "${this.name}" refused initialize: ${reply.message} (${reply.code})`,
+      )
+    }
+    const r = reply.result
+    const version = r.protocolVersion
+    if (!isRevision(version)) {
+      throw new BarbicanError(
+        'ERR_UPSTREAM_PROTOCOL',
+        `Upstream "${this.name}" answered initialize with unsupported protocol version ${JSON.stringify(version)}`,
+      )
+    }
+    client.setRevision(version)
+    const info: UpstreamInfo = {
+      protocolVersion: version,
+      capabilities: isPlainObject(r.capabilities) ? r.capabilities : {},
+      serverInfo: isPlainObject(r.serverInfo) ? r.serverInfo : {},
+      ...(typeof r.instructions === 'string' ? { instructions: r.instructions } : {}),
+    }
+    await client.notify('notifications/initialized')
+    return info
+  }
+
+  /**
+   * The caller's own legacy session (sessionScope 'identity'), opened on first use with its own
+   * handshake and closed after IDENTITY_SESSION_IDLE_MS unused.
+   */
+  async #identitySession(key: string): Promise<UpstreamClient> {
+    let opening = this.#identitySessions.get(key)
+    const open = opening ? await opening.catch(() => undefined) : undefined
+    if (!open || open.closed) {
+      opening = (async () => {
+        const client = await this.#newClient()
+        try {
+          await this.#initialize(client)
+          return client
+        } catch (err) {
+          await client.close().catch(() => {})
+          throw err
+        }
+      })()
+      this.#identitySessions.set(key, opening)
+      opening.catch(() => this.#identitySessions.delete(key))
+    }
+    const client = await opening!
+    clearTimeout(this.#identityTimers.get(key))
+    const timer = setTimeout(() => {
+      if (client.inFlight > 0) return
+      this.#identitySessions.delete(key)
+      this.#identityTimers.delete(key)
+      void client.close()
+    }, IDENTITY_SESSION_IDLE_MS)
+    timer.unref()
+    this.#identityTimers.set(key, timer)
+    return client
   }
 
   #fail(err: unknown): void {
@@ -400,6 +454,14 @@ export class Upstream extends EventEmitter {
     clearTimeout(this.#idleTimer)
     const client = await this.connect()
     try {
+      if (
+        options?.sessionKey !== undefined &&
+        this.#options.sessionScope === 'identity' &&
+        this.#verdict?.era === 'legacy'
+      ) {
+        const own = await this.#identitySession(options.sessionKey)
+        return await own.request(method, params, options)
+      }
       if (this.#verdict?.era !== 'modern') return await client.request(method, params, options)
       const out = withEnvelope(params, options?.envelope ?? this.#ownEnvelope())
       const name = method === 'tools/call' ? params?.name : undefined
@@ -528,6 +590,10 @@ export class Upstream extends EventEmitter {
     this.#stopped = true
     clearTimeout(this.#idleTimer)
     clearTimeout(this.#restartTimer)
+    for (const timer of this.#identityTimers.values()) clearTimeout(timer)
+    const own = [...this.#identitySessions.values()]
+    this.#identitySessions.clear()
+    await Promise.allSettled(own.map(async (c) => (await c).close()))
     const client = this.#client
     this.#client = undefined
     this.#setState('stopped')
