@@ -45,6 +45,7 @@ function upstreamPlan(
     lazy: u.transport === 'stdio' ? u.lazy : false,
     idleTimeoutMs: u.transport === 'stdio' ? u.idleTimeoutMs : 0,
     connectTimeoutMs: config.limits.upstreamConnectTimeoutMs,
+    ...(u.sessions === 'per-identity' ? { sessionScope: 'identity' as const } : {}),
     createTransport: securedTransportFactory(u, auth, (spec) =>
       createOutboundTransport(spec, {
         name: u.name,

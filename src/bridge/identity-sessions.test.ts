@@ -9,7 +9,9 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js'
 import { inProcessUpstream, rules, serverPlan } from '../../test/support/plans.ts'
 import type { Identity } from '../auth/identity.ts'
+import { parseConfigText } from '../config/load.ts'
 import { Gateway } from '../gateway.ts'
+import { planFromConfig } from '../gateway-plan.ts'
 import { silentLogger } from '../log.ts'
 import { memoryPair } from '../transports/memory.ts'
 
@@ -70,5 +72,21 @@ describe('per-identity legacy upstream sessions', () => {
     assert.equal(aliceAgain, alice)
     assert.equal(anonymous, '1', 'anonymous callers use the shared session opened at start')
     assert.notEqual(alice, '1')
+  })
+})
+
+describe('configuring per-identity sessions', () => {
+  test('`sessions: per-identity` on an upstream asks for identity-scoped sessions', () => {
+    const { config } = parseConfigText(
+      'upstreams:\n  a: { command: node, sessions: per-identity }\n  b: { command: node }\n',
+    )
+    const plan = planFromConfig(config, silentLogger)
+    assert.deepEqual(
+      plan.upstreams.map((u) => [u.name, u.sessionScope]),
+      [
+        ['a', 'identity'],
+        ['b', undefined],
+      ],
+    )
   })
 })

@@ -76,6 +76,8 @@ export interface StdioUpstreamConfig {
   /** Stop the process after this long without calls; 0 keeps it running. */
   readonly idleTimeoutMs: number
   readonly requestTimeoutMs: number
+  /** Legacy sessions shared by all callers or one per identity (docs/bridging.md); absent: shared. */
+  readonly sessions?: 'shared' | 'per-identity' | undefined
   /** Pinning, scan and launch policy; absent: the defaults (docs/trust.md). */
   readonly trust?: TrustConfig | undefined
   /** Barbican's own credentials for this upstream (docs/security.md); absent: none. */
@@ -93,6 +95,8 @@ export interface RemoteUpstreamConfig {
   /** Sent with every request to this upstream (the gateway's own credentials, never a client's). */
   readonly headers: Readonly<Record<string, string>>
   readonly requestTimeoutMs: number
+  /** Legacy sessions shared by all callers or one per identity (docs/bridging.md); absent: shared. */
+  readonly sessions?: 'shared' | 'per-identity' | undefined
   /** Pinning and scan policy; absent: the defaults (docs/trust.md). */
   readonly trust?: TrustConfig | undefined
   /** Barbican's own credentials for this upstream (docs/security.md); absent: none. */

@@ -80,6 +80,7 @@ export function buildConfig(native: NativeConfig, options: NormalizeOptions = {}
         lazy: entry.lazy,
         idleTimeoutMs: entry.idleTimeoutMs,
         requestTimeoutMs,
+        ...(entry.sessions === undefined ? {} : { sessions: entry.sessions }),
         ...(entry.trust === undefined ? {} : { trust: entry.trust }),
         ...(entry.credentials === undefined ? {} : { credentials: entry.credentials }),
       }
@@ -93,6 +94,7 @@ export function buildConfig(native: NativeConfig, options: NormalizeOptions = {}
       url: entry.url,
       headers: entry.headers,
       requestTimeoutMs,
+      ...(entry.sessions === undefined ? {} : { sessions: entry.sessions }),
       ...(entry.trust === undefined ? {} : { trust: entry.trust }),
       ...(entry.credentials === undefined ? {} : { credentials: entry.credentials }),
     }

@@ -25,6 +25,15 @@ const requestTimeout = doc(
   'Longest a request to this upstream may take. Default: limits.upstreamRequestTimeoutMs (60000).',
 )
 
+const sessions = doc(
+  z.enum(['shared', 'per-identity']).optional(),
+  'Legacy sessions',
+  'For upstreams speaking a revision before 2026-07-28: one session shared by every caller ' +
+    '(shared), or one per caller identity, each with its own initialize (per-identity; for a ' +
+    'stdio upstream that is one process per identity). Anonymous callers always share. ' +
+    'Default: shared.',
+)
+
 const credentials = doc(
   credentialsSchema.optional(),
   'Credentials',
@@ -73,6 +82,7 @@ export const stdioUpstreamSchema = doc(
         'running. Default: 0.',
     ),
     requestTimeoutMs: requestTimeout,
+    sessions,
     trust: trustSchema,
     credentials: credentials,
   }),
@@ -101,6 +111,7 @@ export const remoteUpstreamSchema = doc(
         `\${TOKEN}". Client credentials are never forwarded. Default: {}.`,
     ),
     requestTimeoutMs: requestTimeout,
+    sessions,
     trust: trustSchema,
     credentials: credentials,
   }),
