@@ -83,6 +83,22 @@ export async function waitForCall(target: Target, timeoutMs: number): Promise<vo
   throw new Error(`${target.url} did not answer within ${timeoutMs} ms: ${String(last)}`)
 }
 
+/**
+ * Process groups started here and still running. Detached groups outlive this process unless
+ * killed, so an interrupted or crashed run kills them on the way out.
+ */
+const live = new Set<number>()
+process.once('exit', () => {
+  for (const pid of live) {
+    try {
+      process.kill(-pid, 'SIGKILL')
+    } catch {}
+  }
+})
+for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+  process.once(signal, () => process.exit(130))
+}
+
 /** Spawns `args` with Node in its own process group; stderr is kept for failure reports. */
 export function spawnNode(args: readonly string[], nodeOptions: readonly string[] = []) {
   const child = spawn(NODE, [...nodeOptions, ...args], {
@@ -91,6 +107,11 @@ export function spawnNode(args: readonly string[], nodeOptions: readonly string[
     stdio: ['ignore', 'pipe', 'pipe'],
     env: { ...process.env, NODE_NO_WARNINGS: '1' },
   })
+  const pid = child.pid
+  if (pid !== undefined) {
+    live.add(pid)
+    child.once('exit', () => live.delete(pid))
+  }
   let stderr = ''
   child.stderr?.on('data', (chunk: Buffer) => {
     if (stderr.length < 8_000) stderr += chunk.toString('utf8')
@@ -135,7 +156,13 @@ export async function startServing(
     child.once('exit', (code) => reject(new Error(`${name} exited (${code}): ${stderr()}`))),
   )
   died.catch(() => {})
-  await Promise.race([waitForCall(target, 30_000), died])
+  try {
+    await Promise.race([waitForCall(target, 30_000), died])
+  } catch (error) {
+    await stopGroup(child)
+    options.cleanup?.()
+    throw error
+  }
   const readyMs = performance.now() - started
   return {
     name,
