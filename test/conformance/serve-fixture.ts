@@ -25,6 +25,18 @@ export async function startGatewayFor(args: string[], port = 0): Promise<Running
   return await startServer(loaded.config, silentLogger)
 }
 
+/** Barbican with one Streamable HTTP upstream at `url`. */
+export async function startGatewayForUrl(url: string, port = 0): Promise<RunningServer> {
+  const config = {
+    listen: `127.0.0.1:${port}`,
+    upstreams: { fixture: { url, transport: 'streamable-http' } },
+  }
+  return await startServer(
+    parseConfigText(JSON.stringify(config), { json: true }).config,
+    silentLogger,
+  )
+}
+
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
   const i = process.argv.indexOf('--era')
   const server = await startFixtureGateway(i >= 0 ? process.argv[i + 1] : 'dual', 7399)

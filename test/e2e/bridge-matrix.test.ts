@@ -9,6 +9,7 @@
  * (test/fixtures/bridge-upstream.ts) pinned to one era.
  */
 import assert from 'node:assert/strict'
+import { type ChildProcess, spawn } from 'node:child_process'
 import { after, before, describe, test } from 'node:test'
 import { fileURLToPath } from 'node:url'
 import { Client } from '@modelcontextprotocol/sdk/client/index.js'
@@ -18,7 +19,11 @@ import {
   ToolListChangedNotificationSchema,
 } from '@modelcontextprotocol/sdk/types.js'
 import type { RunningServer } from '../../src/cli/serve.ts'
-import { startFixtureGateway, startGatewayFor } from '../conformance/serve-fixture.ts'
+import {
+  startFixtureGateway,
+  startGatewayFor,
+  startGatewayForUrl,
+} from '../conformance/serve-fixture.ts'
 import { assertValidMessage } from '../support/schema.ts'
 
 type Json = Record<string, unknown>
@@ -465,6 +470,45 @@ describe('bridge: a legacy upstream that exits on any request before initialize'
       const result = await client.callTool('test_simple_text')
       assert.equal(textOf(result), 'This is a simple text response for testing.')
       assert.equal(gateway.gateway.upstreams.get('fixture')?.era, 'legacy')
+    } finally {
+      await client.close()
+    }
+  })
+})
+
+describe('bridge: the official SDK v2 server over Streamable HTTP behind Barbican', () => {
+  const official = fileURLToPath(new URL('../fixtures/bridge-official-v2-http.ts', import.meta.url))
+  let child: ChildProcess
+  let gateway: RunningServer
+  before(async () => {
+    child = spawn(process.execPath, [official], { stdio: ['pipe', 'pipe', 'ignore'] })
+    const upstreamUrl = await waitFor<string>('the v2 server URL', (done) =>
+      child.stdout?.once('data', (chunk: Buffer) => done(chunk.toString().trim())),
+    )
+    gateway = await startGatewayForUrl(upstreamUrl)
+  })
+  after(async () => {
+    await gateway?.stop()
+    child?.kill()
+  })
+
+  test('a legacy client completes a tool call whose 2026 upstream asks for input over HTTP', async () => {
+    const client = new Client(
+      { name: 'bridge-matrix', version: '1.0.0' },
+      { capabilities: { elicitation: {} } },
+    )
+    client.setRequestHandler(ElicitRequestSchema, async () => ({
+      action: 'accept',
+      content: { yes: true },
+    }))
+    await client.connect(new StreamableHTTPClientTransport(new URL(`${gateway.url}/mcp`)))
+    try {
+      const result = (await client.callTool({
+        name: 'confirm',
+        arguments: { what: 'deploy' },
+      })) as Json
+      assert.equal(textOf(result), 'deploy: {"action":"accept","content":{"yes":true}}')
+      assert.equal(gateway.gateway.upstreams.get('fixture')?.era, 'modern')
     } finally {
       await client.close()
     }
