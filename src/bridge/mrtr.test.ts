@@ -290,3 +290,21 @@ describe('MRTR bridge, legacy client and 2026 upstream', () => {
     assert.match(reply.message, /after 8 rounds/)
   })
 })
+
+describe('MRTR bridge, cancellation', () => {
+  test('a 2026 client that goes away before the first round cancels the held upstream call', async () => {
+    const controller = new AbortController()
+    let upstreamSignal: AbortSignal | undefined
+    const send: ModernCall['send'] = (_p, _o, s) => {
+      upstreamSignal = s
+      return new Promise<Result>(() => {})
+    }
+    const pending = bridge().modernCall(call({ send, signal: controller.signal }))
+    controller.abort()
+    await assert.rejects(
+      pending,
+      (e: unknown) => e instanceof BarbicanError && e.code === 'ERR_CANCELLED',
+    )
+    assert.equal(upstreamSignal?.aborted, true)
+  })
+})

@@ -172,7 +172,10 @@ export class MrtrBridge {
     call.signal.addEventListener('abort', onAbort, { once: true })
     try {
       for (;;) {
-        const event = await held.next(call.signal)
+        const event = await held.next(call.signal).catch((error: unknown) => {
+          if (!call.signal.aborted) throw error
+          throw new BarbicanError('ERR_CANCELLED', 'Request cancelled')
+        })
         if (event.kind === 'done') return this.#urlRound(event.reply, call, digest) ?? event.reply
         const inputRequests: JsonObject = {}
         const missing: JsonObject = {}
