@@ -58,6 +58,8 @@ export class VirtualServer extends EventEmitter {
     trust?: TrustGuard,
   ) {
     super()
+    // Every client session of this server listens for list changes: thousands are normal.
+    this.setMaxListeners(0)
     this.name = name
     this.upstreams = upstreams
     this.#byName = new Map(upstreams.map((u) => [u.name, u]))
