@@ -10,6 +10,7 @@ import { modernCapabilities, type UpstreamEnvelope } from './bridge/envelope.ts'
 import type { ClientRequester } from './bridge/held-call.ts'
 import { MRTR_METHODS, type MrtrBridge } from './bridge/mrtr.ts'
 import { paramHeaderMismatch } from './bridge/param-headers.ts'
+import { ProgressRelay } from './bridge/progress-relay.ts'
 import { subjectOf } from './bridge/request-state.ts'
 import { BarbicanError, errorData, jsonRpcCodeOf, toBarbicanError } from './errors.ts'
 import type { Logger } from './log.ts'
@@ -603,14 +604,20 @@ export class Session {
     signal: AbortSignal,
   ): Promise<Result | ErrorReply> {
     let release: (() => boolean) | undefined
+    let relay: ProgressRelay | undefined
     let outParams = params
     const meta = params?._meta
+    const held = this.#deps.bridge && request.envelope && MRTR_METHODS.has(request.method)
     if (
       isPlainObject(meta) &&
       (typeof meta.progressToken === 'string' || typeof meta.progressToken === 'number')
     ) {
-      const registration = this.#deps.progress.register(this, meta.progressToken, request.id)
-      release = registration.release
+      const token = meta.progressToken
+      // A call the bridge may hold across rounds gets a relay it owns and can re-point.
+      const unregister = () => registration.release()
+      if (held) relay = new ProgressRelay({ sink: this, token, requestId: request.id }, unregister)
+      const registration = this.#deps.progress.register(relay ?? this, token, request.id)
+      if (!held) release = registration.release
       outParams = { ...params, _meta: { ...meta, progressToken: registration.upstreamToken } }
     }
     const logLevel = request.envelope?.logLevel
@@ -622,8 +629,11 @@ export class Session {
       const envelope = this.#envelopeFor(request)
       // Per-identity upstream sessions (when the upstream is configured so) key on this.
       const sessionKey = this.identity.method === 'anonymous' ? undefined : subjectOf(this.identity)
-      if (bridge && request.envelope && MRTR_METHODS.has(request.method)) {
-        await upstream.connect()
+      if (bridge && request.envelope && held) {
+        await upstream.connect().catch((error: unknown) => {
+          relay?.release()
+          throw error
+        })
         return await bridge.modernCall({
           identity: this.identity,
           method: request.method,
@@ -632,10 +642,13 @@ export class Session {
           signal,
           upstream: upstream.name,
           upstreamEra: upstream.era ?? 'legacy',
-          send: (p, held, s) =>
+          progress: relay,
+          send: (p, heldCall, s) =>
             upstream.request(request.method, p, {
               signal: s,
-              owner: held ? ({ session: held, requestId: request.id } satisfies CallOwner) : owner,
+              owner: heldCall
+                ? ({ session: heldCall, requestId: request.id } satisfies CallOwner)
+                : owner,
               envelope,
               sessionKey,
             }),

@@ -15,6 +15,7 @@ import {
 } from '../protocol/jsonrpc.ts'
 import type { ErrorReply, Result } from '../protocol/model.ts'
 import type { Continuation } from './continuation-store.ts'
+import type { ProgressRelay } from './progress-relay.ts'
 
 /** Something that can put an upstream's request to a client and return the client's answer. */
 export interface ClientRequester {
@@ -46,6 +47,8 @@ const SHORT: Readonly<Record<string, string>> = {
 export class HeldCall implements ClientRequester, Continuation {
   /** Aborting it cancels the upstream call. */
   readonly controller = new AbortController()
+  /** Where the call's progress goes, across rounds (released when the call ends). */
+  progress: ProgressRelay | undefined
   readonly #pending = new Map<string, PendingInput>()
   readonly #settleMs: number
   #outcome: { reply: Result | ErrorReply } | { error: unknown } | undefined
@@ -151,6 +154,7 @@ export class HeldCall implements ClientRequester, Continuation {
     for (const key of [...this.#pending.keys()])
       this.refuse(key, 'the client did not answer in time')
     this.controller.abort(new Error('The held call expired'))
+    this.progress?.release()
   }
 }
 

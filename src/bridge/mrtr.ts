@@ -24,6 +24,7 @@ import { isPlainObject, type JsonObject, type JsonRpcRequest } from '../protocol
 import type { ErrorReply, Result } from '../protocol/model.ts'
 import type { ContinuationStore } from './continuation-store.ts'
 import { type ClientRequester, HeldCall } from './held-call.ts'
+import type { ProgressRelay } from './progress-relay.ts'
 import { type RequestStateSealer, requestDigest, subjectOf } from './request-state.ts'
 
 /** The methods that may answer `input_required` (2026-07-28 MRTR, "Supported Requests"). */
@@ -62,6 +63,11 @@ export interface ModernCall {
   readonly signal: AbortSignal
   readonly upstream: string
   readonly upstreamEra: 'legacy' | 'modern'
+  /**
+   * This request's progress registration, when it carried a token. The bridge owns it: a held
+   * call keeps it across rounds and releases it when the call ends.
+   */
+  readonly progress?: ProgressRelay | undefined
   /** Sends upstream. `owner` receives a legacy upstream's requests; `signal` cancels. */
   send(
     params: JsonObject | undefined,
@@ -78,6 +84,18 @@ export class MrtrBridge {
   }
 
   async modernCall(call: ModernCall): Promise<Result | ErrorReply> {
+    let held = false
+    try {
+      return await this.#modernCall(call, () => {
+        held = true
+      })
+    } finally {
+      // A call held for later rounds owns its relay; anything else ends with this request.
+      if (!held) call.progress?.release()
+    }
+  }
+
+  async #modernCall(call: ModernCall, holding: () => void): Promise<Result | ErrorReply> {
     const { sealer, store } = this.#options
     const digest = requestDigest(call.method, call.params)
     const responses = call.params?.inputResponses
@@ -85,7 +103,7 @@ export class MrtrBridge {
     const base = without(call.params, 'inputResponses', 'requestState')
     if (token !== undefined) {
       const state = sealer.open(token, call.identity, digest)
-      if (state.r === 1) return await this.#hold(call, base, digest)
+      if (state.r === 1) return await this.#hold(call, base, digest, holding)
       if (state.c !== undefined) {
         const held = await store.take(state.c)
         if (!held) {
@@ -94,6 +112,9 @@ export class MrtrBridge {
             'The requestState names a call that is no longer held (already resumed or expired); call again',
           )
         }
+        // Progress of the held call now goes to this retry (or nowhere, if it asked for none);
+        // the retry's own registration is never used, since the upstream has the first token.
+        held.progress?.retarget(call.progress?.target)
         held.answer(responses)
         return await this.#drive(held, call, digest)
       }
@@ -110,12 +131,19 @@ export class MrtrBridge {
       if (responses !== undefined) out.inputResponses = responses
       return this.#wrap(await call.send(out, undefined, call.signal), call, digest)
     }
-    return await this.#hold(call, base, digest)
+    return await this.#hold(call, base, digest, holding)
   }
 
   /** Sends a call to a legacy upstream and holds it for the client's rounds. */
-  async #hold(call: ModernCall, base: JsonObject, digest: string): Promise<Result | ErrorReply> {
+  async #hold(
+    call: ModernCall,
+    base: JsonObject,
+    digest: string,
+    holding: () => void,
+  ): Promise<Result | ErrorReply> {
     const held = new HeldCall(this.#options.settleMs)
+    held.progress = call.progress
+    holding()
     held.start(call.send(base, held, held.controller.signal))
     return await this.#drive(held, call, digest)
   }
@@ -176,7 +204,10 @@ export class MrtrBridge {
           if (!call.signal.aborted) throw error
           throw new BarbicanError('ERR_CANCELLED', 'Request cancelled')
         })
-        if (event.kind === 'done') return this.#urlRound(event.reply, call, digest) ?? event.reply
+        if (event.kind === 'done') {
+          held.progress?.release()
+          return this.#urlRound(event.reply, call, digest) ?? event.reply
+        }
         const inputRequests: JsonObject = {}
         const missing: JsonObject = {}
         for (const [key, pending] of event.requests) {
@@ -202,6 +233,8 @@ export class MrtrBridge {
           }
         }
         const id = randomUUID()
+        // Parked: no request is waiting for progress until the client's retry.
+        held.progress?.retarget(undefined)
         await this.#options.store.put(id, held, this.#options.holdMs)
         const requestState = this.#options.sealer.seal({
           sub: subjectOf(call.identity),

@@ -368,6 +368,42 @@ for (const [upstreamName, era] of Object.entries(UPSTREAMS)) {
       assert.ok(isResponse(frames.at(-1) ?? {}))
     })
 
+    test('progress after an input round reaches the retry, with the token the retry chose', async () => {
+      const caps = { 'io.modelcontextprotocol/clientCapabilities': { elicitation: {} } }
+      const call = { name: 'test_progress_after_input', arguments: {} }
+      const first = await modernFrames(
+        url,
+        'tools/call',
+        call,
+        { ...caps, progressToken: 'first' },
+        isResponse,
+      )
+      const round = first.at(-1)?.result as Json
+      assert.equal(round.resultType, 'input_required')
+      const [key] = Object.keys(round.inputRequests as Json)
+      const retry = {
+        ...call,
+        inputResponses: { [key as string]: { action: 'accept', content: { ok: true } } },
+        requestState: round.requestState,
+      }
+      const frames = await modernFrames(
+        url,
+        'tools/call',
+        retry,
+        { ...caps, progressToken: 'second' },
+        isResponse,
+      )
+      const progress = frames.filter((f) => f.method === 'notifications/progress')
+      assert.deepEqual(
+        progress.map((f) => [(f.params as Json).progressToken, (f.params as Json).progress]),
+        [
+          ['second', 50],
+          ['second', 100],
+        ],
+      )
+      assert.equal(textOf(frames.at(-1)?.result as Json), 'finished')
+    })
+
     test('a listen stream asking for a resource gets its updates, tagged', async () => {
       const frames = await modernFrames(
         url,
