@@ -9,6 +9,7 @@ import { BarbicanError } from '../errors.ts'
 import type { Logger } from '../log.ts'
 import type { JsonLimits } from '../protocol/json-limits.ts'
 import { isRequest, type JsonRpcMessage } from '../protocol/jsonrpc.ts'
+import type { Revision } from '../protocol/revisions.ts'
 import { HttpOutboundTransport, type HttpSendOptions } from './http-outbound.ts'
 import { failureResponse, networkError } from './http-outbound-support.ts'
 import { SseOutboundTransport } from './sse-outbound.ts'
@@ -121,6 +122,9 @@ export class AutoHttpTransport implements Transport {
   }
   set protocolVersion(version: string | undefined) {
     if (this.#active instanceof HttpOutboundTransport) this.#active.protocolVersion = version
+  }
+  setProtocolVersion(revision: Revision): void {
+    this.protocolVersion = revision
   }
 
   async start(): Promise<void> {

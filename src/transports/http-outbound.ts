@@ -20,6 +20,7 @@ import {
   type JsonRpcMessage,
   serialize,
 } from '../protocol/jsonrpc.ts'
+import type { Revision } from '../protocol/revisions.ts'
 import { SseStreams, type StreamState, streamState } from './http-outbound-streams.ts'
 import {
   abortError,
@@ -100,6 +101,11 @@ export class HttpOutboundTransport implements Transport {
   readonly #deadlines = new Set<Deadline>()
   readonly #background = new Set<Promise<void>>()
   readonly #streams: SseStreams
+
+  /** Called once the handshake chose a revision: later requests carry it in the header. */
+  setProtocolVersion(revision: Revision): void {
+    this.protocolVersion = revision
+  }
 
   constructor(options: HttpOutboundOptions) {
     this.#options = options

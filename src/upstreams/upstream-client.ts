@@ -97,6 +97,8 @@ export class UpstreamClient {
   /** The revision spoken on this connection; set once the handshake has chosen it. */
   setRevision(revision: Revision): void {
     this.#codec = codecFor(revision)
+    // Streamable HTTP sends the negotiated revision in MCP-Protocol-Version on every request.
+    this.#transport.setProtocolVersion?.(revision)
   }
 
   get inFlight(): number {

@@ -1,0 +1,98 @@
+import assert from 'node:assert/strict'
+import { createServer, type IncomingMessage, type Server } from 'node:http'
+import type { AddressInfo } from 'node:net'
+import { after, before, describe, test } from 'node:test'
+import { silentLogger } from '../log.ts'
+import { DEFAULT_JSON_LIMITS } from '../protocol/json-limits.ts'
+import { createOutboundTransport } from '../transports/connect-outbound.ts'
+import { Upstream } from './upstream.ts'
+
+/** A legacy (2025-06-18) Streamable HTTP server that records the headers of every request. */
+function recordingServer(seen: { method: string; version: string | undefined }[]): Server {
+  return createServer(async (req: IncomingMessage, res) => {
+    if (req.method !== 'POST') {
+      // No standalone stream; a DELETE ending the session is fine.
+      res.writeHead(req.method === 'DELETE' ? 200 : 405).end()
+      return
+    }
+    let body = ''
+    for await (const chunk of req) body += chunk
+    const message = JSON.parse(body) as { id?: number; method?: string }
+    seen.push({
+      method: message.method ?? '(response)',
+      version: req.headers['mcp-protocol-version'] as string,
+    })
+    if (message.id === undefined) {
+      res.writeHead(202).end()
+      return
+    }
+    const reply = (result: unknown) =>
+      res
+        .writeHead(200, { 'content-type': 'application/json', 'mcp-session-id': 'abc' })
+        .end(JSON.stringify({ jsonrpc: '2.0', id: message.id, result }))
+    if (message.method === 'initialize') {
+      reply({
+        protocolVersion: '2025-06-18',
+        capabilities: { tools: {} },
+        serverInfo: { name: 'rec', version: '1' },
+      })
+    } else if (message.method === 'tools/list') {
+      reply({ tools: [] })
+    } else {
+      res
+        .writeHead(200, { 'content-type': 'application/json' })
+        .end(
+          JSON.stringify({
+            jsonrpc: '2.0',
+            id: message.id,
+            error: { code: -32601, message: 'no' },
+          }),
+        )
+    }
+  })
+}
+
+describe('an upstream over Streamable HTTP', () => {
+  const seen: { method: string; version: string | undefined }[] = []
+  let server: Server
+  let url: string
+  before(async () => {
+    server = recordingServer(seen)
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+    url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/mcp`
+  })
+  after(async () => {
+    server.closeAllConnections()
+    await new Promise((resolve) => server.close(resolve))
+  })
+
+  test('sends the negotiated MCP-Protocol-Version on every request after initialize', async () => {
+    const upstream = new Upstream({
+      name: 'rec',
+      log: silentLogger,
+      requestTimeoutMs: 5_000,
+      createTransport: () =>
+        createOutboundTransport(
+          { transport: 'streamable-http', url },
+          { name: 'rec', log: silentLogger, limits: DEFAULT_JSON_LIMITS },
+        ),
+      clientInfo: { name: 'barbican', version: '0' },
+      clientCapabilities: {},
+      onRequest: async (_u, request) => ({
+        kind: 'error',
+        id: request.id,
+        code: -32601,
+        message: 'no',
+      }),
+    })
+    try {
+      await upstream.list('tools')
+      const after = seen.slice(seen.findIndex((s) => s.method === 'initialize') + 1)
+      assert.ok(after.some((s) => s.method === 'tools/list'))
+      for (const s of after)
+        assert.equal(s.version, '2025-06-18', `${s.method} carried ${s.version}`)
+    } finally {
+      await upstream.stop()
+    }
+  })
+})
