@@ -12,10 +12,11 @@ import { MRTR_METHODS, type MrtrBridge } from './bridge/mrtr.ts'
 import { paramHeaderMismatch } from './bridge/param-headers.ts'
 import { ProgressRelay } from './bridge/progress-relay.ts'
 import { subjectOf } from './bridge/request-state.ts'
+import { ClientRequests } from './client-requests.ts'
 import { BarbicanError, errorData, jsonRpcCodeOf, toBarbicanError } from './errors.ts'
 import type { Logger } from './log.ts'
 import { compose } from './policies/chain.ts'
-import type { Call, Next, Policy, Route } from './policies/policy.ts'
+import type { Call, Next, Policy } from './policies/policy.ts'
 import type { Codec } from './protocol/codec.ts'
 import { codecFor } from './protocol/codecs.ts'
 import { HEADER_MISMATCH, UNSUPPORTED_PROTOCOL_VERSION } from './protocol/error-codes.ts'
@@ -39,6 +40,7 @@ import {
 } from './protocol/revisions.ts'
 import { decodeCursor, encodeCursor } from './relay/cursor.ts'
 import type { ProgressRouter } from './relay/progress.ts'
+import { resolveRoute, stringParam } from './relay/route.ts'
 import type { VirtualServer } from './relay/virtual-server.ts'
 import type { ConnectionInfo } from './transports/inbound.ts'
 import type { ReceiveInfo, Transport } from './transports/transport.ts'
@@ -83,11 +85,6 @@ const LIST_RESULTS: Readonly<
   'resources/templates/list': 'resourceTemplates',
 }
 
-interface PendingClientRequest {
-  readonly resolve: (reply: UpstreamReply) => void
-  readonly timer: NodeJS.Timeout
-}
-
 export class Session {
   readonly transport: Transport
   readonly info: ConnectionInfo
@@ -99,8 +96,7 @@ export class Session {
   #initialized = false
   #logLevel: string | undefined
   #inflight = new Map<JsonRpcId, AbortController>()
-  #pendingClient = new Map<string, PendingClientRequest>()
-  #nextClientRequestId = 1
+  #clientRequests: ClientRequests
   /** Exposed URI → upstream target, for resources/updated routing. */
   #subscriptions = new Map<string, { upstream: string; uri: string }>()
   /** 2026-07-28 requests in flight that asked for logs (`_meta` logLevel): id → upstream, level. */
@@ -128,6 +124,19 @@ export class Session {
     this.#chain = compose(deps.policies, (call) => this.#execute(call))
     this.#listener = (keys) => this.#notifyListChanged(keys)
     deps.server.on('listChanged', this.#listener)
+    this.#clientRequests = new ClientRequests(
+      {
+        send: (message, related) => void this.#send(message, related),
+        cancel: (id, related) =>
+          this.#sendNotification(
+            'notifications/cancelled',
+            { requestId: id, reason: 'Cancelled by the upstream server' },
+            related,
+          ),
+        decode: (response) => this.#codecForLegacy().decode(response) as UpstreamReply,
+      },
+      deps.clientRequestTimeoutMs,
+    )
   }
 
   get revision(): Revision | undefined {
@@ -152,12 +161,7 @@ export class Session {
       return
     }
     // A response to a request Barbican sent the client.
-    const key = String(message.id)
-    const pending = this.#pendingClient.get(key)
-    if (!pending) return
-    this.#pendingClient.delete(key)
-    clearTimeout(pending.timer)
-    pending.resolve(this.#codecForLegacy().decode(message) as UpstreamReply)
+    this.#clientRequests.answer(message)
   }
 
   #codecForLegacy(): Codec {
@@ -261,7 +265,7 @@ export class Session {
       identity: this.identity,
       server: this.info.server,
       transport: this.info.kind,
-      route: await this.#route(request),
+      route: await resolveRoute(this.#deps.server, request, this.#tasks),
       signal,
       log: this.#log,
     }
@@ -283,60 +287,6 @@ export class Session {
     const { catalog } = await this.#deps.server.catalog()
     const tool = catalog.tools.find((t) => t.name === name)
     return paramHeaderMismatch(headers, tool?.inputSchema, request.params?.arguments)
-  }
-
-  /** Resolves where a request goes; a failure becomes an `unresolved` route, not a throw. */
-  async #route(request: Request): Promise<Route> {
-    const server = this.#deps.server
-    const params = request.params
-    try {
-      switch (request.method) {
-        case 'tools/list':
-        case 'prompts/list':
-        case 'resources/list':
-        case 'resources/templates/list': {
-          const { catalog, degraded } = await server.catalog()
-          return { kind: 'fanout', catalog, degraded }
-        }
-        case 'tools/call':
-          return unicast(await server.resolveTool(stringParam(params, 'name')))
-        case 'prompts/get':
-          return unicast(await server.resolvePrompt(stringParam(params, 'name')))
-        case 'resources/read':
-        case 'resources/subscribe':
-        case 'resources/unsubscribe':
-          return unicast(await server.resolveResource(stringParam(params, 'uri')))
-        case 'tasks/get':
-        case 'tasks/result':
-        case 'tasks/cancel': {
-          const taskId = stringParam(params, 'taskId')
-          const upstream = this.#tasks.get(taskId)
-          if (!upstream) {
-            throw new BarbicanError('ERR_ROUTE_UNKNOWN', `Unknown task: ${taskId}`, {
-              data: { taskId },
-            })
-          }
-          return { kind: 'unicast', upstream, original: taskId }
-        }
-        case 'completion/complete': {
-          const ref = params?.ref
-          if (isPlainObject(ref) && ref.type === 'ref/prompt' && typeof ref.name === 'string') {
-            return unicast(await server.resolvePrompt(ref.name))
-          }
-          if (isPlainObject(ref) && ref.type === 'ref/resource' && typeof ref.uri === 'string') {
-            return unicast(await server.resolveResource(ref.uri))
-          }
-          throw new BarbicanError(
-            'ERR_INVALID_PARAMS',
-            'completion/complete needs a "ref" of type ref/prompt with a name or ref/resource with a uri',
-          )
-        }
-        default:
-          return { kind: 'local' }
-      }
-    } catch (error) {
-      return { kind: 'unresolved', error: error as Error }
-    }
   }
 
   /** The relay: the step after the last policy. */
@@ -818,42 +768,22 @@ export class Session {
         message: `${request.method} cannot reach a client of this session`,
       }
     }
-    const id = `barbican-${this.#nextClientRequestId++}`
     const codec = this.#codecForLegacy()
-    const outgoing = codec.encode({
-      kind: 'request',
-      id,
-      method: request.method,
-      params: request.params,
-    } satisfies Message)
-    return await new Promise<UpstreamReply>((resolve) => {
-      const timer = setTimeout(() => {
-        this.#pendingClient.delete(id)
-        resolve({
-          kind: 'error',
-          id: request.id,
-          code: -32603,
-          message: `The client did not answer ${request.method} within ${this.#deps.clientRequestTimeoutMs} ms`,
-        })
-      }, this.#deps.clientRequestTimeoutMs)
-      this.#pendingClient.set(id, { resolve, timer })
-      // The upstream withdrew its request: tell the client, and stop waiting for it.
-      signal?.addEventListener(
-        'abort',
-        () => {
-          if (!this.#pendingClient.delete(id)) return
-          clearTimeout(timer)
-          this.#sendNotification(
-            'notifications/cancelled',
-            { requestId: id, reason: 'Cancelled by the upstream server' },
-            relatedRequestId,
-          )
-          resolve({ kind: 'error', id: request.id, code: -32603, message: 'Cancelled' })
-        },
-        { once: true },
-      )
-      void this.#send(outgoing, relatedRequestId)
-    })
+    const reply = await this.#clientRequests.request(
+      request.method,
+      (id) =>
+        codec.encode({
+          kind: 'request',
+          id,
+          method: request.method,
+          params: request.params,
+        } satisfies Message),
+      relatedRequestId,
+      signal,
+    )
+    // The upstream expects the answer under its own request id.
+    reply.id = request.id
+    return reply
   }
 
   #handleNotification(method: string, params: JsonObject | undefined): void {
@@ -881,11 +811,7 @@ export class Session {
     this.#closed = true
     this.#deps.server.off('listChanged', this.#listener)
     for (const controller of this.#inflight.values()) controller.abort()
-    for (const [id, pending] of this.#pendingClient) {
-      clearTimeout(pending.timer)
-      pending.resolve({ kind: 'error', id, code: -32603, message: 'The client disconnected' })
-    }
-    this.#pendingClient.clear()
+    this.#clientRequests.closeAll()
     this.#deps.onClose(this)
   }
 }
@@ -904,18 +830,6 @@ const LISTEN_FLAGS: Readonly<Record<string, string>> = {
   resourceTemplates: 'resourcesListChanged',
 }
 
-function unicast(resolved: { upstream: Upstream; target: { original: string } }): Route {
-  return { kind: 'unicast', upstream: resolved.upstream.name, original: resolved.target.original }
-}
-
 function complete(result: JsonObject): Result {
   return { kind: 'result', id: 0, resultType: 'complete', result }
-}
-
-function stringParam(params: JsonObject | undefined, key: string): string {
-  const value = params?.[key]
-  if (typeof value !== 'string') {
-    throw new BarbicanError('ERR_INVALID_PARAMS', `The "${key}" parameter must be a string`)
-  }
-  return value
 }

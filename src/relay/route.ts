@@ -1,0 +1,82 @@
+/**
+ * Resolves where a client request goes before the policy chain runs, so every policy sees the
+ * same answer: a merged list (fanout), one upstream (unicast), or Barbican itself (local).
+ * A request that cannot be routed becomes an `unresolved` route, answered by the relay after
+ * audit has seen it.
+ */
+import { BarbicanError } from '../errors.ts'
+import type { Route } from '../policies/policy.ts'
+import { isPlainObject, type JsonObject } from '../protocol/jsonrpc.ts'
+import type { Request } from '../protocol/model.ts'
+import type { Upstream } from '../upstreams/upstream.ts'
+import type { VirtualServer } from './virtual-server.ts'
+
+export async function resolveRoute(
+  server: VirtualServer,
+  request: Request,
+  /** Task id → upstream, for the tasks the calling session created. */
+  tasks: ReadonlyMap<string, string>,
+): Promise<Route> {
+  const params = request.params
+  try {
+    switch (request.method) {
+      case 'tools/list':
+      case 'prompts/list':
+      case 'resources/list':
+      case 'resources/templates/list': {
+        const { catalog, degraded } = await server.catalog()
+        return { kind: 'fanout', catalog, degraded }
+      }
+      case 'tools/call':
+        return unicast(await server.resolveTool(stringParam(params, 'name')))
+      case 'prompts/get':
+        return unicast(await server.resolvePrompt(stringParam(params, 'name')))
+      case 'resources/read':
+      case 'resources/subscribe':
+      case 'resources/unsubscribe':
+        return unicast(await server.resolveResource(stringParam(params, 'uri')))
+      case 'tasks/get':
+      case 'tasks/result':
+      case 'tasks/cancel': {
+        const taskId = stringParam(params, 'taskId')
+        const upstream = tasks.get(taskId)
+        if (!upstream) {
+          throw new BarbicanError('ERR_ROUTE_UNKNOWN', `Unknown task: ${taskId}`, {
+            data: { taskId },
+          })
+        }
+        return { kind: 'unicast', upstream, original: taskId }
+      }
+      case 'completion/complete': {
+        const ref = params?.ref
+        if (isPlainObject(ref) && ref.type === 'ref/prompt' && typeof ref.name === 'string') {
+          return unicast(await server.resolvePrompt(ref.name))
+        }
+        if (isPlainObject(ref) && ref.type === 'ref/resource' && typeof ref.uri === 'string') {
+          return unicast(await server.resolveResource(ref.uri))
+        }
+        throw new BarbicanError(
+          'ERR_INVALID_PARAMS',
+          'completion/complete needs a "ref" of type ref/prompt with a name or ref/resource with a uri',
+        )
+      }
+      default:
+        return { kind: 'local' }
+    }
+  } catch (error) {
+    return { kind: 'unresolved', error: error as Error }
+  }
+}
+
+function unicast(resolved: { upstream: Upstream; target: { original: string } }): Route {
+  return { kind: 'unicast', upstream: resolved.upstream.name, original: resolved.target.original }
+}
+
+/** A required string parameter, or ERR_INVALID_PARAMS naming it. */
+export function stringParam(params: JsonObject | undefined, key: string): string {
+  const value = params?.[key]
+  if (typeof value !== 'string') {
+    throw new BarbicanError('ERR_INVALID_PARAMS', `The "${key}" parameter must be a string`)
+  }
+  return value
+}
