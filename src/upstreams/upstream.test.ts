@@ -39,15 +39,13 @@ function recordingServer(seen: { method: string; version: string | undefined }[]
     } else if (message.method === 'tools/list') {
       reply({ tools: [] })
     } else {
-      res
-        .writeHead(200, { 'content-type': 'application/json' })
-        .end(
-          JSON.stringify({
-            jsonrpc: '2.0',
-            id: message.id,
-            error: { code: -32601, message: 'no' },
-          }),
-        )
+      res.writeHead(200, { 'content-type': 'application/json' }).end(
+        JSON.stringify({
+          jsonrpc: '2.0',
+          id: message.id,
+          error: { code: -32601, message: 'no' },
+        }),
+      )
     }
   })
 }
