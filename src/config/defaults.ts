@@ -3,6 +3,10 @@
  * apart from the zod schemas so every module can import them without import cycles.
  */
 import { DEFAULT_JSON_LIMITS } from '../protocol/json-limits.ts'
+import {
+  DEFAULT_ALLOWED_ORIGINS,
+  DEFAULT_ALLOWED_HOSTS as GUARD_DEFAULT_HOSTS,
+} from '../transports/http-guard.ts'
 
 /** Upstream and virtual server names: safe in URLs, tool-name prefixes, logs and metric labels. */
 export const NAME_PATTERN = /^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$/
@@ -13,25 +17,14 @@ export const SEPARATOR_PATTERN = /^[A-Za-z0-9_.-]{1,8}$/
 /** Exposed tool and prompt names (MCP 2025-11-25 tool-name guidance). */
 export const ITEM_NAME_PATTERN = /^[A-Za-z0-9_.-]{1,128}$/
 
-/** Loopback names a local client may send as `Host`. */
-export const DEFAULT_ALLOWED_HOSTS: readonly string[] = Object.freeze([
-  'localhost',
-  '127.0.0.1',
-  '[::1]',
-])
+/** Loopback names a local client may send as `Host` (the HTTP guard's own defaults). */
+export const DEFAULT_ALLOWED_HOSTS: readonly string[] = GUARD_DEFAULT_HOSTS
 
 /**
  * Loopback web origins, any port: always allowed, so local browser clients (the MCP Inspector)
  * work out of the box. `security.allowedOrigins` adds to these.
  */
-export const LOOPBACK_ORIGINS: readonly string[] = Object.freeze([
-  'http://localhost',
-  'http://127.0.0.1',
-  'http://[::1]',
-  'https://localhost',
-  'https://127.0.0.1',
-  'https://[::1]',
-])
+export const LOOPBACK_ORIGINS: readonly string[] = DEFAULT_ALLOWED_ORIGINS
 
 /** Every numeric default in one place, so code and docs cannot drift apart. */
 export const DEFAULT_LIMITS = Object.freeze({
