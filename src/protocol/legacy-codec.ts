@@ -12,7 +12,12 @@ import {
   UNSUPPORTED_PROTOCOL_VERSION,
   URL_ELICITATION_REQUIRED,
 } from './error-codes.ts'
-import type { JsonObject, JsonRpcErrorObject, JsonRpcMessage } from './jsonrpc.ts'
+import {
+  errorResponse,
+  type JsonObject,
+  type JsonRpcErrorObject,
+  type JsonRpcMessage,
+} from './jsonrpc.ts'
 import type { ErrorReply, Message, Result } from './model.ts'
 import type { Revision } from './revisions.ts'
 
@@ -83,14 +88,8 @@ export function legacyCodec(revision: Revision): Codec {
             : { jsonrpc: '2.0', method: message.method, params: message.params }
         case 'result':
           return { jsonrpc: '2.0', id: message.id, result: encodeResult(message, context) }
-        case 'error': {
-          const error: JsonRpcErrorObject = {
-            code: encodeErrorCode(message),
-            message: message.message,
-          }
-          if (message.data !== undefined) error.data = message.data
-          return { jsonrpc: '2.0', id: message.id, error }
-        }
+        case 'error':
+          return errorResponse(message.id, encodeErrorCode(message), message.message, message.data)
       }
     },
     decodeParams(params: JsonObject) {

@@ -12,6 +12,7 @@ import {
   URL_ELICITATION_REQUIRED,
 } from './error-codes.ts'
 import {
+  errorResponse,
   isPlainObject,
   type JsonObject,
   type JsonRpcErrorObject,
@@ -196,14 +197,8 @@ export function modernCodec(revision: Revision): Codec {
         }
         case 'result':
           return { jsonrpc: '2.0', id: message.id, result: encodeResult(message, context) }
-        case 'error': {
-          const error: JsonRpcErrorObject = {
-            code: encodeErrorCode(message),
-            message: message.message,
-          }
-          if (message.data !== undefined) error.data = message.data
-          return { jsonrpc: '2.0', id: message.id, error }
-        }
+        case 'error':
+          return errorResponse(message.id, encodeErrorCode(message), message.message, message.data)
       }
     },
     decodeParams,
