@@ -6,12 +6,8 @@
  */
 import { randomBytes } from 'node:crypto'
 import { ANONYMOUS, type Identity } from './auth/identity.ts'
-import { modernCapabilities, type UpstreamEnvelope } from './bridge/envelope.ts'
-import type { ClientRequester } from './bridge/held-call.ts'
-import { MRTR_METHODS, type MrtrBridge } from './bridge/mrtr.ts'
+import type { MrtrBridge } from './bridge/mrtr.ts'
 import { paramHeaderMismatch } from './bridge/param-headers.ts'
-import { ProgressRelay } from './bridge/progress-relay.ts'
-import { subjectOf } from './bridge/request-state.ts'
 import { ClientRequests } from './client-requests.ts'
 import { BarbicanError, errorData, jsonRpcCodeOf, toBarbicanError } from './errors.ts'
 import type { Logger } from './log.ts'
@@ -39,7 +35,10 @@ import {
   type Revision,
 } from './protocol/revisions.ts'
 import { decodeCursor, encodeCursor } from './relay/cursor.ts'
+import { type ForwardContext, forwardToUpstream, upstreamEnvelope } from './relay/forward.ts'
+import { ListenStreams } from './relay/listen-streams.ts'
 import type { ProgressRouter } from './relay/progress.ts'
+import { belowLevel, LOG_LEVELS, RequestLogs } from './relay/request-logs.ts'
 import { resolveRoute, stringParam } from './relay/route.ts'
 import type { VirtualServer } from './relay/virtual-server.ts'
 import type { ConnectionInfo } from './transports/inbound.ts'
@@ -47,12 +46,8 @@ import type { ReceiveInfo, Transport } from './transports/transport.ts'
 import type { Upstream } from './upstreams/upstream.ts'
 import type { UpstreamReply } from './upstreams/upstream-client.ts'
 
-/** The owner recorded on upstream requests, to route upstream→client requests back. */
-export interface CallOwner {
-  /** The session, or a held call standing in for a 2026-07-28 client between its rounds. */
-  readonly session: ClientRequester
-  readonly requestId: JsonRpcId
-}
+/** Re-exported: the gateway routes upstream→client requests by the owner a forward records. */
+export type { CallOwner } from './relay/forward.ts'
 
 export interface SessionDeps {
   readonly server: VirtualServer
@@ -72,8 +67,6 @@ export interface SessionDeps {
 
 /** Result `_meta` key listing which upstream contributes what (capability attribution). */
 export const UPSTREAMS_META = 'dev.barbican/upstreams'
-
-const LOG_LEVELS = ['debug', 'info', 'notice', 'warning', 'error', 'critical', 'alert', 'emergency']
 
 /** Methods the gateway answers from the catalog rather than forwarding. */
 const LIST_RESULTS: Readonly<
@@ -99,10 +92,10 @@ export class Session {
   #clientRequests: ClientRequests
   /** Exposed URI → upstream target, for resources/updated routing. */
   #subscriptions = new Map<string, { upstream: string; uri: string }>()
-  /** 2026-07-28 requests in flight that asked for logs (`_meta` logLevel): id → upstream, level. */
-  #logCalls = new Map<JsonRpcId, { upstream: string; level: string }>()
-  /** Open 2026-07-28 listen streams: request id → watched URIs (exposed → upstream target). */
-  #listens = new Map<JsonRpcId, ListenStream>()
+  /** 2026-07-28 requests in flight that asked for logs (`_meta` logLevel). */
+  #requestLogs = new RequestLogs()
+  /** Open 2026-07-28 listen streams. */
+  #listenStreams: ListenStreams
   #closed = false
   /** Task id → upstream, for the tasks this client created (2025-11-25 tasks pass through). */
   #tasks = new Map<string, string>()
@@ -124,6 +117,10 @@ export class Session {
     this.#chain = compose(deps.policies, (call) => this.#execute(call))
     this.#listener = (keys) => this.#notifyListChanged(keys)
     deps.server.on('listChanged', this.#listener)
+    this.#listenStreams = new ListenStreams({
+      server: deps.server,
+      notify: (method, params, related) => this.#sendNotification(method, params, related),
+    })
     this.#clientRequests = new ClientRequests(
       {
         send: (message, related) => void this.#send(message, related),
@@ -435,91 +432,9 @@ export class Session {
         return complete({})
       }
       case 'subscriptions/listen':
-        return await this.#listen(request, signal)
+        return await this.#listenStreams.serve(request, signal)
       default:
         throw new BarbicanError('ERR_METHOD_UNKNOWN', `Method not found: ${method}`)
-    }
-  }
-
-  /**
-   * A 2026-07-28 listen stream: acknowledged first with the subset Barbican honours, then fed
-   * by list changes of the virtual server and updates of the watched resources, each tagged
-   * with the listen request's id, until the client closes it.
-   */
-  async #listen(request: Request, signal: AbortSignal): Promise<Result> {
-    const id = request.id
-    const server = this.#deps.server
-    const asked = isPlainObject(request.params?.notifications) ? request.params.notifications : {}
-    const honoured: JsonObject = {}
-    for (const key of ['toolsListChanged', 'promptsListChanged', 'resourcesListChanged']) {
-      if (asked[key] === true) honoured[key] = true
-    }
-    const watched = new Map<string, { upstream: string; uri: string }>()
-    // Registered before subscribing upstream: an update racing the subscription is queued
-    // until the acknowledgement, which must come first on the stream.
-    const stream: ListenStream = { watched, queue: [] }
-    this.#listens.set(id, stream)
-    const uris = Array.isArray(asked.resourceSubscriptions) ? asked.resourceSubscriptions : []
-    for (const uri of uris) {
-      if (typeof uri !== 'string') continue
-      try {
-        const { upstream, target } = await server.resolveResource(uri)
-        if (!hasCapability(upstream.info?.capabilities, ['resources', 'subscribe'])) continue
-        watched.set(uri, { upstream: upstream.name, uri: target.original })
-        if (upstream.era === 'modern') upstream.watchResource(target.original, true)
-        else await upstream.request('resources/subscribe', { uri: target.original }, { signal })
-      } catch {
-        // A URI Barbican cannot watch is left out of the acknowledgement.
-        watched.delete(uri)
-      }
-    }
-    if (watched.size > 0) honoured.resourceSubscriptions = [...watched.keys()]
-    const tag = (params: JsonObject = {}): JsonObject => ({
-      ...params,
-      _meta: { [META.subscriptionId]: id },
-    })
-    this.#sendNotification(
-      'notifications/subscriptions/acknowledged',
-      tag({ notifications: honoured }),
-      id,
-    )
-    const onList = (keys: string[]) => {
-      const sent = new Set<string>()
-      for (const key of keys) {
-        const flag = LISTEN_FLAGS[key]
-        if (flag === undefined || honoured[flag] !== true || sent.has(flag)) continue
-        sent.add(flag)
-        this.#sendNotification(
-          `notifications/${key === 'resourceTemplates' ? 'resources' : key}/list_changed`,
-          tag(),
-          id,
-        )
-      }
-    }
-    server.on('listChanged', onList)
-    for (const params of stream.queue ?? []) {
-      this.#sendNotification('notifications/resources/updated', params, id)
-    }
-    stream.queue = undefined
-    try {
-      await new Promise<void>((resolve) => {
-        if (signal.aborted) resolve()
-        else signal.addEventListener('abort', () => resolve(), { once: true })
-      })
-    } finally {
-      server.off('listChanged', onList)
-      this.#listens.delete(id)
-      for (const target of watched.values()) {
-        const upstream = server.upstream(target.upstream)
-        if (upstream?.era === 'modern') upstream.watchResource(target.uri, false)
-        else upstream?.request('resources/unsubscribe', { uri: target.uri }).catch(() => {})
-      }
-    }
-    return {
-      kind: 'result',
-      id,
-      resultType: 'complete',
-      result: { _meta: { [META.subscriptionId]: id } },
     }
   }
 
@@ -547,102 +462,26 @@ export class Session {
   }
 
   /** Sends a request upstream on this client's behalf and returns the upstream's reply. */
-  async #forward(
+  #forward(
     upstream: Upstream,
     request: Request,
     params: JsonObject | undefined,
     signal: AbortSignal,
   ): Promise<Result | ErrorReply> {
-    let release: (() => boolean) | undefined
-    let relay: ProgressRelay | undefined
-    let outParams = params
-    const meta = params?._meta
-    const held = this.#deps.bridge && request.envelope && MRTR_METHODS.has(request.method)
-    if (
-      isPlainObject(meta) &&
-      (typeof meta.progressToken === 'string' || typeof meta.progressToken === 'number')
-    ) {
-      const token = meta.progressToken
-      // A call the bridge may hold across rounds gets a relay it owns and can re-point.
-      const unregister = () => registration.release()
-      if (held) relay = new ProgressRelay({ sink: this, token, requestId: request.id }, unregister)
-      const registration = this.#deps.progress.register(relay ?? this, token, request.id)
-      if (!held) release = registration.release
-      outParams = { ...params, _meta: { ...meta, progressToken: registration.upstreamToken } }
+    const envelope = upstreamEnvelope(request, {
+      clientCapabilities: this.#clientCapabilities,
+      logLevel: this.#logLevel,
+      serverInfo: this.#deps.serverInfo,
+    })
+    const context: ForwardContext = {
+      session: this,
+      identity: this.identity,
+      progress: this.#deps.progress,
+      bridge: this.#deps.bridge,
+      logs: this.#requestLogs,
+      envelope,
     }
-    const logLevel = request.envelope?.logLevel
-    if (logLevel !== undefined)
-      this.#logCalls.set(request.id, { upstream: upstream.name, level: logLevel })
-    try {
-      const owner: CallOwner = { session: this, requestId: request.id }
-      const bridge = this.#deps.bridge
-      const envelope = this.#envelopeFor(request)
-      // Per-identity upstream sessions (when the upstream is configured so) key on this.
-      const sessionKey = this.identity.method === 'anonymous' ? undefined : subjectOf(this.identity)
-      if (bridge && request.envelope && held) {
-        await upstream.connect().catch((error: unknown) => {
-          relay?.release()
-          throw error
-        })
-        return await bridge.modernCall({
-          identity: this.identity,
-          method: request.method,
-          params: outParams,
-          clientCapabilities: request.envelope.clientCapabilities,
-          signal,
-          upstream: upstream.name,
-          upstreamEra: upstream.era ?? 'legacy',
-          progress: relay,
-          send: (p, heldCall, s) =>
-            upstream.request(request.method, p, {
-              signal: s,
-              owner: heldCall
-                ? ({ session: heldCall, requestId: request.id } satisfies CallOwner)
-                : owner,
-              envelope,
-              sessionKey,
-            }),
-        })
-      }
-      const send = (p: JsonObject | undefined) =>
-        upstream.request(request.method, p, { signal, owner, envelope, sessionKey })
-      let reply = await send(outParams)
-      if (bridge && !request.envelope && upstream.era === 'modern') {
-        if (reply.kind === 'result' && reply.resultType === 'input_required') {
-          reply = await bridge.legacyShim(reply, outParams, send, this, request.id)
-        }
-        // 2026 says -32602 for an unknown resource; legacy clients know -32002.
-        if (
-          request.method === 'resources/read' &&
-          reply.kind === 'error' &&
-          reply.code === -32602
-        ) {
-          reply.meaning = 'resource-not-found'
-        }
-      }
-      return reply
-    } finally {
-      release?.()
-      this.#logCalls.delete(request.id)
-    }
-  }
-
-  /** What a 2026-07-28 upstream is told about the client of this request. */
-  #envelopeFor(request: Request): UpstreamEnvelope {
-    const e = request.envelope
-    if (e) {
-      return {
-        clientCapabilities: e.clientCapabilities,
-        clientInfo: e.clientInfo ?? this.#deps.serverInfo,
-        logLevel: e.logLevel,
-      }
-    }
-    return {
-      clientCapabilities: modernCapabilities(this.#clientCapabilities),
-      clientInfo: this.#deps.serverInfo,
-      // Legacy servers log unless told otherwise; 2026 ones only when asked per request.
-      logLevel: this.#logLevel ?? 'debug',
-    }
+    return forwardToUpstream(context, upstream, request, params, signal)
   }
 
   /** ProgressSink: a progress notification for one of this client's requests. */
@@ -666,16 +505,14 @@ export class Session {
 
   #logToClient(level: string, data: unknown, logger = 'barbican'): void {
     if (!this.#initialized && this.#revision !== undefined) return
-    if (this.#logLevel && LOG_LEVELS.indexOf(level) < LOG_LEVELS.indexOf(this.#logLevel)) return
+    if (this.#logLevel && belowLevel(level, this.#logLevel)) return
     if (this.#revision === undefined) return
     this.#sendNotification('notifications/message', { level, logger, data })
   }
 
   /** How many of this client's 2026 requests in flight asked `upstream` for logs. */
   logRequestsTo(upstream: string): number {
-    let n = 0
-    for (const c of this.#logCalls.values()) if (c.upstream === upstream) n++
-    return n
+    return this.#requestLogs.countFor(upstream)
   }
 
   /**
@@ -683,13 +520,8 @@ export class Session {
    * asking that upstream for logs: sent on that request's stream, at or above its level.
    */
   forwardRequestLog(upstream: string, params: JsonObject | undefined): void {
-    for (const [id, c] of this.#logCalls) {
-      if (c.upstream !== upstream) continue
-      const level = typeof params?.level === 'string' ? params.level : 'info'
-      if (LOG_LEVELS.indexOf(level) < LOG_LEVELS.indexOf(c.level)) return
-      this.#sendNotification('notifications/message', { ...params, level }, id)
-      return
-    }
+    const line = this.#requestLogs.attribute(upstream, params)
+    if (line) this.#sendNotification('notifications/message', line.params, line.id)
   }
 
   /** A logging notification from an upstream, tagged with its source. */
@@ -710,15 +542,7 @@ export class Session {
   /** A resources/updated notification; delivered when this client subscribed to that resource. */
   forwardResourceUpdated(upstream: string, params: JsonObject | undefined): void {
     const uri = params?.uri
-    for (const [id, stream] of this.#listens) {
-      for (const [exposed, target] of stream.watched) {
-        if (target.upstream === upstream && target.uri === uri) {
-          const tagged = { uri: exposed, _meta: { [META.subscriptionId]: id } }
-          if (stream.queue) stream.queue.push(tagged)
-          else this.#sendNotification('notifications/resources/updated', tagged, id)
-        }
-      }
-    }
+    this.#listenStreams.resourceUpdated(upstream, uri)
     for (const [exposed, target] of this.#subscriptions) {
       if (target.upstream === upstream && target.uri === uri) {
         this.#sendNotification('notifications/resources/updated', { ...params, uri: exposed })
@@ -814,20 +638,6 @@ export class Session {
     this.#clientRequests.closeAll()
     this.#deps.onClose(this)
   }
-}
-
-/** One open listen stream: what it watches, and updates held back until its acknowledgement. */
-interface ListenStream {
-  readonly watched: Map<string, { upstream: string; uri: string }>
-  queue: JsonObject[] | undefined
-}
-
-/** Catalog list key → the 2026 listen filter flag that asks for its changes. */
-const LISTEN_FLAGS: Readonly<Record<string, string>> = {
-  tools: 'toolsListChanged',
-  prompts: 'promptsListChanged',
-  resources: 'resourcesListChanged',
-  resourceTemplates: 'resourcesListChanged',
 }
 
 function complete(result: JsonObject): Result {

@@ -1,0 +1,142 @@
+/**
+ * Forwarding one client call to its upstream: the per-client parts rewritten (the progress
+ * token made gateway-unique, the 2026-07-28 envelope describing the client), the call owner
+ * recorded so upstream→client requests find their way back, and the bridge between eras applied
+ * when the client and the upstream speak different revisions.
+ */
+import type { Identity } from '../auth/identity.ts'
+import { modernCapabilities, type UpstreamEnvelope } from '../bridge/envelope.ts'
+import type { ClientRequester } from '../bridge/held-call.ts'
+import { MRTR_METHODS, type MrtrBridge } from '../bridge/mrtr.ts'
+import { ProgressRelay } from '../bridge/progress-relay.ts'
+import { subjectOf } from '../bridge/request-state.ts'
+import { isPlainObject, type JsonObject, type JsonRpcId } from '../protocol/jsonrpc.ts'
+import type { ErrorReply, Request, Result } from '../protocol/model.ts'
+import type { Upstream } from '../upstreams/upstream.ts'
+import type { ProgressRouter, ProgressSink } from './progress.ts'
+import type { RequestLogs } from './request-logs.ts'
+
+/** The owner recorded on upstream requests, to route upstream→client requests back. */
+export interface CallOwner {
+  /** The session, or a held call standing in for a 2026-07-28 client between its rounds. */
+  readonly session: ClientRequester
+  readonly requestId: JsonRpcId
+}
+
+/** What forwarding needs from the client's session. */
+export interface ForwardContext {
+  /** The session: receives progress, answers the bridge's requests, owns the upstream call. */
+  readonly session: ProgressSink & ClientRequester
+  readonly identity: Identity
+  readonly progress: ProgressRouter
+  /** Multi-round-trip translation between eras; absent: relayed as is. */
+  readonly bridge: MrtrBridge | undefined
+  /** Where a 2026 request asking for logs is tracked while it is in flight. */
+  readonly logs: RequestLogs
+  /** What a 2026-07-28 upstream is told about the client of this request. */
+  readonly envelope: UpstreamEnvelope
+}
+
+/** What the session knows about its client, for requests that carry no envelope of their own. */
+export interface ClientFacts {
+  readonly clientCapabilities: JsonObject
+  /** The level set with `logging/setLevel`, if any. */
+  readonly logLevel: string | undefined
+  /** Barbican's own serverInfo, standing in for a client that did not name itself. */
+  readonly serverInfo: JsonObject
+}
+
+/** What a 2026-07-28 upstream is told about the client of `request`. */
+export function upstreamEnvelope(request: Request, facts: ClientFacts): UpstreamEnvelope {
+  const e = request.envelope
+  if (e) {
+    return {
+      clientCapabilities: e.clientCapabilities,
+      clientInfo: e.clientInfo ?? facts.serverInfo,
+      logLevel: e.logLevel,
+    }
+  }
+  return {
+    clientCapabilities: modernCapabilities(facts.clientCapabilities),
+    clientInfo: facts.serverInfo,
+    // Legacy servers log unless told otherwise; 2026 ones only when asked per request.
+    logLevel: facts.logLevel ?? 'debug',
+  }
+}
+
+/** Sends a request upstream on the client's behalf and returns the upstream's reply. */
+export async function forwardToUpstream(
+  ctx: ForwardContext,
+  upstream: Upstream,
+  request: Request,
+  params: JsonObject | undefined,
+  signal: AbortSignal,
+): Promise<Result | ErrorReply> {
+  let release: (() => boolean) | undefined
+  let relay: ProgressRelay | undefined
+  let outParams = params
+  const meta = params?._meta
+  const { bridge, session } = ctx
+  const held = bridge && request.envelope && MRTR_METHODS.has(request.method)
+  if (
+    isPlainObject(meta) &&
+    (typeof meta.progressToken === 'string' || typeof meta.progressToken === 'number')
+  ) {
+    const token = meta.progressToken
+    // A call the bridge may hold across rounds gets a relay it owns and can re-point.
+    const unregister = () => registration.release()
+    if (held) relay = new ProgressRelay({ sink: session, token, requestId: request.id }, unregister)
+    const registration = ctx.progress.register(relay ?? session, token, request.id)
+    if (!held) release = registration.release
+    outParams = { ...params, _meta: { ...meta, progressToken: registration.upstreamToken } }
+  }
+  const logLevel = request.envelope?.logLevel
+  if (logLevel !== undefined) ctx.logs.track(request.id, upstream.name, logLevel)
+  try {
+    const owner: CallOwner = { session, requestId: request.id }
+    const { envelope, identity } = ctx
+    // Per-identity upstream sessions (when the upstream is configured so) key on this.
+    const sessionKey = identity.method === 'anonymous' ? undefined : subjectOf(identity)
+    if (bridge && request.envelope && held) {
+      await upstream.connect().catch((error: unknown) => {
+        relay?.release()
+        throw error
+      })
+      return await bridge.modernCall({
+        identity,
+        method: request.method,
+        params: outParams,
+        clientCapabilities: request.envelope.clientCapabilities,
+        signal,
+        upstream: upstream.name,
+        upstreamEra: upstream.era ?? 'legacy',
+        progress: relay,
+        send: (p, heldCall, s) =>
+          upstream.request(request.method, p, {
+            signal: s,
+            owner: heldCall
+              ? ({ session: heldCall, requestId: request.id } satisfies CallOwner)
+              : owner,
+            envelope,
+            sessionKey,
+          }),
+      })
+    }
+    const send = (p: JsonObject | undefined) =>
+      upstream.request(request.method, p, { signal, owner, envelope, sessionKey })
+    let reply = await send(outParams)
+    if (bridge && !request.envelope && upstream.era === 'modern') {
+      if (reply.kind === 'result' && reply.resultType === 'input_required') {
+        reply = await bridge.legacyShim(reply, outParams, send, session, request.id)
+      }
+      // 2026 says -32602 for an unknown resource; legacy clients know -32002.
+      if (request.method === 'resources/read' && reply.kind === 'error' && reply.code === -32602) {
+        reply.meaning = 'resource-not-found'
+      }
+    }
+    return reply
+  } finally {
+    release?.()
+    ctx.logs.untrack(request.id)
+  }
+}
