@@ -4,46 +4,37 @@
  * advertised, and its cached lists, refreshed when the server says they changed.
  */
 import { EventEmitter } from 'node:events'
-import {
-  MODERN_UPSTREAM_REVISION,
-  modernHeaders,
-  type UpstreamEnvelope,
-  withEnvelope,
-  xMcpHeaderProblem,
-} from '../bridge/envelope.ts'
-import { type EraVerdict, probeEra } from '../bridge/probe.ts'
+import { modernHeaders, type UpstreamEnvelope, withEnvelope } from '../bridge/envelope.ts'
+import type { EraVerdict } from '../bridge/probe.ts'
 import { BarbicanError } from '../errors.ts'
 import type { Logger } from '../log.ts'
-import {
-  isPlainObject,
-  type JsonObject,
-  type JsonRpcNotification,
-  type JsonRpcRequest,
-} from '../protocol/jsonrpc.ts'
+import type { JsonObject, JsonRpcNotification, JsonRpcRequest } from '../protocol/jsonrpc.ts'
 import { hasCapability } from '../protocol/methods.ts'
-import { isRevision, LATEST_LEGACY_REVISION, type Revision } from '../protocol/revisions.ts'
+import { LATEST_LEGACY_REVISION } from '../protocol/revisions.ts'
 import type { Transport } from '../transports/transport.ts'
+import { IdentitySessions } from './identity-sessions.ts'
 import { type RequestOptions, UpstreamClient, type UpstreamReply } from './upstream-client.ts'
+import {
+  initializeLegacy,
+  modernInfo,
+  ownEnvelope,
+  probeUpstream,
+  type UpstreamInfo,
+} from './upstream-handshake.ts'
+import { listenForListChanges, ResourceWatches } from './upstream-listens.ts'
+import {
+  ALL_LIST_KEYS,
+  fetchAllPages,
+  LIST_CHANGED,
+  LIST_METHODS,
+  type ListKey,
+} from './upstream-lists.ts'
 
+/** Re-exported: the virtual server and the gateway know these as the Upstream's own. */
+export type { ListKey, UpstreamInfo }
+
+/** Where the connection stands; 'failed' means backing off until the next attempt. */
 export type UpstreamState = 'idle' | 'connecting' | 'ready' | 'failed' | 'stopped'
-
-export type ListKey = 'tools' | 'prompts' | 'resources' | 'resourceTemplates'
-
-const LIST_METHODS: Readonly<Record<ListKey, { method: string; capability: string }>> = {
-  tools: { method: 'tools/list', capability: 'tools' },
-  prompts: { method: 'prompts/list', capability: 'prompts' },
-  resources: { method: 'resources/list', capability: 'resources' },
-  resourceTemplates: { method: 'resources/templates/list', capability: 'resources' },
-}
-
-const LIST_CHANGED: Readonly<Record<string, readonly ListKey[]>> = {
-  'notifications/tools/list_changed': ['tools'],
-  'notifications/prompts/list_changed': ['prompts'],
-  'notifications/resources/list_changed': ['resources', 'resourceTemplates'],
-}
-
-/** Most pages fetched from one upstream list before giving up (a server looping its cursors). */
-const MAX_PAGES = 100
 
 /**
  * Reconnect delays: the first retry is immediate (a crash is usually a one-off), then doubling
@@ -53,6 +44,7 @@ const RECONNECT_BASE_MS = 250
 const RECONNECT_CAP_MS = 30_000
 const STABLE_AFTER_MS = 10_000
 
+/** One upstream's configuration, as the gateway plan builds it. */
 export interface UpstreamOptions {
   readonly name: string
   readonly log: Logger
@@ -97,16 +89,6 @@ export interface ModernRequestOptions extends RequestOptions {
   readonly sessionKey?: string | undefined
 }
 
-/** How long an unused per-identity legacy session stays open. */
-const IDENTITY_SESSION_IDLE_MS = 300_000
-
-export interface UpstreamInfo {
-  readonly protocolVersion: Revision
-  readonly capabilities: JsonObject
-  readonly serverInfo: JsonObject
-  readonly instructions?: string
-}
-
 /**
  * Events: 'listChanged' (keys: ListKey[]), 'notification' (JsonRpcNotification),
  * 'state' (UpstreamState).
@@ -131,25 +113,37 @@ export class Upstream extends EventEmitter {
   #verdict: EraVerdict | undefined
   /** Tool name → input schema, for `Mcp-Param-*` headers on the 2026 hop. */
   #toolSchemas = new Map<string, JsonObject>()
-  /** Legacy clients' resource subscriptions toward a 2026 upstream: URI → subscriber count. */
-  #watched = new Map<string, number>()
-  #watchStream: AbortController | undefined
+  /** Legacy clients' resource subscriptions toward a 2026 upstream. */
+  #watches: ResourceWatches
   /** Per-identity legacy sessions (sessionScope 'identity'), opened on first use. */
-  #identitySessions = new Map<string, Promise<UpstreamClient>>()
-  #identityTimers = new Map<string, NodeJS.Timeout>()
+  #identitySessions: IdentitySessions
 
   constructor(options: UpstreamOptions) {
     super()
     this.name = options.name
     this.#options = options
+    this.#watches = new ResourceWatches(ownEnvelope(this.#options))
+    this.#identitySessions = new IdentitySessions(async () => {
+      const client = await this.#newClient()
+      try {
+        await initializeLegacy(client, this.#options)
+        return client
+      } catch (err) {
+        await client.close().catch(() => {})
+        throw err
+      }
+    })
   }
 
+  /** Where the connection stands now (also emitted as 'state' when it changes). */
   get state(): UpstreamState {
     return this.#state
   }
+  /** Why the last connection attempt failed or the connection died, until the next success. */
   get lastError(): string | undefined {
     return this.#lastError
   }
+  /** What the upstream advertised at its last handshake; undefined before the first. */
   get info(): UpstreamInfo | undefined {
     return this.#info
   }
@@ -199,77 +193,14 @@ export class Upstream extends EventEmitter {
     return client
   }
 
-  /** Barbican's own envelope, for requests made on nobody's behalf (lists, discover). */
-  #ownEnvelope(): UpstreamEnvelope {
-    return {
-      clientCapabilities: this.#options.clientCapabilities,
-      clientInfo: this.#options.clientInfo,
-    }
-  }
-
-  /**
-   * Probes a server of unknown era with `server/discover` (bridge/probe.ts). Returns the client
-   * to continue with: the same one, or a fresh connection when the server closed on the probe.
-   */
-  async #probe(client: UpstreamClient): Promise<UpstreamClient> {
-    client.setRevision(MODERN_UPSTREAM_REVISION)
-    const verdict = await probeEra(
-      (timeoutMs) =>
-        client.request('server/discover', withEnvelope(undefined, this.#ownEnvelope()), {
-          timeoutMs,
-          send: { headers: modernHeaders('server/discover', undefined) } as RequestOptions['send'],
-        }),
-      this.#options.probeTimeoutMs,
-    )
-    this.#verdict = verdict
-    this.#options.log.info('upstream era', {
-      era: verdict.era,
-      ...(verdict.era === 'legacy' ? { reason: verdict.reason } : {}),
-    })
-    if (verdict.era === 'modern') return client
-    client.setRevision(LATEST_LEGACY_REVISION)
-    if (!verdict.closed && !client.closed) return client
-    await client.close().catch(() => {})
-    return await this.#newClient()
-  }
-
   /** A 2026-07-28 upstream is ready after discover; it listens for list changes upstream. */
   #readyModern(client: UpstreamClient, verdict: EraVerdict & { era: 'modern' }): UpstreamClient {
-    const d = verdict.discover
-    const info: UpstreamInfo = {
-      protocolVersion: MODERN_UPSTREAM_REVISION,
-      capabilities: isPlainObject(d.capabilities) ? d.capabilities : {},
-      serverInfo: verdict.serverInfo,
-      ...(typeof d.instructions === 'string' ? { instructions: d.instructions } : {}),
-    }
+    const info = modernInfo(verdict)
     this.#becomeReady(client, info)
-    this.#listenUpstream(client, info.capabilities)
+    listenForListChanges(client, info.capabilities, ownEnvelope(this.#options))
     // Watches outlive a reconnect: reopen the resource listen stream on the new connection.
-    if (this.#watched.size > 0) this.#openWatchStream()
+    if (this.#watches.size > 0) this.#watches.reopen(client)
     return client
-  }
-
-  /**
-   * Opens a `subscriptions/listen` stream so the modern upstream's list changes reach Barbican
-   * like a legacy server's notifications; it lives as long as the connection.
-   */
-  #listenUpstream(client: UpstreamClient, capabilities: JsonObject): void {
-    const notifications: JsonObject = {}
-    if (hasCapability(capabilities, ['tools', 'listChanged'])) notifications.toolsListChanged = true
-    if (hasCapability(capabilities, ['prompts', 'listChanged'])) {
-      notifications.promptsListChanged = true
-    }
-    if (hasCapability(capabilities, ['resources', 'listChanged'])) {
-      notifications.resourcesListChanged = true
-    }
-    if (Object.keys(notifications).length === 0) return
-    const params = withEnvelope({ notifications }, this.#ownEnvelope())
-    client
-      .request('subscriptions/listen', params, {
-        timeoutMs: 2 ** 31 - 1,
-        send: { headers: modernHeaders('subscriptions/listen', params) } as RequestOptions['send'],
-      })
-      .catch(() => {})
   }
 
   #becomeReady(client: UpstreamClient, info: UpstreamInfo): void {
@@ -291,11 +222,17 @@ export class Upstream extends EventEmitter {
     try {
       client = await this.#newClient()
       if (this.#verdict?.era !== 'legacy') {
-        client = await this.#probe(client)
-        const verdict = this.#verdict
-        if (verdict?.era === 'modern') return this.#readyModern(client, verdict)
+        const verdict = await probeUpstream(client, this.#options)
+        // The era is a property of the server: kept even if reconnecting below fails.
+        this.#verdict = verdict
+        if (verdict.era === 'modern') return this.#readyModern(client, verdict)
+        if (verdict.closed || client.closed) {
+          // The server hung up on the probe: continue on a fresh connection.
+          await client.close().catch(() => {})
+          client = await this.#newClient()
+        }
       }
-      const info = await this.#initialize(client)
+      const info = await initializeLegacy(client, this.#options)
       this.#becomeReady(client, info)
       return client
     } catch (err) {
@@ -311,82 +248,9 @@ export class Upstream extends EventEmitter {
     }
   }
 
-  /** The legacy handshake on `client`, on Barbican's behalf. */
-  async #initialize(client: UpstreamClient): Promise<UpstreamInfo> {
-    const reply = await client.request(
-      'initialize',
-      {
-        protocolVersion: LATEST_LEGACY_REVISION,
-        capabilities: this.#options.clientCapabilities,
-        clientInfo: this.#options.clientInfo,
-      },
-      { timeoutMs: this.#options.connectTimeoutMs },
-    )
-    if (reply.kind === 'error') {
-      throw new BarbicanError(
-        'ERR_UPSTREAM_PROTOCOL',
-        `Upstream "${this.name}" refused initialize: ${reply.message} (${reply.code})`,
-      )
-    }
-    const r = reply.result
-    const version = r.protocolVersion
-    if (!isRevision(version)) {
-      throw new BarbicanError(
-        'ERR_UPSTREAM_PROTOCOL',
-        `Upstream "${this.name}" answered initialize with unsupported protocol version ${JSON.stringify(version)}`,
-      )
-    }
-    client.setRevision(version)
-    const info: UpstreamInfo = {
-      protocolVersion: version,
-      capabilities: isPlainObject(r.capabilities) ? r.capabilities : {},
-      serverInfo: isPlainObject(r.serverInfo) ? r.serverInfo : {},
-      ...(typeof r.instructions === 'string' ? { instructions: r.instructions } : {}),
-    }
-    await client.notify('notifications/initialized')
-    return info
-  }
-
-  /**
-   * The caller's own legacy session (sessionScope 'identity'), opened on first use with its own
-   * handshake and closed after IDENTITY_SESSION_IDLE_MS unused.
-   */
-  async #identitySession(key: string): Promise<UpstreamClient> {
-    let opening = this.#identitySessions.get(key)
-    const open = opening ? await opening.catch(() => undefined) : undefined
-    if (!open || open.closed) {
-      opening = (async () => {
-        const client = await this.#newClient()
-        try {
-          await this.#initialize(client)
-          return client
-        } catch (err) {
-          await client.close().catch(() => {})
-          throw err
-        }
-      })()
-      this.#identitySessions.set(key, opening)
-      opening.catch(() => this.#identitySessions.delete(key))
-    }
-    const client = await opening!
-    clearTimeout(this.#identityTimers.get(key))
-    const timer = setTimeout(() => {
-      if (client.inFlight > 0) return
-      this.#identitySessions.delete(key)
-      this.#identityTimers.delete(key)
-      void client.close()
-    }, IDENTITY_SESSION_IDLE_MS)
-    timer.unref()
-    this.#identityTimers.set(key, timer)
-    return client
-  }
-
   #fail(err: unknown): void {
     this.#failures++
-    const delay =
-      this.#failures <= 1
-        ? 0
-        : Math.min(RECONNECT_CAP_MS, RECONNECT_BASE_MS * 2 ** (this.#failures - 2))
+    const delay = reconnectDelay(this.#failures)
     this.#retryAt = Date.now() + delay
     this.#lastError = err instanceof Error ? err.message : String(err)
     this.#setState('failed')
@@ -408,12 +272,7 @@ export class Upstream extends EventEmitter {
     if (Date.now() - this.#connectedAt >= STABLE_AFTER_MS) this.#failures = 0
     this.#fail(new Error('connection closed'))
     if (this.#options.restartOnExit) this.#scheduleRestart()
-    this.emit('listChanged', [
-      'tools',
-      'prompts',
-      'resources',
-      'resourceTemplates',
-    ] satisfies ListKey[])
+    this.emit('listChanged', [...ALL_LIST_KEYS])
   }
 
   #scheduleRestart(): void {
@@ -459,11 +318,11 @@ export class Upstream extends EventEmitter {
         this.#options.sessionScope === 'identity' &&
         this.#verdict?.era === 'legacy'
       ) {
-        const own = await this.#identitySession(options.sessionKey)
+        const own = await this.#identitySessions.get(options.sessionKey)
         return await own.request(method, params, options)
       }
       if (this.#verdict?.era !== 'modern') return await client.request(method, params, options)
-      const out = withEnvelope(params, options?.envelope ?? this.#ownEnvelope())
+      const out = withEnvelope(params, options?.envelope ?? ownEnvelope(this.#options))
       const name = method === 'tools/call' ? params?.name : undefined
       const schema = typeof name === 'string' ? this.#toolSchemas.get(name) : undefined
       const headers = modernHeaders(method, out, schema)
@@ -496,32 +355,11 @@ export class Upstream extends EventEmitter {
    * lost).
    */
   watchResource(uri: string, watch: boolean): void {
-    const count = (this.#watched.get(uri) ?? 0) + (watch ? 1 : -1)
-    if (count > 0) this.#watched.set(uri, count)
-    else this.#watched.delete(uri)
-    this.#openWatchStream()
+    this.#watches.count(uri, watch)
+    this.#watches.reopen(this.#client)
   }
 
-  #openWatchStream(): void {
-    this.#watchStream?.abort()
-    this.#watchStream = undefined
-    const client = this.#client
-    if (!client || client.closed || this.#watched.size === 0) return
-    const controller = new AbortController()
-    this.#watchStream = controller
-    const params = withEnvelope(
-      { notifications: { resourceSubscriptions: [...this.#watched.keys()] } },
-      this.#ownEnvelope(),
-    )
-    client
-      .request('subscriptions/listen', params, {
-        signal: controller.signal,
-        timeoutMs: 2 ** 31 - 1,
-        send: { headers: modernHeaders('subscriptions/listen', params) } as RequestOptions['send'],
-      })
-      .catch(() => {})
-  }
-
+  /** Sends a notification if connected; a notification is never worth connecting for. */
   async notify(method: string, params?: JsonObject): Promise<void> {
     const client = this.#client
     if (client && !client.closed) await client.notify(method, params)
@@ -532,71 +370,40 @@ export class Upstream extends EventEmitter {
     const known = this.#lists.get(key)
     if (known && this.#info) return await known
     await this.connect()
-    const { method, capability } = LIST_METHODS[key]
+    const { capability } = LIST_METHODS[key]
     if (!hasCapability(this.#info?.capabilities, [capability])) return []
     let cached = this.#lists.get(key)
     if (!cached) {
-      cached = this.#fetchAll(method, key)
+      cached = fetchAllPages(
+        {
+          name: this.name,
+          log: this.#options.log,
+          request: (method, params) => this.request(method, params),
+          isModern: () => this.#verdict?.era === 'modern',
+          toolSchemas: this.#toolSchemas,
+        },
+        key,
+      )
       this.#lists.set(key, cached)
       cached.catch(() => this.#lists.delete(key))
     }
     return await cached
   }
 
-  async #fetchAll(method: string, key: ListKey): Promise<JsonObject[]> {
-    const items: JsonObject[] = []
-    let cursor: string | undefined
-    for (let page = 0; page < MAX_PAGES; page++) {
-      const reply = await this.request(method, cursor === undefined ? undefined : { cursor })
-      if (reply.kind === 'error') {
-        throw new BarbicanError(
-          'ERR_UPSTREAM_PROTOCOL',
-          `Upstream "${this.name}" failed ${method}: ${reply.message}`,
-        )
-      }
-      const pageItems = reply.result[key]
-      if (Array.isArray(pageItems))
-        for (const item of pageItems) if (isPlainObject(item)) items.push(item)
-      if (key === 'tools' && this.#verdict?.era === 'modern') {
-        // A 2026 client must leave out tools whose header annotations are invalid.
-        for (let i = items.length - 1; i >= 0; i--) {
-          const problem = xMcpHeaderProblem(items[i]?.inputSchema)
-          if (problem === undefined) continue
-          this.#options.log.warn('tool dropped: invalid x-mcp-header', {
-            tool: items[i]?.name,
-            problem,
-          })
-          items.splice(i, 1)
-        }
-      }
-      if (key === 'tools') {
-        for (const tool of items) {
-          if (typeof tool.name === 'string' && isPlainObject(tool.inputSchema)) {
-            this.#toolSchemas.set(tool.name, tool.inputSchema)
-          }
-        }
-      }
-      const next = reply.result.nextCursor
-      if (typeof next !== 'string' || next === '') return items
-      cursor = next
-    }
-    throw new BarbicanError(
-      'ERR_UPSTREAM_PROTOCOL',
-      `Upstream "${this.name}" returned more than ${MAX_PAGES} pages for ${method}`,
-    )
-  }
-
+  /** Stops for good: timers cleared, every session closed, no reconnects afterwards. */
   async stop(): Promise<void> {
     this.#stopped = true
     clearTimeout(this.#idleTimer)
     clearTimeout(this.#restartTimer)
-    for (const timer of this.#identityTimers.values()) clearTimeout(timer)
-    const own = [...this.#identitySessions.values()]
-    this.#identitySessions.clear()
-    await Promise.allSettled(own.map(async (c) => (await c).close()))
+    await this.#identitySessions.closeAll()
     const client = this.#client
     this.#client = undefined
     this.#setState('stopped')
     if (client) await client.close()
   }
+}
+
+/** The delay before reconnect attempt `failures`: at once the first time, then doubling. */
+function reconnectDelay(failures: number): number {
+  return failures <= 1 ? 0 : Math.min(RECONNECT_CAP_MS, RECONNECT_BASE_MS * 2 ** (failures - 2))
 }
