@@ -6,15 +6,8 @@
  * Barbican as the party acting for them, `aud` the one upstream it is meant for.
  */
 import { randomUUID } from 'node:crypto'
-import {
-  type CryptoKey,
-  calculateJwkThumbprint,
-  exportJWK,
-  generateKeyPair,
-  importPKCS8,
-  type JWK,
-  SignJWT,
-} from 'jose'
+import type { CryptoKey, JWK } from 'jose'
+import { jose } from '../lazy-deps.ts'
 import type { Identity } from './identity.ts'
 
 /** The JWT `typ` of assertions, so they can never be mistaken for access tokens. */
@@ -47,6 +40,7 @@ export class AssertionSigner {
 
   async #material(): Promise<{ privateKey: CryptoKey; jwk: JWK }> {
     this.#key ??= (async () => {
+      const { calculateJwkThumbprint, exportJWK, generateKeyPair, importPKCS8 } = jose()
       let privateKey: CryptoKey
       let publicJwk: JWK
       if (this.#options.privateKeyPem) {
@@ -82,7 +76,7 @@ export class AssertionSigner {
     if (identity.client !== undefined) claims.client_id = identity.client
     if (identity.scopes.length > 0) claims.scope = identity.scopes.join(' ')
     if (input.callId !== undefined) claims.call_id = input.callId
-    return await new SignJWT(claims)
+    return await new (jose().SignJWT)(claims)
       .setProtectedHeader({ alg: 'ES256', typ: ASSERTION_TYPE, kid: jwk.kid! })
       .setIssuer(issuer)
       .setSubject(identity.subject)

@@ -4,14 +4,8 @@
  * (rotation), at most once per cooldown. Only asymmetric algorithms from the operator's list are
  * accepted: `none` and HMAC never, so a public key can never be used as an HMAC secret.
  */
-import {
-  createRemoteJWKSet,
-  customFetch,
-  errors,
-  type JWTPayload,
-  type JWTVerifyGetKey,
-  jwtVerify,
-} from 'jose'
+import type { JWTPayload, JWTVerifyGetKey } from 'jose'
+import { jose } from '../lazy-deps.ts'
 import type { GuardedFetch } from '../net/guarded-fetch.ts'
 import type { JsonObject } from '../protocol/jsonrpc.ts'
 import { discoverAuthorizationServer } from './as-metadata.ts'
@@ -63,10 +57,11 @@ export function createJwtVerifier(options: JwtVerifierOptions): JwtVerifier {
         options.jwksUri ??
         (await discoverAuthorizationServer(options.issuer, options.fetch)).jwks_uri
       if (typeof uri !== 'string') throw new Error(`Issuer ${options.issuer} publishes no jwks_uri`)
-      return createRemoteJWKSet(new URL(uri), {
+      const j = jose()
+      return j.createRemoteJWKSet(new URL(uri), {
         cooldownDuration: options.cooldownMs ?? 30_000,
         cacheMaxAge: 10 * 60_000,
-        [customFetch]: (url, init) => options.fetch(url, init as RequestInit),
+        [j.customFetch]: (url, init) => options.fetch(url, init as RequestInit),
       })
     })()
     // A failed discovery is retried on the next request rather than cached.
@@ -90,7 +85,7 @@ export function createJwtVerifier(options: JwtVerifierOptions): JwtVerifier {
         })
       }
       try {
-        ;({ payload } = await jwtVerify(token, getKey, {
+        ;({ payload } = await jose().jwtVerify(token, getKey, {
           issuer: options.issuer,
           audience: [...audiences],
           algorithms: [...options.algorithms],
@@ -101,7 +96,8 @@ export function createJwtVerifier(options: JwtVerifierOptions): JwtVerifier {
         throw new AuthFailure('invalid_token', describe(err), {
           cause: err,
           // Not a verdict on the token: the key set could not be fetched.
-          unavailable: !(err instanceof errors.JOSEError) || err instanceof errors.JWKSTimeout,
+          unavailable:
+            !(err instanceof jose().errors.JOSEError) || err instanceof jose().errors.JWKSTimeout,
         })
       }
       const scopes =
@@ -131,6 +127,7 @@ export function createJwtVerifier(options: JwtVerifierOptions): JwtVerifier {
 
 /** A short reason for the caller; detailed enough to fix a client, never leaking keys. */
 function describe(err: unknown): string {
+  const { errors } = jose()
   if (err instanceof errors.JWTExpired) return 'The token has expired'
   if (err instanceof errors.JWTClaimValidationFailed) {
     if (err.claim === 'aud') return 'The token was not issued for this resource (audience)'

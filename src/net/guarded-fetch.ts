@@ -8,7 +8,8 @@
  */
 import { lookup as dnsLookup, type LookupAddress } from 'node:dns'
 import { isIP, type LookupFunction } from 'node:net'
-import { Agent, type Dispatcher, fetch as undiciFetch } from 'undici'
+import type { Agent, Dispatcher } from 'undici'
+import { undici } from '../lazy-deps.ts'
 import { AddressAllowlist, classifyAddress, unbracket } from './address-policy.ts'
 
 /** Why a fetch was refused before any byte was sent; `code` is stable for programs. */
@@ -39,10 +40,8 @@ export function createGuardedFetch(options: GuardedFetchOptions = {}): GuardedFe
   const allow = new AddressAllowlist(options.allow ?? [])
   const maxRedirects = options.maxRedirects ?? 5
   const timeoutMs = options.timeoutMs ?? 10_000
-  const dispatchers = {
-    https: guardedAgent(allow, false),
-    http: guardedAgent(allow, true),
-  }
+  // Made on the first fetch, so that a gateway which never fetches never loads undici.
+  let dispatchers: { https: Agent; http: Agent } | undefined
 
   const guarded = async (input: string | URL, init: RequestInit = {}): Promise<Response> => {
     let url = new URL(input)
@@ -54,8 +53,9 @@ export function createGuardedFetch(options: GuardedFetchOptions = {}): GuardedFe
       : AbortSignal.timeout(timeoutMs)
     for (let hop = 0; ; hop++) {
       checkUrl(url, allow)
+      dispatchers ??= { https: guardedAgent(allow, false), http: guardedAgent(allow, true) }
       const dispatcher: Dispatcher = url.protocol === 'http:' ? dispatchers.http : dispatchers.https
-      const response = (await undiciFetch(url, {
+      const response = (await undici().fetch(url, {
         method,
         headers: Object.fromEntries(headers),
         body: body as never,
@@ -89,7 +89,7 @@ export function createGuardedFetch(options: GuardedFetchOptions = {}): GuardedFe
   }
   return Object.assign(guarded, {
     async close() {
-      await Promise.all([dispatchers.http.close(), dispatchers.https.close()])
+      if (dispatchers) await Promise.all([dispatchers.http.close(), dispatchers.https.close()])
     },
   })
 }
@@ -141,5 +141,5 @@ function guardedAgent(allow: AddressAllowlist, http: boolean): Agent {
       callback(null, first.address, first.family)
     })
   }
-  return new Agent({ connect: { lookup }, keepAliveTimeout: 5_000 })
+  return new (undici().Agent)({ connect: { lookup }, keepAliveTimeout: 5_000 })
 }

@@ -3,8 +3,9 @@
  * GET + `Last-Event-ID` when it breaks before the answer (MCP 2025-11-25 resumability, server
  * `retry:` honoured), and keeping the standalone GET stream of a legacy session open.
  */
-import { type Dispatcher, request } from 'undici'
+import type { Dispatcher } from 'undici'
 import { BarbicanError } from '../errors.ts'
+import { undici } from '../lazy-deps.ts'
 import type { Logger } from '../log.ts'
 import type { JsonRpcId } from '../protocol/jsonrpc.ts'
 import { type Deadline, httpStatusError, networkError } from './http-outbound-support.ts'
@@ -175,7 +176,7 @@ export class SseStreams {
   /** GET for an SSE stream, resuming after `state.lastEventId` when there is one. */
   #get(state: StreamState, signal: AbortSignal) {
     const host = this.#host
-    return request(host.url, {
+    return undici().request(host.url, {
       dispatcher: host.dispatcher,
       method: 'GET',
       headers: host.headers({

@@ -9,8 +9,9 @@
  * (notifications, responses to the server's requests) have no one to answer: their failures
  * reject `send` instead.
  */
-import { Agent, type Dispatcher, request } from 'undici'
+import type { Dispatcher } from 'undici'
 import { BarbicanError } from '../errors.ts'
+import { undici } from '../lazy-deps.ts'
 import type { Logger } from '../log.ts'
 import type { JsonLimits } from '../protocol/json-limits.ts'
 import {
@@ -115,7 +116,8 @@ export class HttpOutboundTransport implements Transport {
     this.#log = options.log.child({ upstream: options.name })
     this.#ownsDispatcher = options.dispatcher === undefined
     this.#dispatcher =
-      options.dispatcher ?? new Agent({ keepAliveTimeout: 10_000, keepAliveMaxTimeout: 60_000 })
+      options.dispatcher ??
+      new (undici().Agent)({ keepAliveTimeout: 10_000, keepAliveMaxTimeout: 60_000 })
     this.#streams = new SseStreams({
       name: this.name,
       url: this.url,
@@ -175,7 +177,7 @@ export class HttpOutboundTransport implements Transport {
     )
     let response: Dispatcher.ResponseData
     try {
-      response = await request(this.url, {
+      response = await undici().request(this.url, {
         dispatcher: this.#dispatcher,
         method: 'POST',
         headers: this.#headers(
@@ -354,7 +356,7 @@ export class HttpOutboundTransport implements Transport {
   async #deleteSession(): Promise<void> {
     const deadline = new Deadline(2000)
     try {
-      const response = await request(this.url, {
+      const response = await undici().request(this.url, {
         dispatcher: this.#dispatcher,
         method: 'DELETE',
         headers: this.#headers({}),

@@ -4,8 +4,9 @@
  * message is POSTed. The endpoint must stay on the stream's origin: a server (or anything that
  * can inject into its stream) must not be able to redirect Barbican's traffic elsewhere.
  */
-import { Agent, type Dispatcher, request } from 'undici'
+import type { Dispatcher } from 'undici'
 import { BarbicanError } from '../errors.ts'
+import { undici } from '../lazy-deps.ts'
 import type { Logger } from '../log.ts'
 import type { JsonLimits } from '../protocol/json-limits.ts'
 import { isRequest, type JsonRpcMessage, serialize } from '../protocol/jsonrpc.ts'
@@ -64,7 +65,7 @@ export class SseOutboundTransport implements Transport {
     this.url = new URL(options.url)
     this.#log = options.log.child({ upstream: options.name })
     this.#ownsDispatcher = options.dispatcher === undefined
-    this.#dispatcher = options.dispatcher ?? new Agent({ keepAliveTimeout: 10_000 })
+    this.#dispatcher = options.dispatcher ?? new (undici().Agent)({ keepAliveTimeout: 10_000 })
   }
 
   /** The URL messages are POSTed to, once the server announced it. */
@@ -82,7 +83,7 @@ export class SseOutboundTransport implements Transport {
     const stream = new Deadline(this.#options.connectTimeoutMs ?? 10_000)
     this.#stream = stream
     try {
-      const response = await request(this.url, {
+      const response = await undici().request(this.url, {
         dispatcher: this.#dispatcher,
         method: 'GET',
         headers: mergeHeaders(this.#options.headers, { accept: 'text/event-stream' }),
@@ -199,7 +200,7 @@ export class SseOutboundTransport implements Transport {
     this.#posts.add(deadline)
     let error: BarbicanError | undefined
     try {
-      const response = await request(endpoint, {
+      const response = await undici().request(endpoint, {
         dispatcher: this.#dispatcher,
         method: 'POST',
         headers: mergeHeaders(

@@ -7,8 +7,9 @@
  */
 import type { IncomingMessage } from 'node:http'
 import type { Duplex } from 'node:stream'
-import { type WebSocket, WebSocketServer } from 'ws'
+import type { WebSocket, WebSocketServer } from 'ws'
 import { requestIdentity } from '../auth/request-identity.ts'
+import { ws } from '../lazy-deps.ts'
 import type { Logger } from '../log.ts'
 import type { JsonLimits } from '../protocol/json-limits.ts'
 import {
@@ -193,20 +194,25 @@ export class WebSocketEndpoint {
   readonly #handler: InboundHandler
   readonly #options: WebSocketInboundOptions
   readonly #log: Logger
-  readonly #wss: WebSocketServer
+  // Created on the first upgrade: most gateways never see one, and ws costs start-up time.
+  #wss: WebSocketServer | undefined
   readonly #transports = new Set<WebSocketTransport>()
 
   constructor(handler: InboundHandler, options: WebSocketInboundOptions, log: Logger) {
     this.#handler = handler
     this.#options = options
     this.#log = log
-    this.#wss = new WebSocketServer({
+  }
+
+  #server(): WebSocketServer {
+    this.#wss ??= new (ws().WebSocketServer)({
       noServer: true,
-      maxPayload: options.wsMaxPayloadBytes,
+      maxPayload: this.#options.wsMaxPayloadBytes,
       // Compression would let a small frame inflate past our limits' intent and costs CPU.
       perMessageDeflate: false,
       handleProtocols: (protocols) => (protocols.has(MCP_SUBPROTOCOL) ? MCP_SUBPROTOCOL : false),
     })
+    return this.#wss
   }
 
   get connectionCount(): number {
@@ -222,10 +228,10 @@ export class WebSocketEndpoint {
       rejectUpgrade(socket, 400, reason)
       return
     }
-    this.#wss.handleUpgrade(req, socket, head, (ws) => {
-      const transport = new WebSocketTransport(ws, this.#options, this.#log)
+    this.#server().handleUpgrade(req, socket, head, (client) => {
+      const transport = new WebSocketTransport(client, this.#options, this.#log)
       this.#transports.add(transport)
-      ws.on('close', () => this.#transports.delete(transport))
+      client.on('close', () => this.#transports.delete(transport))
       this.#handler.connect(transport, {
         kind: 'websocket',
         server,
@@ -245,7 +251,7 @@ export class WebSocketEndpoint {
   closeAll(): Promise<void> {
     for (const transport of this.#transports) transport.terminate()
     this.#transports.clear()
-    this.#wss.close()
+    this.#wss?.close()
     return Promise.resolve()
   }
 }

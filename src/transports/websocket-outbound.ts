@@ -3,8 +3,9 @@
  * text frame. Frames beyond the message size limit are refused by `ws` itself (close code 1009)
  * before they are buffered, and sends stop once too much is waiting for a slow peer.
  */
-import WebSocket from 'ws'
+import type WebSocket from 'ws'
 import { BarbicanError } from '../errors.ts'
+import { ws } from '../lazy-deps.ts'
 import type { Logger } from '../log.ts'
 import type { JsonLimits } from '../protocol/json-limits.ts'
 import { type JsonRpcMessage, serialize } from '../protocol/jsonrpc.ts'
@@ -57,7 +58,7 @@ export class WebSocketOutboundTransport implements Transport {
   async start(): Promise<void> {
     if (this.#state !== 'new') throw new Error('WebSocketOutboundTransport.start() called twice')
     this.#state = 'connecting'
-    const socket = new WebSocket(this.url, MCP_SUBPROTOCOL, {
+    const socket = new (ws())(this.url, MCP_SUBPROTOCOL, {
       maxPayload: this.#options.limits.maxMessageBytes,
       handshakeTimeout: this.#options.connectTimeoutMs ?? 10_000,
       headers: { ...this.#options.headers },
@@ -169,7 +170,7 @@ export class WebSocketOutboundTransport implements Transport {
       this.#state = 'closed'
       return
     }
-    if (socket.readyState !== WebSocket.CLOSED) {
+    if (socket.readyState !== socket.CLOSED) {
       socket.close(1000)
       const timer = setTimeout(() => socket.terminate(), 2000)
       await this.#closed
