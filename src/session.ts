@@ -10,6 +10,15 @@ import type { MrtrBridge } from './bridge/mrtr.ts'
 import { paramHeaderMismatch } from './bridge/param-headers.ts'
 import { ClientRequests } from './client-requests.ts'
 import { BarbicanError, errorData, jsonRpcCodeOf, toBarbicanError } from './errors.ts'
+import {
+  complete,
+  connectAll,
+  discoverResult,
+  initializeResult,
+  listPage,
+  ownTasks,
+  setUpstreamLogLevel,
+} from './gateway-answers.ts'
 import type { Logger } from './log.ts'
 import { compose } from './policies/chain.ts'
 import type { Call, Next, Policy } from './policies/policy.ts'
@@ -34,12 +43,12 @@ import {
   negotiateLegacy,
   type Revision,
 } from './protocol/revisions.ts'
-import { decodeCursor, encodeCursor } from './relay/cursor.ts'
 import { type ForwardContext, forwardToUpstream, upstreamEnvelope } from './relay/forward.ts'
-import { ListenStreams } from './relay/listen-streams.ts'
+import { ListenStreams, type WatchTarget } from './relay/listen-streams.ts'
 import type { ProgressRouter } from './relay/progress.ts'
 import { belowLevel, LOG_LEVELS, RequestLogs } from './relay/request-logs.ts'
 import { resolveRoute, stringParam } from './relay/route.ts'
+import { relayUnicast, type UnicastHost } from './relay/unicast.ts'
 import type { VirtualServer } from './relay/virtual-server.ts'
 import type { ConnectionInfo } from './transports/inbound.ts'
 import type { ReceiveInfo, Transport } from './transports/transport.ts'
@@ -49,6 +58,7 @@ import type { UpstreamReply } from './upstreams/upstream-client.ts'
 /** Re-exported: the gateway routes upstream→client requests by the owner a forward records. */
 export type { CallOwner } from './relay/forward.ts'
 
+/** What a session shares with the gateway and every other session of its virtual server. */
 export interface SessionDeps {
   readonly server: VirtualServer
   readonly progress: ProgressRouter
@@ -65,19 +75,16 @@ export interface SessionDeps {
   readonly bridge?: MrtrBridge | undefined
 }
 
-/** Result `_meta` key listing which upstream contributes what (capability attribution). */
-export const UPSTREAMS_META = 'dev.barbican/upstreams'
+/** Re-exported where it was first defined: the key is part of the `initialize` result. */
+export { UPSTREAMS_META } from './gateway-answers.ts'
 
-/** Methods the gateway answers from the catalog rather than forwarding. */
-const LIST_RESULTS: Readonly<
-  Record<string, 'tools' | 'prompts' | 'resources' | 'resourceTemplates'>
-> = {
-  'tools/list': 'tools',
-  'prompts/list': 'prompts',
-  'resources/list': 'resources',
-  'resources/templates/list': 'resourceTemplates',
-}
-
+/**
+ * One client connection and what was negotiated on it. The session owns the per-client state
+ * (revision, capabilities, log level, requests in flight, tasks, subscriptions, listen streams)
+ * and delegates each protocol concern to its module: relay/route.ts, relay/unicast.ts,
+ * relay/forward.ts, relay/listen-streams.ts, relay/request-logs.ts, gateway-answers.ts and
+ * client-requests.ts.
+ */
 export class Session {
   readonly transport: Transport
   readonly info: ConnectionInfo
@@ -91,7 +98,7 @@ export class Session {
   #inflight = new Map<JsonRpcId, AbortController>()
   #clientRequests: ClientRequests
   /** Exposed URI → upstream target, for resources/updated routing. */
-  #subscriptions = new Map<string, { upstream: string; uri: string }>()
+  #subscriptions = new Map<string, WatchTarget>()
   /** 2026-07-28 requests in flight that asked for logs (`_meta` logLevel). */
   #requestLogs = new RequestLogs()
   /** Open 2026-07-28 listen streams. */
@@ -99,6 +106,13 @@ export class Session {
   #closed = false
   /** Task id → upstream, for the tasks this client created (2025-11-25 tasks pass through). */
   #tasks = new Map<string, string>()
+  /** What relaying a single-upstream call uses of this session. */
+  #unicast: UnicastHost = {
+    forward: (upstream, request, params, signal) =>
+      this.#forward(upstream, request, params, signal),
+    tasks: this.#tasks,
+    subscriptions: this.#subscriptions,
+  }
   #listener: (keys: string[]) => void
   #chain: Next
   /** Short random id tying this session's calls together in logs and audit. */
@@ -294,93 +308,18 @@ export class Session {
     if (route.kind === 'unresolved') throw route.error
 
     if (route.kind === 'fanout') {
-      const key = LIST_RESULTS[method]!
       for (const d of route.degraded) {
         this.#logToClient('warning', {
           message: `Upstream ${d.upstream} is unavailable: ${d.error}`,
         })
       }
-      const items = route.catalog[key]
-      const start = decodeCursor(request.params?.cursor, method)
-      const end = start + this.#deps.listPageSize
-      const page: JsonObject = { [key]: items.slice(start, end) }
-      if (end < items.length) page.nextCursor = encodeCursor(method, end)
-      return complete(page)
+      return listPage(route.catalog, method, request.params?.cursor, this.#deps.listPageSize)
     }
 
     if (route.kind === 'unicast') {
       const upstream = server.upstream(route.upstream)!
-      const params = request.params ?? {}
-      switch (method) {
-        case 'tools/call': {
-          const reply = await this.#forward(
-            upstream,
-            request,
-            { ...params, name: route.original },
-            signal,
-          )
-          // A task-augmented call answers with a task; later task requests go to the same upstream.
-          const task = reply.kind === 'result' ? reply.result.task : undefined
-          if (isPlainObject(task) && typeof task.taskId === 'string') {
-            this.#tasks.set(task.taskId, upstream.name)
-          }
-          return reply
-        }
-        case 'prompts/get':
-          return await this.#forward(upstream, request, { ...params, name: route.original }, signal)
-        case 'tasks/get':
-        case 'tasks/result':
-        case 'tasks/cancel':
-          return await this.#forward(upstream, request, params, signal)
-        case 'resources/read': {
-          const uri = params.uri as string
-          const reply = await this.#forward(
-            upstream,
-            request,
-            { ...params, uri: route.original },
-            signal,
-          )
-          if (
-            reply.kind === 'result' &&
-            Array.isArray(reply.result.contents) &&
-            route.original !== uri
-          ) {
-            // Contents name the URI the client asked for, not the upstream's.
-            reply.result = {
-              ...reply.result,
-              contents: reply.result.contents.map((c: unknown) =>
-                isPlainObject(c) && c.uri === route.original ? { ...c, uri } : c,
-              ),
-            }
-          }
-          return reply
-        }
-        case 'resources/subscribe':
-        case 'resources/unsubscribe': {
-          const uri = params.uri as string
-          if (method === 'resources/subscribe') {
-            this.#subscriptions.set(uri, { upstream: upstream.name, uri: route.original })
-          } else {
-            this.#subscriptions.delete(uri)
-          }
-          if (upstream.era === 'modern') {
-            // 2026 has no resources/subscribe: the upstream watches through a listen stream.
-            upstream.watchResource(route.original, method === 'resources/subscribe')
-            return complete({})
-          }
-          return await this.#forward(upstream, request, { ...params, uri: route.original }, signal)
-        }
-        case 'completion/complete': {
-          const ref = params.ref as JsonObject
-          const key = ref.type === 'ref/prompt' ? 'name' : 'uri'
-          return await this.#forward(
-            upstream,
-            request,
-            { ...params, ref: { ...ref, [key]: route.original } },
-            signal,
-          )
-        }
-      }
+      const reply = await relayUnicast(this.#unicast, upstream, route.original, request, signal)
+      if (reply) return reply
     }
 
     switch (method) {
@@ -388,47 +327,18 @@ export class Session {
         return await this.#initialize(request)
       case 'ping':
         return complete({})
-      case 'server/discover': {
-        await this.#connectAll()
-        const instructions = server.instructions()
-        return {
-          kind: 'result',
-          id: request.id,
-          resultType: 'complete',
-          result: {
-            supportedVersions: [...MODERN_REVISIONS],
-            capabilities: server.capabilities(),
-            ...(instructions ? { instructions } : {}),
-          },
-          serverInfo: this.#deps.serverInfo,
-        }
-      }
-      case 'tasks/list': {
-        // Only the tasks this client created, from every upstream that holds some.
-        const tasks: unknown[] = []
-        for (const name of new Set(this.#tasks.values())) {
-          const reply = await server.upstream(name)!.request('tasks/list', undefined, { signal })
-          const listed = reply.kind === 'result' ? reply.result.tasks : undefined
-          if (!Array.isArray(listed)) continue
-          for (const t of listed) {
-            if (isPlainObject(t) && this.#tasks.get(t.taskId as string) === name) tasks.push(t)
-          }
-        }
-        return complete({ tasks })
-      }
+      case 'server/discover':
+        await connectAll(server)
+        return discoverResult(server, request.id, this.#deps.serverInfo)
+      case 'tasks/list':
+        return await ownTasks(server, this.#tasks, signal)
       case 'logging/setLevel': {
         const level = stringParam(request.params, 'level')
         if (!LOG_LEVELS.includes(level)) {
           throw new BarbicanError('ERR_INVALID_PARAMS', `Invalid log level: ${level}`)
         }
         this.#logLevel = level
-        await Promise.allSettled(
-          server
-            .connectedUpstreams()
-            // 2026 upstreams take the level on each request (_meta logLevel) instead.
-            .filter((u) => u.era !== 'modern' && hasCapability(u.info?.capabilities, ['logging']))
-            .map((u) => u.request('logging/setLevel', { level }, { signal })),
-        )
+        await setUpstreamLogLevel(server, level, signal)
         return complete({})
       }
       case 'subscriptions/listen':
@@ -444,21 +354,8 @@ export class Session {
     this.#revision = revision
     this.#clientCapabilities = isPlainObject(params.capabilities) ? params.capabilities : {}
     this.transport.setProtocolVersion?.(revision)
-    await this.#connectAll()
-    const server = this.#deps.server
-    const instructions = server.instructions()
-    return complete({
-      protocolVersion: revision,
-      capabilities: server.capabilities(),
-      serverInfo: this.#deps.serverInfo,
-      ...(instructions ? { instructions } : {}),
-      _meta: { [UPSTREAMS_META]: server.attribution() },
-    })
-  }
-
-  /** Connects every upstream so capabilities are known; failures degrade, never block. */
-  async #connectAll(): Promise<void> {
-    await Promise.allSettled(this.#deps.server.upstreams.map((u) => u.connect()))
+    await connectAll(this.#deps.server)
+    return initializeResult(this.#deps.server, revision, this.#deps.serverInfo)
   }
 
   /** Sends a request upstream on this client's behalf and returns the upstream's reply. */
@@ -638,8 +535,4 @@ export class Session {
     this.#clientRequests.closeAll()
     this.#deps.onClose(this)
   }
-}
-
-function complete(result: JsonObject): Result {
-  return { kind: 'result', id: 0, resultType: 'complete', result }
 }

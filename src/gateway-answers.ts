@@ -1,0 +1,124 @@
+/**
+ * The results Barbican composes itself instead of forwarding: the handshake answers
+ * (`initialize`, `server/discover`) built from every upstream's capabilities, a page of a
+ * merged list, the tasks one client created across upstreams, and a log level passed on to the
+ * legacy upstreams. Kept apart from the session, which decides when to give them and holds the
+ * per-client state they read.
+ */
+
+import { isPlainObject, type JsonObject } from './protocol/jsonrpc.ts'
+import { hasCapability } from './protocol/methods.ts'
+import type { Result } from './protocol/model.ts'
+import { MODERN_REVISIONS, type Revision } from './protocol/revisions.ts'
+import type { Catalog } from './relay/catalog.ts'
+import { decodeCursor, encodeCursor } from './relay/cursor.ts'
+import type { VirtualServer } from './relay/virtual-server.ts'
+
+/** Result `_meta` key listing which upstream contributes what (capability attribution). */
+export const UPSTREAMS_META = 'dev.barbican/upstreams'
+
+/** Methods the gateway answers from the catalog rather than forwarding → their list key. */
+const LIST_RESULTS: Readonly<
+  Record<string, 'tools' | 'prompts' | 'resources' | 'resourceTemplates'>
+> = {
+  'tools/list': 'tools',
+  'prompts/list': 'prompts',
+  'resources/list': 'resources',
+  'resources/templates/list': 'resourceTemplates',
+}
+
+/** A complete result (the session puts the request's id on it). */
+export function complete(result: JsonObject): Result {
+  return { kind: 'result', id: 0, resultType: 'complete', result }
+}
+
+/** Connects every upstream so capabilities are known; failures degrade, never block. */
+export async function connectAll(server: VirtualServer): Promise<void> {
+  await Promise.allSettled(server.upstreams.map((u) => u.connect()))
+}
+
+/** The `initialize` result for a legacy client that negotiated `revision`. */
+export function initializeResult(
+  server: VirtualServer,
+  revision: Revision,
+  serverInfo: JsonObject,
+): Result {
+  const instructions = server.instructions()
+  return complete({
+    protocolVersion: revision,
+    capabilities: server.capabilities(),
+    serverInfo,
+    ...(instructions ? { instructions } : {}),
+    _meta: { [UPSTREAMS_META]: server.attribution() },
+  })
+}
+
+/** The 2026-07-28 `server/discover` result for request `id`. */
+export function discoverResult(server: VirtualServer, id: Result['id'], serverInfo: JsonObject) {
+  const instructions = server.instructions()
+  return {
+    kind: 'result',
+    id,
+    resultType: 'complete',
+    result: {
+      supportedVersions: [...MODERN_REVISIONS],
+      capabilities: server.capabilities(),
+      ...(instructions ? { instructions } : {}),
+    },
+    serverInfo,
+  } satisfies Result
+}
+
+/** One page of the merged list `method` asks for, from `cursor`, at most `pageSize` items. */
+export function listPage(
+  catalog: Catalog,
+  method: string,
+  cursor: unknown,
+  pageSize: number,
+): Result {
+  const key = LIST_RESULTS[method]!
+  const items = catalog[key]
+  const start = decodeCursor(cursor, method)
+  const end = start + pageSize
+  const page: JsonObject = { [key]: items.slice(start, end) }
+  if (end < items.length) page.nextCursor = encodeCursor(method, end)
+  return complete(page)
+}
+
+/**
+ * `tasks/list` for one client: only the tasks it created (`tasks`: task id → upstream), from
+ * every upstream that holds some.
+ */
+export async function ownTasks(
+  server: VirtualServer,
+  tasks: ReadonlyMap<string, string>,
+  signal: AbortSignal,
+): Promise<Result> {
+  const listedTasks: unknown[] = []
+  for (const name of new Set(tasks.values())) {
+    const reply = await server.upstream(name)!.request('tasks/list', undefined, { signal })
+    const listed = reply.kind === 'result' ? reply.result.tasks : undefined
+    if (!Array.isArray(listed)) continue
+    for (const t of listed) {
+      if (isPlainObject(t) && tasks.get(t.taskId as string) === name) listedTasks.push(t)
+    }
+  }
+  return complete({ tasks: listedTasks })
+}
+
+/**
+ * Passes a client's `logging/setLevel` on to the connected legacy upstreams that log; 2026
+ * upstreams take the level on each request (`_meta` logLevel) instead.
+ */
+export async function setUpstreamLogLevel(
+  server: VirtualServer,
+  level: string,
+  signal: AbortSignal,
+): Promise<void> {
+  await Promise.allSettled(
+    server
+      .connectedUpstreams()
+      .filter((u) => u.era !== 'modern' && hasCapability(u.info?.capabilities, ['logging']))
+      .map((u) => u.request('logging/setLevel', { level }, { signal })),
+  )
+}
