@@ -12,10 +12,11 @@
  * Barbican checkout in DIR, as `barbican-…@base`, in the same rounds: before/after a change;
  * `--compare . --compare-node-options=--max-semi-space-size=32` compares Node flags instead),
  * --auth (also Barbican → stdio with inbound API-key auth and a permission rule on), --docs
- * (also copy the report into docs/performance.md, between its `bench:latest` markers).
+ * (also copy the report into docs/performance.md, between its `bench:latest` markers),
+ * --no-build (run Barbican from its TypeScript sources instead of building dist/ first).
  */
-import { fork } from 'node:child_process'
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs'
+import { fork, spawnSync } from 'node:child_process'
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { parseArgs } from 'node:util'
 import type { LoadMessage, LoadResult, LoadSpec } from './load.ts'
@@ -49,6 +50,8 @@ const { values } = parseArgs({
     'compare-node-options': { type: 'string' },
     auth: { type: 'boolean', default: false },
     docs: { type: 'boolean', default: false },
+    build: { type: 'boolean', default: true },
+    'no-build': { type: 'boolean', default: false },
     out: { type: 'string', default: join(ROOT, 'bench/results') },
   },
 })
@@ -245,7 +248,23 @@ function updateDocs(markdown: string): void {
   writeFileSync(path, `${doc.slice(0, from + start.length)}\n${body}\n${doc.slice(to)}`)
 }
 
+/**
+ * Builds dist/ in each checkout under test, as `npm install` does for users, so that Barbican
+ * runs what an install runs (bin/barbican.js falls back to the sources if one changes meanwhile).
+ */
+function buildCheckouts(): void {
+  if (!values.build || values['no-build']) return
+  for (const root of new Set([ROOT, values.compare ?? ROOT])) {
+    const script = join(root, 'scripts/build.js')
+    if (!existsSync(script)) continue
+    process.stderr.write(`building ${root}/dist\n`)
+    const result = spawnSync(NODE, [script, '--strict'], { cwd: root, stdio: 'inherit' })
+    if (result.status !== 0) process.stderr.write('build failed: Barbican runs from its sources\n')
+  }
+}
+
 async function main(): Promise<void> {
+  buildCheckouts()
   const only = values.only?.split(',')
   const chosen = CONFIGURATIONS.filter((c) => !only || only.includes(c.name))
   mkdirSync(values.out, { recursive: true })

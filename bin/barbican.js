@@ -1,8 +1,11 @@
 #!/usr/bin/env node
-// Entry point of the `barbican` command. Barbican's sources are TypeScript run directly by Node's
-// type stripping (Node >= 22.18); a build (`npm run build`) produces dist/ for installs where the
-// sources sit under node_modules, where Node refuses to strip types.
-import { existsSync } from 'node:fs'
+// Entry point of the `barbican` command. Barbican's sources are TypeScript that Node (>= 22.18)
+// can run directly by type stripping; `npm install` (the `prepare` script) and `npm run build`
+// also compile them to dist/, which starts faster and uses less memory (ADR 011). dist/ is run
+// only when it is at least as new as every source file, so an edit is never shadowed by a
+// stale build; installs without src/ (under node_modules, where Node refuses to strip types)
+// always run dist/.
+import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs'
 
 const [major, minor] = process.versions.node.split('.').map(Number)
 if (major < 22 || (major === 22 && minor < 18)) {
@@ -14,6 +17,31 @@ if (major < 22 || (major === 22 && minor < 18)) {
 }
 const built = new URL('../dist/cli/main.js', import.meta.url)
 const source = new URL('../src/cli/main.ts', import.meta.url)
-const entry = existsSync(source) ? source : built
+
+/** When the last complete build started (ms since the epoch), or undefined without one. */
+function buildStarted() {
+  try {
+    const value = Number(readFileSync(new URL('../dist/.build-started', import.meta.url), 'utf8'))
+    return Number.isFinite(value) && existsSync(built) ? value : undefined
+  } catch {
+    return undefined
+  }
+}
+
+/** Whether some file under src/ (tests aside) changed at or after `since`. */
+function sourceChangedSince(since) {
+  const dir = new URL('../src/', import.meta.url)
+  for (const entry of readdirSync(dir, { recursive: true, withFileTypes: true })) {
+    if (!entry.isFile() || entry.name.endsWith('.test.ts')) continue
+    if (statSync(`${entry.parentPath}/${entry.name}`).mtimeMs >= since) return true
+  }
+  return false
+}
+
+let entry = built
+if (existsSync(source)) {
+  const started = buildStarted()
+  entry = started !== undefined && !sourceChangedSince(started) ? built : source
+}
 const { main } = await import(entry.href)
 process.exitCode = await main(process.argv.slice(2))
