@@ -13,6 +13,7 @@ import { hasCapability } from '../protocol/methods.ts'
 import { LATEST_LEGACY_REVISION } from '../protocol/revisions.ts'
 import type { Transport } from '../transports/transport.ts'
 import { IdentitySessions } from './identity-sessions.ts'
+import { reconnectDelay, STABLE_AFTER_MS } from './reconnect-backoff.ts'
 import { type RequestOptions, UpstreamClient, type UpstreamReply } from './upstream-client.ts'
 import {
   initializeLegacy,
@@ -35,14 +36,6 @@ export type { ListKey, UpstreamInfo }
 
 /** Where the connection stands; 'failed' means backing off until the next attempt. */
 export type UpstreamState = 'idle' | 'connecting' | 'ready' | 'failed' | 'stopped'
-
-/**
- * Reconnect delays: the first retry is immediate (a crash is usually a one-off), then doubling
- * from the base to the cap. A connection that stayed up this long resets the count.
- */
-const RECONNECT_BASE_MS = 250
-const RECONNECT_CAP_MS = 30_000
-const STABLE_AFTER_MS = 10_000
 
 /** One upstream's configuration, as the gateway plan builds it. */
 export interface UpstreamOptions {
@@ -401,9 +394,4 @@ export class Upstream extends EventEmitter {
     this.#setState('stopped')
     if (client) await client.close()
   }
-}
-
-/** The delay before reconnect attempt `failures`: at once the first time, then doubling. */
-function reconnectDelay(failures: number): number {
-  return failures <= 1 ? 0 : Math.min(RECONNECT_CAP_MS, RECONNECT_BASE_MS * 2 ** (failures - 2))
 }
