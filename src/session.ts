@@ -7,7 +7,6 @@
 import { randomBytes } from 'node:crypto'
 import { ANONYMOUS, type Identity } from './auth/identity.ts'
 import type { MrtrBridge } from './bridge/mrtr.ts'
-import { paramHeaderMismatch } from './bridge/param-headers.ts'
 import { ClientRequests } from './client-requests.ts'
 import { BarbicanError, errorData, jsonRpcCodeOf, toBarbicanError } from './errors.ts'
 import {
@@ -24,7 +23,6 @@ import { compose } from './policies/chain.ts'
 import type { Call, Next, Policy } from './policies/policy.ts'
 import type { Codec } from './protocol/codec.ts'
 import { codecFor } from './protocol/codecs.ts'
-import { HEADER_MISMATCH, UNSUPPORTED_PROTOCOL_VERSION } from './protocol/error-codes.ts'
 import {
   isPlainObject,
   type JsonObject,
@@ -33,13 +31,10 @@ import {
   type JsonRpcRequest,
   METHOD_NOT_FOUND,
 } from './protocol/jsonrpc.ts'
-import { existsIn, hasCapability, methodSpec } from './protocol/methods.ts'
-import { type ErrorReply, META, type Message, type Request, type Result } from './protocol/model.ts'
+import { hasCapability, methodSpec } from './protocol/methods.ts'
+import type { ErrorReply, Message, Request, Result } from './protocol/model.ts'
 import {
   DEFAULT_HTTP_LEGACY_REVISION,
-  eraOf,
-  isRevision,
-  MODERN_REVISIONS,
   negotiateLegacy,
   type Revision,
 } from './protocol/revisions.ts'
@@ -50,6 +45,13 @@ import { belowLevel, LOG_LEVELS, RequestLogs } from './relay/request-logs.ts'
 import { resolveRoute, stringParam } from './relay/route.ts'
 import { relayUnicast, type UnicastHost } from './relay/unicast.ts'
 import type { VirtualServer } from './relay/virtual-server.ts'
+import {
+  assertMethodAllowed,
+  claimedRevision,
+  isModernClaim,
+  paramHeaderReply,
+  unsupportedRevision,
+} from './request-checks.ts'
 import type { ConnectionInfo } from './transports/inbound.ts'
 import type { ReceiveInfo, Transport } from './transports/transport.ts'
 import type { Upstream } from './upstreams/upstream.ts'
@@ -81,9 +83,9 @@ export { UPSTREAMS_META } from './gateway-answers.ts'
 /**
  * One client connection and what was negotiated on it. The session owns the per-client state
  * (revision, capabilities, log level, requests in flight, tasks, subscriptions, listen streams)
- * and delegates each protocol concern to its module: relay/route.ts, relay/unicast.ts,
- * relay/forward.ts, relay/listen-streams.ts, relay/request-logs.ts, gateway-answers.ts and
- * client-requests.ts.
+ * and delegates each protocol concern to its module: request-checks.ts, relay/route.ts,
+ * relay/unicast.ts, relay/forward.ts, relay/listen-streams.ts, relay/request-logs.ts,
+ * gateway-answers.ts and client-requests.ts.
  */
 export class Session {
   readonly transport: Transport
@@ -180,20 +182,16 @@ export class Session {
   }
 
   async #handleRequest(wire: JsonRpcRequest, info?: ReceiveInfo): Promise<void> {
-    const claimed = isPlainObject(wire.params?._meta)
-      ? wire.params._meta[META.protocolVersion]
-      : undefined
+    const claimed = claimedRevision(wire)
     const modern = claimed !== undefined
     let codec: Codec
     if (modern) {
-      if (!isRevision(claimed) || eraOf(claimed) !== 'modern') {
-        await this.#sendError(wire.id, codecFor('2026-07-28'), {
-          kind: 'error',
-          id: wire.id,
-          code: UNSUPPORTED_PROTOCOL_VERSION,
-          message: `Unsupported protocol version: ${String(claimed)}`,
-          data: { supported: [...MODERN_REVISIONS], requested: claimed },
-        })
+      if (!isModernClaim(claimed)) {
+        await this.#sendError(
+          wire.id,
+          codecFor('2026-07-28'),
+          unsupportedRevision(wire.id, claimed),
+        )
         return
       }
       codec = codecFor(claimed)
@@ -254,21 +252,7 @@ export class Session {
     const revision: Revision = modern
       ? (request.envelope?.protocolVersion as Revision)
       : (this.#revision ?? DEFAULT_HTTP_LEGACY_REVISION)
-    if (modern && !request.envelope) {
-      throw new BarbicanError(
-        'ERR_INVALID_PARAMS',
-        'Missing required _meta fields: io.modelcontextprotocol/protocolVersion and io.modelcontextprotocol/clientCapabilities',
-      )
-    }
-    if (!methodSpec(method)) {
-      throw new BarbicanError('ERR_METHOD_UNKNOWN', `Method not found: ${method}`)
-    }
-    if (!existsIn(method, revision)) {
-      throw new BarbicanError(
-        'ERR_METHOD_NOT_IN_REVISION',
-        `Method ${method} does not exist in MCP ${revision}`,
-      )
-    }
+    assertMethodAllowed(request, modern, revision)
     if (modern && request.envelope) this.#clientCapabilities = request.envelope.clientCapabilities
     const call: Call = {
       id: `${this.#id}-${this.#nextCall++}`,
@@ -281,23 +265,10 @@ export class Session {
       log: this.#log,
     }
     if (modern && headers && method === 'tools/call' && call.route.kind === 'unicast') {
-      const mismatch = await this.#paramHeaders(request, headers)
-      if (mismatch !== undefined) {
-        return { kind: 'error', id: request.id, code: HEADER_MISMATCH, message: mismatch }
-      }
+      const mismatch = await paramHeaderReply(this.#deps.server, request, headers)
+      if (mismatch) return mismatch
     }
     return await this.#chain(call)
-  }
-
-  /** 2026-07-28 `Mcp-Param-*` headers against the arguments, for tools that declare them. */
-  async #paramHeaders(
-    request: Request,
-    headers: NonNullable<ReceiveInfo['headers']>,
-  ): Promise<string | undefined> {
-    const name = request.params?.name
-    const { catalog } = await this.#deps.server.catalog()
-    const tool = catalog.tools.find((t) => t.name === name)
-    return paramHeaderMismatch(headers, tool?.inputSchema, request.params?.arguments)
   }
 
   /** The relay: the step after the last policy. */
