@@ -7,6 +7,7 @@
 import { randomBytes } from 'node:crypto'
 import { ANONYMOUS, type Identity } from './auth/identity.ts'
 import type { MrtrBridge } from './bridge/mrtr.ts'
+import { ClientNotifications } from './client-notifications.ts'
 import { ClientRequests } from './client-requests.ts'
 import { BarbicanError, errorData, jsonRpcCodeOf, toBarbicanError } from './errors.ts'
 import {
@@ -41,7 +42,7 @@ import {
 import { type ForwardContext, forwardToUpstream, upstreamEnvelope } from './relay/forward.ts'
 import { ListenStreams, type WatchTarget } from './relay/listen-streams.ts'
 import type { ProgressRouter } from './relay/progress.ts'
-import { belowLevel, LOG_LEVELS, RequestLogs } from './relay/request-logs.ts'
+import { LOG_LEVELS, RequestLogs } from './relay/request-logs.ts'
 import { resolveRoute, stringParam } from './relay/route.ts'
 import { relayUnicast, type UnicastHost } from './relay/unicast.ts'
 import type { VirtualServer } from './relay/virtual-server.ts'
@@ -85,7 +86,7 @@ export { UPSTREAMS_META } from './gateway-answers.ts'
  * (revision, capabilities, log level, requests in flight, tasks, subscriptions, listen streams)
  * and delegates each protocol concern to its module: request-checks.ts, relay/route.ts,
  * relay/unicast.ts, relay/forward.ts, relay/listen-streams.ts, relay/request-logs.ts,
- * gateway-answers.ts and client-requests.ts.
+ * gateway-answers.ts, client-notifications.ts and client-requests.ts.
  */
 export class Session {
   readonly transport: Transport
@@ -95,8 +96,8 @@ export class Session {
   /** The negotiated legacy revision; undefined before initialize (and for modern clients). */
   #revision: Revision | undefined
   #clientCapabilities: JsonObject = {}
-  #initialized = false
-  #logLevel: string | undefined
+  /** Notifications to the client, gated by its handshake and log level. */
+  #notifications: ClientNotifications
   #inflight = new Map<JsonRpcId, AbortController>()
   #clientRequests: ClientRequests
   /** Exposed URI → upstream target, for resources/updated routing. */
@@ -131,17 +132,22 @@ export class Session {
     transport.onclose = () => this.#onClose()
     this.identity = info.identity ?? ANONYMOUS
     this.#chain = compose(deps.policies, (call) => this.#execute(call))
-    this.#listener = (keys) => this.#notifyListChanged(keys)
+    this.#notifications = new ClientNotifications({
+      revision: () => this.#revision,
+      stateless: info.kind === 'streamable-http-stateless',
+      send: (message, related) => void this.#send(message, related),
+    })
+    this.#listener = (keys) => this.#notifications.listChanged(keys)
     deps.server.on('listChanged', this.#listener)
     this.#listenStreams = new ListenStreams({
       server: deps.server,
-      notify: (method, params, related) => this.#sendNotification(method, params, related),
+      notify: (method, params, related) => this.#notifications.notify(method, params, related),
     })
     this.#clientRequests = new ClientRequests(
       {
         send: (message, related) => void this.#send(message, related),
         cancel: (id, related) =>
-          this.#sendNotification(
+          this.#notifications.notify(
             'notifications/cancelled',
             { requestId: id, reason: 'Cancelled by the upstream server' },
             related,
@@ -280,7 +286,7 @@ export class Session {
 
     if (route.kind === 'fanout') {
       for (const d of route.degraded) {
-        this.#logToClient('warning', {
+        this.#notifications.log('warning', {
           message: `Upstream ${d.upstream} is unavailable: ${d.error}`,
         })
       }
@@ -308,7 +314,7 @@ export class Session {
         if (!LOG_LEVELS.includes(level)) {
           throw new BarbicanError('ERR_INVALID_PARAMS', `Invalid log level: ${level}`)
         }
-        this.#logLevel = level
+        this.#notifications.setLogLevel(level)
         await setUpstreamLogLevel(server, level, signal)
         return complete({})
       }
@@ -338,7 +344,7 @@ export class Session {
   ): Promise<Result | ErrorReply> {
     const envelope = upstreamEnvelope(request, {
       clientCapabilities: this.#clientCapabilities,
-      logLevel: this.#logLevel,
+      logLevel: this.#notifications.logLevel,
       serverInfo: this.#deps.serverInfo,
     })
     const context: ForwardContext = {
@@ -354,28 +360,7 @@ export class Session {
 
   /** ProgressSink: a progress notification for one of this client's requests. */
   progress(params: Record<string, unknown>, relatedRequestId: JsonRpcId): void {
-    this.#sendNotification('notifications/progress', params, relatedRequestId)
-  }
-
-  #sendNotification(
-    method: string,
-    params: JsonObject | undefined,
-    relatedRequestId?: JsonRpcId,
-  ): void {
-    if (this.#revision === undefined && this.info.kind === 'streamable-http-stateless') {
-      // Stateless 2026 requests only carry notifications on their own response stream.
-      if (relatedRequestId === undefined) return
-    }
-    const message: JsonRpcMessage =
-      params === undefined ? { jsonrpc: '2.0', method } : { jsonrpc: '2.0', method, params }
-    void this.#send(message, relatedRequestId)
-  }
-
-  #logToClient(level: string, data: unknown, logger = 'barbican'): void {
-    if (!this.#initialized && this.#revision !== undefined) return
-    if (this.#logLevel && belowLevel(level, this.#logLevel)) return
-    if (this.#revision === undefined) return
-    this.#sendNotification('notifications/message', { level, logger, data })
+    this.#notifications.notify('notifications/progress', params, relatedRequestId)
   }
 
   /** How many of this client's 2026 requests in flight asked `upstream` for logs. */
@@ -389,21 +374,19 @@ export class Session {
    */
   forwardRequestLog(upstream: string, params: JsonObject | undefined): void {
     const line = this.#requestLogs.attribute(upstream, params)
-    if (line) this.#sendNotification('notifications/message', line.params, line.id)
+    if (line) this.#notifications.notify('notifications/message', line.params, line.id)
   }
 
   /** A logging notification from an upstream, tagged with its source. */
   forwardLog(upstream: string, params: JsonObject | undefined): void {
-    const level = typeof params?.level === 'string' ? params.level : 'info'
-    const logger = typeof params?.logger === 'string' ? `${upstream}/${params.logger}` : upstream
-    this.#logToClient(level, params?.data, logger)
+    this.#notifications.upstreamLog(upstream, params)
   }
 
   /** A task status notification; delivered to the client whose call created the task. */
   forwardTaskStatus(upstream: string, params: JsonObject | undefined): void {
     const taskId = params?.taskId
     if (typeof taskId === 'string' && this.#tasks.get(taskId) === upstream) {
-      this.#sendNotification('notifications/tasks/status', params)
+      this.#notifications.notify('notifications/tasks/status', params)
     }
   }
 
@@ -413,24 +396,8 @@ export class Session {
     this.#listenStreams.resourceUpdated(upstream, uri)
     for (const [exposed, target] of this.#subscriptions) {
       if (target.upstream === upstream && target.uri === uri) {
-        this.#sendNotification('notifications/resources/updated', { ...params, uri: exposed })
+        this.#notifications.notify('notifications/resources/updated', { ...params, uri: exposed })
       }
-    }
-  }
-
-  #notifyListChanged(keys: string[]): void {
-    if (!this.#initialized) return
-    const sent = new Set<string>()
-    for (const key of keys) {
-      const method =
-        key === 'tools'
-          ? 'notifications/tools/list_changed'
-          : key === 'prompts'
-            ? 'notifications/prompts/list_changed'
-            : 'notifications/resources/list_changed'
-      if (sent.has(method)) continue
-      sent.add(method)
-      this.#sendNotification(method, undefined)
     }
   }
 
@@ -481,7 +448,7 @@ export class Session {
   #handleNotification(method: string, params: JsonObject | undefined): void {
     switch (method) {
       case 'notifications/initialized':
-        this.#initialized = true
+        this.#notifications.markInitialized()
         return
       case 'notifications/cancelled': {
         const id = params?.requestId
