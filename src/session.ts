@@ -8,7 +8,7 @@ import { randomBytes } from 'node:crypto'
 import { ANONYMOUS, type Identity } from './auth/identity.ts'
 import type { MrtrBridge } from './bridge/mrtr.ts'
 import { ClientNotifications } from './client-notifications.ts'
-import { ClientRequests } from './client-requests.ts'
+import { ClientRequests, clientRequestRefusal } from './client-requests.ts'
 import { BarbicanError, errorData, jsonRpcCodeOf, toBarbicanError } from './errors.ts'
 import {
   complete,
@@ -30,10 +30,8 @@ import {
   type JsonRpcId,
   type JsonRpcMessage,
   type JsonRpcRequest,
-  METHOD_NOT_FOUND,
 } from './protocol/jsonrpc.ts'
-import { hasCapability, methodSpec } from './protocol/methods.ts'
-import type { ErrorReply, Message, Request, Result } from './protocol/model.ts'
+import type { ErrorReply, Request, Result } from './protocol/model.ts'
 import {
   DEFAULT_HTTP_LEGACY_REVISION,
   negotiateLegacy,
@@ -410,39 +408,14 @@ export class Session {
     relatedRequestId: JsonRpcId | undefined,
     signal?: AbortSignal,
   ): Promise<UpstreamReply> {
-    const spec = methodSpec(request.method)
-    if (spec?.gate?.side === 'client' && !hasCapability(this.#clientCapabilities, spec.gate.path)) {
-      return {
-        kind: 'error',
-        id: request.id,
-        code: METHOD_NOT_FOUND,
-        message: `The client did not declare the "${spec.gate.path.join('.')}" capability needed for ${request.method}`,
-      }
-    }
-    if (this.#revision === undefined) {
-      return {
-        kind: 'error',
-        id: request.id,
-        code: METHOD_NOT_FOUND,
-        message: `${request.method} cannot reach a client of this session`,
-      }
-    }
-    const codec = this.#codecForLegacy()
-    const reply = await this.#clientRequests.request(
-      request.method,
-      (id) =>
-        codec.encode({
-          kind: 'request',
-          id,
-          method: request.method,
-          params: request.params,
-        } satisfies Message),
+    const refusal = clientRequestRefusal(request, this.#clientCapabilities, this.#revision)
+    if (refusal) return refusal
+    return await this.#clientRequests.relay(
+      request,
+      this.#codecForLegacy(),
       relatedRequestId,
       signal,
     )
-    // The upstream expects the answer under its own request id.
-    reply.id = request.id
-    return reply
   }
 
   #handleNotification(method: string, params: JsonObject | undefined): void {
