@@ -3,7 +3,13 @@
  * without ever buffering more than the limit, and writing JSON / JSON-RPC error replies.
  */
 import type { IncomingMessage, OutgoingHttpHeaders, ServerResponse } from 'node:http'
-import { errorResponse, INVALID_REQUEST, type JsonRpcId, serialize } from '../protocol/jsonrpc.ts'
+import {
+  errorResponse,
+  INVALID_REQUEST,
+  type JsonRpcId,
+  PARSE_ERROR,
+  serialize,
+} from '../protocol/jsonrpc.ts'
 
 /**
  * How many bytes past the limit we read and throw away so the keep-alive connection stays
@@ -83,13 +89,37 @@ export function sendBodyRefusal(
   sendRpcError(res, result.status, message, { headers })
 }
 
+/** One strict decoder for every call: a non-streaming decode leaves no state behind. */
+const UTF8 = new TextDecoder('utf-8', { fatal: true })
+
 /** Decodes UTF-8 strictly: invalid bytes are a parse error, never silently replaced. */
 export function decodeUtf8(body: Buffer): string | undefined {
   try {
-    return new TextDecoder('utf-8', { fatal: true }).decode(body)
+    return UTF8.decode(body)
   } catch {
     return undefined
   }
+}
+
+/**
+ * Reads a JSON-RPC POST body as text within `maxBytes`, answering the refusal itself (413, or 400
+ * with -32700 for bytes that are not UTF-8); `undefined` when it did.
+ */
+export async function readTextBody(
+  req: IncomingMessage,
+  res: ServerResponse,
+  maxBytes: number,
+): Promise<string | undefined> {
+  const body = await readBody(req, maxBytes)
+  if (!body.ok) {
+    sendBodyRefusal(res, body, maxBytes)
+    return undefined
+  }
+  const text = decodeUtf8(body.body)
+  if (text === undefined) {
+    sendRpcError(res, 400, 'The body is not valid UTF-8', { code: PARSE_ERROR })
+  }
+  return text
 }
 
 /** Writes a reply without a body (202, 200 to DELETE) unless the response already started. */

@@ -13,17 +13,14 @@ import {
   isRequest,
   isResponse,
   type JsonRpcMessage,
-  PARSE_ERROR,
   parsePayload,
   serialize,
 } from '../protocol/jsonrpc.ts'
 import { type Revision, TRAITS } from '../protocol/revisions.ts'
 import {
   accepts,
-  decodeUtf8,
   headerRecord,
-  readBody,
-  sendBodyRefusal,
+  readTextBody,
   sendEmpty,
   sendJson,
   sendRpcError,
@@ -190,13 +187,8 @@ export class SseEndpoint {
       sendRpcError(res, 415, 'Content-Type must be application/json')
       return
     }
-    const body = await readBody(req, this.#options.maxBodyBytes)
-    if (!body.ok) return sendBodyRefusal(res, body, this.#options.maxBodyBytes)
-    const text = decodeUtf8(body.body)
-    if (text === undefined) {
-      sendRpcError(res, 400, 'The body is not valid UTF-8', { code: PARSE_ERROR })
-      return
-    }
+    const text = await readTextBody(req, res, this.#options.maxBodyBytes)
+    if (text === undefined) return
     const parsed = parsePayload(text, {
       limits: this.#options.jsonLimits,
       allowBatch: transport.allowsBatch,

@@ -11,14 +11,12 @@ import type { IncomingMessage, ServerResponse } from 'node:http'
 import { requestIdentity } from '../auth/request-identity.ts'
 import type { Logger } from '../log.ts'
 import type { JsonLimits } from '../protocol/json-limits.ts'
-import { isRequest, PARSE_ERROR, parsePayload, serialize } from '../protocol/jsonrpc.ts'
+import { isRequest, parsePayload, serialize } from '../protocol/jsonrpc.ts'
 import { eraOf, isRevision } from '../protocol/revisions.ts'
 import {
   accepts,
-  decodeUtf8,
   headerRecord,
-  readBody,
-  sendBodyRefusal,
+  readTextBody,
   sendEmpty,
   sendJson,
   sendRpcError,
@@ -93,13 +91,8 @@ export class StreamableHttpEndpoint {
       sendRpcError(res, 406, 'Accept must include application/json or text/event-stream')
       return
     }
-    const body = await readBody(req, this.#options.maxBodyBytes)
-    if (!body.ok) return sendBodyRefusal(res, body, this.#options.maxBodyBytes)
-    const text = decodeUtf8(body.body)
-    if (text === undefined) {
-      sendRpcError(res, 400, 'The body is not valid UTF-8', { code: PARSE_ERROR })
-      return
-    }
+    const text = await readTextBody(req, res, this.#options.maxBodyBytes)
+    if (text === undefined) return
     const versionHeader = req.headers['mcp-protocol-version']
     const sessionId = singleHeader(req, 'mcp-session-id')
     const candidate = sessionId === undefined ? undefined : this.#sessions.get(sessionId)
