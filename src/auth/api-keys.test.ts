@@ -52,4 +52,26 @@ describe('API keys', () => {
       rmSync(dir, { recursive: true, force: true })
     }
   })
+
+  test('the same key yields the same frozen identity; adding or revoking a key takes effect at once', () => {
+    const a = generateApiKey()
+    const b = generateApiKey()
+    const store = new ApiKeyStore([
+      { id: 'a', hash: a.hash.toUpperCase().replace('SHA256:', 'sha256:'), subject: 'alice' },
+    ])
+    const first = store.verify(a.key)
+    assert.equal(first?.subject, 'alice', 'stored hashes are matched case-insensitively')
+    assert.equal(store.verify(a.key), first)
+    assert.ok(Object.isFrozen(first) && Object.isFrozen(first?.scopes))
+    assert.equal(store.verify(b.key), undefined)
+    store.add({ id: 'b', hash: b.hash, subject: 'bob', scopes: ['x'] })
+    assert.equal(store.verify(b.key)?.subject, 'bob')
+    assert.equal(store.revoke('a'), true)
+    assert.equal(store.verify(a.key), undefined)
+    assert.equal(store.verify(b.key)?.subject, 'bob')
+    store.add({ id: 'a', hash: a.hash, subject: 'alice-again' })
+    assert.equal(store.verify(a.key)?.subject, 'alice-again')
+    const malformed = new ApiKeyStore([{ id: 'm', hash: a.hash.slice(0, -1), subject: 'm' }])
+    assert.equal(malformed.verify(a.key), undefined)
+  })
 })

@@ -1,11 +1,14 @@
 /**
  * API keys: a simpler alternative to OAuth for scripts and services. Barbican stores only the
  * SHA-256 of each key (keys are 256-bit random strings, so a fast hash is enough; a slow password
- * hash would add latency to every request for no gain) and compares in constant time. Keys are
- * checked on every request, never cached per session, so a revocation (removal from the store or
- * from the keys file) ends the holder's access on their next request.
+ * hash would add latency to every request for no gain). A presented key is hashed and looked up
+ * by its digest: the lookup's timing can only depend on the SHA-256 of what the caller sent,
+ * which tells them nothing about any stored key they could use to forge one (the standard way
+ * to look up hashed tokens). Keys are checked on every request, never cached per session, so a
+ * revocation (removal from the store or from the keys file) ends the holder's access on their
+ * next request; the digest index is rebuilt whenever the keys in force change.
  */
-import { createHash, randomBytes, timingSafeEqual } from 'node:crypto'
+import { createHash, hash as oneShotHash, randomBytes } from 'node:crypto'
 import { readFileSync, statSync } from 'node:fs'
 import type { Identity } from './identity.ts'
 
@@ -40,29 +43,44 @@ export class ApiKeyStore {
   #fileEntries: ApiKeyEntry[] = []
   #fileStamp = ''
   readonly #revoked = new Set<string>()
+  /** The keys in force by lower-case hex digest, with the identity each stands for. */
+  #index: Map<string, { readonly id: string; readonly identity: Identity }> | undefined
 
   constructor(entries: readonly ApiKeyEntry[], options: { file?: string | undefined } = {}) {
     this.#configured = [...entries]
     this.#file = options.file
   }
 
-  /** The identity a presented key stands for, or undefined when no live key matches. */
+  /**
+   * The identity a presented key stands for, or undefined when no live key matches. The same
+   * (frozen) Identity object is returned for every request with the same key while the keys in
+   * force stay the same.
+   */
   verify(key: string): Identity | undefined {
-    const presented = Buffer.from(hashApiKey(key), 'utf8')
-    let found: ApiKeyEntry | undefined
-    // Every entry is compared so the time taken does not depend on where the match is.
-    for (const entry of this.entries()) {
-      const stored = Buffer.from(entry.hash.toLowerCase(), 'utf8')
-      if (stored.length === presented.length && timingSafeEqual(stored, presented)) found = entry
+    if (this.#file !== undefined) this.#reload(this.#file)
+    this.#index ??= this.#buildIndex()
+    const index = this.#index
+    const found = index.get(oneShotHash('sha256', key, 'hex'))
+    if (found === undefined || this.#revoked.has(found.id)) return undefined
+    return found.identity
+  }
+
+  #buildIndex(): Map<string, { readonly id: string; readonly identity: Identity }> {
+    const index = new Map<string, { readonly id: string; readonly identity: Identity }>()
+    // Later entries win over earlier ones with the same hash, as a scan would have had it.
+    for (const entry of [...this.#configured, ...this.#fileEntries]) {
+      const identity: Identity = Object.freeze({
+        subject: entry.subject,
+        tenant: entry.tenant,
+        client: `api-key:${entry.id}`,
+        scopes: Object.freeze([...(entry.scopes ?? [])]),
+        method: 'api-key',
+      })
+      // A malformed hash never matched a presented key; it is left out.
+      const digest = /^sha256:([0-9a-f]{64})$/i.exec(entry.hash)?.[1]
+      if (digest !== undefined) index.set(digest.toLowerCase(), { id: entry.id, identity })
     }
-    if (!found || this.#revoked.has(found.id)) return undefined
-    return {
-      subject: found.subject,
-      tenant: found.tenant,
-      client: `api-key:${found.id}`,
-      scopes: [...(found.scopes ?? [])],
-      method: 'api-key',
-    }
+    return index
   }
 
   /** Revokes a key by id at once (in this process); returns whether it existed. */
@@ -76,6 +94,7 @@ export class ApiKeyStore {
   add(entry: ApiKeyEntry): void {
     this.#configured.push(entry)
     this.#revoked.delete(entry.id)
+    this.#index = undefined
   }
 
   /** The entries in force now, re-reading the keys file if it changed since last time. */
@@ -91,12 +110,14 @@ export class ApiKeyStore {
       stamp = `${stat.mtimeMs}:${stat.size}:${stat.ino}`
     } catch {
       // A missing file means no file keys: deleting the file revokes them all.
+      if (this.#fileStamp !== '' || this.#fileEntries.length > 0) this.#index = undefined
       this.#fileEntries = []
       this.#fileStamp = ''
       return
     }
     if (stamp === this.#fileStamp) return
     this.#fileStamp = stamp
+    this.#index = undefined
     try {
       const parsed = JSON.parse(readFileSync(file, 'utf8')) as { keys?: unknown }
       this.#fileEntries = Array.isArray(parsed.keys) ? parsed.keys.filter(isEntry) : []

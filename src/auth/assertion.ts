@@ -4,6 +4,10 @@
  * Barbican's published JWKS (`/.well-known/jwks.json`) instead of trusting a header anyone on
  * the path could set. The claims follow RFC 8693's vocabulary: `sub` is the user, `act` names
  * Barbican as the party acting for them, `aud` the one upstream it is meant for.
+ *
+ * An assertion names a caller and an upstream, not a call, so one signed assertion serves every
+ * request of the same caller to the same upstream while more than half of its lifetime remains
+ * (ADR 013): signing (ES256 through WebCrypto) was the largest cost of an authenticated call.
  */
 import { randomUUID } from 'node:crypto'
 import type { CryptoKey, JWK } from 'jose'
@@ -25,14 +29,25 @@ export interface AssertionInput {
   readonly identity: Identity
   /** Who the assertion is for: the upstream's URL or `barbican:upstream:NAME`. */
   readonly audience: string
-  /** The gateway's call id, which ties the upstream's logs to Barbican's audit. */
-  readonly callId?: string | undefined
+}
+
+/** How many (audience, caller) assertions are kept for reuse; the oldest go first. */
+const MAX_CACHED = 10_000
+
+interface Cached {
+  /** The signed assertion (a promise while it is being signed, shared by concurrent calls). */
+  readonly token: Promise<string>
+  readonly issuer: string
+  /** When a new one is signed instead (ms): half the lifetime after signing. */
+  readonly renewAt: number
 }
 
 /** Signs assertions with one ES256 key and publishes its public half. */
 export class AssertionSigner {
   readonly #options: AssertionSignerOptions
   #key: Promise<{ privateKey: CryptoKey; jwk: JWK }> | undefined
+  /** Reusable assertions by audience and caller (see `assertion`). */
+  readonly #cache = new Map<string, Cached>()
 
   constructor(options: AssertionSignerOptions) {
     this.#options = options
@@ -63,7 +78,36 @@ export class AssertionSigner {
     return { keys: [(await this.#material()).jwk] }
   }
 
-  /** A signed assertion for one upstream request. */
+  /**
+   * The assertion for a request of `input.identity` to `input.audience`: the one signed last for
+   * exactly this caller and audience while more than half its lifetime remains, a new one
+   * otherwise. The cache key holds every claim the assertion states about the caller, so a
+   * different caller, tenant, client, scope set or audience never shares one.
+   */
+  assertion(input: AssertionInput): Promise<string> {
+    const issuer = this.#options.issuer()
+    const key = cacheKey(input)
+    const now = Date.now()
+    const cached = this.#cache.get(key)
+    if (cached !== undefined && now < cached.renewAt && cached.issuer === issuer) {
+      return cached.token
+    }
+    if (cached !== undefined) this.#cache.delete(key)
+    else if (this.#cache.size >= MAX_CACHED) {
+      // Map order is insertion order: the first key is the one signed longest ago.
+      this.#cache.delete(this.#cache.keys().next().value as string)
+    }
+    const token = this.sign(input)
+    const entry: Cached = { token, issuer, renewAt: now + this.#options.ttlSeconds * 500 }
+    this.#cache.set(key, entry)
+    // A failed signature is not kept: the next request tries again.
+    token.catch(() => {
+      if (this.#cache.get(key) === entry) this.#cache.delete(key)
+    })
+    return token
+  }
+
+  /** A newly signed assertion (its own `jti` and `iat`); `assertion` reuses them instead. */
   async sign(input: AssertionInput): Promise<string> {
     const { privateKey, jwk } = await this.#material()
     const { identity } = input
@@ -75,7 +119,6 @@ export class AssertionSigner {
     if (identity.tenant !== undefined) claims.tenant = identity.tenant
     if (identity.client !== undefined) claims.client_id = identity.client
     if (identity.scopes.length > 0) claims.scope = identity.scopes.join(' ')
-    if (input.callId !== undefined) claims.call_id = input.callId
     return await new (jose().SignJWT)(claims)
       .setProtectedHeader({ alg: 'ES256', typ: ASSERTION_TYPE, kid: jwk.kid! })
       .setIssuer(issuer)
@@ -87,4 +130,16 @@ export class AssertionSigner {
       .setJti(randomUUID())
       .sign(privateKey)
   }
+}
+
+/** Everything an assertion states about its caller and audience, unambiguously joined. */
+function cacheKey({ identity, audience }: AssertionInput): string {
+  return JSON.stringify([
+    audience,
+    identity.method,
+    identity.subject,
+    identity.tenant ?? null,
+    identity.client ?? null,
+    identity.scopes,
+  ])
 }

@@ -44,6 +44,8 @@ export type AuthResult =
 /** Authenticates requests for the virtual servers of one gateway. */
 export class InboundAuthenticator {
   readonly #options: InboundAuthOptions
+  /** The scopes each server requires, worked out once (the options do not change). */
+  readonly #required = new Map<string | undefined, readonly string[]>()
 
   constructor(options: InboundAuthOptions) {
     this.#options = options
@@ -62,7 +64,8 @@ export class InboundAuthenticator {
     try {
       const token = bearerToken(headers.authorization)
       const identity = await this.#verify(token, server)
-      const missing = required.filter((s) => !identity.scopes.includes(s))
+      const missing =
+        required.length === 0 ? required : required.filter((s) => !identity.scopes.includes(s))
       if (missing.length > 0) {
         throw new AuthFailure(
           'insufficient_scope',
@@ -107,9 +110,17 @@ export class InboundAuthenticator {
     })
   }
 
-  #scopesFor(server: string | undefined): string[] {
-    const extra = server === undefined ? [] : (this.#options.serverScopes?.[server] ?? [])
-    return [...new Set([...this.#options.requiredScopes, ...extra])]
+  #scopesFor(server: string | undefined): readonly string[] {
+    let scopes = this.#required.get(server)
+    if (scopes === undefined) {
+      const extra = server === undefined ? [] : (this.#options.serverScopes?.[server] ?? [])
+      scopes = Object.freeze([...new Set([...this.#options.requiredScopes, ...extra])])
+      // Only the gateway's own server names are kept (a request names one of a fixed few).
+      if (server === undefined || this.#options.servers().includes(server)) {
+        this.#required.set(server, scopes)
+      }
+    }
+    return scopes
   }
 
   async #verify(token: string, server: string | undefined): Promise<Identity> {

@@ -86,6 +86,39 @@ describe('tool-call context', () => {
     })
   })
 
+  test('calls of one caller to one upstream share the assertion but not the span or trace', async () => {
+    const signer = new AssertionSigner({ issuer: () => 'https://gw.example', ttlSeconds: 60 })
+    const stamp = createStamp({ signer, audience: 'https://up.example/mcp' })
+    const other = createStamp({ signer, audience: 'https://other.example/mcp' })
+    const contexts = []
+    for (let i = 0; i < 3; i++) {
+      const out = await stamp('tools/call', { name: 't' }, owner(alice))
+      assert.ok('params' in out)
+      contexts.push(
+        (out.params!._meta as Record<string, Record<string, string>>)[CONTEXT_META_KEY]!,
+      )
+    }
+    assert.equal(new Set(contexts.map((c) => c.assertion)).size, 1)
+    assert.equal(new Set(contexts.map((c) => c.traceparent)).size, 3)
+    const elsewhere = await other('tools/call', { name: 't' }, owner(alice))
+    assert.ok('params' in elsewhere)
+    const assertion = elsewhere.headers['barbican-assertion']!
+    assert.notEqual(assertion, contexts[0]!.assertion)
+    const jwks = createLocalJWKSet(await signer.jwks())
+    await jwtVerify(assertion, jwks, { audience: 'https://other.example/mcp' })
+    await assert.rejects(jwtVerify(assertion, jwks, { audience: 'https://up.example/mcp' }))
+  })
+
+  test('trace and span ids stay unique across refills of the random pool', () => {
+    const seen = new Set<string>()
+    for (let i = 0; i < 1000; i++) {
+      const [, trace, span] = childTraceparent(undefined).split('-')
+      assert.ok(!seen.has(trace!) && !seen.has(span!))
+      seen.add(trace!)
+      seen.add(span!)
+    }
+  })
+
   test('starts a new trace when the caller sent none or an invalid one', () => {
     assert.match(childTraceparent(undefined), /^00-[0-9a-f]{32}-[0-9a-f]{16}-01$/)
     const zero = childTraceparent('00-00000000000000000000000000000000-b7ad6b7169203331-01')

@@ -87,4 +87,23 @@ describe('authorize policy', () => {
     const reply = await chain(call(alice, 'tools/call', { name: 'anything' }, 'ops'))
     assert.equal(reply.kind, 'result')
   })
+
+  test('decisions remembered for one identity and server never apply to another', async () => {
+    // The same identity object, repeatedly and on two servers, then a look-alike without the scope.
+    for (let i = 0; i < 2; i++) {
+      const ops = await chain(call(alice, 'tools/call', { name: 'deploy' }, 'ops'))
+      assert.equal(ops.kind, 'result')
+      await assert.rejects(chain(call(alice, 'tools/call', { name: 'deploy' })), {
+        code: 'ERR_POLICY_DENIED',
+      })
+    }
+    const unscoped: Identity = { ...alice, scopes: [] }
+    await assert.rejects(chain(call(unscoped, 'tools/call', { name: 'deploy' }, 'ops')), {
+      code: 'ERR_POLICY_DENIED',
+    })
+    const outsider: Identity = { ...alice, tenant: 'other', claims: {} }
+    await assert.rejects(chain(call(outsider, 'tools/list', {}, 'ops')), {
+      code: 'ERR_POLICY_DENIED',
+    })
+  })
 })

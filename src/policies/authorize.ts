@@ -37,23 +37,38 @@ export function authorize(rules: readonly PermissionRule[]): Policy {
     server: picomatch(rule.servers as string[]),
     tool: picomatch(rule.tools as string[]),
   }))
+  /**
+   * The rules granting `identity` something on `server`, worked out once per identity object
+   * and server: identities are immutable, and an API key's is the same object on every request.
+   */
+  const granted = new WeakMap<Identity, Map<string, readonly CompiledRule[]>>()
+  const grantsFor = (identity: Identity, server: string): readonly CompiledRule[] => {
+    let byServer = granted.get(identity)
+    if (byServer === undefined) {
+      byServer = new Map()
+      granted.set(identity, byServer)
+    }
+    let grants = byServer.get(server)
+    if (grants === undefined) {
+      grants = compiled.filter((c) => c.server(server) && appliesTo(c.rule, identity))
+      byServer.set(server, grants)
+    }
+    return grants
+  }
   return {
     name: 'authorize',
     async handle(call: Call, next: Next): Promise<Reply> {
-      const grants = compiled.filter(
-        (c) => c.server(call.server) && appliesTo(c.rule, call.identity),
-      )
+      const grants = grantsFor(call.identity, call.server)
       if (grants.length === 0) {
         throw new BarbicanError(
           'ERR_POLICY_DENIED',
           `${call.identity.subject} may not use the server "${call.server}"`,
         )
       }
-      const mayCall = (tool: string) => grants.some((g) => g.tool(tool))
       const { request } = call
       if (request.method === 'tools/call') {
         const name = request.params?.name
-        if (typeof name !== 'string' || !mayCall(name)) {
+        if (typeof name !== 'string' || !mayCall(grants, name)) {
           throw new BarbicanError(
             'ERR_POLICY_DENIED',
             `${call.identity.subject} may not call the tool "${String(name)}"`,
@@ -68,7 +83,7 @@ export function authorize(rules: readonly PermissionRule[]): Policy {
           reply.result = {
             ...reply.result,
             tools: tools.filter(
-              (t) => isPlainObject(t) && typeof t.name === 'string' && mayCall(t.name),
+              (t) => isPlainObject(t) && typeof t.name === 'string' && mayCall(grants, t.name),
             ),
           }
         }
@@ -76,6 +91,11 @@ export function authorize(rules: readonly PermissionRule[]): Policy {
       return reply
     },
   }
+}
+
+function mayCall(grants: readonly CompiledRule[], tool: string): boolean {
+  for (const grant of grants) if (grant.tool(tool)) return true
+  return false
 }
 
 /** True when every condition the rule states holds for `identity`. */
