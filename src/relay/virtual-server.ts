@@ -134,7 +134,11 @@ export class VirtualServer extends EventEmitter {
 
   /** The merged catalog; upstreams that cannot be listed are left out and reported. */
   async catalog(): Promise<CatalogView> {
-    await this.refreshTrust()
+    // The common case, decided without I/O: the revision read recently still matches (a call
+    // then costs no store read; trust/trust-guard.ts bounds how old that read may be).
+    const trust = this.#trust
+    if (trust && this.#catalog && trust.cachedRevision() !== this.#trustRevision)
+      await this.refreshTrust()
     if (!this.#catalog) {
       const building = this.#build()
       this.#catalog = building
@@ -187,7 +191,8 @@ export class VirtualServer extends EventEmitter {
           }
         }),
       )
-      this.#trustRevision = await this.#trust.revision()
+      // Read exactly (not from the cache): the review just read the pins this revision names.
+      this.#trustRevision = await this.#trust.revision(true)
     } finally {
       this.#reviewing--
     }

@@ -127,6 +127,21 @@ export function storeContract(backend: string, open: () => Promise<Store>): void
     assert.notEqual(await s.pins.revision(), r2)
   })
 
+  withStore('counts the writes made through it, without reading the storage', async (s) => {
+    const w0 = s.pins.localWrites()
+    await s.pins.pin(pinned('a', 'tool:y', 'h1'))
+    const w1 = s.pins.localWrites()
+    assert.notEqual(w1, w0)
+    await s.pins.propose(pending('a', 'tool:y', 'h2'))
+    const w2 = s.pins.localWrites()
+    assert.notEqual(w2, w1)
+    await s.pins.dismiss('a', 'tool:y')
+    const w3 = s.pins.localWrites()
+    assert.notEqual(w3, w2)
+    await s.pins.unpin('a', 'tool:y')
+    assert.notEqual(s.pins.localWrites(), w3)
+  })
+
   withStore('stores baselines by name and replaces them', async (s) => {
     assert.equal(await s.baselines.get('config'), undefined)
     const base = {

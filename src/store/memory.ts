@@ -76,6 +76,9 @@ export function memoryStore(): Store {
     async revision() {
       return revision
     },
+    localWrites() {
+      return revision
+    },
   }
   const baselineStore: BaselineStore = {
     async get(name) {

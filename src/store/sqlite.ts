@@ -84,7 +84,10 @@ function sqliteStore(db: DatabaseSync): Store {
   // Prepared once: the catalog reads the revision on every call, so compiling it each time showed
   // as 8% of the gateway's busy time under load (bench/, docs/performance.md).
   const revisionQuery = db.prepare("SELECT value FROM counters WHERE name = 'pins'")
+  // Writes through this object, for callers that cache the revision (store.ts, localWrites).
+  let localWrites = 0
   const write = (sql: string, ...values: (string | number | null)[]) => {
+    localWrites++
     transaction(db, () => {
       const changes = db.prepare(sql).run(...values).changes
       if (Number(changes) > 0) bump.run()
@@ -176,6 +179,9 @@ function sqliteStore(db: DatabaseSync): Store {
     async revision() {
       const row = revisionQuery.get() as Row
       return Number(row.value)
+    },
+    localWrites() {
+      return localWrites
     },
   }
   const baselines: BaselineStore = {

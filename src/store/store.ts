@@ -82,6 +82,13 @@ export interface PinStore {
    * it, so a running gateway notices `barbican pins approve` run next to it.
    */
   revision(): Promise<number>
+  /**
+   * How many writes went through this object, counted in memory: no I/O, no lock. A caller that
+   * reads `revision()` less often than on every use (trust/trust-guard.ts) reads it again as soon
+   * as this moves, so a decision made in this process takes effect at once; writes by another
+   * process show only in `revision()`.
+   */
+  localWrites(): number
 }
 
 /** An approved snapshot of something that may drift (the configuration). */

@@ -336,6 +336,81 @@ describe('decisions made by another process', () => {
   })
 })
 
+describe('when a decision reaches calls', () => {
+  test("an approval through the gateway's own store works on the next call; one by another process within the revision bound", async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'barbican-trust-'))
+    const path = join(dir, 'barbican.db')
+    const store = await openSqliteStore(path)
+    const cli = await openSqliteStore(path)
+    const registered = new Map<string, RegisteredTool>()
+    const trust = new TrustGuard({ store: store.pins, log: recordingLogger() })
+    const gateway = new Gateway(
+      {
+        upstreams: [
+          inProcessUpstream(
+            'notes',
+            toolServer('notes', { read_note: { description: 'Reads.' } }, registered),
+          ),
+        ],
+        servers: [serverPlan('default', ['notes'], rules('never'))],
+        clientRequestTimeoutMs: 5_000,
+        trust,
+      },
+      recordingLogger(),
+    )
+    await gateway.start()
+    const [clientSide, gatewaySide] = memoryPair()
+    gateway.connect(gatewaySide, { kind: 'stdio', server: 'default' })
+    await gatewaySide.start()
+    const client = new Client({ name: 'call-after-approval', version: '1.0.0' })
+    let changed: (() => void) | undefined
+    client.setNotificationHandler(ToolListChangedNotificationSchema, async () => changed?.())
+    const change = async (description: string) => {
+      const told = new Promise<void>((resolve) => {
+        changed = resolve
+      })
+      registered.get('read_note')!.update({ description })
+      await told
+    }
+    const call = () => client.callTool({ name: 'read_note', arguments: {} })
+    // A quarantined tool is refused with a JSON-RPC error (ERR_TOOL_QUARANTINED).
+    const works = () =>
+      call().then(
+        (r) => !r.isError,
+        (e: Error) => {
+          assert.match(e.message, /quarantined/)
+          return false
+        },
+      )
+    await client.connect(clientSide as never)
+    try {
+      assert.equal(await works(), true)
+      await change('Reads, then shares.')
+      assert.equal(await works(), false, 'quarantined after the change')
+      // Through the gateway's own store object: the very next call sees it.
+      await approveChange(store.pins, 'notes', 'tool:read_note', 'alice')
+      assert.equal(await works(), true, 'an in-process approval takes effect at once')
+
+      await change('Reads, then mails.')
+      assert.equal(await works(), false)
+      await approveChange(cli.pins, 'notes', 'tool:read_note', 'bob')
+      const approved = performance.now()
+      while (!(await works())) {
+        assert.ok(performance.now() - approved < 5_000, 'the approval never took effect')
+        await new Promise((resolve) => setTimeout(resolve, 10))
+      }
+      // The bound is REVISION_MAX_AGE_MS (250 ms), well inside the 2 s list_changed poll.
+      assert.ok(performance.now() - approved < 250 + 500)
+    } finally {
+      await client.close()
+      await gateway.stop()
+      await cli.close()
+      await store.close()
+      rmSync(dir, { recursive: true, force: true })
+    }
+  })
+})
+
 describe('poisoning and collision scan at list time', () => {
   const tags = (text: string) =>
     [...text].map((c) => String.fromCodePoint(0xe0000 + c.codePointAt(0)!)).join('')

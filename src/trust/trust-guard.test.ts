@@ -1,16 +1,22 @@
 import assert from 'node:assert/strict'
+import { mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
 import { describe, test } from 'node:test'
+import { setTimeout as sleep } from 'node:timers/promises'
 import { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js'
 import { inProcessUpstream, rules, serverPlan } from '../../test/support/plans.ts'
 import { Gateway } from '../gateway.ts'
 import { type Logger, silentLogger } from '../log.ts'
 import { memoryStore } from '../store/memory.ts'
+import { openSqliteStore } from '../store/sqlite.ts'
+import type { PinnedItem } from '../store/store.ts'
 import { memoryPair } from '../transports/memory.ts'
 import { approveChange } from './decisions.ts'
 import { DEFAULT_TRUST_POLICY, type TrustPolicy } from './policy.ts'
 import type { AdvertisedLists } from './surface.ts'
-import { TrustGuard } from './trust-guard.ts'
+import { REVISION_MAX_AGE_MS, TrustGuard } from './trust-guard.ts'
 
 function guardWith(policy: Partial<TrustPolicy> = {}, log: Logger = silentLogger) {
   const store = memoryStore()
@@ -153,6 +159,105 @@ describe('instructions through a virtual server', () => {
     } finally {
       await client.close()
       await gateway.stop()
+    }
+  })
+})
+
+describe("the trust guard's revision reads", () => {
+  const pin = (key: string): PinnedItem => ({
+    upstream: 'u',
+    key,
+    kind: 'tool',
+    name: key,
+    hash: 'h',
+    definition: {},
+    approvedAt: 'now',
+    approvedBy: 'op',
+  })
+
+  /** A gateway's store and a second connection to the same file, as `barbican pins` opens. */
+  async function twoConnections() {
+    const dir = mkdtempSync(join(tmpdir(), 'barbican-revision-'))
+    const path = join(dir, 'barbican.db')
+    const gateway = await openSqliteStore(path)
+    const cli = await openSqliteStore(path)
+    return {
+      gateway,
+      cli,
+      async close() {
+        await gateway.close()
+        await cli.close()
+        rmSync(dir, { recursive: true, force: true })
+      },
+    }
+  }
+
+  test('see a write through the same store object at once, however young the last read', async () => {
+    const s = await twoConnections()
+    try {
+      const guard = new TrustGuard({
+        store: s.gateway.pins,
+        log: silentLogger,
+        revisionMaxAgeMs: 60_000,
+      })
+      const r0 = await guard.revision()
+      assert.equal(guard.cachedRevision(), r0)
+      await s.gateway.pins.pin(pin('tool:a'))
+      assert.equal(guard.cachedRevision(), undefined, 'a local write invalidates the cached read')
+      const r1 = await guard.revision()
+      assert.notEqual(r1, r0)
+      assert.equal(r1, await s.gateway.pins.revision())
+    } finally {
+      await s.close()
+    }
+  })
+
+  test("see another process's write once the last read is older than the bound", async () => {
+    const s = await twoConnections()
+    try {
+      const slow = new TrustGuard({
+        store: s.gateway.pins,
+        log: silentLogger,
+        revisionMaxAgeMs: 60_000,
+      })
+      const fast = new TrustGuard({
+        store: s.gateway.pins,
+        log: silentLogger,
+        revisionMaxAgeMs: 50,
+      })
+      const r0 = await slow.revision()
+      assert.equal(await fast.revision(), r0)
+      await s.cli.pins.pin(pin('tool:b'))
+      // Within the bound the read is not repeated: no store access per call.
+      assert.equal(await slow.revision(), r0)
+      await sleep(60)
+      assert.equal(fast.cachedRevision(), undefined)
+      const r1 = await fast.revision()
+      assert.notEqual(r1, r0)
+      assert.equal(r1, await s.cli.pins.revision())
+      assert.equal(await slow.revision(true), r1, 'fresh reads the store whatever the bound')
+    } finally {
+      await s.close()
+    }
+  })
+
+  test('default to a bound of at most 250 ms', async () => {
+    assert.ok(REVISION_MAX_AGE_MS > 0 && REVISION_MAX_AGE_MS <= 250)
+    const s = await twoConnections()
+    try {
+      const guard = new TrustGuard({ store: s.gateway.pins, log: silentLogger })
+      const r0 = await guard.revision()
+      await s.cli.pins.pin(pin('tool:c'))
+      const written = performance.now()
+      let seen = r0
+      while (seen === r0 && performance.now() - written < 5_000) {
+        seen = await guard.revision()
+        await sleep(5)
+      }
+      assert.notEqual(seen, r0)
+      assert.ok(performance.now() - written <= REVISION_MAX_AGE_MS + 400)
+    } finally {
+      await s.close()
     }
   })
 })

@@ -36,7 +36,21 @@ export interface TrustGuardOptions {
   readonly policies?: ReadonlyMap<string, TrustPolicy>
   readonly log: Logger
   readonly now?: () => Date
+  /**
+   * How old the store's revision may be before it is read again (default
+   * REVISION_MAX_AGE_MS). Writes through this process's own store object are seen at once
+   * whatever this says; it bounds how late a decision made by another process (`barbican pins
+   * approve`) reaches calls. 0 reads the store on every call.
+   */
+  readonly revisionMaxAgeMs?: number
 }
+
+/**
+ * The longest a decision made by another process waits before calls see it (ADR 013): the
+ * catalog asks for the revision on every call, and reading it from SQLite each time (a read and
+ * two file locks) was the largest Barbican-specific cost per call.
+ */
+export const REVISION_MAX_AGE_MS = 250
 
 export class TrustGuard {
   readonly store: PinStore
@@ -49,12 +63,18 @@ export class TrustGuard {
   #queue: Promise<unknown> = Promise.resolve()
   /** Warnings already logged (upstream, key, hash, rule), so a rebuild does not repeat them. */
   #warned = new Set<string>()
+  readonly #revisionMaxAgeMs: number
+  /** The store's revision as last read, when (performance.now()), and its local write count then. */
+  #revision = 0
+  #revisionAt = Number.NEGATIVE_INFINITY
+  #revisionWrites = -1
 
   constructor(options: TrustGuardOptions) {
     this.store = options.store
     this.#policies = options.policies ?? new Map()
     this.#log = options.log
     this.#now = options.now ?? (() => new Date())
+    this.#revisionMaxAgeMs = options.revisionMaxAgeMs ?? REVISION_MAX_AGE_MS
   }
 
   policy(upstream: string): TrustPolicy {
@@ -68,9 +88,34 @@ export class TrustGuard {
     for (const p of all) this.#approvedOf(p.upstream).set(p.key, p)
   }
 
-  /** The store's revision: a virtual server rebuilds its catalog when it moved. */
-  async revision(): Promise<number> {
-    return await this.store.revision()
+  /**
+   * The store's revision as last read, without I/O, while that read is fresh: younger than the
+   * maximum age and no write through this process's store object since. Undefined otherwise
+   * (then `revision()` reads it).
+   */
+  cachedRevision(): number | undefined {
+    if (this.store.localWrites() !== this.#revisionWrites) return undefined
+    if (performance.now() - this.#revisionAt >= this.#revisionMaxAgeMs) return undefined
+    return this.#revision
+  }
+
+  /**
+   * The store's revision: a virtual server rebuilds its catalog when it moved. Read from the
+   * store when the last read is no longer fresh (`cachedRevision`), or always with `fresh`.
+   */
+  async revision(fresh = false): Promise<number> {
+    if (!fresh) {
+      const cached = this.cachedRevision()
+      if (cached !== undefined) return cached
+    }
+    // Counted before the read: a write landing while it runs makes the next call read again.
+    const writes = this.store.localWrites()
+    const at = performance.now()
+    const revision = await this.store.revision()
+    this.#revision = revision
+    this.#revisionAt = at
+    this.#revisionWrites = writes
+    return revision
   }
 
   /**
