@@ -172,6 +172,14 @@ if (values.compare !== undefined) {
       start: () => startBarbican('barbican-stdio@base', { stdio: true }, barbicanNodeOptions, root),
     },
   )
+  if (values.auth) {
+    CONFIGURATIONS.push({
+      name: 'barbican-stdio+auth@base',
+      description: `barbican-stdio+auth, from the checkout in ${root}`,
+      start: () =>
+        startBarbican('barbican-stdio+auth@base', { stdio: true }, baseNodeOptions, root, true),
+    })
+  }
 }
 
 /** Runs the load generator against `running` once and measures the process meanwhile. */
