@@ -90,13 +90,16 @@ export class AuthRuntime {
 
   /** The stamp of one upstream: context, assertion and credentials on every request. */
   stampFor(upstream: string, audience: string): Stamp {
-    return async (method, params, owner) => {
-      const stamp = createStamp({
-        signer: this.signer,
-        audience,
-        credentials: this.#credentials.get(upstream),
-      })
-      return await stamp(method, params, owner)
+    // Built once, and again only if the upstream's credential source is replaced.
+    let source: CredentialSource | undefined
+    let stamp: Stamp | undefined
+    return (method, params, owner) => {
+      const credentials = this.#credentials.get(upstream)
+      if (stamp === undefined || credentials !== source) {
+        source = credentials
+        stamp = createStamp({ signer: this.signer, audience, credentials })
+      }
+      return stamp(method, params, owner)
     }
   }
 

@@ -5,15 +5,22 @@
 import type { IncomingMessage } from 'node:http'
 import type { Identity } from './identity.ts'
 
-const IDENTITIES = new WeakMap<IncomingMessage, Identity>()
+/**
+ * A property keyed by a symbol no other module can name, rather than a WeakMap: every request
+ * would otherwise add a short-lived WeakMap entry, which the garbage collector must process
+ * separately (ephemerons); the property goes away with the request object.
+ */
+const IDENTITY = Symbol('barbican.identity')
+
+type WithIdentity = IncomingMessage & { [IDENTITY]?: Identity }
 
 export function setRequestIdentity(req: IncomingMessage, identity: Identity): void {
-  IDENTITIES.set(req, identity)
+  ;(req as WithIdentity)[IDENTITY] = identity
 }
 
 /** The verified identity of `req`; undefined when the gateway runs without inbound auth. */
 export function requestIdentity(req: IncomingMessage): Identity | undefined {
-  return IDENTITIES.get(req)
+  return (req as WithIdentity)[IDENTITY]
 }
 
 const TOKENS = new WeakMap<Identity, string>()

@@ -105,7 +105,12 @@ class StampedTransport implements Transport {
    */
   #receive(message: JsonRpcMessage, info?: ReceiveInfo): void {
     const handler = this.#onmessage
-    if (!('id' in message) || 'method' in message || message.id === null) {
+    if (
+      this.#rejections.size === 0 ||
+      !('id' in message) ||
+      'method' in message ||
+      message.id === null
+    ) {
       handler?.(message, info)
       return
     }

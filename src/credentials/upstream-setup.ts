@@ -54,6 +54,8 @@ export function securedTransportFactory(
   }
   if (!secrets && !auth) return () => make(u)
   const stamp = auth?.stampFor(u.name, audienceOf(u))
+  // Nothing to open first: the stamp wraps the plain transport, no deferred layer per message.
+  if (!secrets && stamp) return () => stampedTransport(make(u), stamp, requestOwner)
   return () =>
     new DeferredTransport(async () => {
       const spec = secrets ? await withSecrets(u, secrets) : u
