@@ -8,7 +8,7 @@ import { BarbicanError } from '../errors.ts'
 import { undici } from '../lazy-deps.ts'
 import type { Logger } from '../log.ts'
 import type { JsonRpcId } from '../protocol/jsonrpc.ts'
-import { type Deadline, httpStatusError, networkError } from './http-outbound-support.ts'
+import { type ExchangeDeadline, httpStatusError, networkError } from './http-outbound-support.ts'
 import { isEventStream, readSse, type SseEvent } from './sse-stream.ts'
 
 /** One SSE stream's progress, kept across reconnections. */
@@ -24,7 +24,21 @@ export function streamState(requestId?: JsonRpcId): StreamState {
   return { requestId, answered: false, lastEventId: undefined, retryMs: undefined }
 }
 
-type Body = Dispatcher.ResponseData['body']
+/** A response body: undici's, or the stream an `Exchange` makes of an SSE answer. */
+type Body = AsyncIterable<Uint8Array> & { destroy(error?: Error): unknown }
+
+/** A POST's deadline, which an answered stream may shorten (see `follow`). */
+export interface StreamDeadline extends ExchangeDeadline {
+  /** Gives the exchange at most `ms` more. */
+  linger?(ms: number): void
+}
+
+/**
+ * How long a request's stream may stay open after it carried the answer, by default. The server
+ * should end it right away; reading it to its end lets the connection go back to the keep-alive
+ * pool, where cutting it at the answer cost a new TCP connection per SSE answer.
+ */
+export const ANSWERED_STREAM_LINGER_MS = 2_000
 
 /** What the streams need from their transport. */
 export interface StreamHost {
@@ -37,6 +51,8 @@ export interface StreamHost {
   readonly maxReconnects: number
   /** Wait before reconnecting when the server sent no `retry:`. */
   readonly defaultRetryMs: number
+  /** How long a request's stream may stay open after its answer (see `StreamDeadline`). */
+  readonly answeredLingerMs: number
   /** The headers every request carries (session, version, configured), plus `base`. */
   headers(base: Record<string, string>): Record<string, string>
   /** Decodes and delivers one event's data; marks `state.answered` when it holds the answer. */
@@ -57,8 +73,16 @@ export class SseStreams {
     this.#host = host
   }
 
-  /** Reads one stream to its end; a request's stream stops being read once it is answered. */
-  async read(body: Body, state: StreamState, onProgress: () => void): Promise<void> {
+  /**
+   * Reads one stream to its end; events after a request's answer are ignored, and `onAnswered`
+   * runs once the answer came (the caller bounds how long the rest may take).
+   */
+  async read(
+    body: Body,
+    state: StreamState,
+    onProgress: () => void,
+    onAnswered?: () => void,
+  ): Promise<void> {
     await readSse(body, {
       maxEventBytes: this.#host.maxEventBytes,
       onRetry: (ms) => {
@@ -72,8 +96,7 @@ export class SseStreams {
         // resumable stream with its first id.
         if ((event.event !== undefined && event.event !== 'message') || event.data === '') return
         this.#host.receive(event.data, state)
-        // The answer ends a request's stream: stop reading rather than wait for the server.
-        if (state.answered) body.destroy()
+        if (state.answered) onAnswered?.()
       },
     }).catch((err: unknown) => {
       if (!state.answered) throw err
@@ -85,17 +108,26 @@ export class SseStreams {
    * first. Throws when the answer cannot come: no event id to resume from, too many failed
    * reconnections, an oversized event, or the deadline.
    */
-  async follow(body: Body, state: StreamState, deadline: Deadline): Promise<void> {
+  async follow(body: Body, state: StreamState, deadline: StreamDeadline): Promise<void> {
     const host = this.#host
     let source = body
     let failures = 0
+    const answered = () => {
+      if (deadline.linger) deadline.linger(host.answeredLingerMs)
+      else source.destroy()
+    }
     for (;;) {
       let dropped: unknown
       let progressed = false
       try {
-        await this.read(source, state, () => {
-          progressed = true
-        })
+        await this.read(
+          source,
+          state,
+          () => {
+            progressed = true
+          },
+          answered,
+        )
       } catch (err) {
         dropped = err
       }

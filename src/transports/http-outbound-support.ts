@@ -113,8 +113,20 @@ export function refusalReply(
     .find((m) => m.id === null || m.id === id)
 }
 
+/** Why an exchange was aborted: its deadline passed, its caller cancelled it, or a close. */
+export type AbortReason = 'timeout' | 'cancel' | 'close'
+
+/** What reading an exchange needs from its deadline: why it ended, and a signal that says when. */
+export interface ExchangeDeadline {
+  readonly reason: AbortReason | undefined
+  readonly signal: AbortSignal
+}
+
 /** The error for an exchange that was aborted, by its deadline, its caller or a close. */
-export function abortError(deadline: Deadline, upstream: string): BarbicanError | undefined {
+export function abortError(
+  deadline: ExchangeDeadline,
+  upstream: string,
+): BarbicanError | undefined {
   switch (deadline.reason) {
     case 'timeout':
       return new BarbicanError('ERR_UPSTREAM_TIMEOUT', `Upstream "${upstream}" timed out`)
@@ -133,10 +145,10 @@ export function failureResponse(id: JsonRpcId, error: BarbicanError): JsonRpcErr
 }
 
 /** A timer plus an AbortController: the one way every HTTP exchange here is bounded. */
-export class Deadline {
+export class Deadline implements ExchangeDeadline {
   readonly controller = new AbortController()
   /** Why the exchange was aborted, once it was. */
-  reason: 'timeout' | 'cancel' | 'close' | undefined
+  reason: AbortReason | undefined
   #timer: NodeJS.Timeout | undefined
   #unlink: (() => void) | undefined
 
@@ -156,7 +168,7 @@ export class Deadline {
     return this.controller.signal
   }
 
-  abort(reason: 'timeout' | 'cancel' | 'close'): void {
+  abort(reason: AbortReason): void {
     if (this.reason !== undefined) return
     this.reason = reason
     this.dispose()

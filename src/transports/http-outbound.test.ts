@@ -152,6 +152,99 @@ describe('Streamable HTTP outbound transport', () => {
     assert.ok(server.connections <= 2, `${server.connections} connections`)
   })
 
+  test('reads an answered SSE stream to its end, so its connection is reused', async () => {
+    const server = await scriptedServer((req, res) => {
+      sse(res)
+      event(res, result(JSON.parse(req.body).id))
+      // The server ends the stream a little after the answer, as real servers may.
+      setTimeout(() => res.end(), 20)
+    })
+    const transport = connect(server)
+    const inbox = new Inbox(transport)
+    try {
+      for (let id = 1; id <= 5; id++) {
+        await transport.send(request(id))
+        await inbox.response(id)
+        // Let the stream end reach the pool before the next request.
+        await new Promise((resolve) => setTimeout(resolve, 40))
+      }
+    } finally {
+      await transport.close()
+      await server.close()
+    }
+    // Cutting the stream at the answer would have needed a connection per request.
+    assert.equal(server.connections, 1)
+    assert.deepEqual(inbox.errors, [])
+  })
+
+  test('cuts an answered SSE stream the server keeps open, after the linger time', async () => {
+    let answeredAt = 0
+    let closedAt = 0
+    const closed = new Promise<void>((resolve) => {
+      void scriptedServer((req, res) => {
+        sse(res)
+        event(res, result(JSON.parse(req.body).id))
+        answeredAt = Date.now()
+        res.on('close', () => {
+          closedAt = Date.now()
+          resolve()
+        })
+      }).then((server) => start(server))
+    })
+    let stop = async () => {}
+    const start = async (server: ScriptedServer) => {
+      const transport = connect(server, { answeredStreamLingerMs: 100, requestTimeoutMs: 30_000 })
+      const inbox = new Inbox(transport)
+      stop = async () => {
+        await transport.close()
+        await server.close()
+      }
+      await transport.send(request(1))
+      assert.deepEqual(await inbox.response(1), result(1))
+    }
+    try {
+      await closed
+    } finally {
+      await stop()
+    }
+    const lingered = closedAt - answeredAt
+    assert.ok(lingered >= 80 && lingered < 5_000, `stream cut ${lingered} ms after the answer`)
+  })
+
+  test('times out each request at its own deadline, the earliest first', async () => {
+    const server = await scriptedServer(() => {
+      // Never respond.
+    })
+    const transport = connect(server, { requestTimeoutMs: 30_000 })
+    const inbox = new Inbox(transport)
+    const sent = Date.now()
+    try {
+      // `send` resolves at the response headers, which never come: not awaited.
+      const sends = [
+        transport.send(request(1), { timeoutMs: 400 }),
+        transport.send(request(2), { timeoutMs: 100 }),
+        transport.send(request(3)),
+      ]
+      for (const sent of sends) sent.catch(() => {})
+      const second = await inbox.response(2, 5000)
+      const secondAt = Date.now() - sent
+      const first = await inbox.response(1, 5000)
+      const firstAt = Date.now() - sent
+      assert.equal(barbicanCode(second), 'ERR_UPSTREAM_TIMEOUT')
+      assert.equal(barbicanCode(first), 'ERR_UPSTREAM_TIMEOUT')
+      assert.ok(secondAt >= 90 && secondAt < 380, `request 2 timed out after ${secondAt} ms`)
+      assert.ok(firstAt >= 390, `request 1 timed out after ${firstAt} ms`)
+      assert.equal(
+        inbox.messages.filter((m) => 'id' in m && m.id === 3).length,
+        0,
+        'request 3 is still waiting',
+      )
+    } finally {
+      await transport.close()
+      await server.close()
+    }
+  })
+
   test('answers a request the server never answers with a timeout error, without hanging', async () => {
     const server = await scriptedServer(() => {
       // Never respond.

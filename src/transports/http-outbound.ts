@@ -9,6 +9,7 @@
  * (notifications, responses to the server's requests) have no one to answer: their failures
  * reject `send` instead.
  */
+import type { Readable } from 'node:stream'
 import type { Dispatcher } from 'undici'
 import { BarbicanError } from '../errors.ts'
 import { undici } from '../lazy-deps.ts'
@@ -22,20 +23,25 @@ import {
   serialize,
 } from '../protocol/jsonrpc.ts'
 import type { Revision } from '../protocol/revisions.ts'
-import { SseStreams, type StreamState, streamState } from './http-outbound-streams.ts'
+import { DeadlineSweep, Exchange, type ExchangeStart } from './http-outbound-exchange.ts'
+import {
+  ANSWERED_STREAM_LINGER_MS,
+  SseStreams,
+  type StreamState,
+  streamState,
+} from './http-outbound-streams.ts'
 import {
   abortError,
   Deadline,
+  type ExchangeDeadline,
   failureResponse,
   headerValue,
   httpStatusError,
   mergeHeaders,
   networkError,
-  readBoundedText,
   refusalReply,
 } from './http-outbound-support.ts'
 import { decodePayload, preview } from './outbound-payload.ts'
-import { isEventStream } from './sse-stream.ts'
 import type { ReceiveInfo, SendOptions, Transport } from './transport.ts'
 
 export interface HttpOutboundOptions {
@@ -57,6 +63,11 @@ export interface HttpOutboundOptions {
   readonly maxReconnects?: number | undefined
   /** Wait before reconnecting when the server sent no `retry:` (default 1000 ms). */
   readonly defaultRetryMs?: number | undefined
+  /**
+   * How long an SSE answer may stay open after it carried the request's answer before it is cut
+   * (default 2000 ms). Servers end it at once; reading to the end keeps the connection pooled.
+   */
+  readonly answeredStreamLingerMs?: number | undefined
 }
 
 /** Per-message options: the headers the 2026-07-28 hop needs, a deadline, cancellation. */
@@ -76,7 +87,10 @@ export interface HttpSendOptions extends SendOptions {
  */
 export type HttpProbeOutcome = 'sent' | 'legacy' | 'failed'
 
-const ACCEPT_BOTH = 'application/json, text/event-stream'
+const POST_BASE: Readonly<Record<string, string>> = Object.freeze({
+  accept: 'application/json, text/event-stream',
+  'content-type': 'application/json',
+})
 
 /** A Streamable HTTP connection to one upstream endpoint. */
 export class HttpOutboundTransport implements Transport {
@@ -86,10 +100,13 @@ export class HttpOutboundTransport implements Transport {
 
   readonly name: string
   readonly url: URL
-  /** Sent as `MCP-Protocol-Version` on every request once set (after initialize). */
-  protocolVersion: string | undefined
 
   readonly #options: HttpOutboundOptions
+  readonly #origin: string
+  readonly #path: string
+  #protocolVersion: string | undefined
+  /** The headers of a POST, made again only when the session id or the version changes. */
+  #postHeaders: Record<string, string> | undefined
   readonly #log: Logger
   readonly #dispatcher: Dispatcher
   readonly #ownsDispatcher: boolean
@@ -99,7 +116,7 @@ export class HttpOutboundTransport implements Transport {
   #closing: Promise<void> | undefined
   #standalone: 'none' | 'open' | 'unsupported' = 'none'
   readonly #closeController = new AbortController()
-  readonly #deadlines = new Set<Deadline>()
+  readonly #deadlines = new DeadlineSweep()
   readonly #background = new Set<Promise<void>>()
   readonly #streams: SseStreams
 
@@ -108,11 +125,22 @@ export class HttpOutboundTransport implements Transport {
     this.protocolVersion = revision
   }
 
+  /** Sent as `MCP-Protocol-Version` on every request once set (after initialize). */
+  get protocolVersion(): string | undefined {
+    return this.#protocolVersion
+  }
+  set protocolVersion(version: string | undefined) {
+    if (version !== this.#protocolVersion) this.#postHeaders = undefined
+    this.#protocolVersion = version
+  }
+
   constructor(options: HttpOutboundOptions) {
     this.#options = options
     this.name = options.name
     this.url = new URL(options.url)
-    this.protocolVersion = options.protocolVersion
+    this.#origin = this.url.origin
+    this.#path = `${this.url.pathname}${this.url.search}`
+    this.#protocolVersion = options.protocolVersion
     this.#log = options.log.child({ upstream: options.name })
     this.#ownsDispatcher = options.dispatcher === undefined
     this.#dispatcher =
@@ -126,6 +154,7 @@ export class HttpOutboundTransport implements Transport {
       maxEventBytes: options.limits.maxMessageBytes,
       maxReconnects: options.maxReconnects ?? 3,
       defaultRetryMs: options.defaultRetryMs ?? 1000,
+      answeredLingerMs: options.answeredStreamLingerMs ?? ANSWERED_STREAM_LINGER_MS,
       headers: (base) => this.#headers(base),
       receive: (text, state) => this.#receive(text, state),
     })
@@ -172,57 +201,64 @@ export class HttpOutboundTransport implements Transport {
   ): Promise<HttpProbeOutcome> {
     if (this.#closed) throw this.#closedError()
     const id = isRequest(message) ? message.id : undefined
-    const deadline = this.#track(
-      new Deadline(options.timeoutMs ?? this.#options.requestTimeoutMs ?? 60_000, options.signal),
+    const exchange = new Exchange(
+      options.timeoutMs ?? this.#options.requestTimeoutMs ?? 60_000,
+      this.#options.limits.maxMessageBytes,
+      options.signal,
     )
-    let response: Dispatcher.ResponseData
+    exchange.watch(this.#deadlines)
+    let response: ExchangeStart
     try {
-      response = await undici().request(this.url, {
-        dispatcher: this.#dispatcher,
+      response = await exchange.start(this.#dispatcher, {
+        origin: this.#origin,
+        path: this.#path,
         method: 'POST',
-        headers: this.#headers(
-          { accept: ACCEPT_BOTH, 'content-type': 'application/json' },
-          options.headers,
-        ),
+        headers:
+          options.headers === undefined
+            ? this.#basePostHeaders()
+            : mergeHeaders(this.#basePostHeaders(), options.headers),
         body: serialize(message),
-        signal: deadline.signal,
         headersTimeout: 0,
         bodyTimeout: 0,
       })
     } catch (err) {
-      this.#untrack(deadline)
-      this.#fail(id, abortError(deadline, this.name) ?? networkError(err, this.name), deadline)
+      exchange.dispose()
+      this.#fail(id, abortError(exchange, this.name) ?? networkError(err, this.name), exchange)
       return 'failed'
     }
     const status = response.statusCode
     if (status >= 200 && status < 300) {
       const sessionId = headerValue(response.headers, 'mcp-session-id')
-      if (sessionId !== undefined) this.#sessionId = sessionId
-      this.#inBackground(this.#consume(response, id, deadline))
+      if (sessionId !== undefined && sessionId !== this.#sessionId) {
+        this.#sessionId = sessionId
+        this.#postHeaders = undefined
+      }
+      const body = response.body
+      if (body.kind === 'stream') {
+        this.#inBackground(this.#follow(body.stream, id, exchange))
+      } else {
+        exchange.onBody((error, text) => this.#consumed(error, text, id, status, exchange))
+      }
       if ('method' in message && message.method === 'notifications/initialized') {
         if (this.#options.standaloneStream ?? true) this.openStandaloneStream()
       }
       return 'sent'
     }
-    return await this.#refused(response, id, deadline, detectLegacy)
+    return await this.#refused(status, exchange, id, detectLegacy)
   }
 
   /** Handles an HTTP error status to a POST. */
   async #refused(
-    response: Dispatcher.ResponseData,
+    status: number,
+    exchange: Exchange,
     id: JsonRpcId | undefined,
-    deadline: Deadline,
     detectLegacy: boolean,
   ): Promise<HttpProbeOutcome> {
-    const status = response.statusCode
-    let text = ''
-    try {
-      text = await readBoundedText(response.body, this.#options.limits.maxMessageBytes)
-    } catch {
-      // An unreadable error body changes nothing: the status decides.
-    } finally {
-      this.#untrack(deadline)
-    }
+    // An unreadable error body changes nothing: the status decides.
+    const text = await new Promise<string>((resolve) => {
+      exchange.onBody((_error, body) => resolve(body))
+    })
+    exchange.dispose()
     const reply = refusalReply(text, id, this.#options.limits)
     if (
       detectLegacy &&
@@ -248,32 +284,52 @@ export class HttpOutboundTransport implements Transport {
     return 'sent'
   }
 
-  /** Reads a 2xx answer (JSON, SSE, or nothing) and makes sure a request gets its reply. */
-  async #consume(response: Dispatcher.ResponseData, id: JsonRpcId | undefined, deadline: Deadline) {
+  /** A 2xx answer collected whole (JSON, or nothing): makes sure a request gets its reply. */
+  #consumed(
+    error: Error | undefined,
+    text: string,
+    id: JsonRpcId | undefined,
+    status: number,
+    exchange: Exchange,
+  ): void {
+    exchange.dispose()
     const state = streamState(id)
     try {
-      if (isEventStream(response.headers['content-type'])) {
-        await this.#streams.follow(response.body, state, deadline)
-        return
-      }
-      const text = await readBoundedText(response.body, this.#options.limits.maxMessageBytes)
+      if (error !== undefined) throw error
       if (text.trim() !== '') this.#receive(text, state)
       if (id !== undefined && !state.answered) {
         throw new BarbicanError(
           'ERR_UPSTREAM_PROTOCOL',
-          `Upstream "${this.name}" answered HTTP ${response.statusCode} without a response`,
+          `Upstream "${this.name}" answered HTTP ${status} without a response`,
         )
       }
     } catch (err) {
       if (state.answered) return
+      // `later`: reported through onmessage or onerror, never thrown.
       this.#fail(
         id,
-        abortError(deadline, this.name) ?? networkError(err, this.name),
-        deadline,
+        abortError(exchange, this.name) ?? networkError(err, this.name),
+        exchange,
+        true,
+      )
+    }
+  }
+
+  /** Reads an SSE answer (resuming it if it breaks) and makes sure a request gets its reply. */
+  async #follow(stream: Readable, id: JsonRpcId | undefined, exchange: Exchange) {
+    const state = streamState(id)
+    try {
+      await this.#streams.follow(stream, state, exchange)
+    } catch (err) {
+      if (state.answered) return
+      this.#fail(
+        id,
+        abortError(exchange, this.name) ?? networkError(err, this.name),
+        exchange,
         true,
       )
     } finally {
-      this.#untrack(deadline)
+      exchange.dispose()
     }
   }
 
@@ -304,7 +360,12 @@ export class HttpOutboundTransport implements Transport {
    * message that is not a request rejects its `send`, or, once `send` has resolved, goes to `onerror`.
    * Nothing is reported for a request its caller cancelled, and `send` rejects once closed.
    */
-  #fail(id: JsonRpcId | undefined, error: BarbicanError, deadline: Deadline, later = false) {
+  #fail(
+    id: JsonRpcId | undefined,
+    error: BarbicanError,
+    deadline: ExchangeDeadline,
+    later = false,
+  ) {
     if (deadline.reason === 'close' || deadline.reason === 'cancel') {
       if (later || (id !== undefined && deadline.reason === 'cancel')) return
       throw error
@@ -346,7 +407,7 @@ export class HttpOutboundTransport implements Transport {
   async #shutdown(): Promise<void> {
     this.#closed = true
     this.#closeController.abort()
-    for (const deadline of this.#deadlines) deadline.abort('close')
+    this.#deadlines.abortAll('close')
     if (this.#sessionId !== undefined && !this.#sessionExpired) await this.#deleteSession()
     await Promise.allSettled([...this.#background])
     if (this.#ownsDispatcher) await this.#dispatcher.destroy().catch(() => {})
@@ -360,6 +421,8 @@ export class HttpOutboundTransport implements Transport {
         dispatcher: this.#dispatcher,
         method: 'DELETE',
         headers: this.#headers({}),
+        headersTimeout: 0,
+        bodyTimeout: 0,
         signal: deadline.signal,
       })
       await response.body.dump().catch(() => {})
@@ -385,22 +448,18 @@ export class HttpOutboundTransport implements Transport {
       base,
       {
         ...(this.#sessionId === undefined ? {} : { 'mcp-session-id': this.#sessionId }),
-        ...(this.protocolVersion === undefined
+        ...(this.#protocolVersion === undefined
           ? {}
-          : { 'mcp-protocol-version': this.protocolVersion }),
+          : { 'mcp-protocol-version': this.#protocolVersion }),
       },
       extra,
     )
   }
 
-  #track(deadline: Deadline): Deadline {
-    this.#deadlines.add(deadline)
-    return deadline
-  }
-
-  #untrack(deadline: Deadline): void {
-    deadline.dispose()
-    this.#deadlines.delete(deadline)
+  /** A POST's headers without per-message extras; undici only reads them, so one object serves. */
+  #basePostHeaders(): Record<string, string> {
+    this.#postHeaders ??= this.#headers(POST_BASE)
+    return this.#postHeaders
   }
 
   #inBackground(task: Promise<void>): void {
