@@ -43,9 +43,16 @@ export function subjectToken(identity: Identity): string | undefined {
  * session, but a different caller may not use the session's id.
  */
 export function identityKey(identity: Identity): string {
-  return JSON.stringify([
+  let key = KEYS.get(identity)
+  if (key !== undefined) return key
+  key = JSON.stringify([
     identity.method === 'api-key' ? 'key' : 'user',
     identity.tenant ?? '',
     identity.subject,
   ])
+  // Only identities that cannot change and are reused (an API key's) are remembered.
+  if (Object.isFrozen(identity)) KEYS.set(identity, key)
+  return key
 }
+
+const KEYS = new WeakMap<Identity, string>()
