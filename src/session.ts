@@ -6,6 +6,7 @@
  */
 import { randomBytes } from 'node:crypto'
 import { ANONYMOUS, type Identity } from './auth/identity.ts'
+import type { UpstreamEnvelope } from './bridge/envelope.ts'
 import type { MrtrBridge } from './bridge/mrtr.ts'
 import { ClientNotifications } from './client-notifications.ts'
 import { ClientRequests, clientRequestRefusal } from './client-requests.ts'
@@ -115,6 +116,14 @@ export class Session {
     subscriptions: this.#subscriptions,
   }
   #listener: (keys: string[]) => void
+  /** The envelope of requests that carry none, and what it was built from (#envelopeFor). */
+  #sessionEnvelope:
+    | {
+        readonly clientCapabilities: JsonObject
+        readonly logLevel: string | undefined
+        readonly envelope: UpstreamEnvelope
+      }
+    | undefined
   #chain: Next
   /** Short random id tying this session's calls together in logs and audit. */
   readonly #id = randomBytes(6).toString('hex')
@@ -340,11 +349,7 @@ export class Session {
     params: JsonObject | undefined,
     signal: AbortSignal,
   ): Promise<Result | ErrorReply> {
-    const envelope = upstreamEnvelope(request, {
-      clientCapabilities: this.#clientCapabilities,
-      logLevel: this.#notifications.logLevel,
-      serverInfo: this.#deps.serverInfo,
-    })
+    const envelope = this.#envelopeFor(request)
     const context: ForwardContext = {
       session: this,
       identity: this.identity,
@@ -354,6 +359,28 @@ export class Session {
       envelope,
     }
     return forwardToUpstream(context, upstream, request, params, signal)
+  }
+
+  /**
+   * What a 2026-07-28 upstream is told about the client of `request`. A request without its own
+   * envelope (a legacy client) gets the session's, built again only when the capabilities or the
+   * log level it comes from changed.
+   */
+  #envelopeFor(request: Request): UpstreamEnvelope {
+    const clientCapabilities = this.#clientCapabilities
+    const logLevel = this.#notifications.logLevel
+    const own = request.envelope === undefined
+    const kept = this.#sessionEnvelope
+    if (own && kept?.clientCapabilities === clientCapabilities && kept.logLevel === logLevel) {
+      return kept.envelope
+    }
+    const envelope = upstreamEnvelope(request, {
+      clientCapabilities,
+      logLevel,
+      serverInfo: this.#deps.serverInfo,
+    })
+    if (own) this.#sessionEnvelope = { clientCapabilities, logLevel, envelope }
+    return envelope
   }
 
   /** ProgressSink: a progress notification for one of this client's requests. */

@@ -182,20 +182,20 @@ export class HttpInbound {
   }
 
   async #route(req: IncomingMessage, res: ServerResponse): Promise<void> {
-    const url = new URL(req.url ?? '/', 'http://localhost')
-    const route = this.routes.get(url.pathname)
+    const pathname = pathOf(req)
+    const route = this.routes.get(pathname)
     if (route) return route(req, res)
-    if (url.pathname === SSE_MESSAGES_PATH) {
+    if (pathname === SSE_MESSAGES_PATH) {
       if (req.method !== 'POST') {
         return sendRpcError(res, 405, 'Use POST', { headers: { allow: 'POST' } })
       }
       if (!(await this.#authenticate(req, res, undefined))) return
-      return this.sse.post(req, res, url)
+      return this.sse.post(req, res, new URL(req.url ?? '/', 'http://localhost'))
     }
-    const match = MCP_PATH.exec(url.pathname)
+    const match = MCP_PATH.exec(pathname)
     const server = match ? serverName(match[2]) : undefined
     if (match === null || server === undefined || !this.#handler.hasServer(server)) {
-      return sendRpcError(res, 404, `Not found: ${url.pathname.slice(0, 200)}`)
+      return sendRpcError(res, 404, `Not found: ${pathname.slice(0, 200)}`)
     }
     if (!(await this.#authenticate(req, res, server))) return
     switch (match[1]) {
@@ -303,8 +303,16 @@ export function createHttpInbound(
   return new HttpInbound(handler, options, log)
 }
 
+/**
+ * A path made only of these characters is its own URL pathname (no dot segment, escape, query
+ * or fragment to normalise), so the URL parser is needed only for the others.
+ */
+const PLAIN_PATH = /^\/(?!\/)[A-Za-z0-9_~/-]*$/
+
 function pathOf(req: IncomingMessage): string {
-  return new URL(req.url ?? '/', 'http://localhost').pathname
+  const url = req.url ?? '/'
+  if (PLAIN_PATH.test(url)) return url
+  return new URL(url, 'http://localhost').pathname
 }
 
 /** `/mcp` addresses the server named 'default'; `/mcp/NAME` the server NAME. */

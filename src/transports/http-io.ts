@@ -151,6 +151,28 @@ export function sendJson(
 }
 
 /**
+ * Writes a JSON-RPC reply already serialised, with its headers as a flat list (no header object
+ * is built and copied per reply); `sessionId` adds `Mcp-Session-Id`. Nothing is written once the
+ * response has started or ended.
+ */
+export function sendJsonText(
+  res: ServerResponse,
+  status: number,
+  text: string,
+  sessionId?: string,
+): void {
+  if (res.headersSent || res.writableEnded || res.destroyed) return
+  const length = Buffer.byteLength(text)
+  res.writeHead(
+    status,
+    sessionId === undefined
+      ? ['content-type', 'application/json', 'content-length', length]
+      : ['content-type', 'application/json', 'content-length', length, 'mcp-session-id', sessionId],
+  )
+  res.end(text)
+}
+
+/**
  * Answers an HTTP-level refusal with an id-less (or id-carrying) JSON-RPC error body, which MCP
  * clients can show and which the 2026-07-28 backward-compatibility probe relies on.
  */
@@ -178,10 +200,28 @@ export function singleHeader(req: IncomingMessage, name: string): string | undef
   return value
 }
 
+/**
+ * Answers of `acceptsMedia` by Accept header and media type: a client sends the same header on
+ * every request, so its parse is done once. Bounded; emptied when full.
+ */
+const ACCEPT_CACHE = new Map<string, boolean>()
+const ACCEPT_CACHE_MAX = 256
+
 /** True when the header names a media type, honouring `*\/*`, `type/*` and absent headers. */
 export function accepts(req: IncomingMessage, mediaType: string): boolean {
   const accept = req.headers.accept
   if (accept === undefined || accept === '') return true
+  const key = `${mediaType}\n${accept}`
+  let answer = ACCEPT_CACHE.get(key)
+  if (answer === undefined) {
+    answer = acceptsMedia(accept, mediaType)
+    if (ACCEPT_CACHE.size >= ACCEPT_CACHE_MAX) ACCEPT_CACHE.clear()
+    ACCEPT_CACHE.set(key, answer)
+  }
+  return answer
+}
+
+function acceptsMedia(accept: string, mediaType: string): boolean {
   const [type] = mediaType.split('/')
   for (const part of accept.split(',')) {
     const [range = '', ...params] = part.trim().toLowerCase().split(';')

@@ -85,7 +85,9 @@ const LAUNCHER = fileURLToPath(new URL(`./stdio-launcher${extname(here)}`, impor
 const POSIX = process.platform !== 'win32'
 
 interface QueuedWrite {
-  readonly data: Buffer
+  /** The message as one line, newline included. */
+  readonly line: string
+  readonly bytes: number
   readonly resolve: () => void
   readonly reject: (error: Error) => void
 }
@@ -115,8 +117,12 @@ export class StdioOutboundTransport implements Transport {
   #queue: QueuedWrite[] = []
   #queuedBytes = 0
   #waitingForDrain = false
-  /** stdin is corked until the end of this event-loop turn (see #pump). */
-  #corked = false
+  /** A flush of the queue is scheduled for the end of this event-loop turn (see send). */
+  #flushScheduled = false
+  readonly #flushNow = () => {
+    this.#flushScheduled = false
+    this.#flush()
+  }
   #decoder = new TextDecoder('utf-8', { fatal: true })
 
   constructor(options: StdioOutboundOptions) {
@@ -340,9 +346,10 @@ export class StdioOutboundTransport implements Transport {
         new BarbicanError('ERR_UPSTREAM_CLOSED', `Upstream "${this.name}" is not running`),
       )
     }
-    const data = Buffer.from(`${serialize(message)}\n`, 'utf8')
+    const line = `${serialize(message)}\n`
+    const bytes = Buffer.byteLength(line, 'utf8')
     const limit = this.#options.maxQueuedBytes ?? 8 * 1024 * 1024
-    if (this.#queuedBytes + data.length > limit) {
+    if (this.#queuedBytes + bytes > limit) {
       return Promise.reject(
         new BarbicanError(
           'ERR_UPSTREAM_UNAVAILABLE',
@@ -350,31 +357,29 @@ export class StdioOutboundTransport implements Transport {
         ),
       )
     }
-    this.#queuedBytes += data.length
+    this.#queuedBytes += bytes
     return new Promise((resolve, reject) => {
-      this.#queue.push({ data, resolve, reject })
-      this.#pump()
+      this.#queue.push({ line, bytes, resolve, reject })
+      // Messages sent in one event-loop turn (concurrent calls whose requests arrived together)
+      // leave in one write instead of a write each; the flush runs in setImmediate, right after
+      // this turn's I/O callbacks, so a lone message is not delayed by another loop turn.
+      if (!this.#flushScheduled && !this.#waitingForDrain) {
+        this.#flushScheduled = true
+        setImmediate(this.#flushNow)
+      }
     })
   }
 
-  #pump(): void {
+  /** Writes everything queued as one chunk, unless the pipe is full (then at its 'drain'). */
+  #flush(): void {
     const stdin = this.#child?.stdin
-    if (!stdin) return
-    // Messages sent in one event-loop turn (concurrent calls whose requests arrived together)
-    // leave in one writev instead of a write syscall each; uncorking in setImmediate runs right
-    // after this turn's I/O callbacks, so a lone message is not delayed.
-    if (!this.#corked && !this.#waitingForDrain && this.#queue.length > 0) {
-      this.#corked = true
-      stdin.cork()
-      setImmediate(() => {
-        this.#corked = false
-        stdin.uncork()
-      })
-    }
-    while (!this.#waitingForDrain && this.#queue.length > 0) {
-      const item = this.#queue.shift()!
-      const ok = stdin.write(item.data, (err) => {
-        this.#queuedBytes -= item.data.length
+    if (!stdin || this.#waitingForDrain || this.#queue.length === 0) return
+    const batch = this.#queue
+    this.#queue = []
+    const text = batch.length === 1 ? batch[0]!.line : batch.map((item) => item.line).join('')
+    const ok = stdin.write(text, 'utf8', (err) => {
+      for (const item of batch) {
+        this.#queuedBytes -= item.bytes
         if (err) {
           item.reject(
             new BarbicanError('ERR_UPSTREAM_CLOSED', `Upstream "${this.name}" input closed`, {
@@ -385,14 +390,14 @@ export class StdioOutboundTransport implements Transport {
           this.stats.messagesOut++
           item.resolve()
         }
-      })
-      if (!ok) {
-        this.#waitingForDrain = true
-        stdin.once('drain', () => {
-          this.#waitingForDrain = false
-          this.#pump()
-        })
       }
+    })
+    if (!ok) {
+      this.#waitingForDrain = true
+      stdin.once('drain', () => {
+        this.#waitingForDrain = false
+        this.#flush()
+      })
     }
   }
 
@@ -408,9 +413,11 @@ export class StdioOutboundTransport implements Transport {
     if (this.#state === 'closed' || this.#state === 'closing') return this.#closedPromise
     this.#state = 'closing'
     const o = this.#options
+    // What was sent in this turn still leaves (a last notification before the close).
+    this.#flush()
     const error = new BarbicanError('ERR_UPSTREAM_CLOSED', `Upstream "${this.name}" is closing`)
     for (const item of this.#queue.splice(0)) {
-      this.#queuedBytes -= item.data.length
+      this.#queuedBytes -= item.bytes
       item.reject(error)
     }
     this.#child?.stdin?.end()

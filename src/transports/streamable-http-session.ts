@@ -23,7 +23,7 @@ import {
   serialize,
 } from '../protocol/jsonrpc.ts'
 import { type Revision, TRAITS } from '../protocol/revisions.ts'
-import { sendEmpty, sendJson } from './http-io.ts'
+import { sendEmpty, sendJson, sendJsonText } from './http-io.ts'
 import {
   ReplayableStream,
   type ReplayLimits,
@@ -238,11 +238,11 @@ export class StreamableHttpSession implements Transport {
     const failedInit = exchange.initialize && isErrorResponse(message)
     if (!exchange.gone) {
       const body = exchange.batch ? exchange.collected : exchange.collected[0]
-      sendJson(
+      sendJsonText(
         exchange.res,
         200,
         serialize(body as JsonRpcMessage),
-        failedInit ? {} : this.#headers(),
+        failedInit ? undefined : this.sessionId,
       )
     }
     // A session whose initialize failed was never established; do not keep it.

@@ -55,13 +55,67 @@ export function requestOwner(message: JsonRpcMessage): unknown {
   return OWNERS.get(message as JsonRpcRequest)
 }
 
-interface Pending {
-  readonly resolve: (reply: UpstreamReply) => void
-  readonly reject: (error: Error) => void
+/**
+ * One request in flight. It is its own abort listener (`handleEvent`) and its timer's argument,
+ * so a call allocates no closures for them.
+ */
+class Pending {
+  readonly client: UpstreamClient
+  readonly id: number
   readonly method: string
   readonly owner: unknown
-  readonly cleanup: () => void
+  readonly timeoutMs: number
+  readonly signal: AbortSignal | undefined
+  readonly resolve: (reply: UpstreamReply) => void
+  readonly reject: (error: Error) => void
+  timer: NodeJS.Timeout | undefined
+
+  constructor(
+    client: UpstreamClient,
+    id: number,
+    method: string,
+    options: RequestOptions,
+    timeoutMs: number,
+    resolve: (reply: UpstreamReply) => void,
+    reject: (error: Error) => void,
+  ) {
+    this.client = client
+    this.id = id
+    this.method = method
+    this.owner = options.owner
+    this.timeoutMs = timeoutMs
+    this.signal = options.signal
+    this.resolve = resolve
+    this.reject = reject
+  }
+
+  cleanup(): void {
+    clearTimeout(this.timer)
+    this.signal?.removeEventListener('abort', this)
+  }
+
+  /** The caller's signal aborted. */
+  handleEvent(): void {
+    this.client.settleAbandoned(
+      this,
+      'cancelled by the client',
+      new BarbicanError('ERR_CANCELLED', 'Request cancelled'),
+    )
+  }
 }
+
+function onTimeout(pending: Pending): void {
+  pending.client.settleAbandoned(
+    pending,
+    'timeout',
+    new BarbicanError(
+      'ERR_UPSTREAM_TIMEOUT',
+      `Upstream "${pending.client.name}" did not answer ${pending.method} within ${pending.timeoutMs} ms`,
+    ),
+  )
+}
+
+const ONCE = Object.freeze({ once: true })
 
 export class UpstreamClient {
   readonly name: string
@@ -116,41 +170,36 @@ export class UpstreamClient {
     const message: JsonRpcRequest =
       params === undefined ? { jsonrpc: '2.0', id, method } : { jsonrpc: '2.0', id, method, params }
 
-    return await new Promise<UpstreamReply>((resolve, reject) => {
-      const timer = setTimeout(() => {
-        this.#pending.delete(id)
-        cleanup()
-        this.#cancelUpstream(id, 'timeout')
-        reject(
-          new BarbicanError(
-            'ERR_UPSTREAM_TIMEOUT',
-            `Upstream "${this.name}" did not answer ${method} within ${timeoutMs} ms`,
-          ),
-        )
-      }, timeoutMs)
-      const onAbort = () => {
-        if (!this.#pending.delete(id)) return
-        cleanup()
-        this.#cancelUpstream(id, 'cancelled by the client')
-        reject(new BarbicanError('ERR_CANCELLED', 'Request cancelled'))
-      }
-      const cleanup = () => {
-        clearTimeout(timer)
-        signal?.removeEventListener('abort', onAbort)
-      }
-      signal?.addEventListener('abort', onAbort, { once: true })
-      this.#pending.set(id, { resolve, reject, method, owner: options.owner, cleanup })
-      if (options.owner !== undefined) OWNERS.set(message, options.owner)
-      this.#transport.send(message, options.send).catch((err: unknown) => {
-        if (!this.#pending.delete(id)) return
-        cleanup()
-        reject(
-          new BarbicanError('ERR_UPSTREAM_UNAVAILABLE', `Cannot send to upstream "${this.name}"`, {
-            cause: err,
-          }),
-        )
-      })
+    let pending!: Pending
+    const reply = new Promise<UpstreamReply>((resolve, reject) => {
+      pending = new Pending(this, id, method, options, timeoutMs, resolve, reject)
     })
+    pending.timer = setTimeout(onTimeout, timeoutMs, pending)
+    signal?.addEventListener('abort', pending, ONCE)
+    this.#pending.set(id, pending)
+    if (options.owner !== undefined) OWNERS.set(message, options.owner)
+    this.#transport.send(message, options.send).then(undefined, (err: unknown) => {
+      if (!this.#pending.delete(id)) return
+      pending.cleanup()
+      pending.reject(
+        new BarbicanError('ERR_UPSTREAM_UNAVAILABLE', `Cannot send to upstream "${this.name}"`, {
+          cause: err,
+        }),
+      )
+    })
+    return await reply
+  }
+
+  /**
+   * Ends a request the caller gave up on (its signal aborted, or it timed out): it fails with
+   * `error`, and the upstream is told to stop working on it. No-op once it was settled.
+   */
+  settleAbandoned(pending: Pending, reason: string, error: Error): void {
+    if (this.#pending.get(pending.id) !== pending) return
+    this.#pending.delete(pending.id)
+    pending.cleanup()
+    this.#cancelUpstream(pending.id, reason)
+    pending.reject(error)
   }
 
   async notify(method: string, params?: JsonObject): Promise<void> {

@@ -304,7 +304,9 @@ export class Upstream extends EventEmitter {
    */
   async request(method: string, params: JsonObject | undefined, options?: ModernRequestOptions) {
     clearTimeout(this.#idleTimer)
-    const client = await this.connect()
+    // Connected: no detour through connect()'s promise on every call.
+    const current = this.#client
+    const client = current !== undefined && !current.closed ? current : await this.connect()
     try {
       if (
         options?.sessionKey !== undefined &&
