@@ -144,7 +144,9 @@ export class StreamableHttpEndpoint {
     }
     const session = this.#lookup(req, sessionId, server)
     if (session === undefined) return sendRpcError(res, 404, 'Session not found')
-    session.receivePost(res, parsed.items, parsed.batch, acceptsSse, headerRecord(req))
+    // The request's own header record, not a copy: it belongs to this request alone and is only
+    // read (the Mcp-Param-* checks, auth context), so a POST allocates no second one.
+    session.receivePost(res, parsed.items, parsed.batch, acceptsSse, req.headers)
   }
 
   #openSession(

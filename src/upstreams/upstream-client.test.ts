@@ -106,6 +106,34 @@ describe('the upstream client', () => {
     assert.equal(cancellations().length, 0, 'neither the abort nor the timeout fired')
   })
 
+  test('each request times out at its own deadline, a shorter one after a longer one too', async () => {
+    const { client } = await connected(5_000)
+    const started = performance.now()
+    const long = client.request('ping', undefined, { timeoutMs: 400 })
+    const short = client.request('ping', undefined, { timeoutMs: 30 })
+    long.catch(() => {})
+    await assert.rejects(short, (e) => code(e) === 'ERR_UPSTREAM_TIMEOUT')
+    const shortAfter = performance.now() - started
+    assert.ok(shortAfter >= 29 && shortAfter < 300, `short timed out after ${shortAfter} ms`)
+    assert.equal(client.inFlight, 1, 'the longer request still waits')
+    await assert.rejects(long, (e) => code(e) === 'ERR_UPSTREAM_TIMEOUT')
+    assert.ok(performance.now() - started >= 399)
+    assert.equal(client.inFlight, 0)
+  })
+
+  test('with nothing in flight, no timer of the client keeps the process alive', async () => {
+    const timers = () => process.getActiveResourcesInfo().filter((r) => r === 'Timeout').length
+    const { client, far, requests } = await connected()
+    await settle()
+    const before = timers()
+    const call = client.request('ping', undefined)
+    assert.equal(timers(), before + 1, 'a request in flight holds its deadline timer')
+    await settle()
+    await far.send({ jsonrpc: '2.0', id: requests()[0]!.id, result: {} })
+    await call
+    assert.equal(timers(), before)
+  })
+
   test('a send that fails rejects the request as unavailable', async () => {
     const failing: Transport = {
       start: async () => {},
