@@ -6,9 +6,9 @@
  * listener and (here) an AbortController plus a timer of our own; per `tools/call` that was about
  * as much CPU as the HTTP exchange itself (docs/performance.md). An `Exchange` is the handler
  * undici calls directly: a JSON (or error) body is collected into a buffer, bounded, and handed
- * over once complete; only an SSE answer, which must be read as it arrives, gets a Readable.
+ * over once complete; an SSE answer, which must be read as it arrives, is pushed chunk by chunk
+ * to its consumer (`PushBody`).
  */
-import { Readable } from 'node:stream'
 import type { Dispatcher } from 'undici'
 import { BarbicanError } from '../errors.ts'
 import type { AbortReason, ExchangeDeadline } from './http-outbound-support.ts'
@@ -17,12 +17,23 @@ import { isEventStream } from './sse-stream.ts'
 type Controller = Dispatcher.DispatchController
 type Headers = Record<string, string | string[] | undefined>
 
+/** A body handed over chunk by chunk as it arrives, without a Readable. */
+export interface PushBody {
+  /**
+   * Calls `onChunk` with every chunk (those already arrived first), synchronously as they come;
+   * resolves when the body ends, rejects when it breaks or `onChunk` throws (which aborts it).
+   */
+  consume(onChunk: (chunk: Buffer) => void): Promise<void>
+  /** Stops the body (aborting its request) if it has not ended. */
+  destroy(error?: Error): void
+}
+
 /** How an exchange's response is read, chosen from its status and `Content-Type`. */
 export type ExchangeBody =
   /** Collected whole (JSON answers, empty answers, error bodies). */
   | { readonly kind: 'buffer' }
   /** An SSE stream, read as it arrives. */
-  | { readonly kind: 'stream'; readonly stream: Readable }
+  | { readonly kind: 'stream'; readonly stream: PushBody }
 
 /** The response's status line and headers, once they arrived. */
 export interface ExchangeStart {
@@ -35,7 +46,7 @@ export interface ExchangeStart {
 export type BodyCallback = (error: Error | undefined, text: string) => void
 
 /** One POST exchange: the undici handler, its deadline, and its cancellation. */
-export class Exchange implements Dispatcher.DispatchHandler, ExchangeDeadline {
+export class Exchange implements Dispatcher.DispatchHandler, ExchangeDeadline, PushBody {
   /** Why the exchange was aborted, once it was. */
   reason: AbortReason | undefined
   /** When the deadline sweep aborts it ('timeout'), in `performance.now()` milliseconds. */
@@ -50,7 +61,10 @@ export class Exchange implements Dispatcher.DispatchHandler, ExchangeDeadline {
   #resolveStart: ((start: ExchangeStart) => void) | undefined
   #rejectStart: ((error: Error) => void) | undefined
   #started = false
-  #stream: Readable | undefined
+  #streaming = false
+  #onChunk: ((chunk: Buffer) => void) | undefined
+  #resolveEnd: (() => void) | undefined
+  #rejectEnd: ((error: Error) => void) | undefined
   #chunks: Buffer[] = []
   #size = 0
   #done = false
@@ -151,30 +165,30 @@ export class Exchange implements Dispatcher.DispatchHandler, ExchangeDeadline {
     if (this.reason !== undefined) controller.abort(abortReason(this.reason))
   }
 
-  onResponseStart(controller: Controller, statusCode: number, headers: Headers): void {
+  onResponseStart(_controller: Controller, statusCode: number, headers: Headers): void {
     if (statusCode < 200) return // 1xx: the real response follows
     this.#started = true
-    let body: ExchangeBody
+    let body: ExchangeBody = BUFFERED
     if (statusCode >= 200 && statusCode < 300 && isEventStream(headers['content-type'])) {
-      const stream = new Readable({
-        read: () => controller.resume(),
-        destroy: (error, callback) => {
-          if (!this.#done) controller.abort(error ?? new Error('aborted: body destroyed'))
-          callback(error)
-        },
-      })
-      this.#stream = stream
-      body = { kind: 'stream', stream }
-    } else {
-      body = { kind: 'buffer' }
+      this.#streaming = true
+      body = { kind: 'stream', stream: this }
     }
     this.#resolveStart?.({ statusCode, headers, body })
   }
 
   onResponseData(controller: Controller, chunk: Buffer): void {
-    const stream = this.#stream
-    if (stream !== undefined) {
-      if (!stream.push(chunk)) controller.pause()
+    if (this.#streaming) {
+      const onChunk = this.#onChunk
+      if (onChunk === undefined) {
+        this.#chunks.push(chunk) // not consumed yet: kept for `consume`
+        return
+      }
+      try {
+        onChunk(chunk)
+      } catch (error) {
+        this.#endStream(error as Error)
+        controller.abort(error as Error)
+      }
       return
     }
     this.#size += chunk.byteLength
@@ -191,12 +205,8 @@ export class Exchange implements Dispatcher.DispatchHandler, ExchangeDeadline {
   }
 
   onResponseEnd(): void {
-    if (this.#stream !== undefined) {
-      this.#done = true
-      this.#stream.push(null)
-      return
-    }
-    this.#finish(undefined)
+    if (this.#streaming) this.#endStream(undefined)
+    else this.#finish(undefined)
   }
 
   onResponseError(_controller: Controller | undefined, error: Error): void {
@@ -205,12 +215,58 @@ export class Exchange implements Dispatcher.DispatchHandler, ExchangeDeadline {
       this.#rejectStart?.(error)
       return
     }
-    if (this.#stream !== undefined) {
-      this.#done = true
-      this.#stream.destroy(error)
-      return
+    if (this.#streaming) this.#endStream(error)
+    else this.#finish(error)
+  }
+
+  // PushBody, for an SSE answer.
+
+  consume(onChunk: (chunk: Buffer) => void): Promise<void> {
+    const ended = new Promise<void>((resolve, reject) => {
+      this.#resolveEnd = resolve
+      this.#rejectEnd = reject
+    })
+    const arrived = this.#chunks
+    this.#chunks = []
+    try {
+      for (const chunk of arrived) onChunk(chunk)
+    } catch (error) {
+      if (this.#done) {
+        this.#error = error as Error
+        this.#settleStream()
+      } else {
+        this.#endStream(error as Error)
+        this.#controller?.abort(error as Error)
+      }
+      return ended
     }
-    this.#finish(error)
+    if (this.#done) this.#settleStream()
+    else this.#onChunk = onChunk
+    return ended
+  }
+
+  destroy(error?: Error): void {
+    if (this.#done) return
+    const reason = error ?? new Error('aborted: body destroyed')
+    this.#endStream(reason)
+    this.#controller?.abort(reason)
+  }
+
+  #endStream(error: Error | undefined): void {
+    if (this.#done) return
+    this.#done = true
+    this.#error = error
+    this.#onChunk = undefined
+    if (this.#resolveEnd !== undefined) this.#settleStream()
+  }
+
+  #settleStream(): void {
+    const resolve = this.#resolveEnd
+    const reject = this.#rejectEnd
+    this.#resolveEnd = undefined
+    this.#rejectEnd = undefined
+    if (this.#error !== undefined) reject?.(this.#error)
+    else resolve?.()
   }
 
   #finish(error: Error | undefined): void {
@@ -231,6 +287,8 @@ export class Exchange implements Dispatcher.DispatchHandler, ExchangeDeadline {
     return whole.toString('utf8')
   }
 }
+
+const BUFFERED: ExchangeBody = Object.freeze({ kind: 'buffer' })
 
 function abortReason(reason: AbortReason): Error {
   return new Error(`aborted: ${reason}`)

@@ -8,8 +8,10 @@ import { BarbicanError } from '../errors.ts'
 import { undici } from '../lazy-deps.ts'
 import type { Logger } from '../log.ts'
 import type { JsonRpcId } from '../protocol/jsonrpc.ts'
+import type { PushBody } from './http-outbound-exchange.ts'
 import { type ExchangeDeadline, httpStatusError, networkError } from './http-outbound-support.ts'
-import { isEventStream, readSse, type SseEvent } from './sse-stream.ts'
+import { SseDecoder } from './sse-decoder.ts'
+import { isEventStream, type SseEvent } from './sse-stream.ts'
 
 /** One SSE stream's progress, kept across reconnections. */
 export interface StreamState {
@@ -24,8 +26,8 @@ export function streamState(requestId?: JsonRpcId): StreamState {
   return { requestId, answered: false, lastEventId: undefined, retryMs: undefined }
 }
 
-/** A response body: undici's, or the stream an `Exchange` makes of an SSE answer. */
-type Body = AsyncIterable<Uint8Array> & { destroy(error?: Error): unknown }
+/** A response body: undici's (a resumed or standalone GET), or a POST's SSE answer pushed by its `Exchange`. */
+type Body = (AsyncIterable<Uint8Array> & { destroy(error?: Error): unknown }) | PushBody
 
 /** A POST's deadline, which an answered stream may shorten (see `follow`). */
 export interface StreamDeadline extends ExchangeDeadline {
@@ -83,7 +85,7 @@ export class SseStreams {
     onProgress: () => void,
     onAnswered?: () => void,
   ): Promise<void> {
-    await readSse(body, {
+    const decoder = new SseDecoder({
       maxEventBytes: this.#host.maxEventBytes,
       onRetry: (ms) => {
         state.retryMs = ms
@@ -98,9 +100,17 @@ export class SseStreams {
         this.#host.receive(event.data, state)
         if (state.answered) onAnswered?.()
       },
-    }).catch((err: unknown) => {
-      if (!state.answered) throw err
     })
+    try {
+      if ('consume' in body) {
+        await body.consume((chunk) => decoder.feed(chunk))
+      } else {
+        for await (const chunk of body) decoder.feed(asBuffer(chunk))
+      }
+      decoder.end()
+    } catch (err) {
+      if (!state.answered) throw err
+    }
   }
 
   /**
@@ -220,6 +230,12 @@ export class SseStreams {
       bodyTimeout: 0,
     })
   }
+}
+
+function asBuffer(chunk: Uint8Array): Buffer {
+  return Buffer.isBuffer(chunk)
+    ? chunk
+    : Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength)
 }
 
 /** Waits `ms`, or rejects as soon as `signal` aborts. */

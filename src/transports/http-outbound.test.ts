@@ -133,6 +133,41 @@ describe('Streamable HTTP outbound transport', () => {
     )
   })
 
+  test('delivers SSE events that arrive in pieces, split inside a character', async () => {
+    const server = await scriptedServer(async (req, res) => {
+      const id = JSON.parse(req.body).id
+      sse(res)
+      const progress = Buffer.from(
+        `data: ${JSON.stringify({ jsonrpc: '2.0', method: 'notifications/message', params: { data: 'é😀' } })}\n\n`,
+      )
+      const answer = Buffer.from(`data: ${JSON.stringify(result(id, { text: 'ça' }))}\n\n`)
+      const pause = () => new Promise((resolve) => setTimeout(resolve, 15))
+      const split = progress.indexOf(Buffer.from('😀')) + 2 // inside the 4-byte character
+      res.write(progress.subarray(0, split))
+      await pause()
+      res.write(progress.subarray(split))
+      await pause()
+      res.write(answer.subarray(0, 10))
+      await pause()
+      res.end(answer.subarray(10))
+    })
+    const transport = connect(server)
+    const inbox = new Inbox(transport)
+    try {
+      await transport.send(request(9))
+      assert.deepEqual(await inbox.response(9), result(9, { text: 'ça' }))
+    } finally {
+      await transport.close()
+      await server.close()
+    }
+    assert.deepEqual(inbox.messages[0], {
+      jsonrpc: '2.0',
+      method: 'notifications/message',
+      params: { data: 'é😀' },
+    })
+    assert.deepEqual(inbox.errors, [])
+  })
+
   test('reuses keep-alive connections for consecutive requests', async () => {
     const server = await scriptedServer((req, res) =>
       json(res, 200, result(JSON.parse(req.body).id)),

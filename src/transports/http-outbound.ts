@@ -9,7 +9,6 @@
  * (notifications, responses to the server's requests) have no one to answer: their failures
  * reject `send` instead.
  */
-import type { Readable } from 'node:stream'
 import type { Dispatcher } from 'undici'
 import { BarbicanError } from '../errors.ts'
 import { undici } from '../lazy-deps.ts'
@@ -23,7 +22,12 @@ import {
   serialize,
 } from '../protocol/jsonrpc.ts'
 import type { Revision } from '../protocol/revisions.ts'
-import { DeadlineSweep, Exchange, type ExchangeStart } from './http-outbound-exchange.ts'
+import {
+  DeadlineSweep,
+  Exchange,
+  type ExchangeStart,
+  type PushBody,
+} from './http-outbound-exchange.ts'
 import {
   ANSWERED_STREAM_LINGER_MS,
   SseStreams,
@@ -316,7 +320,7 @@ export class HttpOutboundTransport implements Transport {
   }
 
   /** Reads an SSE answer (resuming it if it breaks) and makes sure a request gets its reply. */
-  async #follow(stream: Readable, id: JsonRpcId | undefined, exchange: Exchange) {
+  async #follow(stream: PushBody, id: JsonRpcId | undefined, exchange: Exchange) {
     const state = streamState(id)
     try {
       await this.#streams.follow(stream, state, exchange)
