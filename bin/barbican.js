@@ -1,12 +1,10 @@
 #!/usr/bin/env node
 // Entry point of the `barbican` command. Barbican's sources are TypeScript that Node (>= 22.18)
 // can run directly by type stripping; `npm install` (the `prepare` script) and `npm run build`
-// also compile them to dist/, which starts faster and uses less memory (ADR 011). dist/ is run
+// also bundle them into dist/, which starts faster and uses less memory (ADRs 011, 015). dist/ is run
 // only when it is at least as new as every source file, so an edit is never shadowed by a
 // stale build; installs without src/ (under node_modules, where Node refuses to strip types)
 // always run dist/.
-import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs'
-
 const [major, minor] = process.versions.node.split('.').map(Number)
 if (major < 22 || (major === 22 && minor < 18)) {
   process.stderr.write(
@@ -15,7 +13,11 @@ if (major < 22 || (major === 22 && minor < 18)) {
   )
   process.exit(1)
 }
-const built = new URL('../dist/cli/main.js', import.meta.url)
+// Built-in modules through process.getBuiltinModule, not `import`: an ES module import of a
+// built-in reads every lazy getter on it, loading modules nothing here uses (ADR 015).
+const { existsSync, readdirSync, readFileSync, statSync } = process.getBuiltinModule('node:fs')
+const { fileURLToPath } = process.getBuiltinModule('node:url')
+const built = new URL('../dist/main.js', import.meta.url)
 const source = new URL('../src/cli/main.ts', import.meta.url)
 
 /** When the last complete build started (ms since the epoch), or undefined without one. */
@@ -28,12 +30,25 @@ function buildStarted() {
   }
 }
 
-/** Whether some file under src/ (tests aside) changed at or after `since`. */
+/**
+ * Whether some file under src/ (tests aside) changed at or after `since`. A plain walk on string
+ * paths: `readdirSync(dir, { recursive: true })` joins every path through path.normalize, often
+ * enough for V8 to compile it with its optimising compiler at each start, which alone made the
+ * process touch 5 MB more of the node binary.
+ */
 function sourceChangedSince(since) {
-  const dir = new URL('../src/', import.meta.url)
-  for (const entry of readdirSync(dir, { recursive: true, withFileTypes: true })) {
-    if (!entry.isFile() || entry.name.endsWith('.test.ts')) continue
-    if (statSync(`${entry.parentPath}/${entry.name}`).mtimeMs >= since) return true
+  const pending = [fileURLToPath(new URL('../src', import.meta.url))]
+  for (let dir = pending.pop(); dir !== undefined; dir = pending.pop()) {
+    for (const entry of readdirSync(dir, { withFileTypes: true })) {
+      const path = `${dir}/${entry.name}`
+      if (entry.isDirectory()) pending.push(path)
+      else if (
+        entry.isFile() &&
+        !entry.name.endsWith('.test.ts') &&
+        statSync(path).mtimeMs >= since
+      )
+        return true
+    }
   }
   return false
 }

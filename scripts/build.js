@@ -1,27 +1,140 @@
-// Compiles src/ to dist/ (tsconfig.build.json) and stamps the build with the time it started.
+// Bundles src/ into dist/ with esbuild (ADR 015) and stamps the build with the time it started.
 // bin/barbican.js runs dist/ only when no source file is newer than that stamp, so a stale build
 // is never run. Also the `prepare` step of `npm install`: a failed build must not fail the
 // install, so it only warns and leaves no stamp (the command then runs the sources).
-import { spawnSync } from 'node:child_process'
+//
+// What dist/ holds, all in one folder (code finds its neighbours relative to its own URL):
+// - main.js: the command (src/cli/main.ts) and everything it imports statically, with yaml, zod,
+//   picomatch and eventsource-parser inside; code behind a dynamic import() in chunk-*.js files
+//   loaded on first use;
+// - stdio-launcher.js: the watchdog script stdio upstreams are launched through;
+// - undici.cjs, ws.cjs, jose.cjs: one-file copies of the dependencies src/lazy-deps.ts loads on
+//   first use (one file to read and compile instead of dozens of modules).
 import { mkdirSync, rmSync, writeFileSync } from 'node:fs'
+import { builtinModules, createRequire } from 'node:module'
 import { fileURLToPath } from 'node:url'
 
 const root = fileURLToPath(new URL('..', import.meta.url))
-const stamp = new URL('../dist/.build-started', import.meta.url)
 const strict = process.argv.includes('--strict')
-// Taken before tsc reads anything: an edit made while it runs leaves the source newer.
+// `--out DIR` builds elsewhere (the build's own test); the default is dist/.
+const out = process.argv.indexOf('--out')
+const dist =
+  out >= 0
+    ? `${process.argv[out + 1].replace(/[\\/]$/, '')}/`
+    : fileURLToPath(new URL('../dist/', import.meta.url))
+// Taken before anything is read: an edit made while the build runs leaves the source newer.
 const started = Date.now()
-rmSync(stamp, { force: true })
-const tsc = fileURLToPath(new URL('../node_modules/typescript/bin/tsc', import.meta.url))
-const result = spawnSync(process.execPath, [tsc, '-p', 'tsconfig.build.json'], {
-  cwd: root,
-  stdio: 'inherit',
-})
-if (result.status !== 0) {
+
+function fail(message) {
   process.stderr.write(
-    'barbican build: tsc failed; dist/ is not stamped, so bin/barbican.js runs the sources.\n',
+    `barbican build: ${message}\ndist/ is not stamped, so bin/barbican.js runs the sources.\n`,
   )
   process.exit(strict ? 1 : 0)
 }
-mkdirSync(new URL('../dist/', import.meta.url), { recursive: true })
-writeFileSync(stamp, `${started}\n`)
+
+const builtins = new Set(builtinModules)
+
+/**
+ * Static imports of Node's built-in modules become `process.getBuiltinModule()`. An ES module
+ * `import ... from 'node:http'` makes Node build the module's whole export list, reading every
+ * lazy getter on it: for node:http that loads Node's bundled undici, http2, tls and zlib (about
+ * 55 more internal modules, 9 MB of memory); node:crypto loads WebCrypto, node:util worker
+ * threads. The CommonJS-style object esbuild wraps around the module reads a property only
+ * when the code uses it. Dynamic `import('node:…')` is left to Node.
+ */
+const builtinsPlugin = {
+  name: 'node-builtins',
+  setup(build) {
+    build.onResolve({ filter: /^(node:)?[a-z_/0-9]+$/ }, (args) => {
+      const name = args.path.replace(/^node:/, '')
+      if (!args.path.startsWith('node:') && !builtins.has(name)) return undefined
+      if (args.kind === 'dynamic-import') return { path: args.path, external: true }
+      return { path: `node:${name}`, namespace: 'node-builtin' }
+    })
+    build.onLoad({ filter: /.*/, namespace: 'node-builtin' }, (args) => ({
+      contents: `module.exports = process.getBuiltinModule(${JSON.stringify(args.path)})`,
+      loader: 'js',
+    }))
+  },
+}
+
+/**
+ * zod's locale index (every language's error messages, a third of zod's size) reduced to the
+ * English messages it configures by default; Barbican formats config errors itself
+ * (src/config/zod-issues.ts) and never selects another locale.
+ */
+const zodLocalesPlugin = {
+  name: 'zod-locales',
+  setup(build) {
+    build.onResolve({ filter: /\/locales\/index\.js$/ }, (args) =>
+      /[\\/]zod[\\/]/.test(args.importer)
+        ? { path: 'zod-locales', namespace: 'zod-locales' }
+        : undefined,
+    )
+    build.onLoad({ filter: /.*/, namespace: 'zod-locales' }, () => ({
+      contents: "export { default as en } from 'zod/v4/locales/en.js'",
+      loader: 'js',
+      resolveDir: root,
+    }))
+  },
+}
+
+const common = {
+  absWorkingDir: root,
+  bundle: true,
+  platform: 'node',
+  target: 'node22',
+  // Whitespace and syntax only: names stay readable in stack traces.
+  minifyWhitespace: true,
+  minifySyntax: true,
+  // Non-ASCII text would make V8 hold a whole file as a two-byte string.
+  charset: 'ascii',
+  // License comments go to *.LEGAL.txt beside each file: one of them has a non-ASCII name in it.
+  legalComments: 'linked',
+  sourcemap: true,
+  logLevel: 'warning',
+}
+
+let esbuild
+try {
+  esbuild = await import('esbuild')
+} catch (err) {
+  fail(`esbuild is not installed (${err.message})`)
+}
+rmSync(dist, { recursive: true, force: true })
+try {
+  await esbuild.build({
+    ...common,
+    entryPoints: { main: 'src/cli/main.ts' },
+    outdir: dist,
+    format: 'esm',
+    splitting: true,
+    chunkNames: 'chunk-[hash]',
+    // Loaded through src/lazy-deps.ts from their own one-file copies below.
+    external: ['undici', 'ws', 'jose'],
+    plugins: [builtinsPlugin, zodLocalesPlugin],
+  })
+  // Its own file, run as its own process (src/transports/stdio-outbound.ts finds it beside itself).
+  await esbuild.build({
+    ...common,
+    entryPoints: ['src/transports/stdio-launcher.ts'],
+    outfile: `${dist}stdio-launcher.js`,
+    format: 'esm',
+    plugins: [builtinsPlugin],
+  })
+  // The file `require(name)` loads from the sources (ws's CommonJS entry, not its ES wrapper).
+  const resolve = createRequire(import.meta.url).resolve
+  for (const name of ['undici', 'ws', 'jose']) {
+    await esbuild.build({
+      ...common,
+      entryPoints: [resolve(name)],
+      outfile: `${dist}${name}.cjs`,
+      format: 'cjs',
+    })
+  }
+} catch (err) {
+  rmSync(dist, { recursive: true, force: true })
+  fail(`esbuild failed: ${err.message}`)
+}
+mkdirSync(dist, { recursive: true })
+writeFileSync(`${dist}.build-started`, `${started}\n`)

@@ -5,6 +5,10 @@
  * only fronts stdio servers without auth (measured in docs/performance.md). The loads are
  * synchronous (`require`, which also loads ES modules such as jose on Node 22.12+) so callers
  * keep their synchronous constructors; types are still imported with `import type`.
+ *
+ * From the sources they come from node_modules; a build (scripts/build.js, ADR 015) puts a
+ * one-file copy of each beside its own code, which loads in about half the time and memory of
+ * the package's dozens of modules.
  */
 import { createRequire } from 'node:module'
 import type * as Jose from 'jose'
@@ -13,6 +17,10 @@ import type WebSocket from 'ws'
 import type { WebSocketServer } from 'ws'
 
 const require = createRequire(import.meta.url)
+/** Whether this module runs from a build (dist/*.js) rather than from its TypeScript source. */
+const BUILT = import.meta.url.endsWith('.js')
+/** The package itself, or its one-file copy in dist/ when running from a build. */
+const from = (name: string): string => (BUILT ? `./${name}.cjs` : name)
 
 let undiciModule: typeof Undici | undefined
 /** What `require('ws')` returns: the client class, with the server class as a property. */
@@ -23,18 +31,18 @@ let joseModule: typeof Jose | undefined
 
 /** undici, the HTTP client of outbound transports and guarded fetches. */
 export function undici(): typeof Undici {
-  undiciModule ??= require('undici') as typeof Undici
+  undiciModule ??= require(from('undici')) as typeof Undici
   return undiciModule
 }
 
 /** ws: its WebSocket client class, which also carries `WebSocketServer`. */
 export function ws(): WsModule {
-  wsModule ??= require('ws') as WsModule
+  wsModule ??= require(from('ws')) as WsModule
   return wsModule
 }
 
 /** jose, for verifying bearer tokens and signing on-behalf-of assertions. */
 export function jose(): typeof Jose {
-  joseModule ??= require('jose') as typeof Jose
+  joseModule ??= require(from('jose')) as typeof Jose
   return joseModule
 }

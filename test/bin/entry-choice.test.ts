@@ -17,11 +17,13 @@ describe('bin/barbican.js', () => {
     root = mkdtempSync(join(tmpdir(), 'barbican-bin-'))
     mkdirSync(join(root, 'bin'))
     mkdirSync(join(root, 'src/cli'), { recursive: true })
-    mkdirSync(join(root, 'dist/cli'), { recursive: true })
+    mkdirSync(join(root, 'src/a/b'), { recursive: true })
+    mkdirSync(join(root, 'dist'), { recursive: true })
     copyFileSync(BIN, join(root, 'bin/barbican.js'))
     writeFileSync(join(root, 'package.json'), '{"type":"module"}\n')
     writeFileSync(join(root, 'src/cli/main.ts'), entry('src'))
-    writeFileSync(join(root, 'dist/cli/main.js'), entry('dist'))
+    writeFileSync(join(root, 'src/a/b/deep.ts'), '')
+    writeFileSync(join(root, 'dist/main.js'), entry('dist'))
   })
   after(() => rmSync(root, { recursive: true, force: true }))
 
@@ -33,8 +35,13 @@ describe('bin/barbican.js', () => {
   const stamp = (ms: number) => writeFileSync(join(root, 'dist/.build-started'), `${ms}\n`)
   const touch = (path: string, ms: number) => utimesSync(join(root, path), ms / 1000, ms / 1000)
 
-  test('runs the build when every source file is older than the build', () => {
+  const ageSources = () => {
     touch('src/cli/main.ts', Date.now() - 60_000)
+    touch('src/a/b/deep.ts', Date.now() - 60_000)
+  }
+
+  test('runs the build when every source file is older than the build', () => {
+    ageSources()
     stamp(Date.now())
     assert.equal(run(), 'dist')
   })
@@ -45,14 +52,21 @@ describe('bin/barbican.js', () => {
     assert.equal(run(), 'src')
   })
 
+  test('a change in a nested folder counts too', () => {
+    ageSources()
+    stamp(Date.now() - 30_000)
+    touch('src/a/b/deep.ts', Date.now())
+    assert.equal(run(), 'src')
+  })
+
   test('runs the sources when the build never completed (no stamp)', () => {
     rmSync(join(root, 'dist/.build-started'), { force: true })
-    touch('src/cli/main.ts', Date.now() - 60_000)
+    ageSources()
     assert.equal(run(), 'src')
   })
 
   test('a changed test file does not make the build stale', () => {
-    touch('src/cli/main.ts', Date.now() - 60_000)
+    ageSources()
     stamp(Date.now() - 30_000)
     writeFileSync(join(root, 'src/cli/main.test.ts'), '')
     assert.equal(run(), 'dist')
