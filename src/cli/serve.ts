@@ -15,6 +15,7 @@ import { createHttpInbound, type HttpInbound } from '../transports/http-inbound.
 import { lockfilePathOf, openStore, type TrustSetup, withTrust } from '../trust/trust-setup.ts'
 import { loadForCommand } from './load.ts'
 import type { CliIo, CommandOptions } from './main.ts'
+import { endStartup } from './startup-heap.ts'
 
 export interface RunningServer {
   readonly gateway: Gateway
@@ -22,6 +23,8 @@ export interface RunningServer {
   readonly url: string
   /** Identity and credentials (present when the config has `auth:`). */
   readonly auth: AuthRuntime | undefined
+  /** Settles when every eager upstream has connected or failed to (the gateway's start). */
+  readonly started: Promise<void>
   stop(): Promise<void>
 }
 
@@ -66,12 +69,13 @@ export async function startServer(
     config.servers.map((s) => s.name),
   )
   // Upstreams connect in the background: the listener answers at once, lists degrade meanwhile.
-  void gateway.start()
+  const started = gateway.start()
   return {
     gateway,
     http,
     url: http.url,
     auth,
+    started,
     async stop() {
       await http.close()
       await gateway.stop()
@@ -102,6 +106,7 @@ export async function runServe(options: CommandOptions, io: CliIo): Promise<numb
     store,
     lockfilePath: lockfilePathOf(source.path),
   })
+  void server.started.finally(endStartup)
   const what =
     source.format === 'demo' ? 'embedded demo configuration' : `${source.path} (${source.format})`
   log.info('barbican listening', { url: server.url, config: what })

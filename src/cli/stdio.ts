@@ -11,6 +11,7 @@ import { serveStdio } from '../transports/stdio-inbound.ts'
 import { lockfilePathOf, openStore, withTrust } from '../trust/trust-setup.ts'
 import { loadForCommand } from './load.ts'
 import type { CliIo, CommandOptions } from './main.ts'
+import { endStartup } from './startup-heap.ts'
 
 export async function runStdio(options: CommandOptions, io: CliIo): Promise<number> {
   const loaded = await loadForCommand(options, io, true)
@@ -37,7 +38,7 @@ export async function runStdio(options: CommandOptions, io: CliIo): Promise<numb
       }
     : gateway
   const transport = serveStdio(handler, { server, jsonLimits: config.limits })
-  void gateway.start()
+  void gateway.start().finally(endStartup)
   await new Promise<void>((resolve) => {
     const previous = transport.onclose
     transport.onclose = () => {
