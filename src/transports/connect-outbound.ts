@@ -103,6 +103,9 @@ export class AutoHttpTransport implements Transport {
   #kind: 'unknown' | 'streamable-http' | 'sse' = 'unknown'
   #deciding: Promise<void> | undefined
   #notified = false
+  /** Messages waiting for the decision; `#settled` once it is made and none is left. */
+  #waiting = 0
+  #settled = false
 
   constructor(options: RemoteOptions) {
     this.#options = options
@@ -131,13 +134,33 @@ export class AutoHttpTransport implements Transport {
     await this.#active.start()
   }
 
-  async send(message: JsonRpcMessage, options: HttpSendOptions = {}): Promise<void> {
+  send(message: JsonRpcMessage, options: HttpSendOptions = {}): Promise<void> {
+    // Decided, and every message that waited for it sent: straight through (the usual case).
+    if (this.#settled) return this.#active.send(message, options)
+    return this.#sendDeciding(message, options)
+  }
+
+  async #sendDeciding(message: JsonRpcMessage, options: HttpSendOptions): Promise<void> {
     if (this.#kind === 'unknown' && this.#deciding === undefined) {
       this.#deciding = this.#decide(message, options)
-      return await this.#deciding
+      await this.#deciding
+      this.#settle()
+      return
     }
-    await this.#deciding?.catch(() => {})
-    await this.#active.send(message, options)
+    this.#waiting++
+    try {
+      await this.#deciding?.catch(() => {})
+    } finally {
+      this.#waiting--
+    }
+    const sent = this.#active.send(message, options)
+    this.#settle()
+    await sent
+  }
+
+  /** Once decided with no message left waiting, later messages skip the decision entirely. */
+  #settle(): void {
+    if (this.#kind !== 'unknown' && this.#waiting === 0) this.#settled = true
   }
 
   async #decide(message: JsonRpcMessage, options: HttpSendOptions): Promise<void> {
