@@ -203,12 +203,12 @@ export class StreamableHttpSession implements Transport {
   send(message: JsonRpcMessage, options?: SendOptions): Promise<void> {
     if (this.#closed) return Promise.reject(new Error('The session is closed'))
     if (isResponse(message)) {
-      const exchange = message.id === null ? undefined : this.#exchanges.get(keyOf(message.id))
-      if (exchange === undefined || message.id === null) {
+      const key = message.id === null ? undefined : keyOf(message.id)
+      const exchange = key === undefined ? undefined : this.#exchanges.get(key)
+      if (exchange === undefined || key === undefined) {
         this.#options.log.warn('no open request for a response; dropped', { id: message.id })
         return Promise.resolve()
       }
-      const key = keyOf(message.id)
       this.#exchanges.delete(key)
       exchange.outstanding.delete(key)
       this.#deliver(exchange, message)
