@@ -11,6 +11,7 @@ import type { Logger } from '../log.ts'
 import type { JsonLimits } from '../protocol/json-limits.ts'
 import { isRequest, type JsonRpcMessage, serialize } from '../protocol/jsonrpc.ts'
 import type { HttpSendOptions } from './http-outbound.ts'
+import { DeadlineSweep, Exchange } from './http-outbound-exchange.ts'
 import {
   abortError,
   Deadline,
@@ -18,7 +19,6 @@ import {
   httpStatusError,
   mergeHeaders,
   networkError,
-  readBoundedText,
 } from './http-outbound-support.ts'
 import { decodePayload, preview } from './outbound-payload.ts'
 import { isEventStream, isJson, readSse, type SseEvent } from './sse-stream.ts'
@@ -57,7 +57,10 @@ export class SseOutboundTransport implements Transport {
   #reading: Promise<void> | undefined
   #streamEnded = false
   #closing: Promise<void> | undefined
-  readonly #posts = new Set<Deadline>()
+  /** The POSTs in flight, with their deadlines (one timer for all). */
+  readonly #posts = new DeadlineSweep()
+  /** A POST's headers without per-message extras (undici only reads them). */
+  readonly #postHeaders: Record<string, string>
 
   constructor(options: SseOutboundOptions) {
     this.#options = options
@@ -66,6 +69,7 @@ export class SseOutboundTransport implements Transport {
     this.#log = options.log.child({ upstream: options.name })
     this.#ownsDispatcher = options.dispatcher === undefined
     this.#dispatcher = options.dispatcher ?? new (undici().Agent)({ keepAliveTimeout: 10_000 })
+    this.#postHeaders = mergeHeaders(options.headers, { 'content-type': 'application/json' })
   }
 
   /** The URL messages are POSTed to, once the server announced it. */
@@ -193,25 +197,35 @@ export class SseOutboundTransport implements Transport {
       throw new BarbicanError('ERR_UPSTREAM_CLOSED', `Upstream "${this.name}" is not connected`)
     }
     const id = isRequest(message) ? message.id : undefined
-    const deadline = new Deadline(
+    const exchange = new Exchange(
       options.timeoutMs ?? this.#options.requestTimeoutMs ?? 60_000,
+      this.#options.limits.maxMessageBytes,
       options.signal,
     )
-    this.#posts.add(deadline)
+    exchange.watch(this.#posts)
     let error: BarbicanError | undefined
     try {
-      const response = await undici().request(endpoint, {
-        dispatcher: this.#dispatcher,
+      const response = await exchange.start(this.#dispatcher, {
+        origin: endpoint.origin,
+        path: `${endpoint.pathname}${endpoint.search}`,
         method: 'POST',
-        headers: mergeHeaders(
-          this.#options.headers,
-          { 'content-type': 'application/json' },
-          options.headers,
-        ),
+        headers:
+          options.headers === undefined
+            ? this.#postHeaders
+            : mergeHeaders(this.#postHeaders, options.headers),
         body: serialize(message),
-        signal: deadline.signal,
+        headersTimeout: 0,
+        bodyTimeout: 0,
       })
-      const text = await readBoundedText(response.body, this.#options.limits.maxMessageBytes)
+      let text = ''
+      if (response.body.kind === 'stream') {
+        // Answers belong on the GET stream; a stream here carries nothing to read.
+        await response.body.stream.consume(() => {})
+      } else {
+        text = await new Promise<string>((resolve, reject) => {
+          exchange.onBody((failure, body) => (failure ? reject(failure) : resolve(body)))
+        })
+      }
       if (response.statusCode >= 300) {
         this.#log.warn('upstream refused a message', {
           status: response.statusCode,
@@ -223,14 +237,13 @@ export class SseOutboundTransport implements Transport {
         this.#receive(text)
       }
     } catch (err) {
-      if (deadline.reason === 'close') {
+      if (exchange.reason === 'close') {
         throw new BarbicanError('ERR_UPSTREAM_CLOSED', `Upstream "${this.name}" closed`)
       }
-      if (deadline.reason === 'cancel') return
-      error = abortError(deadline, this.name) ?? networkError(err, this.name)
+      if (exchange.reason === 'cancel') return
+      error = abortError(exchange, this.name) ?? networkError(err, this.name)
     } finally {
-      deadline.dispose()
-      this.#posts.delete(deadline)
+      exchange.dispose()
     }
     if (error === undefined) return
     if (id === undefined) throw error
@@ -251,7 +264,7 @@ export class SseOutboundTransport implements Transport {
   async #shutdown(notify: boolean): Promise<void> {
     this.#state = 'closed'
     this.#stream?.abort('close')
-    for (const post of this.#posts) post.abort('close')
+    this.#posts.abortAll('close')
     await this.#reading?.catch(() => {})
     if (this.#ownsDispatcher) await this.#dispatcher.destroy().catch(() => {})
     if (notify) this.onclose?.()
