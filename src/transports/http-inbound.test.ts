@@ -56,6 +56,30 @@ describe('HTTP inbound listener', () => {
     }
   })
 
+  it('keeps refusing foreign Host and Origin headers after accepting allowed ones', async () => {
+    const t = await startInbound()
+    try {
+      const allowedHost = new URL(t.url).host
+      const good = { origin: 'http://localhost:6274' }
+      for (let round = 0; round < 2; round++) {
+        assert.equal((await rawRequest(`${t.url}/healthz`)).status, 200)
+        assert.equal((await rawRequest(`${t.url}/healthz`, { headers: good })).status, 200)
+        const host = await rawRequest(`${t.url}/healthz`, { headers: { host: 'evil.example' } })
+        assert.equal(host.status, 403)
+        const origin = await rawRequest(`${t.url}/healthz`, {
+          headers: { host: allowedHost, origin: 'https://evil.example' },
+        })
+        assert.equal(origin.status, 403)
+        const both = await rawRequest(`${t.url}/healthz`, {
+          headers: { host: 'evil.example', ...good },
+        })
+        assert.equal(both.status, 403)
+      }
+    } finally {
+      await t.close()
+    }
+  })
+
   it('refuses a foreign Origin with 403 and lets an allowed one through with CORS headers', async () => {
     const t = await startInbound()
     try {

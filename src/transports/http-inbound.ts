@@ -13,7 +13,7 @@ import type { Duplex } from 'node:stream'
 import type { InboundAuthenticator } from '../auth/authenticator.ts'
 import { setRequestIdentity } from '../auth/request-identity.ts'
 import { jsonLogger, type Logger } from '../log.ts'
-import { checkRequestHeaders, corsHeaders } from './http-guard.ts'
+import { checkRequestHeaders, corsHeaders, type GuardRefusal } from './http-guard.ts'
 import {
   DEFAULT_HTTP_INBOUND_OPTIONS,
   type HttpInboundOptions,
@@ -57,6 +57,11 @@ export class HttpInbound {
   readonly #log: Logger
   readonly #sockets = new Set<Socket>()
   readonly #inflight = new Set<ServerResponse>()
+  /**
+   * `Host` and `Origin` pairs the allowlists accepted (a client sends the same ones on every
+   * request), so the lists are not parsed again per request. Refusals are never kept. Bounded.
+   */
+  readonly #acceptedHeaders = new Set<string>()
   #closing: Promise<void> | undefined
 
   constructor(handler: InboundHandler, options: Partial<HttpInboundOptions> = {}, log?: Logger) {
@@ -152,11 +157,7 @@ export class HttpInbound {
         sendRpcError(res, 503, 'The server is shutting down', { headers: { connection: 'close' } })
         return
       }
-      const refusal = checkRequestHeaders(
-        req.headers,
-        this.options.allowedHosts,
-        this.options.allowedOrigins,
-      )
+      const refusal = this.#checkHeaders(req)
       if (refusal) {
         this.#log.warn('refused an HTTP request', { ...refusal, remote: req.socket.remoteAddress })
         sendRpcError(res, 403, refusal.reason)
@@ -181,6 +182,23 @@ export class HttpInbound {
     }
   }
 
+  /** `checkRequestHeaders` with the lists of this listener, remembering what it accepted. */
+  #checkHeaders(req: IncomingMessage): GuardRefusal | undefined {
+    const { host, origin } = req.headers
+    const key = origin === undefined ? host : `${host}\n${origin}`
+    if (key !== undefined && this.#acceptedHeaders.has(key)) return undefined
+    const refusal = checkRequestHeaders(
+      req.headers,
+      this.options.allowedHosts,
+      this.options.allowedOrigins,
+    )
+    if (refusal === undefined && key !== undefined) {
+      if (this.#acceptedHeaders.size >= 64) this.#acceptedHeaders.clear()
+      this.#acceptedHeaders.add(key)
+    }
+    return refusal
+  }
+
   async #route(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const pathname = pathOf(req)
     const route = this.routes.get(pathname)
@@ -197,7 +215,8 @@ export class HttpInbound {
     if (match === null || server === undefined || !this.#handler.hasServer(server)) {
       return sendRpcError(res, 404, `Not found: ${pathname.slice(0, 200)}`)
     }
-    if (!(await this.#authenticate(req, res, server))) return
+    // Without inbound auth the request goes on in this microtask, with no await in between.
+    if (this.authenticator !== undefined && !(await this.#authenticate(req, res, server))) return
     switch (match[1]) {
       case 'mcp':
         return this.streamable.handle(req, res, server)
