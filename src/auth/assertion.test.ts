@@ -89,4 +89,14 @@ describe('on-behalf-of assertion reuse', () => {
     assert.notEqual(moved, renewed)
     assert.equal(decodeJwt(moved).iss, 'https://gw2.example')
   })
+
+  test('a clock set back makes the next request get a newly signed assertion', async (t) => {
+    const signer = new AssertionSigner({ issuer: () => 'https://gw.example', ttlSeconds: 60 })
+    const first = await signer.assertion({ identity: alice, audience: UP })
+    const now = Date.now()
+    t.mock.method(Date, 'now', () => now - 3_600_000)
+    const after = await signer.assertion({ identity: alice, audience: UP })
+    assert.notEqual(after, first)
+    assert.notEqual(decodeJwt(after).jti, decodeJwt(first).jti)
+  })
 })

@@ -38,6 +38,8 @@ interface Cached {
   /** The signed assertion (a promise while it is being signed, shared by concurrent calls). */
   readonly token: Promise<string>
   readonly issuer: string
+  /** When it was signed (ms, the clock jose reads for `iat`). */
+  readonly signedAt: number
   /** When a new one is signed instead (ms): half the lifetime after signing. */
   readonly renewAt: number
 }
@@ -89,7 +91,13 @@ export class AssertionSigner {
     const key = cacheKey(input)
     const now = Date.now()
     const cached = this.#cache.get(key)
-    if (cached !== undefined && now < cached.renewAt && cached.issuer === issuer) {
+    // A clock set back (now < signedAt) would make `iat`/`nbf` lie in the future: sign anew.
+    if (
+      cached !== undefined &&
+      now < cached.renewAt &&
+      now >= cached.signedAt &&
+      cached.issuer === issuer
+    ) {
       return cached.token
     }
     if (cached !== undefined) this.#cache.delete(key)
@@ -98,7 +106,12 @@ export class AssertionSigner {
       this.#cache.delete(this.#cache.keys().next().value as string)
     }
     const token = this.sign(input)
-    const entry: Cached = { token, issuer, renewAt: now + this.#options.ttlSeconds * 500 }
+    const entry: Cached = {
+      token,
+      issuer,
+      signedAt: now,
+      renewAt: now + this.#options.ttlSeconds * 500,
+    }
     this.#cache.set(key, entry)
     // A failed signature is not kept: the next request tries again.
     token.catch(() => {
