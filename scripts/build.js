@@ -4,9 +4,10 @@
 // install, so it only warns and leaves no stamp (the command then runs the sources).
 //
 // What dist/ holds, all in one folder (code finds its neighbours relative to its own URL):
-// - main.js: the command (src/cli/main.ts) and everything it imports statically, with yaml, zod,
-//   picomatch and eventsource-parser inside; code behind a dynamic import() in chunk-*.js files
-//   loaded on first use;
+// - main.js: the command (src/cli/main.ts) and everything it imports statically, with picomatch
+//   and eventsource-parser inside; code behind a dynamic import() in chunk-*.js files loaded on
+//   first use;
+// - config-worker.js: the worker thread that loads the configuration, with yaml and zod inside;
 // - stdio-launcher.js: the watchdog script stdio upstreams are launched through;
 // - undici.cjs, ws.cjs, jose.cjs: one-file copies of the dependencies src/lazy-deps.ts loads on
 //   first use (one file to read and compile instead of dozens of modules).
@@ -112,6 +113,15 @@ try {
     chunkNames: 'chunk-[hash]',
     // Loaded through src/lazy-deps.ts from their own one-file copies below.
     external: ['undici', 'ws', 'jose'],
+    plugins: [builtinsPlugin, zodLocalesPlugin],
+  })
+  // The config loader's worker thread (src/config/load-worker.ts), with yaml, zod and the config
+  // schema, which therefore stay out of main.js and out of a running gateway's memory.
+  await esbuild.build({
+    ...common,
+    entryPoints: { 'config-worker': 'src/config/load-worker.ts' },
+    outdir: dist,
+    format: 'esm',
     plugins: [builtinsPlugin, zodLocalesPlugin],
   })
   // Its own file, run as its own process (src/transports/stdio-outbound.ts finds it beside itself).

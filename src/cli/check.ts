@@ -2,6 +2,8 @@
  * `barbican check`: validates the configuration, then connects to every upstream once and lists
  * what it offers. Exits non-zero with a precise message on the first class of fault found.
  */
+
+import type { LoadedConfig } from '../config/config.ts'
 import { Gateway } from '../gateway.ts'
 import { planFromConfig } from '../gateway-plan.ts'
 import { jsonLogger } from '../log.ts'
@@ -11,8 +13,12 @@ import { loadForCommand } from './load.ts'
 import type { CliIo, CommandOptions } from './main.ts'
 import { reportDrift } from './pins.ts'
 
-export async function runCheck(options: CommandOptions, io: CliIo): Promise<number> {
-  const loaded = await loadForCommand(options, io, false)
+export async function runCheck(
+  options: CommandOptions,
+  io: CliIo,
+  loading: Promise<LoadedConfig | undefined> = loadForCommand(options, io, false),
+): Promise<number> {
+  const loaded = await loading
   if (!loaded) return 1
   const { config, source } = loaded
   io.stdout(

@@ -1,14 +1,13 @@
 /**
  * The `barbican` command: parses arguments and runs one subcommand. Returns the exit code so
  * that tests can run commands in-process.
+ *
+ * Each subcommand's code is imported when it runs, and the configuration starts loading in its
+ * worker thread (src/cli/load.ts) before that import: on two or more cores the config is parsed
+ * and validated while the command's code is compiled.
  */
 import { parseArgs } from 'node:util'
-import { VERSION } from '../gateway.ts'
-import { runCheck } from './check.ts'
-import { runLock, runPins } from './pins.ts'
-import { runScan } from './scan.ts'
-import { runServe } from './serve.ts'
-import { runStdio } from './stdio.ts'
+import { loadForCommand } from './load.ts'
 
 const USAGE = `Usage: barbican <command> [options]
 
@@ -51,6 +50,7 @@ export async function main(argv: readonly string[], io: CliIo = defaultIo): Prom
   }
   const { positionals, values } = parsed
   if (values.version) {
+    const { VERSION } = await import('../gateway.ts')
     io.stdout(`barbican ${VERSION}\n`)
     return 0
   }
@@ -72,18 +72,35 @@ export async function main(argv: readonly string[], io: CliIo = defaultIo): Prom
     actor: values.as,
   }
   switch (command) {
-    case 'serve':
-      return await runServe(options, io)
-    case 'stdio':
-      return await runStdio(options, io)
-    case 'check':
-      return await runCheck(options, io)
-    case 'scan':
-      return await runScan(options, io)
-    case 'pins':
+    case 'serve': {
+      const loading = loadForCommand(options, io, true)
+      const { runServe } = await import('./serve.ts')
+      return await runServe(options, io, loading)
+    }
+    case 'stdio': {
+      const loading = loadForCommand(options, io, true)
+      const { runStdio } = await import('./stdio.ts')
+      return await runStdio(options, io, loading)
+    }
+    case 'check': {
+      const loading = loadForCommand(options, io, false)
+      const { runCheck } = await import('./check.ts')
+      return await runCheck(options, io, loading)
+    }
+    case 'scan': {
+      const loading = loadForCommand(options, io, false)
+      const { runScan } = await import('./scan.ts')
+      return await runScan(options, io, loading)
+    }
+    case 'pins': {
+      const { runPins } = await import('./pins.ts')
       return await runPins(options, positionals.slice(1), io)
-    case 'lock':
-      return await runLock(options, io)
+    }
+    case 'lock': {
+      const loading = loadForCommand(options, io, false)
+      const { runLock } = await import('./pins.ts')
+      return await runLock(options, io, loading)
+    }
     default:
       io.stderr(`barbican: unknown command "${command}"\n\n${USAGE}`)
       return 2

@@ -5,7 +5,7 @@
  */
 import { existsSync } from 'node:fs'
 import { userInfo } from 'node:os'
-import type { Config } from '../config/config.ts'
+import type { Config, LoadedConfig } from '../config/config.ts'
 import { approveChange, rejectChange, reviewChanges } from '../trust/decisions.ts'
 import { formatChanges } from '../trust/diff.ts'
 import { approveBaseline, configDocument, configDrift } from '../trust/drift.ts'
@@ -132,8 +132,12 @@ export async function runPins(
  * every stdio upstream launched from a package or script. Floating versions are locked to the
  * installed version only where the upstream allows floating.
  */
-export async function runLock(options: CommandOptions, io: CliIo): Promise<number> {
-  const loaded = await loadForCommand(options, io, false)
+export async function runLock(
+  options: CommandOptions,
+  io: CliIo,
+  loading: Promise<LoadedConfig | undefined> = loadForCommand(options, io, false),
+): Promise<number> {
+  const loaded = await loading
   if (!loaded) return 1
   const path = lockfilePathOf(loaded.source.path)
   let previous: Lockfile | undefined

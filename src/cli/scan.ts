@@ -3,6 +3,8 @@
  * over everything they advertise, across all upstreams of the configuration. Exits non-zero when
  * a high or critical finding (or an upstream that cannot be listed) needs attention.
  */
+
+import type { LoadedConfig } from '../config/config.ts'
 import { Gateway } from '../gateway.ts'
 import { planFromConfig } from '../gateway-plan.ts'
 import { jsonLogger } from '../log.ts'
@@ -25,8 +27,12 @@ const RANK: Readonly<Record<Finding['severity'], number>> = {
   low: 3,
 }
 
-export async function runScan(options: CommandOptions, io: CliIo): Promise<number> {
-  const loaded = await loadForCommand(options, io, false)
+export async function runScan(
+  options: CommandOptions,
+  io: CliIo,
+  loading: Promise<LoadedConfig | undefined> = loadForCommand(options, io, false),
+): Promise<number> {
+  const loaded = await loading
   if (!loaded) return 1
   const { config, source } = loaded
   const log = jsonLogger({ level: 'error' })

@@ -5,7 +5,7 @@
 import type { ServerResponse } from 'node:http'
 import { AuthRuntime } from '../auth/auth-runtime.ts'
 import { hasInboundAuth } from '../auth/bind-policy.ts'
-import type { Config } from '../config/config.ts'
+import type { Config, LoadedConfig } from '../config/config.ts'
 import { isLoopbackHost } from '../config/listen.ts'
 import { Gateway } from '../gateway.ts'
 import { planFromConfig } from '../gateway-plan.ts'
@@ -84,8 +84,12 @@ export async function startServer(
   }
 }
 
-export async function runServe(options: CommandOptions, io: CliIo): Promise<number> {
-  const loaded = await loadForCommand(options, io, true)
+export async function runServe(
+  options: CommandOptions,
+  io: CliIo,
+  loading: Promise<LoadedConfig | undefined> = loadForCommand(options, io, true),
+): Promise<number> {
+  const loaded = await loading
   if (!loaded) return 1
   const { config, source } = loaded
   if (

@@ -3,6 +3,7 @@
  * processes. Logs go to stderr; stdout carries nothing but JSON-RPC.
  */
 import { AuthRuntime } from '../auth/auth-runtime.ts'
+import type { LoadedConfig } from '../config/config.ts'
 import { Gateway } from '../gateway.ts'
 import { planFromConfig } from '../gateway-plan.ts'
 import { jsonLogger } from '../log.ts'
@@ -13,8 +14,12 @@ import { loadForCommand } from './load.ts'
 import type { CliIo, CommandOptions } from './main.ts'
 import { endStartup } from './startup-heap.ts'
 
-export async function runStdio(options: CommandOptions, io: CliIo): Promise<number> {
-  const loaded = await loadForCommand(options, io, true)
+export async function runStdio(
+  options: CommandOptions,
+  io: CliIo,
+  loading: Promise<LoadedConfig | undefined> = loadForCommand(options, io, true),
+): Promise<number> {
+  const loaded = await loading
   if (!loaded) return 1
   const { config } = loaded
   const server = options.server ?? config.servers[0]?.name ?? 'default'

@@ -39,3 +39,6 @@ export const DEFAULT_LIMITS = Object.freeze({
 })
 
 export const DEFAULT_SEPARATOR = '__'
+
+/** The default store path, relative to the config file's directory. */
+export const DEFAULT_STORE_PATH = '.barbican/barbican.db'

@@ -14,10 +14,14 @@ import type {
 } from './config.ts'
 import { ConfigError, type ConfigIssue } from './config-error.ts'
 import { crossCheck } from './cross-check.ts'
-import { DEFAULT_ALLOWED_HOSTS, DEFAULT_SEPARATOR, LOOPBACK_ORIGINS } from './defaults.ts'
+import {
+  DEFAULT_ALLOWED_HOSTS,
+  DEFAULT_SEPARATOR,
+  DEFAULT_STORE_PATH,
+  LOOPBACK_ORIGINS,
+} from './defaults.ts'
 import { DEFAULT_LISTEN, hostForHeader, isWildcardHost, parseListen } from './listen.ts'
 import { type NativeConfig, nativeConfigSchema } from './schema.ts'
-import { DEFAULT_STORE_PATH } from './trust-schema.ts'
 import { issuesFromZod } from './zod-issues.ts'
 
 /** Options that complete what a config value alone cannot say. */

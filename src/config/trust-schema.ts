@@ -4,13 +4,13 @@
  * schemas so that those stay about connecting and limits.
  */
 import { z } from 'zod'
+import { DEFAULT_STORE_PATH } from './defaults.ts'
 
 function doc<T extends z.ZodType>(schema: T, title: string, description: string): T {
   return schema.meta({ title, description })
 }
 
-/** The default store path, relative to the config file's directory. */
-export const DEFAULT_STORE_PATH = '.barbican/barbican.db'
+export { DEFAULT_STORE_PATH }
 
 const TRUST_DEFAULTS = {
   firstSight: 'trust',

@@ -6,7 +6,7 @@
  */
 import { dirname, join } from 'node:path'
 import type { Config, StoreConfig, UpstreamConfig } from '../config/config.ts'
-import { DEFAULT_STORE_PATH } from '../config/trust-schema.ts'
+import { DEFAULT_STORE_PATH } from '../config/defaults.ts'
 import { toBarbicanError } from '../errors.ts'
 import type { GatewayPlan, UpstreamPlan } from '../gateway.ts'
 import type { Logger } from '../log.ts'

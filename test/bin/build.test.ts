@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict'
 import { execFileSync } from 'node:child_process'
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
+import { createServer } from 'node:http'
 import { createRequire } from 'node:module'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -23,7 +24,7 @@ describe('scripts/build.js', () => {
   after(() => rmSync(out, { recursive: true, force: true }))
 
   test('writes the entry, the launcher and the stamp, all in one folder', () => {
-    for (const file of ['main.js', 'stdio-launcher.js', '.build-started'])
+    for (const file of ['main.js', 'config-worker.js', 'stdio-launcher.js', '.build-started'])
       assert.ok(existsSync(join(out, file)), file)
     const started = Number(readFileSync(join(out, '.build-started'), 'utf8'))
     assert.ok(started > Date.now() - 120_000 && started <= Date.now())
@@ -38,7 +39,20 @@ describe('scripts/build.js', () => {
       const code = readFileSync(join(out, file), 'utf8')
       assert.doesNotMatch(code, /\bfrom\s*["'](node:)?(http|crypto|util|fs|net)["']/, file)
     }
-    assert.match(readFileSync(join(out, 'main.js'), 'utf8'), /getBuiltinModule\("node:http"\)/)
+    const all = readdirSync(out)
+      .filter((f) => f.endsWith('.js'))
+      .map((f) => readFileSync(join(out, f), 'utf8'))
+      .join('\n')
+    assert.match(all, /getBuiltinModule\("node:http"\)/)
+  })
+
+  test('zod and yaml are only in the config worker, not in what a gateway keeps loaded', () => {
+    const markers = /\$ZodType|parseDocument/
+    for (const file of readdirSync(out).filter((f) => f.endsWith('.js'))) {
+      const code = readFileSync(join(out, file), 'utf8')
+      if (file === 'config-worker.js') assert.match(code, markers)
+      else assert.doesNotMatch(code, markers, file)
+    }
   })
 
   test('every file is ASCII, so V8 keeps its source as one byte per character', () => {
@@ -58,6 +72,35 @@ describe('scripts/build.js', () => {
       const original = require(name) as Record<string, unknown>
       assert.equal(typeof copy, typeof original, name)
       assert.deepEqual(Object.keys(copy).sort(), Object.keys(original).sort(), name)
+    }
+  })
+
+  test('the undici copy requests and fetches through its own Agent', async () => {
+    type Copy = typeof import('undici')
+    const copy = require(join(out, 'undici.cjs')) as Copy
+    const server = createServer((req, res) => {
+      let body = ''
+      req.on('data', (chunk: Buffer) => {
+        body += chunk.toString()
+      })
+      req.on('end', () => res.end(`${req.method} ${req.url} ${body}`))
+    })
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+    const { port } = server.address() as { port: number }
+    const agent = new copy.Agent()
+    try {
+      const response = await copy.request(`http://127.0.0.1:${port}/a?b=1`, {
+        dispatcher: agent,
+        method: 'POST',
+        body: 'hi',
+      })
+      assert.equal(await response.body.text(), 'POST /a?b=1 hi')
+      const fetched = await copy.fetch(`http://127.0.0.1:${port}/f`, { dispatcher: agent })
+      assert.equal(await fetched.text(), 'GET /f ')
+      assert.throws(() => copy.request('not a url', { dispatcher: agent }))
+    } finally {
+      await agent.close()
+      server.close()
     }
   })
 })
