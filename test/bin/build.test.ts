@@ -75,7 +75,7 @@ describe('scripts/build.js', () => {
     }
   })
 
-  test('the undici copy requests and fetches through its own Agent', async () => {
+  test('the undici copy requests through its Agent, and fetches through it too', async () => {
     type Copy = typeof import('undici')
     const copy = require(join(out, 'undici.cjs')) as Copy
     const server = createServer((req, res) => {
@@ -95,8 +95,12 @@ describe('scripts/build.js', () => {
         body: 'hi',
       })
       assert.equal(await response.body.text(), 'POST /a?b=1 hi')
+      // Agent and request come without the rest of undici; fetch brings it.
+      const full = join(out, 'undici-full.cjs')
+      assert.equal(require.cache[full], undefined)
       const fetched = await copy.fetch(`http://127.0.0.1:${port}/f`, { dispatcher: agent })
       assert.equal(await fetched.text(), 'GET /f ')
+      assert.notEqual(require.cache[full], undefined)
       assert.throws(() => copy.request('not a url', { dispatcher: agent }))
     } finally {
       await agent.close()
