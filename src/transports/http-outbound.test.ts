@@ -188,9 +188,11 @@ describe('Streamable HTTP outbound transport', () => {
   })
 
   test('reads an answered SSE stream to its end, so its connection is reused', async () => {
+    let ended: Promise<void> = Promise.resolve()
     const server = await scriptedServer((req, res) => {
       sse(res)
       event(res, result(JSON.parse(req.body).id))
+      ended = new Promise((resolve) => res.once('close', () => resolve()))
       // The server ends the stream a little after the answer, as real servers may.
       setTimeout(() => res.end(), 20)
     })
@@ -200,15 +202,17 @@ describe('Streamable HTTP outbound transport', () => {
       for (let id = 1; id <= 5; id++) {
         await transport.send(request(id))
         await inbox.response(id)
-        // Let the stream end reach the pool before the next request.
-        await new Promise((resolve) => setTimeout(resolve, 40))
+        // Let the stream's end reach the client's pool before the next request.
+        await ended
+        await new Promise((resolve) => setTimeout(resolve, 30))
       }
     } finally {
       await transport.close()
       await server.close()
     }
-    // Cutting the stream at the answer would have needed a connection per request.
-    assert.equal(server.connections, 1)
+    // Cutting the stream at the answer needs a connection per request (5); reading it to its
+    // end needs one (a second only if the machine is too slow for the waits above).
+    assert.ok(server.connections <= 2, `${server.connections} connections`)
     assert.deepEqual(inbox.errors, [])
   })
 
