@@ -1,6 +1,6 @@
 /**
  * Pieces shared by the HTTP-based outbound transports (Streamable HTTP and legacy HTTP+SSE):
- * header merging, bounded body reads, and the mapping of HTTP failures to Barbican errors and
+ * header merging, deadlines, and the mapping of HTTP failures to Barbican errors and
  * to the JSON-RPC error response a waiting caller receives instead of hanging.
  */
 import { BarbicanError, type ErrorCode, errorData, jsonRpcCodeOf } from '../errors.ts'
@@ -35,31 +35,6 @@ export function headerValue(
 ): string | undefined {
   const value = headers[name]
   return Array.isArray(value) ? value[0] : value
-}
-
-/**
- * Reads a whole body as UTF-8, refusing (and destroying the body) past `maxBytes`, so a
- * misbehaving upstream cannot make Barbican buffer without bound.
- */
-export async function readBoundedText(
-  body: AsyncIterable<Uint8Array> & { destroy?: (error?: Error) => unknown },
-  maxBytes: number,
-): Promise<string> {
-  const chunks: Uint8Array[] = []
-  let size = 0
-  for await (const chunk of body) {
-    size += chunk.byteLength
-    if (size > maxBytes) {
-      const error = new BarbicanError(
-        'ERR_UPSTREAM_PROTOCOL',
-        `Upstream response exceeds ${maxBytes} bytes`,
-      )
-      body.destroy?.(error)
-      throw error
-    }
-    chunks.push(chunk)
-  }
-  return Buffer.concat(chunks, size).toString('utf8')
 }
 
 /** The Barbican error for an HTTP error status from an upstream. */
