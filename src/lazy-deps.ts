@@ -11,6 +11,7 @@
  * the package's dozens of modules.
  */
 import { createRequire } from 'node:module'
+import { setFlagsFromString } from 'node:v8'
 import type * as Jose from 'jose'
 import type * as Undici from 'undici'
 import type WebSocket from 'ws'
@@ -29,8 +30,27 @@ type WsModule = typeof WebSocket & { readonly WebSocketServer: typeof WebSocketS
 let wsModule: WsModule | undefined
 let joseModule: typeof Jose | undefined
 
+/** V8 flags that choose how WebAssembly is compiled; if the operator set one, Barbican keeps out. */
+const WASM_TIER_FLAGS = ['--liftoff', '--no-liftoff', '--wasm-tier-up', '--no-wasm-tier-up']
+
+/**
+ * Whether to compile WebAssembly with V8's baseline compiler only. undici's HTTP parser (llhttp)
+ * is the only WebAssembly Barbican runs; by default V8 compiles it twice (baseline, then
+ * optimised in the background once it runs hot), which leaves ~6 MB of code and compiler memory
+ * in every gateway with an HTTP upstream. Parsing a response head is a few hundred instructions
+ * either way, so per-call CPU does not change measurably (docs/performance.md).
+ */
+export function wantsBaselineWasm(
+  execArgv: readonly string[] = process.execArgv,
+  nodeOptions: string | undefined = process.env.NODE_OPTIONS,
+): boolean {
+  const given = [...execArgv, ...(nodeOptions ?? '').split(/\s+/)]
+  return !given.some((arg) => WASM_TIER_FLAGS.some((flag) => arg.startsWith(flag)))
+}
+
 /** undici, the HTTP client of outbound transports and guarded fetches. */
 export function undici(): typeof Undici {
+  if (undiciModule === undefined && wantsBaselineWasm()) setFlagsFromString('--liftoff-only')
   undiciModule ??= require(from('undici')) as typeof Undici
   return undiciModule
 }
