@@ -169,7 +169,7 @@ if (values.compare !== undefined) {
     {
       name: 'barbican-stdio@base',
       description: `barbican-stdio, from the checkout in ${root}`,
-      start: () => startBarbican('barbican-stdio@base', { stdio: true }, barbicanNodeOptions, root),
+      start: () => startBarbican('barbican-stdio@base', { stdio: true }, baseNodeOptions, root),
     },
   )
   if (values.auth) {
