@@ -6,6 +6,7 @@
 import { mkdirSync } from 'node:fs'
 import { dirname, resolve } from 'node:path'
 import type { DatabaseSync } from 'node:sqlite'
+import { loadSqlite } from '../store/load-sqlite.ts'
 import type { SealedBackend } from './token-store.ts'
 
 /** Opens lazily (first use), creating the file and table as needed. */
@@ -13,7 +14,7 @@ export function sqliteBackend(path: string): SealedBackend & { close(): void } {
   let db: Promise<DatabaseSync> | undefined
   const open = () => {
     db ??= (async () => {
-      const { DatabaseSync } = await quietImport()
+      const { DatabaseSync } = await loadSqlite()
       const file = path === ':memory:' ? path : resolve(path)
       if (file !== ':memory:') mkdirSync(dirname(file), { recursive: true })
       const handle = new DatabaseSync(file)
@@ -47,20 +48,5 @@ export function sqliteBackend(path: string): SealedBackend & { close(): void } {
     close() {
       void db?.then((handle) => handle.close()).catch(() => {})
     },
-  }
-}
-
-/** `node:sqlite` announces itself with an ExperimentalWarning operators cannot act on. */
-async function quietImport(): Promise<typeof import('node:sqlite')> {
-  const emit = process.emitWarning
-  process.emitWarning = function quiet(this: unknown, warning: unknown, ...rest: unknown[]) {
-    const text = typeof warning === 'string' ? warning : (warning as Error | undefined)?.message
-    if (/SQLite/.test(String(text))) return
-    return (emit as (...args: unknown[]) => void).call(process, warning, ...rest)
-  } as typeof process.emitWarning
-  try {
-    return await import('node:sqlite')
-  } finally {
-    process.emitWarning = emit
   }
 }

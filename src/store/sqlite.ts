@@ -6,6 +6,7 @@
 import { mkdirSync } from 'node:fs'
 import { dirname } from 'node:path'
 import type { DatabaseSync } from 'node:sqlite'
+import { loadSqlite } from './load-sqlite.ts'
 import { MIGRATIONS } from './migrations.ts'
 import type {
   Baseline,
@@ -18,30 +19,6 @@ import type {
 } from './store.ts'
 
 type Row = Record<string, unknown>
-
-let sqliteModule: Promise<typeof import('node:sqlite')> | undefined
-
-/**
- * Loads `node:sqlite` once. Node announces it with an ExperimentalWarning on first load; that one
- * warning is dropped (operators cannot act on it), every other warning passes through.
- */
-function loadSqlite(): Promise<typeof import('node:sqlite')> {
-  sqliteModule ??= (async () => {
-    const emit = process.emitWarning
-    process.emitWarning = function filtered(this: unknown, warning: unknown, ...rest: unknown[]) {
-      const text = typeof warning === 'string' ? warning : (warning as Error | undefined)?.message
-      const type = typeof rest[0] === 'string' ? rest[0] : (rest[0] as { type?: string })?.type
-      if (type === 'ExperimentalWarning' && /SQLite/.test(String(text))) return
-      return (emit as (...args: unknown[]) => void).call(process, warning, ...rest)
-    } as typeof process.emitWarning
-    try {
-      return await import('node:sqlite')
-    } finally {
-      process.emitWarning = emit
-    }
-  })()
-  return sqliteModule
-}
 
 /** Opens (creating file, folder and schema as needed) the SQLite store at `path`. */
 export async function openSqliteStore(path: string): Promise<Store> {
