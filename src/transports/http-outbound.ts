@@ -227,7 +227,7 @@ export class HttpOutboundTransport implements Transport {
       })
     } catch (err) {
       exchange.dispose()
-      this.#fail(id, abortError(exchange, this.name) ?? networkError(err, this.name), exchange)
+      this.#failExchange(id, err, exchange)
       return 'failed'
     }
     const status = response.statusCode
@@ -310,12 +310,7 @@ export class HttpOutboundTransport implements Transport {
     } catch (err) {
       if (state.answered) return
       // `later`: reported through onmessage or onerror, never thrown.
-      this.#fail(
-        id,
-        abortError(exchange, this.name) ?? networkError(err, this.name),
-        exchange,
-        true,
-      )
+      this.#failExchange(id, err, exchange, true)
     }
   }
 
@@ -326,12 +321,7 @@ export class HttpOutboundTransport implements Transport {
       await this.#streams.follow(stream, state, exchange)
     } catch (err) {
       if (state.answered) return
-      this.#fail(
-        id,
-        abortError(exchange, this.name) ?? networkError(err, this.name),
-        exchange,
-        true,
-      )
+      this.#failExchange(id, err, exchange, true)
     } finally {
       exchange.dispose()
     }
@@ -357,6 +347,11 @@ export class HttpOutboundTransport implements Transport {
     } catch (err) {
       this.#log.error('message handler failed', { error: err })
     }
+  }
+
+  /** Reports what `exchange` threw: its abort reason (deadline, cancel, close) or a network error. */
+  #failExchange(id: JsonRpcId | undefined, err: unknown, exchange: Exchange, later = false) {
+    this.#fail(id, abortError(exchange, this.name) ?? networkError(err, this.name), exchange, later)
   }
 
   /**
