@@ -352,7 +352,11 @@ export class Session {
     const envelope = this.#envelopeFor(request)
     const context: ForwardContext = {
       session: this,
-      identity: this.identity,
+      caller: {
+        identity: this.identity,
+        headers: this.info.headers,
+        clientCapabilities: this.#clientCapabilities,
+      },
       progress: this.#deps.progress,
       bridge: this.#deps.bridge,
       logs: this.#requestLogs,

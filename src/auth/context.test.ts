@@ -19,7 +19,7 @@ function owner(
   headers: Record<string, string> = {},
   clientCapabilities: Record<string, unknown> = { elicitation: { form: {}, url: {} } },
 ) {
-  return { session: { identity, info: { headers }, clientCapabilities }, requestId: 1 }
+  return { caller: { identity, headers, clientCapabilities }, requestId: 1 }
 }
 
 describe('tool-call context', () => {

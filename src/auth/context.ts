@@ -19,15 +19,22 @@ export const CONTEXT_META_KEY = `${META_PREFIX}context`
 /** HTTP header carrying the assertion to HTTP upstreams. */
 export const ASSERTION_HEADER = 'barbican-assertion'
 
-/** The owner Session records on upstream requests: only what the stamp reads. */
+/**
+ * Who an upstream request is for. Forwarding records it on every request it sends (the owner's
+ * `caller`), for a session's own calls and for a 2026-07-28 call held across rounds alike, so the
+ * stamp never has to know which of the two stands behind the request.
+ */
+export interface Caller {
+  readonly identity: Identity
+  /** Lower-cased headers of the client's HTTP request (trace context); absent on stdio. */
+  readonly headers?: Readonly<Record<string, string | string[] | undefined>> | undefined
+  /** What the client declared: URL-mode elicitation decides how an account link is asked for. */
+  readonly clientCapabilities: JsonObject
+}
+
+/** The owner forwarding records on upstream requests: only what the stamp reads. */
 interface OwnerShape {
-  readonly session: {
-    readonly identity: Identity
-    readonly revision?: string | undefined
-    readonly clientCapabilities?: JsonObject | undefined
-    readonly info: { readonly headers?: Readonly<Record<string, string | string[] | undefined>> }
-  }
-  readonly requestId: unknown
+  readonly caller: Caller
 }
 
 /** What Barbican presents to an upstream on a user's behalf, or why it cannot yet. */
@@ -71,15 +78,15 @@ export interface StampOptions {
 /** Builds the stamp of one upstream. */
 export function createStamp(options: StampOptions): Stamp {
   return async (_method, params, owner) => {
-    const session = isOwner(owner) ? owner.session : undefined
-    const identity = session?.identity ?? ANONYMOUS
+    const caller = isOwner(owner) ? owner.caller : undefined
+    const identity = caller?.identity ?? ANONYMOUS
     const headers: Record<string, string> = {}
     const source = options.credentials
     let onRejected: (() => Promise<ErrorReply | undefined>) | undefined
     if (source) {
       const outcome = await source.forUser(identity)
       if ('linkRequired' in outcome) {
-        return { reply: linkRequiredReply(outcome.linkRequired, supportsUrlMode(session)) }
+        return { reply: linkRequiredReply(outcome.linkRequired, supportsUrlMode(caller)) }
       }
       Object.assign(headers, outcome.headers)
       if (source.rejected) {
@@ -88,7 +95,7 @@ export function createStamp(options: StampOptions): Stamp {
           await forget(identity)
           const next = await source.forUser(identity)
           return 'linkRequired' in next
-            ? linkRequiredReply(next.linkRequired, supportsUrlMode(session))
+            ? linkRequiredReply(next.linkRequired, supportsUrlMode(caller))
             : undefined
         }
       }
@@ -96,7 +103,7 @@ export function createStamp(options: StampOptions): Stamp {
     const meta = isPlainObject(params?._meta) ? params._meta : undefined
     const incoming = meta?.traceparent
     const traceparent = childTraceparent(
-      typeof incoming === 'string' ? incoming : header(session, 'traceparent'),
+      typeof incoming === 'string' ? incoming : header(caller, 'traceparent'),
     )
     const assertion = await options.signer.assertion({ identity, audience: options.audience })
     const context: JsonObject = { user: identity.subject }
@@ -115,7 +122,7 @@ export function createStamp(options: StampOptions): Stamp {
     cleanMeta.traceparent = traceparent
     headers[ASSERTION_HEADER] = assertion
     headers.traceparent = traceparent
-    const tracestate = header(session, 'tracestate')
+    const tracestate = header(caller, 'tracestate')
     if (tracestate !== undefined) headers.tracestate = tracestate
     return { params: { ...params, _meta: cleanMeta }, headers, onRejected }
   }
@@ -188,13 +195,13 @@ function randomHex(bytes: number): string {
 }
 
 /** Whether the caller's client declared URL-mode elicitation (unknown owners are assumed not). */
-function supportsUrlMode(session: OwnerShape['session'] | undefined): boolean {
-  const elicitation = session?.clientCapabilities?.elicitation
+function supportsUrlMode(caller: Caller | undefined): boolean {
+  const elicitation = caller?.clientCapabilities.elicitation
   return isPlainObject(elicitation) && isPlainObject(elicitation.url)
 }
 
-function header(session: OwnerShape['session'] | undefined, name: string): string | undefined {
-  const value = session?.info.headers?.[name]
+function header(caller: Caller | undefined, name: string): string | undefined {
+  const value = caller?.headers?.[name]
   return typeof value === 'string' ? value : undefined
 }
 
@@ -202,7 +209,8 @@ function isOwner(owner: unknown): owner is OwnerShape {
   return (
     typeof owner === 'object' &&
     owner !== null &&
-    'session' in owner &&
-    typeof (owner as { session: unknown }).session === 'object'
+    'caller' in owner &&
+    typeof (owner as { caller: unknown }).caller === 'object' &&
+    (owner as { caller: unknown }).caller !== null
   )
 }

@@ -4,7 +4,7 @@
  * recorded so upstream→client requests find their way back, and the bridge between eras applied
  * when the client and the upstream speak different revisions.
  */
-import type { Identity } from '../auth/identity.ts'
+import type { Caller } from '../auth/context.ts'
 import { modernCapabilities, type UpstreamEnvelope } from '../bridge/envelope.ts'
 import type { ClientRequester } from '../bridge/held-call.ts'
 import { MRTR_METHODS, type MrtrBridge } from '../bridge/mrtr.ts'
@@ -16,18 +16,24 @@ import type { Upstream } from '../upstreams/upstream.ts'
 import type { ProgressRouter, ProgressSink } from './progress.ts'
 import type { RequestLogs } from './request-logs.ts'
 
-/** The owner recorded on upstream requests, to route upstream→client requests back. */
+/**
+ * The owner recorded on upstream requests: where upstream→client requests go back to, and who
+ * the call is for (read by the tool-call context stamp, src/auth/context.ts).
+ */
 export interface CallOwner {
   /** The session, or a held call standing in for a 2026-07-28 client between its rounds. */
   readonly session: ClientRequester
   readonly requestId: JsonRpcId
+  /** The client's caller; a held call keeps the one of the request that started it. */
+  readonly caller: Caller
 }
 
 /** What forwarding needs from the client's session. */
 export interface ForwardContext {
   /** The session: receives progress, answers the bridge's requests, owns the upstream call. */
   readonly session: ProgressSink & ClientRequester
-  readonly identity: Identity
+  /** Who the call is for: identity, request headers, declared capabilities. */
+  readonly caller: Caller
   readonly progress: ProgressRouter
   /** Multi-round-trip translation between eras; absent: relayed as is. */
   readonly bridge: MrtrBridge | undefined
@@ -93,8 +99,9 @@ export async function forwardToUpstream(
   const logLevel = request.envelope?.logLevel
   if (logLevel !== undefined) ctx.logs.track(request.id, upstream.name, logLevel)
   try {
-    const owner: CallOwner = { session, requestId: request.id }
-    const { envelope, identity } = ctx
+    const { envelope, caller } = ctx
+    const { identity } = caller
+    const owner: CallOwner = { session, requestId: request.id, caller }
     // Per-identity upstream sessions (when the upstream is configured so) key on this.
     const sessionKey = identity.method === 'anonymous' ? undefined : subjectOf(identity)
     if (bridge && request.envelope && held) {
@@ -115,7 +122,7 @@ export async function forwardToUpstream(
           upstream.request(request.method, p, {
             signal: s,
             owner: heldCall
-              ? ({ session: heldCall, requestId: request.id } satisfies CallOwner)
+              ? ({ session: heldCall, requestId: request.id, caller } satisfies CallOwner)
               : owner,
             envelope,
             sessionKey,
