@@ -5,6 +5,7 @@
  * and brings replies, notifications and upstream→client requests back to this client only.
  */
 import { randomBytes } from 'node:crypto'
+import { withoutBarbicanMeta } from './auth/client-meta.ts'
 import { ANONYMOUS, type Identity } from './auth/identity.ts'
 import type { UpstreamEnvelope } from './bridge/envelope.ts'
 import type { MrtrBridge } from './bridge/mrtr.ts'
@@ -175,7 +176,9 @@ export class Session {
   }
 
   /** Entry point for every message the client sends. */
-  receive(message: JsonRpcMessage, info?: ReceiveInfo): void {
+  receive(sent: JsonRpcMessage, info?: ReceiveInfo): void {
+    // Barbican's `_meta` namespace is its own: nothing a client writes there goes further.
+    const message = withoutBarbicanMeta(sent)
     if ('method' in message) {
       if ('id' in message) {
         this.#handleRequest(message, info).catch((err: unknown) =>
