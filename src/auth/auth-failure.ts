@@ -25,11 +25,14 @@ export class AuthFailure extends Error {
     this.unavailable = options?.unavailable ?? false
   }
 
-  /** 503 when unverifiable, 403 for missing scopes (step-up), 400 when malformed, else 401. */
-  get status(): 400 | 401 | 403 | 503 {
+  /**
+   * 503 when unverifiable, 403 for missing scopes (step-up), else 401. A malformed header
+   * (`invalid_request`) is 401 too, not RFC 6750's 400: MCP clients start OAuth discovery only
+   * on a 401 with a challenge (docs/decisions/019).
+   */
+  get status(): 401 | 403 | 503 {
     if (this.unavailable) return 503
     if (this.error === 'insufficient_scope') return 403
-    if (this.error === 'invalid_request') return 400
     return 401
   }
 }

@@ -36,7 +36,7 @@ export type AuthResult =
   | { readonly ok: true; readonly identity: Identity }
   | {
       readonly ok: false
-      readonly status: 400 | 401 | 403 | 503
+      readonly status: 401 | 403 | 503
       readonly message: string
       readonly wwwAuthenticate: string
     }
@@ -143,15 +143,29 @@ export class InboundAuthenticator {
   }
 }
 
-/** The bearer token of an `Authorization` header (RFC 6750 §2.1); never from the query. */
+/**
+ * The bearer token of an `Authorization` header (RFC 6750 §2.1); never from the query. Every
+ * header that yields no usable token is a 401 with a challenge, since MCP clients start OAuth
+ * discovery only on a 401 (docs/decisions/019): another scheme (`Basic …`) is treated as no
+ * credentials (RFC 6750 §3.1: no error code for an unsupported method), an empty `Bearer` as
+ * `invalid_request`, a value that is not token68 as `invalid_token` (malformed).
+ */
 export function bearerToken(header: string | undefined): string {
   if (header === undefined || header.trim() === '') {
     throw new AuthFailure(undefined, 'Authentication required')
   }
-  const match = /^Bearer +([A-Za-z0-9\-._~+/]+=*) *$/i.exec(header)
-  if (!match)
-    throw new AuthFailure('invalid_request', 'The Authorization header must be "Bearer <token>"')
-  return match[1]!
+  const scheme = /^\s*(\S+)/.exec(header)?.[1] ?? ''
+  if (scheme.toLowerCase() !== 'bearer') {
+    throw new AuthFailure(undefined, 'Authentication required: only Bearer tokens are accepted')
+  }
+  const value = header.trim().slice(scheme.length).trim()
+  if (value === '') {
+    throw new AuthFailure('invalid_request', 'The Authorization header carries no Bearer token')
+  }
+  if (!/^[A-Za-z0-9\-._~+/]+=*$/.test(value)) {
+    throw new AuthFailure('invalid_token', 'The Bearer token is malformed')
+  }
+  return value
 }
 
 function looksLikeJwt(token: string): boolean {

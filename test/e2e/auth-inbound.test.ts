@@ -1,8 +1,9 @@
 /**
  * Inbound authentication end to end, against a real authorization server (oidc-provider started
  * by the test): a valid JWT access token works over every transport; a missing, expired,
- * wrongly issued, wrongly addressed, `alg: none`, unsigned or HMAC-forged token gets 401 with a
- * challenge naming the resource's metadata; a token lacking the required scope gets 403
+ * wrongly issued, wrongly addressed, `alg: none`, unsigned or HMAC-forged token, and a header
+ * with no usable Bearer token (`Basic …`, an empty `Bearer`), gets 401 with a challenge naming the
+ * resource's metadata, on every HTTP transport; a token lacking the required scope gets 403
  * `insufficient_scope`; and the metadata documents are public.
  */
 import assert from 'node:assert/strict'
@@ -188,15 +189,83 @@ describe('inbound authentication with JWT access tokens', () => {
     assert.match(challenge, /oauth-protected-resource\/mcp\/other"/)
   })
 
-  test('a malformed Authorization header gets 400 invalid_request', async () => {
-    const res = await fetch(`${server.url}/mcp`, {
-      method: 'POST',
-      headers: { authorization: 'Basic abc', 'content-type': 'application/json' },
-      body: JSON.stringify(INIT),
-    })
-    await res.body?.cancel()
-    assert.equal(res.status, 400)
-    assert.match(res.headers.get('www-authenticate') ?? '', /error="invalid_request"/)
+  /**
+   * Headers that carry no usable Bearer token, and the challenge error each one gets: none for
+   * another scheme (RFC 6750 §3.1), invalid_request for an empty Bearer, invalid_token for a
+   * malformed one. Every one is a 401 naming the metadata, so MCP clients start OAuth discovery.
+   */
+  const UNUSABLE: [string, string | undefined][] = [
+    ['Bearer', 'invalid_request'],
+    ['Bearer    ', 'invalid_request'],
+    ['Basic YWxpY2U6c2VjcmV0', undefined],
+    ['Bearer not a token', 'invalid_token'],
+  ]
+
+  function assertUnusableChallenge(
+    what: string,
+    status: number,
+    challenge: string,
+    error?: string,
+  ) {
+    assert.equal(status, 401, what)
+    assert.ok(challenge.startsWith('Bearer '), `${what}: ${challenge}`)
+    assert.ok(challenge.includes(`resource_metadata="${prmUrl}"`), `${what}: ${challenge}`)
+    if (error === undefined) assert.doesNotMatch(challenge, /error=/, what)
+    else assert.ok(challenge.includes(`error="${error}"`), `${what}: ${challenge}`)
+  }
+
+  test('an Authorization header without a usable Bearer token gets 401 on Streamable HTTP', async () => {
+    for (const [authorization, error] of UNUSABLE) {
+      const res = await fetch(`${server.url}/mcp`, {
+        method: 'POST',
+        headers: {
+          authorization,
+          'content-type': 'application/json',
+          accept: 'application/json, text/event-stream',
+        },
+        body: JSON.stringify(INIT),
+      })
+      await res.body?.cancel()
+      const challenge = res.headers.get('www-authenticate') ?? ''
+      assertUnusableChallenge(authorization, res.status, challenge, error)
+    }
+  })
+
+  test('an Authorization header without a usable Bearer token gets 401 on legacy SSE', async () => {
+    for (const [authorization, error] of UNUSABLE) {
+      const stream = await fetch(`${server.url}/sse`, {
+        headers: { authorization, accept: 'text/event-stream' },
+      })
+      await stream.body?.cancel()
+      const streamChallenge = stream.headers.get('www-authenticate') ?? ''
+      assertUnusableChallenge(`GET /sse ${authorization}`, stream.status, streamChallenge, error)
+      const post = await fetch(`${server.url}/messages?sessionId=x`, {
+        method: 'POST',
+        headers: { authorization, 'content-type': 'application/json' },
+        body: JSON.stringify(INIT),
+      })
+      await post.body?.cancel()
+      const postChallenge = post.headers.get('www-authenticate') ?? ''
+      assertUnusableChallenge(`POST /messages ${authorization}`, post.status, postChallenge, error)
+    }
+  })
+
+  test('an Authorization header without a usable Bearer token gets 401 on a WebSocket upgrade', async () => {
+    for (const [authorization, error] of UNUSABLE) {
+      const refused = await new Promise<{ code: number; challenge: string }>((resolve, reject) => {
+        const ws = new WebSocket(`${server.url.replace('http', 'ws')}/ws`, 'mcp', {
+          headers: { authorization },
+        })
+        ws.on('unexpected-response', (_req, res) => {
+          resolve({ code: res.statusCode ?? 0, challenge: String(res.headers['www-authenticate']) })
+          res.resume()
+          ws.terminate()
+        })
+        ws.on('open', () => reject(new Error('opened without a usable token')))
+        ws.on('error', () => {})
+      })
+      assertUnusableChallenge(`ws ${authorization}`, refused.code, refused.challenge, error)
+    }
   })
 
   test('legacy SSE and WebSocket endpoints refuse unauthenticated clients the same way', async () => {
