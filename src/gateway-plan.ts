@@ -29,6 +29,7 @@ export function planFromConfig(config: Config, log: Logger, auth?: AuthRuntime):
     servers: config.servers.map(serverPlan),
     clientRequestTimeoutMs: config.limits.requestTimeoutMs,
     listPageSize: config.limits.listPageSize,
+    heldCallTimeoutMs: config.limits.heldCallTimeoutMs,
   }
 }
 

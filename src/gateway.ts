@@ -49,6 +49,8 @@ export interface GatewayPlan {
   readonly clientRequestTimeoutMs: number
   /** Most items in one page of a merged list (default 500). */
   readonly listPageSize?: number
+  /** How long a held 2026-07-28 call and a `requestState` wait for the client (default 120 s). */
+  readonly heldCallTimeoutMs?: number
   /** Policies every call passes, in the chain's fixed order (policies/chain.ts). */
   readonly policies?: readonly Policy[]
   /** Pins and scans what upstreams advertise (docs/trust.md); absent: nothing is checked. */
@@ -56,6 +58,7 @@ export interface GatewayPlan {
 }
 
 const DEFAULT_LIST_PAGE_SIZE = 500
+const DEFAULT_HELD_CALL_TIMEOUT_MS = 120_000
 
 /** How often the pin store is asked whether an operator decided something. */
 const TRUST_POLL_MS = 2_000
@@ -88,12 +91,7 @@ export class Gateway implements InboundHandler {
   #progress = new ProgressRouter()
   /** Held calls of 2026-07-28 clients between their rounds (src/bridge/mrtr.ts). */
   #continuations = new MemoryContinuationStore<HeldCall>()
-  #bridge = new MrtrBridge({
-    sealer: new RequestStateSealer(stateKeyFromEnv()),
-    store: this.#continuations,
-    holdMs: 120_000,
-    settleMs: 20,
-  })
+  #bridge: MrtrBridge
   /** Upstream requests being relayed to clients, by upstream name and upstream request id. */
   #clientRequests = new Map<string, AbortController>()
   #trustTimer: NodeJS.Timeout | undefined
@@ -108,6 +106,12 @@ export class Gateway implements InboundHandler {
   constructor(plan: GatewayPlan, log: Logger) {
     this.#plan = plan
     this.#log = log
+    this.#bridge = new MrtrBridge({
+      sealer: new RequestStateSealer(stateKeyFromEnv()),
+      store: this.#continuations,
+      holdMs: plan.heldCallTimeoutMs ?? DEFAULT_HELD_CALL_TIMEOUT_MS,
+      settleMs: 20,
+    })
     for (const u of plan.upstreams) this.upstreams.set(u.name, this.#createUpstream(u))
     for (const s of plan.servers) {
       const members = s.upstreams.map((name) => {

@@ -46,6 +46,8 @@ export interface LimitsConfig extends JsonLimits {
   readonly sessionIdleTimeoutMs: number
   /** Most items in one page of a merged list; the rest follow with `nextCursor`. */
   readonly listPageSize: number
+  /** How long a held 2026-07-28 call, and any `requestState`, waits for the client's retry. */
+  readonly heldCallTimeoutMs: number
 }
 
 /** What an operator decides per upstream about trust (docs/trust.md). */

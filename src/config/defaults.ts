@@ -36,6 +36,7 @@ export const DEFAULT_LIMITS = Object.freeze({
   maxSessions: 1000,
   sessionIdleTimeoutMs: 30 * 60_000,
   listPageSize: 500,
+  heldCallTimeoutMs: 120_000,
 })
 
 export const DEFAULT_SEPARATOR = '__'

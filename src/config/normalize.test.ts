@@ -55,6 +55,7 @@ describe('normalizeConfig', () => {
         maxSessions: 1000,
         sessionIdleTimeoutMs: 1800000,
         listPageSize: 500,
+        heldCallTimeoutMs: 120000,
       },
       log: { level: 'info' },
       upstreams: [

@@ -191,6 +191,12 @@ const limits = z.strictObject({
     'Session idle timeout (ms)',
     'A client session without traffic for this long is closed.',
   ),
+  heldCallTimeoutMs: limitField(
+    'heldCallTimeoutMs',
+    positiveMs(),
+    'Held call timeout (ms)',
+    'Longest a 2026-07-28 call waits for the client to come back with the input it was asked for (input_required); also how long every requestState stays valid.',
+  ),
   listPageSize: limitField(
     'listPageSize',
     z.int().min(1).max(100_000),
