@@ -49,10 +49,45 @@ export const silentLogger: Logger = {
 }
 
 function errorReplacer(_key: string, value: unknown): unknown {
-  if (value instanceof Error) {
-    return { name: value.name, message: value.message, code: (value as { code?: unknown }).code }
+  return value instanceof Error ? loggedError(value, 0) : value
+}
+
+/** How many causes deep a logged error is followed (chains are short; cycles are possible). */
+const MAX_CAUSE_DEPTH = 5
+
+/**
+ * An error as a log line shows it: name, code, message and the chain of `cause`s, so the line of
+ * a failed call says why it failed whatever layer the failure crossed. Messages are redacted:
+ * an error can quote a header or a URL that carries a credential. Stacks are left out.
+ */
+function loggedError(err: Error, depth: number): Record<string, unknown> {
+  const out: Record<string, unknown> = { name: err.name, message: redact(err.message) }
+  const code = (err as { code?: unknown }).code
+  if (code !== undefined) out.code = code
+  const cause: unknown = err.cause
+  if (cause !== undefined && depth < MAX_CAUSE_DEPTH) {
+    out.cause = cause instanceof Error ? loggedError(cause, depth + 1) : redact(String(cause))
   }
-  return value
+  return out
+}
+
+/** What a credential looks like in free text, and what it becomes in a log line. */
+const SECRETS: readonly [RegExp, string][] = [
+  [/\b(Bearer|Basic)\s+[A-Za-z0-9\-._~+/]+=*/gi, '$1 [redacted]'],
+  [/\beyJ[A-Za-z0-9_-]*\.[A-Za-z0-9_-]*\.[A-Za-z0-9_-]*/g, '[redacted JWT]'],
+  [/\bbk_[A-Za-z0-9_-]+/g, 'bk_[redacted]'],
+  [/(\/\/)[^/\s:@]+:[^/\s@]+@/g, '$1[redacted]@'],
+  [
+    /([?&](?:access_token|token|api_?key|key|secret|client_secret|password|code)=)[^&\s#]+/gi,
+    '$1[redacted]',
+  ],
+]
+
+/** `text` with anything that looks like a credential replaced. */
+export function redact(text: string): string {
+  let out = text
+  for (const [pattern, replacement] of SECRETS) out = out.replace(pattern, replacement)
+  return out
 }
 
 export function isLogLevel(value: unknown): value is LogLevel {

@@ -10,11 +10,14 @@ import {
   ListTasksRequestSchema,
   ListTasksResultSchema,
   ListToolsRequestSchema,
+  type McpError,
 } from '@modelcontextprotocol/sdk/types.js'
 import { inProcessUpstream, rules, serverPlan } from '../test/support/plans.ts'
+import { BarbicanError } from './errors.ts'
 import { Gateway } from './gateway.ts'
-import { silentLogger } from './log.ts'
+import { jsonLogger, silentLogger } from './log.ts'
 import { memoryPair } from './transports/memory.ts'
+import type { Transport } from './transports/transport.ts'
 
 /** A low-level SDK server whose tool runs as a 2025-11-25 task when the caller asks for one. */
 function taskServer(name: string): Server {
@@ -134,5 +137,98 @@ describe('2025-11-25 tasks through a virtual server', () => {
       await client.close()
       await other.close()
     }
+  })
+})
+
+/**
+ * An upstream transport that fails to send `tools/call` with whatever `failure()` gives, and
+ * passes everything else (the handshake, the lists) to `inner`.
+ */
+function failingCalls(inner: Transport, failure: () => Error): Transport {
+  const send = inner.send.bind(inner)
+  inner.send = async (message, options) => {
+    if ('method' in message && message.method === 'tools/call') throw failure()
+    await send(message, options)
+  }
+  return inner
+}
+
+describe('a call whose upstream send fails names its cause', () => {
+  let gateway: Gateway
+  let failure: () => Error
+  const lines: Record<string, unknown>[] = []
+  const SECRET_URL = 'https://ops:hunter2@up.example/mcp?token=s3cr3t'
+
+  before(async () => {
+    const base = inProcessUpstream('up', () => {
+      const server = new Server({ name: 'up', version: '1.0.0' }, { capabilities: { tools: {} } })
+      server.setRequestHandler(ListToolsRequestSchema, async () => ({
+        tools: [{ name: 'echo', inputSchema: { type: 'object' } }],
+      }))
+      return server
+    })
+    gateway = new Gateway(
+      {
+        upstreams: [
+          { ...base, createTransport: () => failingCalls(base.createTransport(), () => failure()) },
+        ],
+        servers: [serverPlan('default', ['up'], rules('never'))],
+        clientRequestTimeoutMs: 5_000,
+      },
+      jsonLogger({ level: 'debug', write: (line) => lines.push(JSON.parse(line)) }),
+    )
+    await gateway.start()
+  })
+  after(async () => {
+    await gateway.stop()
+  })
+
+  /** Calls `echo`, expecting a failure; returns the client's error and the log line of it. */
+  async function failedCall() {
+    const client = await connectClient(gateway)
+    try {
+      lines.length = 0
+      const error = await client
+        .callTool({ name: 'echo', arguments: {} })
+        .then(() => assert.fail('the call succeeded'))
+        .catch((e: unknown) => e as McpError)
+      const line = lines.find((l) => l.msg === 'request failed')
+      assert.ok(line, `no log line for the failed call in ${JSON.stringify(lines)}`)
+      return { error, line }
+    } finally {
+      await client.close()
+    }
+  }
+
+  test('a fault of Barbican: the log names the cause, redacted; the client gets a reference', async () => {
+    failure = () => new TypeError(`cannot reach ${SECRET_URL} with Bearer abc.def-ghi`)
+    const { error, line } = await failedCall()
+    assert.equal(error.code, -32005)
+    assert.match(error.message, /Cannot send to upstream "up": internal error/)
+    const reference = (error.data as { reference?: string }).reference
+    assert.match(String(reference), /^[0-9a-f]{12}-r\d+$/)
+    assert.ok(error.message.includes(`reference ${reference}`), error.message)
+    assert.ok(!error.message.includes('TypeError'), 'internals stay out of the client message')
+    assert.equal(line.reference, reference)
+    assert.equal(line.code, 'ERR_UPSTREAM_UNAVAILABLE')
+    const logged = line.error as { cause?: { name: string; message: string } }
+    assert.equal(logged.cause?.name, 'TypeError')
+    assert.match(String(logged.cause?.message), /cannot reach https:\/\/\[redacted\]@up\.example/)
+    const text = JSON.stringify(line)
+    for (const secret of ['hunter2', 's3cr3t', 'abc.def-ghi']) {
+      assert.ok(!text.includes(secret), `the log line leaks ${secret}: ${text}`)
+    }
+  })
+
+  test("a failure Barbican explains: the client gets the cause's own message", async () => {
+    failure = () =>
+      new BarbicanError('ERR_UPSTREAM_CLOSED', 'Upstream "up" input closed', {
+        cause: new Error('write EPIPE'),
+      })
+    const { error, line } = await failedCall()
+    assert.match(error.message, /Cannot send to upstream "up": Upstream "up" input closed/)
+    const logged = line.error as { cause?: { code?: string; cause?: { message: string } } }
+    assert.equal(logged.cause?.code, 'ERR_UPSTREAM_CLOSED')
+    assert.equal(logged.cause?.cause?.message, 'write EPIPE', 'the whole chain is logged')
   })
 })

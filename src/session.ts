@@ -129,6 +129,7 @@ export class Session {
   /** Short random id tying this session's calls together in logs and audit. */
   readonly #id = randomBytes(6).toString('hex')
   #nextCall = 1
+  #nextFailure = 1
   readonly identity: Identity
 
   constructor(transport: Transport, info: ConnectionInfo, deps: SessionDeps) {
@@ -224,15 +225,24 @@ export class Session {
       await this.#send(codec.encode(reply, { method: request.method }), wire.id)
     } catch (err) {
       const e = toBarbicanError(err)
-      if (e.code === 'ERR_INTERNAL')
-        this.#log.error('request failed', { method: wire.method, error: err })
-      await this.#sendError(wire.id, codec, {
+      const reply: ErrorReply = {
         kind: 'error',
         id: wire.id,
         code: jsonRpcCodeOf(e.code),
         message: e.message,
         data: errorData(e),
-      })
+      }
+      // A failure from below (it has a cause) is logged with its cause chain under a reference
+      // the client also gets, so what the client reports leads to the line that says why.
+      if (e.code === 'ERR_INTERNAL' || e.cause !== undefined) {
+        const reference = `${this.#id}-r${this.#nextFailure++}`
+        const fields = { method: wire.method, code: e.code, reference, error: e }
+        if (e.code === 'ERR_INTERNAL') this.#log.error('request failed', fields)
+        else this.#log.warn('request failed', fields)
+        reply.message = `${e.message} (reference ${reference} in the gateway log)`
+        reply.data = { ...errorData(e), reference }
+      }
+      await this.#sendError(wire.id, codec, reply)
     } finally {
       this.#inflight.delete(wire.id)
     }

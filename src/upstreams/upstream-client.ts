@@ -182,10 +182,15 @@ export class UpstreamClient {
       if (!this.#pending.delete(id)) return
       this.#idleSweep()
       pending.cleanup()
+      // Barbican's own errors explain themselves to the client; anything else is a fault of
+      // Barbican's, named in the log line of the call (its cause) and not to the client.
+      const reason = err instanceof BarbicanError ? err.message : 'internal error'
       pending.reject(
-        new BarbicanError('ERR_UPSTREAM_UNAVAILABLE', `Cannot send to upstream "${this.name}"`, {
-          cause: err,
-        }),
+        new BarbicanError(
+          'ERR_UPSTREAM_UNAVAILABLE',
+          `Cannot send to upstream "${this.name}": ${reason}`,
+          { cause: err },
+        ),
       )
     })
     return await reply
