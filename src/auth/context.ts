@@ -4,7 +4,7 @@
  * and, on HTTP upstreams, the same assertion and trace context as headers. The prefix is
  * Barbican's own reverse-DNS `_meta` namespace (the MCP `_meta` naming rule reserves only the
  * modelcontextprotocol/mcp labels); a client cannot forge it, because any `dev.barbican/` key a
- * client sends is removed first. The client's own token never appears: nothing here reads the
+ * client sends is removed as the message enters (client-meta.ts), and again here. The client's own token never appears: nothing here reads the
  * inbound `Authorization` header, and upstream credentials come from Barbican's own store.
  */
 import { randomBytes, randomFillSync } from 'node:crypto'
