@@ -86,6 +86,33 @@ describe('tool-call context', () => {
     })
   })
 
+  test('a held call (no session, no connection info) is stamped and credentialed for its caller', async () => {
+    const signer = new AssertionSigner({ issuer: () => 'https://gw.example', ttlSeconds: 60 })
+    const askedFor: string[] = []
+    const stamp = createStamp({
+      signer,
+      audience: 'x',
+      credentials: {
+        forUser: async (identity) => {
+          askedFor.push(identity.subject)
+          return { headers: { authorization: `Bearer token-of-${identity.subject}` } }
+        },
+      },
+    })
+    // What forwarding records for a held 2026-07-28 call: a stand-in requester, and the caller.
+    const heldOwner = {
+      session: { requestClient: async () => assert.fail('not asked'), parked: true },
+      requestId: 1,
+      caller: { identity: alice, clientCapabilities: {} },
+    }
+    const out = await stamp('tools/call', { name: 't' }, heldOwner)
+    assert.ok('params' in out)
+    assert.deepEqual(askedFor, ['alice'], 'per-user credentials looked up for the caller')
+    assert.equal(out.headers.authorization, 'Bearer token-of-alice')
+    const meta = out.params?._meta as Record<string, Record<string, string>> | undefined
+    assert.equal(meta?.[CONTEXT_META_KEY]?.user, 'alice')
+  })
+
   test('calls of one caller to one upstream share the assertion but not the span or trace', async () => {
     const signer = new AssertionSigner({ issuer: () => 'https://gw.example', ttlSeconds: 60 })
     const stamp = createStamp({ signer, audience: 'https://up.example/mcp' })
