@@ -247,6 +247,12 @@ describe('auth matrix: every client era × credential × upstream kind', () => {
               algorithms: ['ES256'],
             })
             assert.equal(payload.sub, expected.user)
+            if (cell.tool === 'http__whoami') {
+              const sent = gateways.http.requests.some(
+                (r) => r.headers['barbican-assertion'] === context.assertion,
+              )
+              assert.ok(sent, 'an HTTP upstream also gets the assertion as a header')
+            }
           })
         }
       })
