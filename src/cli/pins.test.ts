@@ -4,10 +4,10 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, describe, test } from 'node:test'
 import { fileURLToPath } from 'node:url'
+import { runCli } from '../../test/support/cli.ts'
 import { silentLogger } from '../log.ts'
 import { openSqliteStore } from '../store/sqlite.ts'
 import { TrustGuard } from '../trust/trust-guard.ts'
-import { main } from './main.ts'
 
 const repo = fileURLToPath(new URL('../../', import.meta.url))
 const memoryServer = join(repo, 'node_modules/@modelcontextprotocol/server-memory/dist/index.js')
@@ -15,19 +15,7 @@ const root = mkdtempSync(join(tmpdir(), 'barbican-pins-'))
 after(() => rmSync(root, { recursive: true, force: true }))
 let n = 0
 
-async function run(args: string[]) {
-  let stdout = ''
-  let stderr = ''
-  const code = await main(args, {
-    stdout: (t) => {
-      stdout += t
-    },
-    stderr: (t) => {
-      stderr += t
-    },
-  })
-  return { code, stdout, stderr }
-}
+const run = runCli
 
 /** A config folder with one stdio upstream running the official memory server. */
 function configDir(env: Record<string, string> = {}): { dir: string; file: string } {

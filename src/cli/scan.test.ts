@@ -4,25 +4,13 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, test } from 'node:test'
 import { fileURLToPath } from 'node:url'
-import { main } from './main.ts'
+import { runCli } from '../../test/support/cli.ts'
 
 const repo = fileURLToPath(new URL('../../', import.meta.url))
 const dir = mkdtempSync(join(tmpdir(), 'barbican-scan-'))
 after(() => rmSync(dir, { recursive: true, force: true }))
 
-async function run(args: string[]) {
-  let stdout = ''
-  let stderr = ''
-  const code = await main(args, {
-    stdout: (t) => {
-      stdout += t
-    },
-    stderr: (t) => {
-      stderr += t
-    },
-  })
-  return { code, stdout, stderr }
-}
+const run = runCli
 
 test('scan reports a hidden Unicode instruction and a tool name imitating another server', async () => {
   const file = join(dir, 'barbican.json')
