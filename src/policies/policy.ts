@@ -3,16 +3,7 @@
  * relay and decides to pass it on (and may inspect or filter the reply), answer it, or refuse it
  * by throwing a BarbicanError.
  *
- * @example
- * const denyWrites: Policy = {
- *   name: 'deny-writes',
- *   async handle(call, next) {
- *     if (call.route.kind === 'unicast' && call.route.original.startsWith('write_')) {
- *       throw new BarbicanError('ERR_POLICY_DENIED', 'Writes are disabled')
- *     }
- *     return await next(call)
- *   },
- * }
+ * A runnable example is examples/deny-writes.ts.
  */
 import type { Identity } from '../auth/identity.ts'
 import type { Logger } from '../log.ts'
