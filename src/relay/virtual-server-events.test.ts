@@ -3,32 +3,19 @@ import { once } from 'node:events'
 import { describe, test } from 'node:test'
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js'
 import { rules } from '../../test/support/plans.ts'
+import { testUpstream } from '../../test/support/upstreams.ts'
 import { silentLogger } from '../log.ts'
 import type { JsonRpcNotification } from '../protocol/jsonrpc.ts'
 import { memoryPair } from '../transports/memory.ts'
-import type { ListKey, UpstreamState } from '../upstreams/upstream.ts'
-import { Upstream } from '../upstreams/upstream.ts'
+import type { ListKey, Upstream, UpstreamState } from '../upstreams/upstream.ts'
 import { VirtualServer } from './virtual-server.ts'
 
 /** An Upstream connected in-process to the official SDK server `sdk`. */
 function upstreamOf(sdk: McpServer): Upstream {
-  return new Upstream({
-    name: 'files',
-    log: silentLogger,
-    requestTimeoutMs: 5_000,
-    createTransport: () => {
-      const [ours, theirs] = memoryPair()
-      void sdk.connect(theirs as never)
-      return ours
-    },
-    clientInfo: { name: 'barbican', version: '0' },
-    clientCapabilities: {},
-    onRequest: async (_u, request) => ({
-      kind: 'error',
-      id: request.id,
-      code: -32601,
-      message: 'no',
-    }),
+  return testUpstream('files', () => {
+    const [ours, theirs] = memoryPair()
+    void sdk.connect(theirs as never)
+    return ours
   })
 }
 
