@@ -3,22 +3,16 @@
  * table that turns each into the JSON-RPC error a client receives. Errors from upstreams are not
  * wrapped: they travel as neutral error replies and reach the client unchanged.
  */
-import {
-  INTERNAL_ERROR,
-  INVALID_PARAMS,
-  INVALID_REQUEST,
-  METHOD_NOT_FOUND,
-} from './protocol/jsonrpc.ts'
+import { INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND } from './protocol/jsonrpc.ts'
 
 export type ErrorCode =
   | 'ERR_CONFIG_INVALID'
   | 'ERR_METHOD_NOT_IN_REVISION'
   | 'ERR_METHOD_UNKNOWN'
   | 'ERR_INVALID_PARAMS'
-  | 'ERR_NOT_INITIALIZED'
   | 'ERR_ROUTE_UNKNOWN'
   | 'ERR_POLICY_DENIED'
-  | 'ERR_RATE_LIMITED'
+  | 'ERR_POLICY_CHAIN'
   | 'ERR_TOOL_QUARANTINED'
   | 'ERR_UPSTREAM_UNAVAILABLE'
   | 'ERR_UPSTREAM_TIMEOUT'
@@ -47,10 +41,9 @@ const JSON_RPC_CODES: Readonly<Record<ErrorCode, number>> = {
   ERR_METHOD_NOT_IN_REVISION: METHOD_NOT_FOUND,
   ERR_METHOD_UNKNOWN: METHOD_NOT_FOUND,
   ERR_INVALID_PARAMS: INVALID_PARAMS,
-  ERR_NOT_INITIALIZED: INVALID_REQUEST,
   ERR_ROUTE_UNKNOWN: INVALID_PARAMS,
   ERR_POLICY_DENIED: -32001,
-  ERR_RATE_LIMITED: -32003,
+  ERR_POLICY_CHAIN: INTERNAL_ERROR,
   ERR_TOOL_QUARANTINED: -32004,
   ERR_UPSTREAM_UNAVAILABLE: -32005,
   ERR_UPSTREAM_TIMEOUT: -32006,
@@ -71,6 +64,18 @@ export function errorData(err: BarbicanError): Record<string, unknown> {
   const data: Record<string, unknown> = { barbicanCode: err.code }
   if (err.data !== undefined) data.details = err.data
   return data
+}
+
+/**
+ * The connection to an upstream is gone or going. `reason` says how, after the upstream's name
+ * ("exited", "is not connected", …), so every site words it the same way.
+ */
+export function upstreamClosed(
+  upstream: string,
+  reason: string,
+  options?: { data?: unknown; cause?: unknown },
+): BarbicanError {
+  return new BarbicanError('ERR_UPSTREAM_CLOSED', `Upstream "${upstream}" ${reason}`, options)
 }
 
 export function toBarbicanError(err: unknown): BarbicanError {

@@ -116,7 +116,7 @@ export class Session {
     tasks: this.#tasks,
     subscriptions: this.#subscriptions,
   }
-  #listener: (keys: string[]) => void
+  #listener: (keys: readonly string[]) => void
   /** The envelope of requests that carry none, and what it was built from (#envelopeFor). */
   #sessionEnvelope:
     | {

@@ -9,8 +9,8 @@ import { planFromConfig } from '../gateway-plan.ts'
 import { jsonLogger } from '../log.ts'
 import { memoryStore } from '../store/memory.ts'
 import { lockfilePathOf, withTrust } from '../trust/trust-setup.ts'
+import type { CliIo, CommandOptions } from './command.ts'
 import { loadForCommand } from './load.ts'
-import type { CliIo, CommandOptions } from './main.ts'
 import { reportDrift } from './pins.ts'
 
 export async function runCheck(

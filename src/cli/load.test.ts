@@ -5,8 +5,8 @@ import { join } from 'node:path'
 import { after, before, describe, test } from 'node:test'
 import { fileURLToPath } from 'node:url'
 import { loadConfig } from '../config/load.ts'
+import type { CliIo, CommandOptions } from './command.ts'
 import { loadForCommand } from './load.ts'
-import type { CliIo, CommandOptions } from './main.ts'
 
 // loadForCommand runs the loader in a worker thread: what comes back must be what an in-process
 // load returns, and every failure must reach the command's stderr.

@@ -3,7 +3,7 @@
 import { Worker } from 'node:worker_threads'
 import type { LoadedConfig } from '../config/config.ts'
 import type { LoadReply, LoadRequest } from '../config/load-worker.ts'
-import type { CliIo, CommandOptions } from './main.ts'
+import type { CliIo, CommandOptions } from './command.ts'
 
 /**
  * The worker's script: beside the sources, or `config-worker.js` beside the build's own files

@@ -7,6 +7,7 @@
  * and validated while the command's code is compiled.
  */
 import { parseArgs } from 'node:util'
+import type { CliIo } from './command.ts'
 import { loadForCommand } from './load.ts'
 
 const USAGE = `Usage: barbican <command> [options]
@@ -29,11 +30,6 @@ Commands:
 Without --config, barbican.yaml, barbican.yml or barbican.json in the working directory is used;
 serve falls back to the embedded demo when none exists.
 `
-
-export interface CliIo {
-  readonly stdout: (text: string) => void
-  readonly stderr: (text: string) => void
-}
 
 const defaultIo: CliIo = {
   stdout: (t) => process.stdout.write(t),
@@ -123,16 +119,4 @@ function parse(argv: readonly string[]) {
       version: { type: 'boolean', short: 'v' },
     },
   })
-}
-
-/** Options every command shares. */
-export interface CommandOptions {
-  readonly config?: string | undefined
-  readonly listen?: string | undefined
-  readonly server?: string | undefined
-  readonly allowInsecureNonLoopback: boolean
-  /** `pins approve|reject UPSTREAM --all`. */
-  readonly all?: boolean
-  /** Who decides, for `pins` (`--as NAME`); default: the login name. */
-  readonly actor?: string | undefined
 }

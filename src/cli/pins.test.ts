@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, describe, test } from 'node:test'
 import { fileURLToPath } from 'node:url'
-import { runCli } from '../../test/support/cli.ts'
+import { runCli as run } from '../../test/support/cli.ts'
 import { silentLogger } from '../log.ts'
 import { openSqliteStore } from '../store/sqlite.ts'
 import { TrustGuard } from '../trust/trust-guard.ts'
@@ -14,8 +14,6 @@ const memoryServer = join(repo, 'node_modules/@modelcontextprotocol/server-memor
 const root = mkdtempSync(join(tmpdir(), 'barbican-pins-'))
 after(() => rmSync(root, { recursive: true, force: true }))
 let n = 0
-
-const run = runCli
 
 /** A config folder with one stdio upstream running the official memory server. */
 function configDir(env: Record<string, string> = {}): { dir: string; file: string } {

@@ -18,8 +18,8 @@ import {
   writeLockfile,
 } from '../trust/lockfile.ts'
 import { lockfilePathOf, openStore, storeConfigOf } from '../trust/trust-setup.ts'
+import type { CliIo, CommandOptions } from './command.ts'
 import { loadForCommand } from './load.ts'
-import type { CliIo, CommandOptions } from './main.ts'
 
 /** Who is deciding: `--as NAME`, else the login name. */
 function actorOf(options: CommandOptions): string {

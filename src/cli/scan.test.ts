@@ -4,13 +4,11 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, test } from 'node:test'
 import { fileURLToPath } from 'node:url'
-import { runCli } from '../../test/support/cli.ts'
+import { runCli as run } from '../../test/support/cli.ts'
 
 const repo = fileURLToPath(new URL('../../', import.meta.url))
 const dir = mkdtempSync(join(tmpdir(), 'barbican-scan-'))
 after(() => rmSync(dir, { recursive: true, force: true }))
-
-const run = runCli
 
 test('scan reports a hidden Unicode instruction and a tool name imitating another server', async () => {
   const file = join(dir, 'barbican.json')

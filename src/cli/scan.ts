@@ -9,16 +9,12 @@ import { Gateway } from '../gateway.ts'
 import { planFromConfig } from '../gateway-plan.ts'
 import { jsonLogger } from '../log.ts'
 import { memoryStore } from '../store/memory.ts'
-import {
-  type Finding,
-  QUARANTINE_SEVERITIES,
-  type ScannedUpstream,
-  scanSurfaces,
-} from '../trust/scan.ts'
+import { type Finding, QUARANTINE_SEVERITIES, type ScannedUpstream } from '../trust/findings.ts'
+import { scanSurfaces } from '../trust/scan.ts'
 import { surfaceOf } from '../trust/surface.ts'
 import { lockfilePathOf, withTrust } from '../trust/trust-setup.ts'
+import type { CliIo, CommandOptions } from './command.ts'
 import { loadForCommand } from './load.ts'
-import type { CliIo, CommandOptions } from './main.ts'
 
 const RANK: Readonly<Record<Finding['severity'], number>> = {
   critical: 0,

@@ -13,8 +13,8 @@ import { jsonLogger, type Logger } from '../log.ts'
 import { memoryStore } from '../store/memory.ts'
 import { createHttpInbound, type HttpInbound } from '../transports/http-inbound.ts'
 import { lockfilePathOf, openStore, type TrustSetup, withTrust } from '../trust/trust-setup.ts'
+import type { CliIo, CommandOptions } from './command.ts'
 import { loadForCommand } from './load.ts'
-import type { CliIo, CommandOptions } from './main.ts'
 import { endStartup } from './startup-heap.ts'
 
 export interface RunningServer {

@@ -10,8 +10,8 @@ import { jsonLogger } from '../log.ts'
 import type { ConnectionInfo } from '../transports/inbound.ts'
 import { serveStdio } from '../transports/stdio-inbound.ts'
 import { lockfilePathOf, openStore, withTrust } from '../trust/trust-setup.ts'
+import type { CliIo, CommandOptions } from './command.ts'
 import { loadForCommand } from './load.ts'
-import type { CliIo, CommandOptions } from './main.ts'
 import { endStartup } from './startup-heap.ts'
 
 export async function runStdio(

@@ -1,27 +1,63 @@
 /**
- * Composes policies around the relay in one fixed order, outermost first, so that nothing runs
- * before audit sees a call, and nothing reaches an upstream before identity-based checks.
+ * Composes policies around the relay in one fixed order, outermost first, so that the order
+ * never depends on how the configuration lists them.
  */
+import { BarbicanError } from '../errors.ts'
 import type { Call, Next, Policy, Reply } from './policy.ts'
 
-/** The order policies run in; a policy not named here cannot be installed. */
-export const ORDER = ['audit', 'admit', 'rate-limit', 'authorize', 'pin'] as const
+/**
+ * The order policies run in, outermost first; a policy not named here cannot be installed. Only
+ * policies that exist are named: a new one adds its name at its place (see
+ * examples/deny-writes.ts).
+ */
+export const ORDER = ['authorize'] as const
 
 export type PolicyName = (typeof ORDER)[number]
 
-/** Builds the chain: `policies` sorted into ORDER, wrapped around `relay`. */
-export function compose(policies: readonly Policy[], relay: Next): Next {
+/**
+ * Builds the chain: `policies` sorted into `order`, wrapped around `relay`. Each policy may pass
+ * a call on at most once: a second `next()` from the same `handle` would run the rest of the
+ * chain (and the upstream call) twice, so it is refused with ERR_POLICY_CHAIN.
+ */
+export function compose(
+  policies: readonly Policy[],
+  relay: Next,
+  order: readonly string[] = ORDER,
+): Next {
   const rank = (p: Policy) => {
-    const index = (ORDER as readonly string[]).indexOf(p.name)
-    if (index < 0) throw new Error(`Unknown policy "${p.name}"; known: ${ORDER.join(', ')}`)
+    const index = order.indexOf(p.name)
+    if (index < 0) {
+      throw new BarbicanError(
+        'ERR_POLICY_CHAIN',
+        `Unknown policy "${p.name}"; known: ${order.join(', ')}`,
+      )
+    }
     return index
   }
-  const sorted = [...policies].sort((a, b) => rank(a) - rank(b))
+  // Ranked before sorting: sort() never compares a lone policy, which must be checked too.
+  const sorted = policies
+    .map((policy) => ({ policy, rank: rank(policy) }))
+    .sort((a, b) => a.rank - b.rank)
+    .map((ranked) => ranked.policy)
   let next: Next = relay
   for (let i = sorted.length - 1; i >= 0; i--) {
     const policy = sorted[i]!
     const inner = next
-    next = (call: Call): Promise<Reply> => policy.handle(call, inner)
+    next = (call: Call): Promise<Reply> => policy.handle(call, once(policy.name, inner))
   }
   return next
+}
+
+/** `next` for one call of one policy: passes the call on the first time, refuses after. */
+function once(policy: string, next: Next): Next {
+  let passed = false
+  return (call) => {
+    if (passed) {
+      return Promise.reject(
+        new BarbicanError('ERR_POLICY_CHAIN', `Policy "${policy}" called next() twice`),
+      )
+    }
+    passed = true
+    return next(call)
+  }
 }

@@ -88,7 +88,7 @@ export class ListenStreams {
       _meta: { [META.subscriptionId]: id },
     })
     notify('notifications/subscriptions/acknowledged', tag({ notifications: honoured }))
-    const onList = (keys: string[]) => {
+    const onList = (keys: readonly string[]) => {
       const sent = new Set<string>()
       for (const key of keys) {
         const flag = LISTEN_FLAGS[key]

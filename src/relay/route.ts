@@ -5,11 +5,27 @@
  * audit has seen it.
  */
 import { BarbicanError } from '../errors.ts'
-import type { Route } from '../policies/policy.ts'
 import { isPlainObject, type JsonObject } from '../protocol/jsonrpc.ts'
 import type { Request } from '../protocol/model.ts'
 import type { Upstream } from '../upstreams/upstream.ts'
+import type { Catalog } from './catalog.ts'
 import type { VirtualServer } from './virtual-server.ts'
+
+/** Where a call goes, resolved before the chain runs so every policy sees the same answer. */
+export type Route =
+  /** Answered by Barbican itself (initialize, ping, discover, setLevel, …). */
+  | { readonly kind: 'local' }
+  /** One upstream: the exposed name or URI maps to `original` on `upstream`. */
+  | { readonly kind: 'unicast'; readonly upstream: string; readonly original: string }
+  /** A merged list over the virtual server's catalog. */
+  | {
+      readonly kind: 'fanout'
+      readonly catalog: Catalog
+      /** Upstreams left out of the merge because they could not be listed. */
+      readonly degraded: readonly { readonly upstream: string; readonly error: string }[]
+    }
+  /** No route: the relay answers with this error, after audit has seen the call. */
+  | { readonly kind: 'unresolved'; readonly error: Error }
 
 export async function resolveRoute(
   server: VirtualServer,

@@ -34,7 +34,13 @@ export interface CatalogView {
   readonly quarantined: ReadonlyMap<string, Quarantine>
 }
 
-export class VirtualServer extends EventEmitter {
+/** What a VirtualServer emits; tsc checks every `emit` and `on` against it. */
+export interface VirtualServerEvents {
+  /** The merged lists may differ now (a member's changed, trust moved, a member was replaced). */
+  listChanged: [keys: readonly ListKey[]]
+}
+
+export class VirtualServer extends EventEmitter<VirtualServerEvents> {
   readonly name: string
   /** Members in configuration order; replaced (never mutated) when one is removed. */
   upstreams: readonly Upstream[]
@@ -48,7 +54,7 @@ export class VirtualServer extends EventEmitter {
   #trustRevision = -1
   /** Reviews under way: their own writes move the store's revision before they record it. */
   #reviewing = 0
-  #listeners = new Map<Upstream, (keys: ListKey[]) => void>()
+  #listeners = new Map<Upstream, (keys: readonly ListKey[]) => void>()
 
   constructor(
     name: string,
@@ -68,7 +74,7 @@ export class VirtualServer extends EventEmitter {
     this.#log = log
     this.#trust = trust
     for (const upstream of upstreams) {
-      const listener = (keys: ListKey[]) => {
+      const listener = (keys: readonly ListKey[]) => {
         this.#catalog = undefined
         this.emit('listChanged', keys)
       }

@@ -4,7 +4,7 @@
  * `retry:` honoured), and keeping the standalone GET stream of a legacy session open.
  */
 import type { Dispatcher } from 'undici'
-import { BarbicanError } from '../errors.ts'
+import { BarbicanError, upstreamClosed } from '../errors.ts'
 import { undici } from '../lazy-deps.ts'
 import type { Logger } from '../log.ts'
 import type { JsonRpcId } from '../protocol/jsonrpc.ts'
@@ -146,15 +146,11 @@ export class SseStreams {
       if (dropped instanceof BarbicanError) throw dropped // an oversized event: do not retry
       if (state.requestId === undefined) return
       if (state.lastEventId === undefined) {
-        throw new BarbicanError(
-          'ERR_UPSTREAM_CLOSED',
-          `Upstream "${host.name}" closed the stream before answering`,
-          { cause: dropped },
-        )
+        throw upstreamClosed(host.name, 'closed the stream before answering', { cause: dropped })
       }
       failures = progressed ? 1 : failures + 1
       if (failures > host.maxReconnects) {
-        throw new BarbicanError('ERR_UPSTREAM_CLOSED', `Upstream "${host.name}" stream lost`)
+        throw upstreamClosed(host.name, 'stream lost')
       }
       await sleep(state.retryMs ?? host.defaultRetryMs, deadline.signal)
       const response = await this.#get(state, deadline.signal)

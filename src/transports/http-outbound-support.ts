@@ -3,7 +3,13 @@
  * header merging, deadlines, and the mapping of HTTP failures to Barbican errors and
  * to the JSON-RPC error response a waiting caller receives instead of hanging.
  */
-import { BarbicanError, type ErrorCode, errorData, jsonRpcCodeOf } from '../errors.ts'
+import {
+  BarbicanError,
+  type ErrorCode,
+  errorData,
+  jsonRpcCodeOf,
+  upstreamClosed,
+} from '../errors.ts'
 import type { JsonLimits } from '../protocol/json-limits.ts'
 import {
   errorResponse,
@@ -108,7 +114,7 @@ export function abortError(
     case 'cancel':
       return new BarbicanError('ERR_CANCELLED', 'Request cancelled')
     case 'close':
-      return new BarbicanError('ERR_UPSTREAM_CLOSED', `Upstream "${upstream}" connection is closed`)
+      return upstreamClosed(upstream, 'connection is closed')
     default:
       return undefined
   }

@@ -8,7 +8,7 @@ import {
   scriptedServer,
   sse,
 } from '../../test/fixtures/upstream-http-server.ts'
-import { BarbicanError } from '../errors.ts'
+import { hasCode } from '../../test/support/errors.ts'
 import { silentLogger } from '../log.ts'
 import { DEFAULT_JSON_LIMITS, type JsonLimits } from '../protocol/json-limits.ts'
 import type { JsonRpcErrorResponse } from '../protocol/jsonrpc.ts'
@@ -34,10 +34,6 @@ const result = (id: unknown, value: Record<string, unknown> = {}) => ({
 function barbicanCode(reply: unknown): unknown {
   const error = (reply as JsonRpcErrorResponse).error
   return (error?.data as { barbicanCode?: unknown } | undefined)?.barbicanCode
-}
-
-function hasCode(code: string) {
-  return (err: unknown) => err instanceof BarbicanError && err.code === code
 }
 
 describe('Streamable HTTP outbound transport', () => {

@@ -10,7 +10,7 @@
  * reject `send` instead.
  */
 import type { Dispatcher } from 'undici'
-import { BarbicanError } from '../errors.ts'
+import { BarbicanError, upstreamClosed } from '../errors.ts'
 import { undici } from '../lazy-deps.ts'
 import type { Logger } from '../log.ts'
 import type { JsonLimits } from '../protocol/json-limits.ts'
@@ -273,9 +273,7 @@ export class HttpOutboundTransport implements Transport {
     }
     const expired = status === 404 && reply === undefined && this.#sessionId !== undefined
     const error = expired
-      ? new BarbicanError('ERR_UPSTREAM_CLOSED', `Upstream "${this.name}" ended the session`, {
-          data: { httpStatus: status },
-        })
+      ? upstreamClosed(this.name, 'ended the session', { data: { httpStatus: status } })
       : httpStatusError(status, this.name)
     this.#log.warn('upstream refused a message', { status, body: preview(text) })
     if (id === undefined) {
@@ -470,6 +468,6 @@ export class HttpOutboundTransport implements Transport {
   }
 
   #closedError(): BarbicanError {
-    return new BarbicanError('ERR_UPSTREAM_CLOSED', `Upstream "${this.name}" connection is closed`)
+    return upstreamClosed(this.name, 'connection is closed')
   }
 }

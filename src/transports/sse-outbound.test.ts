@@ -2,7 +2,7 @@ import assert from 'node:assert/strict'
 import { describe, test } from 'node:test'
 import { driveEverything, Inbox, startEverything } from '../../test/fixtures/upstream-helpers.ts'
 import { event, scriptedServer, sse } from '../../test/fixtures/upstream-http-server.ts'
-import { BarbicanError } from '../errors.ts'
+import { hasCode } from '../../test/support/errors.ts'
 import { silentLogger } from '../log.ts'
 import { DEFAULT_JSON_LIMITS } from '../protocol/json-limits.ts'
 import { SseOutboundTransport } from './sse-outbound.ts'
@@ -15,10 +15,6 @@ function connect(url: string, connectTimeoutMs?: number) {
     limits: DEFAULT_JSON_LIMITS,
     ...(connectTimeoutMs === undefined ? {} : { connectTimeoutMs }),
   })
-}
-
-function hasCode(code: string) {
-  return (err: unknown) => err instanceof BarbicanError && err.code === code
 }
 
 describe('legacy HTTP+SSE outbound transport', () => {

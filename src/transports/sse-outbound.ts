@@ -5,7 +5,7 @@
  * can inject into its stream) must not be able to redirect Barbican's traffic elsewhere.
  */
 import type { Dispatcher } from 'undici'
-import { BarbicanError } from '../errors.ts'
+import { BarbicanError, upstreamClosed } from '../errors.ts'
 import { undici } from '../lazy-deps.ts'
 import type { Logger } from '../log.ts'
 import type { JsonLimits } from '../protocol/json-limits.ts'
@@ -194,7 +194,7 @@ export class SseOutboundTransport implements Transport {
   async send(message: JsonRpcMessage, options: HttpSendOptions = {}): Promise<void> {
     const endpoint = this.#endpoint
     if (this.#state !== 'open' || endpoint === undefined) {
-      throw new BarbicanError('ERR_UPSTREAM_CLOSED', `Upstream "${this.name}" is not connected`)
+      throw upstreamClosed(this.name, 'is not connected')
     }
     const id = isRequest(message) ? message.id : undefined
     const exchange = new Exchange(
@@ -238,7 +238,7 @@ export class SseOutboundTransport implements Transport {
       }
     } catch (err) {
       if (exchange.reason === 'close') {
-        throw new BarbicanError('ERR_UPSTREAM_CLOSED', `Upstream "${this.name}" closed`)
+        throw upstreamClosed(this.name, 'closed')
       }
       if (exchange.reason === 'cancel') return
       error = abortError(exchange, this.name) ?? networkError(err, this.name)

@@ -10,7 +10,7 @@ import {
   Inbox,
   processGone,
 } from '../../test/fixtures/upstream-helpers.ts'
-import { BarbicanError } from '../errors.ts'
+import { hasCode } from '../../test/support/errors.ts'
 import { silentLogger } from '../log.ts'
 import { DEFAULT_JSON_LIMITS, type JsonLimits } from '../protocol/json-limits.ts'
 import { type StdioOutboundOptions, StdioOutboundTransport } from './stdio-outbound.ts'
@@ -26,10 +26,6 @@ function lineServer(args: string[] = [], extra: Partial<StdioOutboundOptions> = 
     limits: DEFAULT_JSON_LIMITS,
     ...extra,
   })
-}
-
-function hasCode(code: string) {
-  return (err: unknown) => err instanceof BarbicanError && err.code === code
 }
 
 describe('stdio outbound transport', () => {

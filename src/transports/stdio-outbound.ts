@@ -11,7 +11,7 @@ import { type ChildProcess, spawn } from 'node:child_process'
 import { extname } from 'node:path'
 import { Duplex } from 'node:stream'
 import { fileURLToPath } from 'node:url'
-import { BarbicanError } from '../errors.ts'
+import { BarbicanError, upstreamClosed } from '../errors.ts'
 import type { Logger } from '../log.ts'
 import type { JsonLimits } from '../protocol/json-limits.ts'
 import { type JsonRpcMessage, serialize } from '../protocol/jsonrpc.ts'
@@ -188,7 +188,7 @@ export class StdioOutboundTransport implements Transport {
       throw err
     }
     if (this.#state !== 'starting') {
-      throw new BarbicanError('ERR_UPSTREAM_CLOSED', `Upstream "${this.name}" exited at start`)
+      throw upstreamClosed(this.name, 'exited at start')
     }
     this.#state = 'open'
     this.#opened = true
@@ -324,7 +324,7 @@ export class StdioOutboundTransport implements Transport {
   #onClosed(): void {
     const expected = this.#state === 'closing'
     this.#state = 'closed'
-    const error = new BarbicanError('ERR_UPSTREAM_CLOSED', `Upstream "${this.name}" exited`)
+    const error = upstreamClosed(this.name, 'exited')
     for (const item of this.#queue.splice(0)) item.reject(error)
     this.#queuedBytes = 0
     const status = this.#exitStatus ?? { code: null, signal: null }
@@ -342,9 +342,7 @@ export class StdioOutboundTransport implements Transport {
   send(message: JsonRpcMessage, _options?: SendOptions): Promise<void> {
     const stdin = this.#child?.stdin
     if (this.#state !== 'open' || !stdin) {
-      return Promise.reject(
-        new BarbicanError('ERR_UPSTREAM_CLOSED', `Upstream "${this.name}" is not running`),
-      )
+      return Promise.reject(upstreamClosed(this.name, 'is not running'))
     }
     const line = `${serialize(message)}\n`
     const bytes = Buffer.byteLength(line, 'utf8')
@@ -381,11 +379,7 @@ export class StdioOutboundTransport implements Transport {
       for (const item of batch) {
         this.#queuedBytes -= item.bytes
         if (err) {
-          item.reject(
-            new BarbicanError('ERR_UPSTREAM_CLOSED', `Upstream "${this.name}" input closed`, {
-              cause: err,
-            }),
-          )
+          item.reject(upstreamClosed(this.name, 'input closed', { cause: err }))
         } else {
           this.stats.messagesOut++
           item.resolve()
@@ -415,7 +409,7 @@ export class StdioOutboundTransport implements Transport {
     const o = this.#options
     // What was sent in this turn still leaves (a last notification before the close).
     this.#flush()
-    const error = new BarbicanError('ERR_UPSTREAM_CLOSED', `Upstream "${this.name}" is closing`)
+    const error = upstreamClosed(this.name, 'is closing')
     for (const item of this.#queue.splice(0)) {
       this.#queuedBytes -= item.bytes
       item.reject(error)

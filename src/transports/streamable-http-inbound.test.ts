@@ -6,6 +6,7 @@ import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/
 import { ListRootsRequestSchema } from '@modelcontextprotocol/sdk/types.js'
 import { openSse, rawRequest, within } from '../../test/fixtures/inbound-http-client.ts'
 import { startInbound, type TestInbound } from '../../test/fixtures/inbound-server.ts'
+import { errorOf } from '../../test/support/errors.ts'
 
 const POST_HEADERS = {
   'content-type': 'application/json',
@@ -49,10 +50,6 @@ function post(
     headers: { ...POST_HEADERS, ...(sessionId ? { 'mcp-session-id': sessionId } : {}), ...extra },
     body: typeof body === 'string' ? body : JSON.stringify(body),
   })
-}
-
-function errorOf(body: unknown): { code: number; message: string } {
-  return (body as { error: { code: number; message: string } }).error
 }
 
 const call = (id: number, name: string, args: Record<string, unknown> = {}, meta?: object) => ({

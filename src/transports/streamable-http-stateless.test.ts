@@ -6,6 +6,7 @@ import {
 } from '@modelcontextprotocol/client'
 import { rawRequest, within } from '../../test/fixtures/inbound-http-client.ts'
 import { startInbound, type TestInbound } from '../../test/fixtures/inbound-server.ts'
+import { errorOf } from '../../test/support/errors.ts'
 import { decodeHeaderValue, statusForReply } from './streamable-http-stateless.ts'
 
 const POST_HEADERS = {
@@ -19,10 +20,6 @@ function post(t: TestInbound, body: unknown, extra: Record<string, string> = {})
     headers: { ...POST_HEADERS, ...extra },
     body: JSON.stringify(body),
   })
-}
-
-function errorOf(body: unknown): { code: number; message: string } {
-  return (body as { error: { code: number; message: string } }).error
 }
 
 const call = (id: number, name: string, args: Record<string, unknown>, meta: object) => ({

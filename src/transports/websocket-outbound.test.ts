@@ -2,6 +2,7 @@ import assert from 'node:assert/strict'
 import { describe, test } from 'node:test'
 import { Inbox } from '../../test/fixtures/upstream-helpers.ts'
 import { startWsEcho } from '../../test/fixtures/upstream-ws-echo.ts'
+import { hasCode } from '../../test/support/errors.ts'
 import { BarbicanError } from '../errors.ts'
 import { silentLogger } from '../log.ts'
 import { DEFAULT_JSON_LIMITS } from '../protocol/json-limits.ts'
@@ -15,10 +16,6 @@ function connect(url: string, maxMessageBytes = DEFAULT_JSON_LIMITS.maxMessageBy
     limits: { ...DEFAULT_JSON_LIMITS, maxMessageBytes },
     headers: { authorization: 'Bearer upstream-token' },
   })
-}
-
-function hasCode(code: string) {
-  return (err: unknown) => err instanceof BarbicanError && err.code === code
 }
 
 describe('WebSocket outbound transport', () => {

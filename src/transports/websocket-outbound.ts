@@ -4,7 +4,7 @@
  * before they are buffered, and sends stop once too much is waiting for a slow peer.
  */
 import type WebSocket from 'ws'
-import { BarbicanError } from '../errors.ts'
+import { BarbicanError, upstreamClosed } from '../errors.ts'
 import { ws } from '../lazy-deps.ts'
 import type { Logger } from '../log.ts'
 import type { JsonLimits } from '../protocol/json-limits.ts'
@@ -137,9 +137,7 @@ export class WebSocketOutboundTransport implements Transport {
   send(message: JsonRpcMessage, _options?: SendOptions): Promise<void> {
     const socket = this.#socket
     if (this.#state !== 'open' || socket === undefined) {
-      return Promise.reject(
-        new BarbicanError('ERR_UPSTREAM_CLOSED', `Upstream "${this.name}" is not connected`),
-      )
+      return Promise.reject(upstreamClosed(this.name, 'is not connected'))
     }
     const limit = this.#options.maxBufferedBytes ?? 8 * 1024 * 1024
     if (socket.bufferedAmount > limit) {
@@ -153,11 +151,7 @@ export class WebSocketOutboundTransport implements Transport {
     return new Promise((resolve, reject) => {
       socket.send(serialize(message), (err) => {
         if (err) {
-          reject(
-            new BarbicanError('ERR_UPSTREAM_CLOSED', `Upstream "${this.name}" write failed`, {
-              cause: err,
-            }),
-          )
+          reject(upstreamClosed(this.name, 'write failed', { cause: err }))
         } else resolve()
       })
     })

@@ -4,7 +4,7 @@
  * typo away. A server that names its tool `read_fiIe` next to a server offering `read_file`
  * hopes the model picks the wrong one.
  */
-import type { Finding, ScannedUpstream, Severity } from './scan.ts'
+import type { Finding, ScannedUpstream, Severity } from './findings.ts'
 import type { SurfaceItem } from './surface.ts'
 
 /** Letters that render like Latin ones, mapped to the Latin letter they imitate. */

@@ -4,42 +4,9 @@
  * pointing at another server's tools or imitating another server's names is reported, each
  * finding with a severity the upstream's `trust.scan` policy acts on.
  */
-import type { PinKind } from '../store/store.ts'
+import type { Finding, ScannedUpstream, ScanRule, Severity } from './findings.ts'
 import { imitationFindings } from './imitation.ts'
 import type { SurfaceItem } from './surface.ts'
-
-export type Severity = 'low' | 'medium' | 'high' | 'critical'
-
-/** Severities that `scan: quarantine` hides; lower ones are only reported. */
-export const QUARANTINE_SEVERITIES: ReadonlySet<Severity> = new Set(['high', 'critical'])
-
-export type ScanRule =
-  | 'hidden-unicode'
-  | 'model-directive'
-  | 'shadowing'
-  | 'suspicious-url'
-  | 'oversized'
-  | 'name-collision'
-  | 'name-imitation'
-
-/** One problem with one advertised item. */
-export interface Finding {
-  readonly upstream: string
-  readonly kind: PinKind
-  readonly name: string
-  readonly key: string
-  readonly rule: ScanRule
-  readonly severity: Severity
-  readonly message: string
-  /** Where in the definition (dotted path), when it is one field. */
-  readonly field?: string
-}
-
-/** The surface of one upstream, as scanned. */
-export interface ScannedUpstream {
-  readonly upstream: string
-  readonly items: readonly SurfaceItem[]
-}
 
 /** Longest description (or other text field) that is not reported as oversized. */
 export const MAX_TEXT_LENGTH = 2048

@@ -8,8 +8,9 @@ import type { Logger } from '../log.ts'
 import type { PendingChange, PinAction, PinnedItem, PinStore } from '../store/store.ts'
 import { canonicalHash } from './canonical.ts'
 import { diffDefinitions, type FieldChange, summarizeChanges } from './diff.ts'
+import { type Finding, QUARANTINE_SEVERITIES } from './findings.ts'
 import { DEFAULT_TRUST_POLICY, FIRST_SIGHT, type TrustPolicy } from './policy.ts'
-import { type Finding, QUARANTINE_SEVERITIES, scanItem, scanSurfaces } from './scan.ts'
+import { scanItem, scanSurfaces } from './scan.ts'
 import { type AdvertisedLists, itemKey, type SurfaceItem, surfaceOf } from './surface.ts'
 
 /** Why an item is hidden. */

@@ -6,7 +6,7 @@
  * answer back. Requests time out, abort on their caller's signal (sending
  * `notifications/cancelled` upstream), and fail at once when the connection closes.
  */
-import { BarbicanError } from '../errors.ts'
+import { BarbicanError, upstreamClosed } from '../errors.ts'
 import type { Logger } from '../log.ts'
 import type { Codec } from '../protocol/codec.ts'
 import { codecFor } from '../protocol/codecs.ts'
@@ -160,7 +160,7 @@ export class UpstreamClient {
 
   async request(method: string, params: JsonObject | undefined, options: RequestOptions = {}) {
     if (this.#closed) {
-      throw new BarbicanError('ERR_UPSTREAM_CLOSED', `Upstream "${this.name}" is not connected`)
+      throw upstreamClosed(this.name, 'is not connected')
     }
     const { signal } = options
     if (signal?.aborted) throw new BarbicanError('ERR_CANCELLED', 'Request cancelled')
@@ -279,10 +279,7 @@ export class UpstreamClient {
   #onClose(): void {
     if (this.#closed) return
     this.#closed = true
-    const error = new BarbicanError(
-      'ERR_UPSTREAM_CLOSED',
-      `Upstream "${this.name}" closed the connection`,
-    )
+    const error = upstreamClosed(this.name, 'closed the connection')
     for (const pending of this.#pending.values()) {
       pending.cleanup()
       pending.reject(error)

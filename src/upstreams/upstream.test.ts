@@ -2,10 +2,10 @@ import assert from 'node:assert/strict'
 import { createServer, type IncomingMessage, type Server } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { after, before, describe, test } from 'node:test'
+import { testUpstream } from '../../test/support/upstreams.ts'
 import { silentLogger } from '../log.ts'
 import { DEFAULT_JSON_LIMITS } from '../protocol/json-limits.ts'
 import { createOutboundTransport } from '../transports/connect-outbound.ts'
-import { Upstream } from './upstream.ts'
 
 /** A legacy (2025-06-18) Streamable HTTP server that records the headers of every request. */
 function recordingServer(seen: { method: string; version: string | undefined }[]): Server {
@@ -65,24 +65,12 @@ describe('an upstream over Streamable HTTP', () => {
   })
 
   test('sends the negotiated MCP-Protocol-Version on every request after initialize', async () => {
-    const upstream = new Upstream({
-      name: 'rec',
-      log: silentLogger,
-      requestTimeoutMs: 5_000,
-      createTransport: () =>
-        createOutboundTransport(
-          { transport: 'streamable-http', url },
-          { name: 'rec', log: silentLogger, limits: DEFAULT_JSON_LIMITS },
-        ),
-      clientInfo: { name: 'barbican', version: '0' },
-      clientCapabilities: {},
-      onRequest: async (_u, request) => ({
-        kind: 'error',
-        id: request.id,
-        code: -32601,
-        message: 'no',
-      }),
-    })
+    const upstream = testUpstream('rec', () =>
+      createOutboundTransport(
+        { transport: 'streamable-http', url },
+        { name: 'rec', log: silentLogger, limits: DEFAULT_JSON_LIMITS },
+      ),
+    )
     try {
       await upstream.list('tools')
       const after = seen.slice(seen.findIndex((s) => s.method === 'initialize') + 1)

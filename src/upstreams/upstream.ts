@@ -82,11 +82,17 @@ export interface ModernRequestOptions extends RequestOptions {
   readonly sessionKey?: string | undefined
 }
 
-/**
- * Events: 'listChanged' (keys: ListKey[]), 'notification' (JsonRpcNotification),
- * 'state' (UpstreamState).
- */
-export class Upstream extends EventEmitter {
+/** What an Upstream emits; tsc checks every `emit` and `on` against it. */
+export interface UpstreamEvents {
+  /** These lists may differ now: the upstream said so, or it went away. */
+  listChanged: [keys: readonly ListKey[]]
+  /** Every notification the upstream sends on its own. */
+  notification: [notification: JsonRpcNotification]
+  /** The connection moved to another state. */
+  state: [state: UpstreamState]
+}
+
+export class Upstream extends EventEmitter<UpstreamEvents> {
   readonly name: string
   #options: UpstreamOptions
   #client: UpstreamClient | undefined

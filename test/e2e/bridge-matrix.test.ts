@@ -24,6 +24,7 @@ import {
   startGatewayFor,
   startGatewayForUrl,
 } from '../conformance/serve-fixture.ts'
+import { textOf } from '../support/content.ts'
 import { assertValidMessage } from '../support/schema.ts'
 
 type Json = Record<string, unknown>
@@ -40,14 +41,6 @@ function waitFor<T>(what: string, subscribe: (done: (value: T) => void) => void)
       resolve(value)
     })
   })
-}
-
-function textOf(result: Json): string {
-  const content = (result.content ?? (result.messages as Json[] | undefined)?.[0]?.content) as
-    | Json[]
-    | Json
-  const list = Array.isArray(content) ? content : [content]
-  return list.map((c) => String(c?.text ?? '')).join('')
 }
 
 /** One cell's client: the same four operations, in the client's own era. */

@@ -12,13 +12,10 @@ import { LoggingMessageNotificationSchema } from '@modelcontextprotocol/sdk/type
 import { type RunningServer, startServer } from '../../src/cli/serve.ts'
 import { parseConfigText } from '../../src/config/load.ts'
 import { silentLogger } from '../../src/log.ts'
+import { textOf } from '../support/content.ts'
 
 const root = fileURLToPath(new URL('../../', import.meta.url))
 const faulty = join(root, 'test/fixtures/upstream-faulty-server.ts')
-
-function textOf(result: unknown): string {
-  return (result as { content: { text?: string }[] }).content.map((c) => c.text ?? '').join('')
-}
 
 describe('failure isolation between upstreams', () => {
   let server: RunningServer

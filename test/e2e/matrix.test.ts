@@ -24,6 +24,7 @@ import { WebSocketClientTransport } from '@modelcontextprotocol/sdk/client/webso
 import { type RunningServer, startServer } from '../../src/cli/serve.ts'
 import { parseConfigText } from '../../src/config/load.ts'
 import { silentLogger } from '../../src/log.ts'
+import { textOf } from '../support/content.ts'
 
 const root = fileURLToPath(new URL('../../', import.meta.url))
 const everything = join(root, 'node_modules/@modelcontextprotocol/server-everything/dist/index.js')
@@ -107,10 +108,6 @@ const CLIENTS: Record<string, Connect> = {
     await client.connect(new SSEClientTransportV2(new URL(`${s.url}/sse`)))
     return { client: client as unknown as AnyClient }
   },
-}
-
-function textOf(result: unknown): string {
-  return (result as { content: { text?: string }[] }).content.map((c) => c.text ?? '').join('')
 }
 
 const UPSTREAMS: Record<string, () => Promise<{ upstream: object; stop: () => void }>> = {

@@ -22,16 +22,11 @@ import {
 import { type RunningServer, startServer } from '../../src/cli/serve.ts'
 import { parseConfigText } from '../../src/config/load.ts'
 import { silentLogger } from '../../src/log.ts'
+import { textOf } from '../support/content.ts'
 
 const root = fileURLToPath(new URL('../../', import.meta.url))
 const pkg = (name: string) =>
   join(root, 'node_modules/@modelcontextprotocol', name, 'dist/index.js')
-
-function textOf(result: unknown): string {
-  return (result as { content: { type: string; text?: string }[] }).content
-    .map((c) => c.text ?? '')
-    .join('\n')
-}
 
 describe('every primitive through a virtual server over real MCP servers', () => {
   let server: RunningServer

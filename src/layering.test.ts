@@ -1,0 +1,193 @@
+/**
+ * The direction of dependencies between the parts of src/ (docs/decisions/024): each module may
+ * import its own layer and the layers below it, never one above. The layers are concepts; where
+ * each one lives is a separate table, so moving files into folders changes only PLACES.
+ */
+import assert from 'node:assert/strict'
+import { readdirSync, readFileSync } from 'node:fs'
+import { join, relative, sep } from 'node:path'
+import { describe, it } from 'node:test'
+import { checkLayers, importsOf, type LayerRules } from '../test/support/layering.ts'
+
+/** From the bottom up. */
+const LAYERS = [
+  /** JSON-RPC, revisions, codecs: pure, imports nothing of ours. */
+  'protocol',
+  /** Errors, logging, lazily loaded dependencies: what every layer uses. */
+  'shared',
+  /** The guarded HTTP client. */
+  'net',
+  /** Pin and baseline storage. */
+  'store',
+  /** Inbound identity: who a call is for. */
+  'auth',
+  /** How bytes move; knows identities (inbound) but nothing of routing. */
+  'transports',
+  /** What the operator asked for. */
+  'config',
+  /** Where two MCP revisions meet. */
+  'bridge',
+  /** Barbican's connections to upstream servers. */
+  'upstreams',
+  /** What Barbican presents upstream. */
+  'credentials',
+  /** Pins, quarantine, scans, launch checks. */
+  'trust',
+  /** Virtual servers, catalogs and routes. */
+  'relay',
+  /** The chain every call passes through on its way to the relay. */
+  'policies',
+  /** One client connection. */
+  'session',
+  /** Builds everything from a plan. */
+  'gateway',
+  /** The `barbican` command. */
+  'cli',
+] as const
+
+type Layer = (typeof LAYERS)[number]
+
+/**
+ * Where each layer lives under src/: a folder (ending in `/`) or a file. The loose root files are
+ * mapped to the folder they are meant to move to (`shared/`, `session/`, `gateway/`).
+ */
+const PLACES: Readonly<Record<string, Layer>> = {
+  'protocol/': 'protocol',
+  'errors.ts': 'shared',
+  'log.ts': 'shared',
+  'lazy-deps.ts': 'shared',
+  'net/': 'net',
+  'store/': 'store',
+  'auth/': 'auth',
+  'transports/': 'transports',
+  'config/': 'config',
+  'bridge/': 'bridge',
+  'upstreams/': 'upstreams',
+  'credentials/': 'credentials',
+  'trust/': 'trust',
+  'relay/': 'relay',
+  'policies/': 'policies',
+  'session.ts': 'session',
+  'request-checks.ts': 'session',
+  'gateway-answers.ts': 'session',
+  'client-notifications.ts': 'session',
+  'client-requests.ts': 'session',
+  'gateway.ts': 'gateway',
+  'gateway-plan.ts': 'gateway',
+  'cli/': 'cli',
+}
+
+/** Upward imports the code has today. Each is type-only; the list may only shrink. */
+const EXCEPTIONS: LayerRules['exceptions'] = [
+  {
+    from: 'auth/stamped-transport.ts',
+    to: 'transports/transport.ts',
+    why: 'a Transport decorator that stamps identities: belongs in transports/',
+  },
+  {
+    from: 'trust/quarantine.ts',
+    to: 'relay/catalog.ts',
+    why: 'filters a Catalog: the catalog types could move below trust',
+  },
+  {
+    from: 'trust/trust-setup.ts',
+    to: 'gateway.ts',
+    why: 'wires trust into a GatewayPlan: belongs with the gateway assembly',
+  },
+]
+
+const RULES: LayerRules = { layers: LAYERS, places: PLACES, exceptions: EXCEPTIONS }
+
+const SRC = new URL('.', import.meta.url).pathname
+
+/** Every non-test module of src/, by path relative to src/ with `/`. */
+function sourceModules(): Map<string, string> {
+  const modules = new Map<string, string>()
+  for (const entry of readdirSync(SRC, { recursive: true, withFileTypes: true })) {
+    if (!entry.isFile() || !entry.name.endsWith('.ts') || entry.name.endsWith('.test.ts')) continue
+    const path = join(entry.parentPath, entry.name)
+    modules.set(relative(SRC, path).split(sep).join('/'), readFileSync(path, 'utf8'))
+  }
+  return modules
+}
+
+describe('layering of src/', () => {
+  it('every module imports only its own layer and the layers below it', () => {
+    const modules = sourceModules()
+    assert.ok(modules.size > 100, `found only ${modules.size} modules under ${SRC}`)
+    const report = checkLayers(modules, RULES)
+    assert.deepEqual(report.violations, [])
+    assert.deepEqual(report.unusedExceptions, [], 'remove exceptions nothing needs any more')
+  })
+})
+
+describe('the layering checker', () => {
+  const rules: LayerRules = {
+    layers: ['protocol', 'shared', 'transports', 'relay'],
+    places: { 'protocol/': 'protocol', 'errors.ts': 'shared', 'transports/': 'transports' },
+    exceptions: [],
+  }
+
+  it('reports a lower layer importing a higher one', () => {
+    const report = checkLayers(
+      new Map([
+        ['transports/stdio.ts', "import { route } from '../relay/route.ts'\n"],
+        ['protocol/codec.ts', "import type { BarbicanError } from '../errors.ts'\n"],
+      ]),
+      { ...rules, places: { ...rules.places, 'relay/': 'relay' } },
+    )
+    assert.deepEqual(report.violations, [
+      'transports/stdio.ts (transports) imports relay/route.ts (relay), a layer above it',
+      'protocol/codec.ts (protocol) imports errors.ts (shared), a layer above it',
+    ])
+  })
+
+  it('accepts imports of the same layer and of lower layers', () => {
+    const report = checkLayers(
+      new Map([
+        ['transports/stdio.ts', "import './line.ts'\nimport { x } from '../protocol/jsonrpc.ts'\n"],
+        ['errors.ts', "import { INTERNAL_ERROR } from './protocol/jsonrpc.ts'\n"],
+      ]),
+      rules,
+    )
+    assert.deepEqual(report.violations, [])
+  })
+
+  it('reports modules and imports that belong to no layer', () => {
+    const report = checkLayers(
+      new Map([
+        ['stray.ts', ''],
+        ['transports/stdio.ts', "import { route } from '../relay/route.ts'\n"],
+      ]),
+      rules,
+    )
+    assert.deepEqual(report.violations, [
+      'stray.ts belongs to no layer: add its folder or file to the places',
+      'transports/stdio.ts imports relay/route.ts, which belongs to no layer',
+    ])
+  })
+
+  it('tolerates a listed exception and reports one nothing needs', () => {
+    const modules = new Map([
+      ['protocol/codec.ts', "import type { BarbicanError } from '../errors.ts'\n"],
+    ])
+    const exceptions = [
+      { from: 'protocol/codec.ts', to: 'errors.ts', why: 'test' },
+      { from: 'protocol/model.ts', to: 'errors.ts', why: 'stale' },
+    ]
+    const report = checkLayers(modules, { ...rules, exceptions })
+    assert.deepEqual(report.violations, [])
+    assert.deepEqual(report.unusedExceptions, ['protocol/model.ts → errors.ts'])
+  })
+
+  it('reads type-only imports, re-exports and dynamic imports', () => {
+    const source = [
+      "import type { A } from './a.ts'",
+      "export { B } from './b.ts'",
+      "export type { C } from './c.ts'",
+      "const d = await import('./d.ts')",
+      "import { readFileSync } from 'node:fs'",
+    ].join('\n')
+    assert.deepEqual(importsOf(source), ['./a.ts', './b.ts', './c.ts', './d.ts'])
+  })
+})

@@ -1,0 +1,48 @@
+import assert from 'node:assert/strict'
+import { describe, test } from 'node:test'
+import { callOf, countingRelay } from '../../test/support/calls.ts'
+import { authorize } from './authorize.ts'
+import { compose, ORDER } from './chain.ts'
+import type { Policy } from './policy.ts'
+
+/** A policy named like an installed one that passes each call on twice. */
+const twice: Policy = {
+  name: 'authorize',
+  async handle(call, next) {
+    await next(call)
+    return await next(call)
+  },
+}
+
+describe('policy chain', () => {
+  test('refuses a second next() from the same policy with ERR_POLICY_CHAIN', async () => {
+    const { calls, relay } = countingRelay()
+    const chain = compose([twice], relay)
+    await assert.rejects(chain(callOf('tools/call', { name: 'read' })), {
+      code: 'ERR_POLICY_CHAIN',
+      message: 'Policy "authorize" called next() twice',
+    })
+    assert.equal(calls.length, 1, 'the relay ran once')
+  })
+
+  test('each call gets its own next(): a policy that passes on once works every time', async () => {
+    const { calls, relay } = countingRelay()
+    const chain = compose([authorize([{ servers: ['*'], tools: ['*'] }])], relay)
+    await chain(callOf('tools/call', { name: 'read' }))
+    await chain(callOf('tools/call', { name: 'read' }))
+    assert.equal(calls.length, 2)
+  })
+
+  test('ORDER names exactly the policies that exist', () => {
+    assert.deepEqual(ORDER, [authorize([]).name])
+  })
+
+  test('refuses a policy ORDER does not name with ERR_POLICY_CHAIN', () => {
+    const { relay } = countingRelay()
+    const stranger: Policy = { name: 'rate-limit', handle: (call, next) => next(call) }
+    assert.throws(() => compose([stranger], relay), {
+      code: 'ERR_POLICY_CHAIN',
+      message: 'Unknown policy "rate-limit"; known: authorize',
+    })
+  })
+})
