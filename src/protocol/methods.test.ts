@@ -16,7 +16,10 @@ import {
   existsIn,
   gateIn,
   hasCapability,
+  isMethod,
+  type LocalMethod,
   METHOD_SPECS,
+  type Method,
   methodSpec,
 } from './methods.ts'
 import { REVISIONS, type Revision } from './revisions.ts'
@@ -226,6 +229,33 @@ describe('METHOD_SPECS against the official schemas', () => {
     assert.deepEqual(definedParams('prompts/get', { name: 'p', ' name': 'q' }), { name: 'p' })
     assert.deepEqual(definedParams('notifications/roots/list_changed', { x: 1 }), {})
     assert.equal(definedParams('tools/list', undefined), undefined)
+  })
+
+  test('names as target param and Mcp-Name param members the method defines', () => {
+    for (const spec of METHOD_SPECS) {
+      if (spec.target) assert.ok(spec.params.includes(spec.target.param), spec.method)
+      if (spec.nameParam) assert.ok(spec.params.includes(spec.nameParam), spec.method)
+      assert.ok(!(spec.list && spec.target), `${spec.method} is a list or relayed, not both`)
+      if (spec.list || spec.target) assert.notEqual(spec.direction, 'toClient', spec.method)
+    }
+  })
+
+  test('types methods from the table rows', () => {
+    const known: Method = 'tools/call'
+    // @ts-expect-error -- not a row of the table: tsc (npm run check) fails if Method widens.
+    const unknown: Method = 'tools/delete'
+    // @ts-expect-error -- relayed, so not answered locally.
+    const relayed: LocalMethod = 'tools/call'
+    const local: LocalMethod[] = [
+      'initialize',
+      'ping',
+      'logging/setLevel',
+      'tasks/list',
+      'server/discover',
+      'subscriptions/listen',
+    ]
+    assert.ok(isMethod(known) && !isMethod(unknown) && isMethod(relayed))
+    assert.ok(local.every(isMethod))
   })
 
   test('finds a spec by method and none for an unknown method', () => {
