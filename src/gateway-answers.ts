@@ -6,8 +6,9 @@
  * per-client state they read.
  */
 
+import { BarbicanError } from './errors.ts'
 import { isPlainObject, type JsonObject } from './protocol/jsonrpc.ts'
-import { hasCapability } from './protocol/methods.ts'
+import { hasCapability, methodSpec } from './protocol/methods.ts'
 import type { Result } from './protocol/model.ts'
 import { MODERN_REVISIONS, type Revision } from './protocol/revisions.ts'
 import type { Catalog } from './relay/catalog.ts'
@@ -16,16 +17,6 @@ import type { VirtualServer } from './relay/virtual-server.ts'
 
 /** Result `_meta` key listing which upstream contributes what (capability attribution). */
 export const UPSTREAMS_META = 'dev.barbican/upstreams'
-
-/** Methods the gateway answers from the catalog rather than forwarding → their list key. */
-const LIST_RESULTS: Readonly<
-  Record<string, 'tools' | 'prompts' | 'resources' | 'resourceTemplates'>
-> = {
-  'tools/list': 'tools',
-  'prompts/list': 'prompts',
-  'resources/list': 'resources',
-  'resources/templates/list': 'resourceTemplates',
-}
 
 /** A complete result (the session puts the request's id on it). */
 export function complete(result: JsonObject): Result {
@@ -76,7 +67,9 @@ export function listPage(
   cursor: unknown,
   pageSize: number,
 ): Result {
-  const key = LIST_RESULTS[method]!
+  // The method table says which list a merged-list method returns (protocol/methods.ts).
+  const key = methodSpec(method)?.list
+  if (key === undefined) throw new BarbicanError('ERR_INTERNAL', `${method} is not a merged list`)
   const items = catalog[key]
   const start = decodeCursor(cursor, method)
   const end = start + pageSize

@@ -33,6 +33,7 @@ import {
   type JsonRpcMessage,
   type JsonRpcRequest,
 } from './protocol/jsonrpc.ts'
+import { definedParams, type LocalMethod } from './protocol/methods.ts'
 import type { ErrorReply, Request, Result } from './protocol/model.ts'
 import {
   DEFAULT_HTTP_LEGACY_REVISION,
@@ -319,30 +320,37 @@ export class Session {
       if (reply) return reply
     }
 
-    switch (method) {
-      case 'initialize':
-        return await this.#initialize(request)
-      case 'ping':
-        return complete({})
-      case 'server/discover':
-        await connectAll(server)
-        return discoverResult(server, request.id, this.#deps.serverInfo)
-      case 'tasks/list':
-        return await ownTasks(server, this.#tasks, signal)
-      case 'logging/setLevel': {
-        const level = stringParam(request.params, 'level')
-        if (!LOG_LEVELS.includes(level)) {
-          throw new BarbicanError('ERR_INVALID_PARAMS', `Invalid log level: ${level}`)
-        }
-        this.#notifications.setLogLevel(level)
-        await setUpstreamLogLevel(server, level, signal)
-        return complete({})
-      }
-      case 'subscriptions/listen':
-        return await this.#listenStreams.serve(request, signal)
-      default:
-        throw new BarbicanError('ERR_METHOD_UNKNOWN', `Method not found: ${method}`)
+    if (!Object.hasOwn(this.#local, method)) {
+      throw new BarbicanError('ERR_METHOD_UNKNOWN', `Method not found: ${method}`)
     }
+    return await this.#local[method as LocalMethod](request, signal)
+  }
+
+  /**
+   * What Barbican answers itself, one entry per local method of the method table
+   * (protocol/methods.ts `LocalMethod`: client requests that are neither a merged list nor
+   * relayed); a new local method fails to compile until it has its answer here.
+   */
+  #local: {
+    readonly [M in LocalMethod]: (request: Request, signal: AbortSignal) => Promise<Result>
+  } = {
+    initialize: (request) => this.#initialize(request),
+    ping: async () => complete({}),
+    'server/discover': async (request) => {
+      await connectAll(this.#deps.server)
+      return discoverResult(this.#deps.server, request.id, this.#deps.serverInfo)
+    },
+    'tasks/list': (_request, signal) => ownTasks(this.#deps.server, this.#tasks, signal),
+    'logging/setLevel': async (request, signal) => {
+      const level = stringParam(request.params, 'level')
+      if (!LOG_LEVELS.includes(level)) {
+        throw new BarbicanError('ERR_INVALID_PARAMS', `Invalid log level: ${level}`)
+      }
+      this.#notifications.setLogLevel(level)
+      await setUpstreamLogLevel(this.#deps.server, level, signal)
+      return complete({})
+    },
+    'subscriptions/listen': (request, signal) => this.#listenStreams.serve(request, signal),
   }
 
   async #initialize(request: Request): Promise<Result> {
@@ -473,8 +481,9 @@ export class Session {
         return
       }
       case 'notifications/roots/list_changed':
+        // Only what the notification defines (its `_meta`) is passed on, as for requests.
         for (const u of this.#deps.server.connectedUpstreams()) {
-          u.notify(method, params).catch(() => {})
+          u.notify(method, definedParams(method, params)).catch(() => {})
         }
         return
       default:

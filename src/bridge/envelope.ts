@@ -5,6 +5,7 @@
  * clients' session capabilities are mapped to their 2026 form here.
  */
 import { isPlainObject, type JsonObject } from '../protocol/jsonrpc.ts'
+import { methodSpec } from '../protocol/methods.ts'
 import { META } from '../protocol/model.ts'
 
 /** The modern revision Barbican speaks to upstreams. */
@@ -48,12 +49,6 @@ export function withEnvelope(
   return { ...params, _meta: meta }
 }
 
-const NAME_PARAM: Readonly<Record<string, string>> = {
-  'tools/call': 'name',
-  'prompts/get': 'name',
-  'resources/read': 'uri',
-}
-
 /**
  * A header value as 2026-07-28 sends it: as is when header-safe, else `=?base64?…?=` of its
  * UTF-8 (non-ASCII, control characters, outer whitespace, or anything that looks encoded).
@@ -76,7 +71,8 @@ export function modernHeaders(
     'mcp-protocol-version': MODERN_UPSTREAM_REVISION,
     'mcp-method': method,
   }
-  const nameKey = NAME_PARAM[method]
+  // The method table (protocol/methods.ts) says which params member `Mcp-Name` mirrors.
+  const nameKey = methodSpec(method)?.nameParam
   const name = nameKey === undefined ? undefined : params?.[nameKey]
   if (typeof name === 'string') headers['mcp-name'] = encodeHeaderValue(name)
   if (method === 'tools/call' && inputSchema) {

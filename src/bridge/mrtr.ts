@@ -21,6 +21,7 @@ import {
   URL_ELICITATION_REQUIRED,
 } from '../protocol/error-codes.ts'
 import { isPlainObject, type JsonObject, type JsonRpcRequest } from '../protocol/jsonrpc.ts'
+import { METHOD_SPECS } from '../protocol/methods.ts'
 import type { ErrorReply, Result } from '../protocol/model.ts'
 import type { ContinuationStore } from './continuation-store.ts'
 import { type ClientRequester, HeldCall } from './held-call.ts'
@@ -28,11 +29,9 @@ import type { ProgressRelay } from './progress-relay.ts'
 import { type RequestStateSealer, requestDigest, subjectOf } from './request-state.ts'
 
 /** The methods that may answer `input_required` (2026-07-28 MRTR, "Supported Requests"). */
-export const MRTR_METHODS: ReadonlySet<string> = new Set([
-  'tools/call',
-  'prompts/get',
-  'resources/read',
-])
+export const MRTR_METHODS: ReadonlySet<string> = new Set(
+  METHOD_SPECS.filter((s) => s.mrtr).map((s) => s.method),
+)
 
 /** Client capability each embedded request needs. */
 const GATE: Readonly<Record<string, string>> = {

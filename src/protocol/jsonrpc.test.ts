@@ -178,12 +178,27 @@ describe('parsePayload refuses invalid JSON-RPC messages', () => {
     expectItemError('{"jsonrpc":"2.0","method":"m","params":[1]}', INVALID_REQUEST, null)
   })
 
-  test('answers a message carrying both result and error with -32600 and its id', () => {
+  test('answers a message carrying both result and error with -32600 and a null id', () => {
     expectItemError(
       '{"jsonrpc":"2.0","id":5,"result":{},"error":{"code":1,"message":"m"}}',
       INVALID_REQUEST,
-      5,
+      null,
     )
+  })
+
+  test('never echoes the id of a malformed response, which names a request of the receiver', () => {
+    // Without `method` the message is a response: its id is one of Barbican's own requests (or a
+    // client's request still in flight), so the error about it must not carry it.
+    expectItemError('{"id":7,"result":{}}', INVALID_REQUEST, null)
+    expectItemError('{"jsonrpc":"1.0","id":7,"result":{}}', INVALID_REQUEST, null)
+    expectItemError('{"jsonrpc":"2.0","id":"7","result":"x"}', INVALID_REQUEST, null)
+    expectItemError(
+      '{"jsonrpc":"2.0","id":7,"error":{"code":"x","message":"m"}}',
+      INVALID_REQUEST,
+      null,
+    )
+    // A request's id is still echoed: it is the sender's own.
+    expectItemError('{"id":7,"method":"ping"}', INVALID_REQUEST, 7)
   })
 
   test('answers a message that mixes method with result or error with -32600', () => {
@@ -195,17 +210,17 @@ describe('parsePayload refuses invalid JSON-RPC messages', () => {
     )
   })
 
-  test('answers malformed responses and methods with -32600', () => {
-    expectItemError('{"jsonrpc":"2.0","id":1}', INVALID_REQUEST, 1)
+  test('answers malformed responses (id null) and methods (their id) with -32600', () => {
+    expectItemError('{"jsonrpc":"2.0","id":1}', INVALID_REQUEST, null)
     expectItemError('{"jsonrpc":"2.0","result":{}}', INVALID_REQUEST, null)
     expectItemError('{"jsonrpc":"2.0","id":null,"result":{}}', INVALID_REQUEST, null)
-    expectItemError('{"jsonrpc":"2.0","id":2,"result":[]}', INVALID_REQUEST, 2)
+    expectItemError('{"jsonrpc":"2.0","id":2,"result":[]}', INVALID_REQUEST, null)
     expectItemError(
       '{"jsonrpc":"2.0","id":2,"error":{"code":1.5,"message":"x"}}',
       INVALID_REQUEST,
-      2,
+      null,
     )
-    expectItemError('{"jsonrpc":"2.0","id":2,"error":{"code":1}}', INVALID_REQUEST, 2)
+    expectItemError('{"jsonrpc":"2.0","id":2,"error":{"code":1}}', INVALID_REQUEST, null)
     expectItemError('{"jsonrpc":"2.0","id":2,"method":""}', INVALID_REQUEST, 2)
     expectItemError('{"jsonrpc":"2.0","id":2,"method":7}', INVALID_REQUEST, 2)
   })

@@ -123,7 +123,10 @@ export function validateEnvelope(value: unknown): ParsedItem {
   const hasId = 'id' in m
   const id = m.id
   const idOk = hasId && isValidId(id)
-  const replyId = idOk ? (id as JsonRpcId) : null
+  // Only a request's id may be echoed. A message without `method` is a response: its id names a
+  // request of the *receiver* (on WebSocket or stdio, possibly one the sender still has in
+  // flight), so an error about it carries `null` and can never be taken for that answer.
+  const replyId = idOk && 'method' in m ? (id as JsonRpcId) : null
   if (m.jsonrpc !== '2.0') return invalid(replyId, 'The "jsonrpc" member must be exactly "2.0"')
 
   if ('method' in m) {

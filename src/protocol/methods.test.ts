@@ -11,11 +11,15 @@ import {
 } from '../../test/support/schema.ts'
 import {
   type Direction,
+  definedParams,
   EMBEDDED_INPUT_METHODS,
   existsIn,
   gateIn,
   hasCapability,
+  isMethod,
+  type LocalMethod,
   METHOD_SPECS,
+  type Method,
   methodSpec,
 } from './methods.ts'
 import { REVISIONS, type Revision } from './revisions.ts'
@@ -43,6 +47,21 @@ function unionMethods(revision: Revision, union: string): string[] {
     ? members.map((m) => schemaDef(revision, String(m.$ref).split('/').pop() ?? ''))
     : [def]
   return defs.map((d) => String(methodConst(d)))
+}
+
+/** The member names a params schema allows, following `$ref` and `allOf`/`anyOf`/`oneOf`. */
+function paramMembers(revision: Revision, schema: Def | undefined): string[] {
+  if (schema === undefined) return []
+  if (typeof schema.$ref === 'string') {
+    return paramMembers(revision, schemaDef(revision, schema.$ref.split('/').pop() ?? ''))
+  }
+  const names = Object.keys((schema.properties as Def | undefined) ?? {})
+  for (const key of ['allOf', 'anyOf', 'oneOf']) {
+    for (const part of (schema[key] as Def[] | undefined) ?? []) {
+      names.push(...paramMembers(revision, part))
+    }
+  }
+  return names
 }
 
 function propertiesOf(revision: Revision, name: string): Def {
@@ -167,6 +186,76 @@ describe('METHOD_SPECS against the official schemas', () => {
         .map((s) => s.method)
         .sort(),
     )
+  })
+
+  test('records as params exactly the members each method defines in some revision, besides _meta', () => {
+    const fromSchemas = new Map<string, Set<string>>()
+    for (const revision of REVISIONS) {
+      for (const [method, def] of [...requestDefsOf(revision), ...notificationDefsOf(revision)]) {
+        const params = (schemaDef(revision, def)?.properties as Def | undefined)?.params as Def
+        const members = fromSchemas.get(method) ?? new Set<string>()
+        for (const name of paramMembers(revision, params)) members.add(name)
+        fromSchemas.set(method, members)
+      }
+    }
+    for (const spec of METHOD_SPECS) {
+      const expected = [...(fromSchemas.get(spec.method) ?? [])].filter((n) => n !== '_meta')
+      assert.deepEqual([...spec.params].sort(), expected.sort(), spec.method)
+    }
+  })
+
+  test('keeps only the defined params and _meta, dropping look-alike members', () => {
+    const params = {
+      name: 'echo',
+      Name: 'rm',
+      NAME: 'rm',
+      'name ': 'rm',
+      arguments: { a: 1 },
+      Arguments: { b: 2 },
+      task: { ttl: 1 },
+      _meta: { progressToken: 1 },
+      __proto__x: 1,
+    }
+    assert.deepEqual(definedParams('tools/call', params), {
+      _meta: { progressToken: 1 },
+      name: 'echo',
+      arguments: { a: 1 },
+      task: { ttl: 1 },
+    })
+    assert.deepEqual(definedParams('resources/read', { uri: 'u', URI: 'x', requestState: 's' }), {
+      uri: 'u',
+      requestState: 's',
+    })
+    assert.deepEqual(definedParams('prompts/get', { name: 'p', ' name': 'q' }), { name: 'p' })
+    assert.deepEqual(definedParams('notifications/roots/list_changed', { x: 1 }), {})
+    assert.equal(definedParams('tools/list', undefined), undefined)
+  })
+
+  test('names as target param and Mcp-Name param members the method defines', () => {
+    for (const spec of METHOD_SPECS) {
+      if (spec.target) assert.ok(spec.params.includes(spec.target.param), spec.method)
+      if (spec.nameParam) assert.ok(spec.params.includes(spec.nameParam), spec.method)
+      assert.ok(!(spec.list && spec.target), `${spec.method} is a list or relayed, not both`)
+      if (spec.list || spec.target) assert.notEqual(spec.direction, 'toClient', spec.method)
+    }
+  })
+
+  test('types methods from the table rows', () => {
+    const known: Method = 'tools/call'
+    // @ts-expect-error -- not a row of the table: tsc (npm run check) fails if Method widens.
+    const unknown: Method = 'tools/delete'
+    // @ts-expect-error -- relayed, so not answered locally.
+    const relayed: LocalMethod = 'tools/call'
+    const local: LocalMethod[] = [
+      'initialize',
+      'ping',
+      'logging/setLevel',
+      'tasks/list',
+      'server/discover',
+      'subscriptions/listen',
+    ]
+    assert.ok(isMethod(known) && !isMethod(unknown) && isMethod(relayed))
+    assert.ok(local.every(isMethod))
   })
 
   test('finds a spec by method and none for an unknown method', () => {

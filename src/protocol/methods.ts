@@ -3,6 +3,7 @@
  * that gates each. The table mirrors the ClientRequest/ServerRequest/…Notification unions of each
  * revision's official schema (checked mechanically by methods.test.ts).
  */
+import type { JsonObject } from './jsonrpc.ts'
 import { REVISIONS, type Revision } from './revisions.ts'
 
 export type Direction = 'toServer' | 'toClient' | 'both'
@@ -33,7 +34,31 @@ export interface MethodSpec {
   readonly cacheable?: boolean
   /** The params member naming the target, mirrored in the 2026 `Mcp-Name` header. */
   readonly nameParam?: 'name' | 'uri'
+  /**
+   * The params members the method defines in any revision, besides `_meta` (which every method
+   * has). Only these are forwarded upstream: a smuggled `"Name"` or `"name "` beside `name` never
+   * reaches an upstream that might read keys loosely.
+   */
+  readonly params: readonly string[]
+  /** A request Barbican answers with a merged list: the key of the list in its result. */
+  readonly list?: ListKey
+  /** A request that goes to the one upstream owning what it names (relay/route.ts). */
+  readonly target?: Target
 }
+
+/** The key of each merged list in its result (`tools/list` → `tools`). */
+export type ListKey = 'tools' | 'prompts' | 'resources' | 'resourceTemplates'
+
+/**
+ * What a request addresses in one upstream, and the params member that names it: a tool, prompt
+ * or resource of the catalog, a task the session created, or a completion reference (`ref`,
+ * naming a prompt or a resource).
+ */
+export type Target =
+  | { readonly kind: 'tool' | 'prompt'; readonly param: 'name' }
+  | { readonly kind: 'resource'; readonly param: 'uri' }
+  | { readonly kind: 'task'; readonly param: 'taskId' }
+  | { readonly kind: 'reference'; readonly param: 'ref' }
 
 const ALL = REVISIONS
 const LEGACY: readonly Revision[] = ['2024-11-05', '2025-03-26', '2025-06-18', '2025-11-25']
@@ -44,23 +69,44 @@ const MODERN: readonly Revision[] = ['2026-07-28']
 const server = (...path: string[]): CapabilityGate => ({ side: 'server', path })
 const client = (...path: string[]): CapabilityGate => ({ side: 'client', path })
 
-const SPECS: readonly MethodSpec[] = [
-  { method: 'initialize', kind: 'request', direction: 'toServer', revisions: LEGACY },
+const SPECS = [
+  {
+    method: 'initialize',
+    kind: 'request',
+    direction: 'toServer',
+    revisions: LEGACY,
+    params: ['protocolVersion', 'capabilities', 'clientInfo'],
+  },
   {
     method: 'notifications/initialized',
     kind: 'notification',
     direction: 'toServer',
     revisions: LEGACY,
+    params: [],
   },
-  { method: 'ping', kind: 'request', direction: 'both', revisions: LEGACY },
-  { method: 'notifications/cancelled', kind: 'notification', direction: 'both', revisions: ALL },
-  { method: 'notifications/progress', kind: 'notification', direction: 'both', revisions: ALL },
+  { method: 'ping', kind: 'request', direction: 'both', revisions: LEGACY, params: [] },
+  {
+    method: 'notifications/cancelled',
+    kind: 'notification',
+    direction: 'both',
+    revisions: ALL,
+    params: ['requestId', 'reason'],
+  },
+  {
+    method: 'notifications/progress',
+    kind: 'notification',
+    direction: 'both',
+    revisions: ALL,
+    params: ['progressToken', 'progress', 'total', 'message'],
+  },
   {
     method: 'completion/complete',
     kind: 'request',
     direction: 'toServer',
     revisions: ALL,
     gate: { ...server('completions'), since: '2025-03-26' },
+    params: ['ref', 'argument', 'context'],
+    target: { kind: 'reference', param: 'ref' },
   },
   {
     method: 'logging/setLevel',
@@ -68,6 +114,7 @@ const SPECS: readonly MethodSpec[] = [
     direction: 'toServer',
     revisions: LEGACY,
     gate: server('logging'),
+    params: ['level'],
   },
   {
     method: 'notifications/message',
@@ -75,6 +122,7 @@ const SPECS: readonly MethodSpec[] = [
     direction: 'toClient',
     revisions: ALL,
     gate: server('logging'),
+    params: ['level', 'logger', 'data'],
   },
   {
     method: 'resources/list',
@@ -83,6 +131,8 @@ const SPECS: readonly MethodSpec[] = [
     revisions: ALL,
     gate: server('resources'),
     cacheable: true,
+    params: ['cursor'],
+    list: 'resources',
   },
   {
     method: 'resources/templates/list',
@@ -91,6 +141,8 @@ const SPECS: readonly MethodSpec[] = [
     revisions: ALL,
     gate: server('resources'),
     cacheable: true,
+    params: ['cursor'],
+    list: 'resourceTemplates',
   },
   {
     method: 'resources/read',
@@ -101,6 +153,8 @@ const SPECS: readonly MethodSpec[] = [
     cacheable: true,
     mrtr: true,
     nameParam: 'uri',
+    params: ['uri', 'inputResponses', 'requestState'],
+    target: { kind: 'resource', param: 'uri' },
   },
   {
     method: 'resources/subscribe',
@@ -108,6 +162,8 @@ const SPECS: readonly MethodSpec[] = [
     direction: 'toServer',
     revisions: LEGACY,
     gate: server('resources', 'subscribe'),
+    params: ['uri'],
+    target: { kind: 'resource', param: 'uri' },
   },
   {
     method: 'resources/unsubscribe',
@@ -115,6 +171,8 @@ const SPECS: readonly MethodSpec[] = [
     direction: 'toServer',
     revisions: LEGACY,
     gate: server('resources', 'subscribe'),
+    params: ['uri'],
+    target: { kind: 'resource', param: 'uri' },
   },
   {
     method: 'notifications/resources/updated',
@@ -122,6 +180,7 @@ const SPECS: readonly MethodSpec[] = [
     direction: 'toClient',
     revisions: ALL,
     gate: server('resources', 'subscribe'),
+    params: ['uri'],
   },
   {
     method: 'notifications/resources/list_changed',
@@ -129,6 +188,7 @@ const SPECS: readonly MethodSpec[] = [
     direction: 'toClient',
     revisions: ALL,
     gate: server('resources', 'listChanged'),
+    params: [],
   },
   {
     method: 'prompts/list',
@@ -137,6 +197,8 @@ const SPECS: readonly MethodSpec[] = [
     revisions: ALL,
     gate: server('prompts'),
     cacheable: true,
+    params: ['cursor'],
+    list: 'prompts',
   },
   {
     method: 'prompts/get',
@@ -146,6 +208,8 @@ const SPECS: readonly MethodSpec[] = [
     gate: server('prompts'),
     mrtr: true,
     nameParam: 'name',
+    params: ['name', 'arguments', 'inputResponses', 'requestState'],
+    target: { kind: 'prompt', param: 'name' },
   },
   {
     method: 'notifications/prompts/list_changed',
@@ -153,6 +217,7 @@ const SPECS: readonly MethodSpec[] = [
     direction: 'toClient',
     revisions: ALL,
     gate: server('prompts', 'listChanged'),
+    params: [],
   },
   {
     method: 'tools/list',
@@ -161,6 +226,8 @@ const SPECS: readonly MethodSpec[] = [
     revisions: ALL,
     gate: server('tools'),
     cacheable: true,
+    params: ['cursor'],
+    list: 'tools',
   },
   {
     method: 'tools/call',
@@ -170,6 +237,8 @@ const SPECS: readonly MethodSpec[] = [
     gate: server('tools'),
     mrtr: true,
     nameParam: 'name',
+    params: ['name', 'arguments', 'task', 'inputResponses', 'requestState'],
+    target: { kind: 'tool', param: 'name' },
   },
   {
     method: 'notifications/tools/list_changed',
@@ -177,6 +246,7 @@ const SPECS: readonly MethodSpec[] = [
     direction: 'toClient',
     revisions: ALL,
     gate: server('tools', 'listChanged'),
+    params: [],
   },
   {
     method: 'sampling/createMessage',
@@ -184,6 +254,19 @@ const SPECS: readonly MethodSpec[] = [
     direction: 'toClient',
     revisions: LEGACY,
     gate: client('sampling'),
+    params: [
+      'messages',
+      'modelPreferences',
+      'systemPrompt',
+      'includeContext',
+      'temperature',
+      'maxTokens',
+      'stopSequences',
+      'metadata',
+      'tools',
+      'toolChoice',
+      'task',
+    ],
   },
   {
     method: 'roots/list',
@@ -191,6 +274,7 @@ const SPECS: readonly MethodSpec[] = [
     direction: 'toClient',
     revisions: LEGACY,
     gate: client('roots'),
+    params: [],
   },
   {
     method: 'notifications/roots/list_changed',
@@ -198,6 +282,7 @@ const SPECS: readonly MethodSpec[] = [
     direction: 'toServer',
     revisions: LEGACY,
     gate: client('roots', 'listChanged'),
+    params: [],
   },
   {
     method: 'elicitation/create',
@@ -205,6 +290,7 @@ const SPECS: readonly MethodSpec[] = [
     direction: 'toClient',
     revisions: FROM_2025_06,
     gate: client('elicitation'),
+    params: ['mode', 'message', 'requestedSchema', 'url', 'elicitationId', 'task'],
   },
   {
     method: 'notifications/elicitation/complete',
@@ -212,6 +298,7 @@ const SPECS: readonly MethodSpec[] = [
     direction: 'toClient',
     revisions: ONLY_2025_11,
     gate: client('elicitation', 'url'),
+    params: ['elicitationId'],
   },
   {
     method: 'tasks/get',
@@ -219,6 +306,8 @@ const SPECS: readonly MethodSpec[] = [
     direction: 'both',
     revisions: ONLY_2025_11,
     gate: server('tasks'),
+    params: ['taskId'],
+    target: { kind: 'task', param: 'taskId' },
   },
   {
     method: 'tasks/result',
@@ -226,6 +315,8 @@ const SPECS: readonly MethodSpec[] = [
     direction: 'both',
     revisions: ONLY_2025_11,
     gate: server('tasks'),
+    params: ['taskId'],
+    target: { kind: 'task', param: 'taskId' },
   },
   {
     method: 'tasks/list',
@@ -233,6 +324,7 @@ const SPECS: readonly MethodSpec[] = [
     direction: 'both',
     revisions: ONLY_2025_11,
     gate: server('tasks', 'list'),
+    params: ['cursor'],
   },
   {
     method: 'tasks/cancel',
@@ -240,6 +332,8 @@ const SPECS: readonly MethodSpec[] = [
     direction: 'both',
     revisions: ONLY_2025_11,
     gate: server('tasks', 'cancel'),
+    params: ['taskId'],
+    target: { kind: 'task', param: 'taskId' },
   },
   {
     method: 'notifications/tasks/status',
@@ -247,6 +341,15 @@ const SPECS: readonly MethodSpec[] = [
     direction: 'both',
     revisions: ONLY_2025_11,
     gate: server('tasks'),
+    params: [
+      'taskId',
+      'status',
+      'statusMessage',
+      'createdAt',
+      'lastUpdatedAt',
+      'ttl',
+      'pollInterval',
+    ],
   },
   {
     method: 'server/discover',
@@ -254,23 +357,68 @@ const SPECS: readonly MethodSpec[] = [
     direction: 'toServer',
     revisions: MODERN,
     cacheable: true,
+    params: [],
   },
-  { method: 'subscriptions/listen', kind: 'request', direction: 'toServer', revisions: MODERN },
+  {
+    method: 'subscriptions/listen',
+    kind: 'request',
+    direction: 'toServer',
+    revisions: MODERN,
+    params: ['notifications'],
+  },
   {
     method: 'notifications/subscriptions/acknowledged',
     kind: 'notification',
     direction: 'toClient',
     revisions: MODERN,
+    params: ['notifications'],
   },
-]
+] as const satisfies readonly MethodSpec[]
 
-const BY_METHOD = new Map(SPECS.map((s) => [s.method, s]))
+type Spec = (typeof SPECS)[number]
+
+/** Every method of every revision: one row of the table above. */
+export type Method = Spec['method']
+/** A request a client sends (to a server, or either way). */
+export type ClientRequestMethod = Extract<
+  Spec,
+  { kind: 'request'; direction: 'toServer' | 'both' }
+>['method']
+/** A request answered with a merged list of every upstream's items. */
+export type ListMethod = Extract<Spec, { list: ListKey }>['method']
+/** A request relayed to the one upstream owning what it names. */
+export type UnicastMethod = Extract<Spec, { target: Target }>['method']
+/** A client request Barbican answers itself: neither a merged list nor relayed. */
+export type LocalMethod = Exclude<ClientRequestMethod, ListMethod | UnicastMethod>
+
+const BY_METHOD: ReadonlyMap<string, MethodSpec> = new Map(SPECS.map((s) => [s.method, s]))
 
 /** Every method Barbican knows, in any revision. */
 export const METHOD_SPECS: readonly MethodSpec[] = SPECS
 
 export function methodSpec(method: string): MethodSpec | undefined {
   return BY_METHOD.get(method)
+}
+
+/** True when `method` is a row of the table (in some revision). */
+export function isMethod(method: string): method is Method {
+  return BY_METHOD.has(method)
+}
+
+/**
+ * The params `method` defines, copied without anything else but `_meta`; undefined params stay
+ * undefined. What a client adds beyond the schema is dropped here rather than forwarded.
+ */
+export function definedParams(
+  method: Method,
+  params: JsonObject | undefined,
+): JsonObject | undefined {
+  if (params === undefined) return undefined
+  const spec = BY_METHOD.get(method)!
+  const out: JsonObject = {}
+  if (Object.hasOwn(params, '_meta')) out._meta = params._meta
+  for (const key of spec.params) if (Object.hasOwn(params, key)) out[key] = params[key]
+  return out
 }
 
 /** True when `method` is a standalone message of `revision`. */

@@ -1,11 +1,14 @@
 /**
  * Resolves where a client request goes before the policy chain runs, so every policy sees the
  * same answer: a merged list (fanout), one upstream (unicast), or Barbican itself (local).
+ * Which of the three is read from the method table (protocol/methods.ts: `list`, `target`);
+ * this module only knows how each kind of target finds its upstream.
  * A request that cannot be routed becomes an `unresolved` route, answered by the relay after
  * audit has seen it.
  */
 import { BarbicanError } from '../errors.ts'
 import { isPlainObject, type JsonObject } from '../protocol/jsonrpc.ts'
+import { methodSpec, type Target } from '../protocol/methods.ts'
 import type { Request } from '../protocol/model.ts'
 import type { Upstream } from '../upstreams/upstream.ts'
 import type { Catalog } from './catalog.ts'
@@ -27,58 +30,60 @@ export type Route =
   /** No route: the relay answers with this error, after audit has seen the call. */
   | { readonly kind: 'unresolved'; readonly error: Error }
 
+/** Task id → upstream, for the tasks the calling session created. */
+type SessionTasks = ReadonlyMap<string, string>
+
+type Resolver = (
+  server: VirtualServer,
+  params: JsonObject | undefined,
+  tasks: SessionTasks,
+) => Promise<Route>
+
+/** How each kind of target (protocol/methods.ts `Target`) finds the upstream that owns it. */
+const RESOLVERS: { readonly [K in Target['kind']]: Resolver } = {
+  tool: async (server, params) => unicast(await server.resolveTool(stringParam(params, 'name'))),
+  prompt: async (server, params) =>
+    unicast(await server.resolvePrompt(stringParam(params, 'name'))),
+  resource: async (server, params) =>
+    unicast(await server.resolveResource(stringParam(params, 'uri'))),
+  task: async (_server, params, tasks) => {
+    const taskId = stringParam(params, 'taskId')
+    const upstream = tasks.get(taskId)
+    if (!upstream) {
+      throw new BarbicanError('ERR_ROUTE_UNKNOWN', `Unknown task: ${taskId}`, { data: { taskId } })
+    }
+    return { kind: 'unicast', upstream, original: taskId }
+  },
+  reference: async (server, params) => {
+    const ref = params?.ref
+    if (isPlainObject(ref) && ref.type === 'ref/prompt' && typeof ref.name === 'string') {
+      return unicast(await server.resolvePrompt(ref.name))
+    }
+    if (isPlainObject(ref) && ref.type === 'ref/resource' && typeof ref.uri === 'string') {
+      return unicast(await server.resolveResource(ref.uri))
+    }
+    throw new BarbicanError(
+      'ERR_INVALID_PARAMS',
+      'completion/complete needs a "ref" of type ref/prompt with a name or ref/resource with a uri',
+    )
+  },
+}
+
 export async function resolveRoute(
   server: VirtualServer,
   request: Request,
-  /** Task id → upstream, for the tasks the calling session created. */
-  tasks: ReadonlyMap<string, string>,
+  tasks: SessionTasks,
 ): Promise<Route> {
-  const params = request.params
+  const spec = methodSpec(request.method)
   try {
-    switch (request.method) {
-      case 'tools/list':
-      case 'prompts/list':
-      case 'resources/list':
-      case 'resources/templates/list': {
-        const { catalog, degraded } = await server.catalog()
-        return { kind: 'fanout', catalog, degraded }
-      }
-      case 'tools/call':
-        return unicast(await server.resolveTool(stringParam(params, 'name')))
-      case 'prompts/get':
-        return unicast(await server.resolvePrompt(stringParam(params, 'name')))
-      case 'resources/read':
-      case 'resources/subscribe':
-      case 'resources/unsubscribe':
-        return unicast(await server.resolveResource(stringParam(params, 'uri')))
-      case 'tasks/get':
-      case 'tasks/result':
-      case 'tasks/cancel': {
-        const taskId = stringParam(params, 'taskId')
-        const upstream = tasks.get(taskId)
-        if (!upstream) {
-          throw new BarbicanError('ERR_ROUTE_UNKNOWN', `Unknown task: ${taskId}`, {
-            data: { taskId },
-          })
-        }
-        return { kind: 'unicast', upstream, original: taskId }
-      }
-      case 'completion/complete': {
-        const ref = params?.ref
-        if (isPlainObject(ref) && ref.type === 'ref/prompt' && typeof ref.name === 'string') {
-          return unicast(await server.resolvePrompt(ref.name))
-        }
-        if (isPlainObject(ref) && ref.type === 'ref/resource' && typeof ref.uri === 'string') {
-          return unicast(await server.resolveResource(ref.uri))
-        }
-        throw new BarbicanError(
-          'ERR_INVALID_PARAMS',
-          'completion/complete needs a "ref" of type ref/prompt with a name or ref/resource with a uri',
-        )
-      }
-      default:
-        return { kind: 'local' }
+    if (spec?.list !== undefined) {
+      const { catalog, degraded } = await server.catalog()
+      return { kind: 'fanout', catalog, degraded }
     }
+    if (spec?.target !== undefined) {
+      return await RESOLVERS[spec.target.kind](server, request.params, tasks)
+    }
+    return { kind: 'local' }
   } catch (error) {
     return { kind: 'unresolved', error: error as Error }
   }
