@@ -46,6 +46,8 @@ export interface SseInboundOptions {
 export class SseSessionTransport implements Transport {
   readonly sessionId: string
   readonly identity: string
+  /** The virtual server the stream was opened on; its POSTs are authenticated for it. */
+  readonly server: string
   readonly #connection: SseConnection
   readonly #onEnded: () => void
   #protocolVersion: Revision | undefined
@@ -57,9 +59,16 @@ export class SseSessionTransport implements Transport {
   onclose?: () => void
   onerror?: (error: Error) => void
 
-  constructor(sessionId: string, identity: string, connection: SseConnection, onEnded: () => void) {
+  constructor(
+    sessionId: string,
+    identity: string,
+    server: string,
+    connection: SseConnection,
+    onEnded: () => void,
+  ) {
     this.sessionId = sessionId
     this.identity = identity
+    this.server = server
     this.#connection = connection
     this.#onEnded = onEnded
     connection.onclose = () => void this.close()
@@ -151,8 +160,12 @@ export class SseEndpoint {
       keepAliveMs: this.#options.sseKeepAliveMs,
       log: this.#log.child({ sessionId: id }),
     })
-    const transport = new SseSessionTransport(id, this.#options.identityOf(req), connection, () =>
-      this.#sessions.delete(id),
+    const transport = new SseSessionTransport(
+      id,
+      this.#options.identityOf(req),
+      server,
+      connection,
+      () => this.#sessions.delete(id),
     )
     this.#sessions.set(id, transport)
     // Relative, so it resolves against whatever URL the client used to reach us (proxies).
@@ -169,6 +182,14 @@ export class SseEndpoint {
       void transport.close()
       throw err
     }
+  }
+
+  /**
+   * The virtual server of the live session `id` names, so the listener authenticates its POSTs
+   * for that server (audience and step-up scopes); undefined for an unknown session.
+   */
+  serverOf(id: string | null): string | undefined {
+    return id === null ? undefined : this.#sessions.get(id)?.server
   }
 
   /** POST `/messages?sessionId=…`: 202, the replies go on the stream. */
@@ -196,7 +217,9 @@ export class SseEndpoint {
     if (!parsed.ok) return sendJson(res, 400, serialize(parsed.error))
     sendEmpty(res, 202)
     const headers = headerRecord(req)
-    const info = parsed.batch ? { headers, batch: true } : { headers }
+    // The session's rights follow the credential of each POST (a refreshed token included).
+    const identity = requestIdentity(req)
+    const info = parsed.batch ? { headers, batch: true, identity } : { headers, identity }
     const errors: JsonRpcMessage[] = []
     for (const item of parsed.items) {
       if (item.ok) transport.receive(item.message, info)

@@ -146,7 +146,14 @@ export class StreamableHttpEndpoint {
     if (session === undefined) return sendRpcError(res, 404, 'Session not found')
     // The request's own header record, not a copy: it belongs to this request alone and is only
     // read (the Mcp-Param-* checks, auth context), so a POST allocates no second one.
-    session.receivePost(res, parsed.items, parsed.batch, acceptsSse, req.headers)
+    session.receivePost(
+      res,
+      parsed.items,
+      parsed.batch,
+      acceptsSse,
+      req.headers,
+      requestIdentity(req),
+    )
   }
 
   #openSession(
@@ -185,7 +192,7 @@ export class StreamableHttpEndpoint {
       void session.close()
       throw err
     }
-    session.receivePost(res, items, false, acceptsSse, headers, true)
+    session.receivePost(res, items, false, acceptsSse, headers, requestIdentity(req), true)
   }
 
   /** GET opens or resumes a session stream; DELETE ends the session. */

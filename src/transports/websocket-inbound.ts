@@ -8,6 +8,8 @@
 import type { IncomingMessage } from 'node:http'
 import type { Duplex } from 'node:stream'
 import type { WebSocket, WebSocketServer } from 'ws'
+import type { AuthResult } from '../auth/authenticator.ts'
+import type { Identity } from '../auth/identity.ts'
 import { requestIdentity } from '../auth/request-identity.ts'
 import { ws } from '../lazy-deps.ts'
 import type { Logger } from '../log.ts'
@@ -35,6 +37,26 @@ export interface WebSocketInboundOptions {
   readonly wsMaxBufferedBytes: number
   readonly wsPingIntervalMs: number
   readonly jsonLimits: JsonLimits
+}
+
+/**
+ * Checks again the credential a connection was opened with (InboundAuthenticator.recheck);
+ * synchronous when it can be, so messages need not wait for the event loop.
+ */
+export type CredentialCheck = () => AuthResult | Promise<AuthResult>
+
+/**
+ * The close code for a connection whose credential stopped being valid (expired, revoked, or no
+ * longer carrying the server's scopes): 1008, policy violation (RFC 6455 §7.4.1), the code for
+ * "the endpoint refuses this message under its policy"; the reason says which check failed.
+ */
+export const CREDENTIAL_CLOSE_CODE = 1008
+
+/** RFC 6455 §5.5: a close frame's reason is at most 123 bytes of UTF-8. */
+function closeReason(text: string): string {
+  let reason = text
+  while (Buffer.byteLength(reason) > 123) reason = reason.slice(0, -1)
+  return reason
 }
 
 /** Refuses an upgrade request with an HTTP status and a reason the client can show. */
@@ -71,14 +93,24 @@ export class WebSocketTransport implements Transport {
   #closed = false
   #alive = true
   #ping: NodeJS.Timeout | undefined
+  readonly #recheck: CredentialCheck | undefined
+  /** Messages waiting for an asynchronous credential check, handled in arrival order. */
+  #checking: Promise<void> | undefined
   onmessage?: (message: JsonRpcMessage, info?: ReceiveInfo) => void
   onclose?: () => void
   onerror?: (error: Error) => void
 
-  constructor(ws: WebSocket, options: WebSocketInboundOptions, log: Logger) {
+  /** `recheck`: the credential check run before every message (absent without inbound auth). */
+  constructor(
+    ws: WebSocket,
+    options: WebSocketInboundOptions,
+    log: Logger,
+    recheck?: CredentialCheck,
+  ) {
     this.#ws = ws
     this.#options = options
     this.#log = log
+    this.#recheck = recheck
     ws.on('message', (data, isBinary) => this.#receive(data as Buffer, isBinary))
     ws.on('close', () => this.#onClosed())
     ws.on('error', (err) => this.onerror?.(err))
@@ -155,11 +187,77 @@ export class WebSocketTransport implements Transport {
   }
 
   #receive(data: Buffer, isBinary: boolean): void {
+    if (this.#closed) return
     if (isBinary) {
       this.#log.info('WebSocket client sent a binary frame; closing with 1003')
       void this.close(1003, 'Binary frames are not supported; send JSON-RPC as text')
       return
     }
+    if (this.#recheck === undefined) {
+      this.#handle(data, undefined)
+      return
+    }
+    if (this.#checking !== undefined) {
+      this.#queue(this.#checking.then(() => this.#checkThenHandle(data)))
+      return
+    }
+    const pending = this.#checkThenHandle(data)
+    if (pending !== undefined) this.#queue(pending)
+  }
+
+  /** Keeps later messages behind `pending`, so they are handled in the order they came. */
+  #queue(pending: Promise<void>): void {
+    const tail = pending.finally(() => {
+      if (this.#checking === tail) this.#checking = undefined
+    })
+    this.#checking = tail
+  }
+
+  /**
+   * Checks the connection's credential again, then handles the message; a credential that is
+   * no longer good closes the connection with a reason instead. Returns a promise only when the
+   * check is asynchronous.
+   */
+  #checkThenHandle(data: Buffer): Promise<void> | undefined {
+    if (this.#closed || this.#recheck === undefined) return undefined
+    let verdict: AuthResult | Promise<AuthResult>
+    try {
+      verdict = this.#recheck()
+    } catch (error) {
+      verdict = Promise.reject(error)
+    }
+    if (!(verdict instanceof Promise)) {
+      this.#admit(verdict, data)
+      return undefined
+    }
+    return verdict.then(
+      (result) => this.#admit(result, data),
+      (error: unknown) => {
+        this.#log.error('WebSocket credential check failed', { error })
+        this.#admit(
+          { ok: false, status: 503, message: 'Authentication failed', wwwAuthenticate: '' },
+          data,
+        )
+      },
+    )
+  }
+
+  #admit(result: AuthResult, data: Buffer): void {
+    if (this.#closed) return
+    if (result.ok) {
+      this.#handle(data, result.identity)
+      return
+    }
+    // Fail closed: whatever made the credential unusable (expiry, revocation, lost scopes, an
+    // issuer that cannot be reached), the message is not handled and the connection ends.
+    this.#log.info('WebSocket credential no longer valid; closing', {
+      status: result.status,
+      reason: result.message,
+    })
+    void this.close(CREDENTIAL_CLOSE_CODE, closeReason(`Credential rejected: ${result.message}`))
+  }
+
+  #handle(data: Buffer, identity: Identity | undefined): void {
     const text = decodeUtf8(data)
     const allowBatch = this.#protocolVersion !== undefined && TRAITS[this.#protocolVersion].batching
     const parsed =
@@ -170,7 +268,8 @@ export class WebSocketTransport implements Transport {
       void this.send(parsed.error).catch(() => {})
       return
     }
-    const info = parsed.batch ? { batch: true } : undefined
+    // The identity the credential check just confirmed: the session's rights follow it.
+    const info = parsed.batch ? { batch: true, identity } : identity && { identity }
     for (const item of parsed.items) {
       if (!item.ok) {
         void this.send(item.error).catch(() => {})
@@ -219,8 +318,17 @@ export class WebSocketEndpoint {
     return this.#transports.size
   }
 
-  /** Completes (or refuses) one upgrade whose Host, Origin and path were already checked. */
-  upgrade(req: IncomingMessage, socket: Duplex, head: Buffer, server: string): void {
+  /**
+   * Completes (or refuses) one upgrade whose Host, Origin, path and credential were already
+   * checked; `recheck` checks that credential again before every message.
+   */
+  upgrade(
+    req: IncomingMessage,
+    socket: Duplex,
+    head: Buffer,
+    server: string,
+    recheck?: CredentialCheck,
+  ): void {
     const offered = (req.headers['sec-websocket-protocol'] ?? '').split(',').map((p) => p.trim())
     if (!offered.includes(MCP_SUBPROTOCOL)) {
       const reason = `WebSocket clients must offer the "${MCP_SUBPROTOCOL}" subprotocol`
@@ -229,7 +337,7 @@ export class WebSocketEndpoint {
       return
     }
     this.#server().handleUpgrade(req, socket, head, (client) => {
-      const transport = new WebSocketTransport(client, this.#options, this.#log)
+      const transport = new WebSocketTransport(client, this.#options, this.#log, recheck)
       this.#transports.add(transport)
       client.on('close', () => this.#transports.delete(transport))
       this.#handler.connect(transport, {
