@@ -26,6 +26,7 @@ import {
   sendRpcError,
 } from './http-io.ts'
 import type { InboundHandler } from './inbound.ts'
+import { SessionLimits, sessionOwner } from './session-limits.ts'
 import { formatEvent, SseConnection } from './sse-writer.ts'
 import type { ReceiveInfo, SendOptions, Transport } from './transport.ts'
 
@@ -37,6 +38,7 @@ export interface SseInboundOptions {
   readonly maxBodyBytes: number
   readonly jsonLimits: JsonLimits
   readonly maxSessions: number
+  readonly maxSessionsPerIdentity: number
   readonly sseMaxQueuedBytes: number
   readonly sseKeepAliveMs: number
   readonly identityOf: (req: IncomingMessage) => string
@@ -55,6 +57,8 @@ export class SseSessionTransport implements Transport {
   /** Requests received and not yet answered, so shutdown can wait for their replies. */
   readonly #pending = new Set<string>()
   #closeWhenIdle = false
+  /** Time of the last POSTed message, for eviction (the oldest idle session goes first). */
+  lastActivity = Date.now()
   onmessage?: (message: JsonRpcMessage, info?: ReceiveInfo) => void
   onclose?: () => void
   onerror?: (error: Error) => void
@@ -99,8 +103,14 @@ export class SseSessionTransport implements Transport {
     return Promise.resolve()
   }
 
+  /** True while no request of this session is unanswered (only then may it be evicted). */
+  get idle(): boolean {
+    return this.#pending.size === 0
+  }
+
   /** Hands one client message to the session, remembering requests until they are answered. */
   receive(message: JsonRpcMessage, info: ReceiveInfo): void {
+    this.lastActivity = Date.now()
     if (isRequest(message)) this.#pending.add(`${typeof message.id}:${message.id}`)
     this.onmessage?.(message, info)
   }
@@ -132,11 +142,22 @@ export class SseEndpoint {
   readonly #options: SseInboundOptions
   readonly #log: Logger
   readonly #sessions = new Map<string, SseSessionTransport>()
+  readonly #limits: SessionLimits<SseSessionTransport>
 
   constructor(handler: InboundHandler, options: SseInboundOptions, log: Logger) {
     this.#handler = handler
     this.#options = options
     this.#log = log
+    this.#limits = new SessionLimits(
+      options,
+      {
+        idle: (transport) => transport.idle,
+        lastActivity: (transport) => transport.lastActivity,
+        evict: (transport) => void transport.close(),
+      },
+      'legacy SSE',
+      log,
+    )
   }
 
   get sessionCount(): number {
@@ -149,9 +170,10 @@ export class SseEndpoint {
       sendRpcError(res, 406, 'Accept must include text/event-stream')
       return
     }
-    if (this.#sessions.size >= this.#options.maxSessions) {
-      this.#log.warn('refusing a new SSE session: the session limit is reached')
-      sendRpcError(res, 503, 'Too many sessions', { headers: { 'retry-after': '5' } })
+    const owner = sessionOwner(req)
+    const admission = this.#limits.admit(owner)
+    if (!admission.ok) {
+      sendRpcError(res, admission.status, admission.reason, { headers: { 'retry-after': '5' } })
       return
     }
     const id = randomBytes(24).toString('base64url')
@@ -160,14 +182,18 @@ export class SseEndpoint {
       keepAliveMs: this.#options.sseKeepAliveMs,
       log: this.#log.child({ sessionId: id }),
     })
-    const transport = new SseSessionTransport(
+    const transport: SseSessionTransport = new SseSessionTransport(
       id,
       this.#options.identityOf(req),
       server,
       connection,
-      () => this.#sessions.delete(id),
+      () => {
+        this.#sessions.delete(id)
+        this.#limits.remove(transport)
+      },
     )
     this.#sessions.set(id, transport)
+    this.#limits.add(owner, transport)
     // Relative, so it resolves against whatever URL the client used to reach us (proxies).
     connection.write(formatEvent(`${SSE_MESSAGES_PATH}?sessionId=${id}`, { event: 'endpoint' }))
     try {

@@ -116,6 +116,11 @@ export class StreamableHttpSession implements Transport {
     return this.#closed
   }
 
+  /** True while a request of this session is unanswered (such a session is never evicted). */
+  get working(): boolean {
+    return this.#exchanges.size > 0
+  }
+
   /** True while a request is unanswered or a client holds a stream open. */
   get busy(): boolean {
     if (this.#exchanges.size > 0) return true

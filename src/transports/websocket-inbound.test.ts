@@ -259,4 +259,32 @@ describe('WebSocket inbound', () => {
       await t.close()
     }
   })
+
+  it('refuses an upgrade with 429 when every connection of the address is working on a request', async () => {
+    // Without inbound auth the caller is its address: both sockets come from 127.0.0.1.
+    const t = await startInbound({ maxSessionsPerIdentity: 1 })
+    try {
+      const first = await open(`${t.url.replace('http', 'ws')}/ws`)
+      assert.ok('ws' in first)
+      const seen = t.handler.nextMessage('tools/call')
+      first.ws.send(
+        JSON.stringify({
+          jsonrpc: '2.0',
+          id: 1,
+          method: 'tools/call',
+          params: { name: 'slow', arguments: { ms: 500 } },
+        }),
+      )
+      await within(seen, 2000, 'the slow call')
+      const refused = await open(`${t.url.replace('http', 'ws')}/ws`)
+      assert.ok('status' in refused)
+      assert.equal(refused.status, 429)
+      assert.match(refused.body, /Too many sessions for this caller/)
+      assert.equal(t.handler.connections.length, 1)
+      assert.equal(t.handler.connections[0]?.closed, false, 'the busy one was not evicted')
+      first.ws.close()
+    } finally {
+      await t.close()
+    }
+  })
 })

@@ -26,6 +26,7 @@ import {
 import { type Revision, TRAITS } from '../protocol/revisions.ts'
 import { decodeUtf8, headerRecord } from './http-io.ts'
 import type { InboundHandler } from './inbound.ts'
+import { SessionLimits, sessionOwner } from './session-limits.ts'
 import type { ReceiveInfo, SendOptions, Transport } from './transport.ts'
 
 /** The one subprotocol we speak. */
@@ -33,6 +34,8 @@ export const MCP_SUBPROTOCOL = 'mcp'
 
 /** The limits the endpoint needs; `HttpInboundOptions` documents each. */
 export interface WebSocketInboundOptions {
+  readonly maxSessions: number
+  readonly maxSessionsPerIdentity: number
   readonly wsMaxPayloadBytes: number
   readonly wsMaxBufferedBytes: number
   readonly wsPingIntervalMs: number
@@ -52,6 +55,12 @@ export type CredentialCheck = () => AuthResult | Promise<AuthResult>
  */
 export const CREDENTIAL_CLOSE_CODE = 1008
 
+/**
+ * The close code for a connection evicted to make room under the session limits: 1008 as well
+ * (the gateway's policy ends it); the reason tells it from a credential failure.
+ */
+export const EVICTED_CLOSE_CODE = 1008
+
 /** RFC 6455 §5.5: a close frame's reason is at most 123 bytes of UTF-8. */
 function closeReason(text: string): string {
   let reason = text
@@ -68,8 +77,14 @@ export function rejectUpgrade(
 ): void {
   const body = serialize(errorResponse(null, -32600, reason))
   const statusText =
-    { 400: 'Bad Request', 401: 'Unauthorized', 403: 'Forbidden', 404: 'Not Found' }[status] ??
-    'Error'
+    {
+      400: 'Bad Request',
+      401: 'Unauthorized',
+      403: 'Forbidden',
+      404: 'Not Found',
+      429: 'Too Many Requests',
+      503: 'Service Unavailable',
+    }[status] ?? 'Error'
   // Header values come from Barbican itself, but a CR or LF must never split the response.
   const extra = Object.entries(headers)
     .map(([name, value]) => `${name}: ${value.replace(/[\r\n]/g, '')}\r\n`)
@@ -94,23 +109,31 @@ export class WebSocketTransport implements Transport {
   #alive = true
   #ping: NodeJS.Timeout | undefined
   readonly #recheck: CredentialCheck | undefined
+  readonly #onEnded: (() => void) | undefined
   /** Messages waiting for an asynchronous credential check, handled in arrival order. */
   #checking: Promise<void> | undefined
+  /** Time of the last frame from the client, for eviction (the oldest idle goes first). */
+  lastActivity = Date.now()
   onmessage?: (message: JsonRpcMessage, info?: ReceiveInfo) => void
   onclose?: () => void
   onerror?: (error: Error) => void
 
-  /** `recheck`: the credential check run before every message (absent without inbound auth). */
+  /**
+   * `recheck`: the credential check run before every message (absent without inbound auth);
+   * `onEnded`: called once when the connection ends, however it ends.
+   */
   constructor(
     ws: WebSocket,
     options: WebSocketInboundOptions,
     log: Logger,
     recheck?: CredentialCheck,
+    onEnded?: () => void,
   ) {
     this.#ws = ws
     this.#options = options
     this.#log = log
     this.#recheck = recheck
+    this.#onEnded = onEnded
     ws.on('message', (data, isBinary) => this.#receive(data as Buffer, isBinary))
     ws.on('close', () => this.#onClosed())
     ws.on('error', (err) => this.onerror?.(err))
@@ -167,6 +190,11 @@ export class WebSocketTransport implements Transport {
     })
   }
 
+  /** True while no request of this connection is unanswered (only then may it be evicted). */
+  get idle(): boolean {
+    return this.#pending.size === 0
+  }
+
   /** Shutdown: closes (1001) now, or as soon as the requests in progress are answered. */
   closeWhenIdle(): void {
     this.#closeWhenIdle = true
@@ -188,6 +216,7 @@ export class WebSocketTransport implements Transport {
 
   #receive(data: Buffer, isBinary: boolean): void {
     if (this.#closed) return
+    this.lastActivity = Date.now()
     if (isBinary) {
       this.#log.info('WebSocket client sent a binary frame; closing with 1003')
       void this.close(1003, 'Binary frames are not supported; send JSON-RPC as text')
@@ -284,6 +313,7 @@ export class WebSocketTransport implements Transport {
     if (this.#closed) return
     this.#closed = true
     if (this.#ping) clearInterval(this.#ping)
+    this.#onEnded?.()
     this.onclose?.()
   }
 }
@@ -296,11 +326,28 @@ export class WebSocketEndpoint {
   // Created on the first upgrade: most gateways never see one, and ws costs start-up time.
   #wss: WebSocketServer | undefined
   readonly #transports = new Set<WebSocketTransport>()
+  readonly #limits: SessionLimits<WebSocketTransport>
 
   constructor(handler: InboundHandler, options: WebSocketInboundOptions, log: Logger) {
     this.#handler = handler
     this.#options = options
     this.#log = log
+    this.#limits = new SessionLimits(
+      options,
+      {
+        idle: (transport) => transport.idle,
+        lastActivity: (transport) => transport.lastActivity,
+        evict: (transport, bound) =>
+          void transport.close(
+            EVICTED_CLOSE_CODE,
+            bound === 'maxSessionsPerIdentity'
+              ? 'Evicted: too many sessions for this caller; this was its oldest idle one'
+              : 'Evicted: too many sessions; this was the oldest idle one',
+          ),
+      },
+      'WebSocket',
+      log,
+    )
   }
 
   #server(): WebSocketServer {
@@ -336,10 +383,25 @@ export class WebSocketEndpoint {
       rejectUpgrade(socket, 400, reason)
       return
     }
+    const owner = sessionOwner(req)
+    const admission = this.#limits.admit(owner)
+    if (!admission.ok) {
+      rejectUpgrade(socket, admission.status, admission.reason, { 'Retry-After': '5' })
+      return
+    }
     this.#server().handleUpgrade(req, socket, head, (client) => {
-      const transport = new WebSocketTransport(client, this.#options, this.#log, recheck)
+      const transport: WebSocketTransport = new WebSocketTransport(
+        client,
+        this.#options,
+        this.#log,
+        recheck,
+        () => {
+          this.#limits.remove(transport)
+          this.#transports.delete(transport)
+        },
+      )
+      this.#limits.add(owner, transport)
       this.#transports.add(transport)
-      client.on('close', () => this.#transports.delete(transport))
       this.#handler.connect(transport, {
         kind: 'websocket',
         server,
