@@ -131,7 +131,8 @@ export class Session {
   readonly #id = randomBytes(6).toString('hex')
   #nextCall = 1
   #nextFailure = 1
-  readonly identity: Identity
+  /** The caller, as the credential of the latest message showed it (ReceiveInfo.identity). */
+  #identity: Identity
 
   constructor(transport: Transport, info: ConnectionInfo, deps: SessionDeps) {
     this.transport = transport
@@ -140,7 +141,7 @@ export class Session {
     this.#log = deps.log
     transport.onmessage = (message, receiveInfo) => this.receive(message, receiveInfo)
     transport.onclose = () => this.#onClose()
-    this.identity = info.identity ?? ANONYMOUS
+    this.#identity = info.identity ?? ANONYMOUS
     this.#chain = compose(deps.policies, (call) => this.#execute(call))
     this.#notifications = new ClientNotifications({
       revision: () => this.#revision,
@@ -168,6 +169,14 @@ export class Session {
     )
   }
 
+  /**
+   * Who this session acts for now: the identity verified for the latest message, so a session's
+   * rights follow the token last presented (and fall with it), not the one it was opened with.
+   */
+  get identity(): Identity {
+    return this.#identity
+  }
+
   get revision(): Revision | undefined {
     return this.#revision
   }
@@ -179,6 +188,7 @@ export class Session {
 
   /** Entry point for every message the client sends. */
   receive(sent: JsonRpcMessage, info?: ReceiveInfo): void {
+    if (info?.identity !== undefined) this.#identity = info.identity
     // Barbican's `_meta` namespace is its own: nothing a client writes there goes further.
     const message = withoutBarbicanMeta(sent)
     if ('method' in message) {

@@ -41,6 +41,17 @@ export type AuthResult =
       readonly wwwAuthenticate: string
     }
 
+/**
+ * A credential verified for a connection that outlives one request (a WebSocket): the
+ * `Authorization` header it presented, the virtual server it was verified for, and the identity
+ * it stood for.
+ */
+export interface HeldCredential {
+  readonly authorization: string | undefined
+  readonly server: string
+  readonly identity: Identity
+}
+
 /** Authenticates requests for the virtual servers of one gateway. */
 export class InboundAuthenticator {
   readonly #options: InboundAuthOptions
@@ -52,45 +63,81 @@ export class InboundAuthenticator {
   }
 
   /**
-   * Authenticates one request addressed to `server`; `undefined` (the legacy SSE message
-   * endpoint, whose session names the server) accepts a token for any of the gateway's servers.
+   * Authenticates one request addressed to `server`; `undefined` accepts a token for any of the
+   * gateway's servers (only for a legacy `/messages` POST naming no live session, which is then
+   * refused anyway: a live session's own server is always named).
    */
   async authenticate(
     headers: IncomingHttpHeaders,
     server: string | undefined,
   ): Promise<AuthResult> {
-    const target = server ?? 'default'
-    const required = this.#scopesFor(server)
     try {
       const token = bearerToken(headers.authorization)
-      const identity = await this.#verify(token, server)
-      const missing =
-        required.length === 0 ? required : required.filter((s) => !identity.scopes.includes(s))
-      if (missing.length > 0) {
-        throw new AuthFailure(
-          'insufficient_scope',
-          `The token lacks the scope${missing.length > 1 ? 's' : ''} ${missing.join(' ')}`,
-        )
-      }
-      return { ok: true, identity }
+      return this.#admit(await this.#verify(token, server), server)
     } catch (err) {
-      const failure =
-        err instanceof AuthFailure ? err : new AuthFailure('invalid_token', 'Authentication failed')
-      return {
-        ok: false,
-        status: failure.status,
-        message: failure.message,
-        wwwAuthenticate: wwwAuthenticate({
-          resourceMetadata: this.publishesMetadata
-            ? metadataUrl(this.#options.baseUrl(), target)
-            : undefined,
-          // All the scopes the operation needs, in one challenge (MCP 2026-07-28 step-up).
-          scopes: required,
-          // An unverifiable token is not known to be bad: no error the client would act on.
-          error: failure.unavailable ? undefined : failure.error,
-          description: failure.error && !failure.unavailable ? failure.message : undefined,
-        }),
+      return this.#refusal(err, server)
+    }
+  }
+
+  /**
+   * Checks again a credential a long-lived connection (a WebSocket) was opened with, before each
+   * message it carries; cheap enough for that. An API key is looked up again, so a revoked or
+   * removed key fails at once. A JWT cannot change (signature, issuer and audience were verified
+   * at the upgrade) except by expiring, so only `exp` is compared with the clock. Other tokens
+   * are authenticated again (introspection answers are cached briefly). Synchronous except for
+   * that last case, so a connection's messages need not wait a turn of the event loop.
+   */
+  recheck(held: HeldCredential): AuthResult | Promise<AuthResult> {
+    const { identity, server } = held
+    const { jwt, apiKeys } = this.#options
+    try {
+      if (identity.method === 'jwt' && jwt !== undefined) {
+        if (jwt.expired(identity)) throw new AuthFailure('invalid_token', 'The token has expired')
+        return this.#admit(identity, server)
       }
+      if (identity.method === 'api-key' && apiKeys !== undefined) {
+        const current = apiKeys.verify(bearerToken(held.authorization))
+        if (!current) throw new AuthFailure('invalid_token', 'The API key is unknown or revoked')
+        return this.#admit(current, server)
+      }
+    } catch (err) {
+      return this.#refusal(err, server)
+    }
+    return this.authenticate({ authorization: held.authorization }, server)
+  }
+
+  /** `identity` if it carries every scope `server` requires; throws insufficient_scope if not. */
+  #admit(identity: Identity, server: string | undefined): AuthResult {
+    const required = this.#scopesFor(server)
+    const missing =
+      required.length === 0 ? required : required.filter((s) => !identity.scopes.includes(s))
+    if (missing.length > 0) {
+      throw new AuthFailure(
+        'insufficient_scope',
+        `The token lacks the scope${missing.length > 1 ? 's' : ''} ${missing.join(' ')}`,
+      )
+    }
+    return { ok: true, identity }
+  }
+
+  /** The refusal (status, reason, challenge) for what authenticating threw. */
+  #refusal(err: unknown, server: string | undefined): AuthResult {
+    const failure =
+      err instanceof AuthFailure ? err : new AuthFailure('invalid_token', 'Authentication failed')
+    return {
+      ok: false,
+      status: failure.status,
+      message: failure.message,
+      wwwAuthenticate: wwwAuthenticate({
+        resourceMetadata: this.publishesMetadata
+          ? metadataUrl(this.#options.baseUrl(), server ?? 'default')
+          : undefined,
+        // All the scopes the operation needs, in one challenge (MCP 2026-07-28 step-up).
+        scopes: this.#scopesFor(server),
+        // An unverifiable token is not known to be bad: no error the client would act on.
+        error: failure.unavailable ? undefined : failure.error,
+        description: failure.error && !failure.unavailable ? failure.message : undefined,
+      }),
     }
   }
 

@@ -6,6 +6,7 @@ import { type CryptoKey, exportJWK, generateKeyPair, type JWK, SignJWT } from 'j
 import { createGuardedFetch, type GuardedFetch } from '../net/guarded-fetch.ts'
 import { AuthFailure } from './auth-failure.ts'
 import { createJwtVerifier } from './bearer.ts'
+import type { Identity } from './identity.ts'
 
 interface Key {
   readonly kid: string
@@ -115,5 +116,31 @@ describe('JWT verification against a JWKS', () => {
       fetch,
     })
     await assert.rejects(verifier.verify(await token(k), [audience]), /refused algorithm/)
+  })
+})
+
+describe('expiry of a verified token', () => {
+  const verifierWith = (clockToleranceSeconds: number) =>
+    createJwtVerifier({
+      issuer: 'https://issuer.test',
+      jwksUri: 'https://issuer.test/jwks',
+      algorithms: ['ES256'],
+      clockToleranceSeconds,
+      fetch: (() => Promise.reject(new Error('no fetch'))) as never,
+    })
+  const identity = (exp: unknown) =>
+    ({ subject: 'alice', scopes: [], method: 'jwt', claims: { exp } }) as Identity
+
+  test('is judged like jose does: expired from exp, minus the clock tolerance', () => {
+    const now = 1_700_000_000_000
+    assert.equal(verifierWith(0).expired(identity(1_700_000_001), now), false)
+    assert.equal(verifierWith(0).expired(identity(1_700_000_000), now), true)
+    assert.equal(verifierWith(30).expired(identity(1_699_999_980), now), false)
+    assert.equal(verifierWith(30).expired(identity(1_699_999_970), now), true)
+  })
+
+  test('an identity without a numeric exp counts as expired (fail closed)', () => {
+    assert.equal(verifierWith(0).expired(identity(undefined)), true)
+    assert.equal(verifierWith(0).expired(identity('9999999999')), true)
   })
 })

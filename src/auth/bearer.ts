@@ -47,6 +47,11 @@ export interface JwtVerifierOptions {
 export interface JwtVerifier {
   /** Resolves the caller's identity, or throws AuthFailure('invalid_token'). */
   verify(token: string, audiences: readonly string[]): Promise<Identity>
+  /**
+   * True once an identity this verifier returned is past its `exp` (with the clock tolerance):
+   * the one property of a verified token that changes while a connection holds it.
+   */
+  expired(identity: Identity, nowMs?: number): boolean
 }
 
 export function createJwtVerifier(options: JwtVerifierOptions): JwtVerifier {
@@ -73,6 +78,13 @@ export function createJwtVerifier(options: JwtVerifierOptions): JwtVerifier {
   const tenantClaim = options.tenantClaim ?? 'tenant'
 
   return {
+    expired(identity, nowMs = Date.now()) {
+      const exp = identity.claims?.exp
+      // jose's rule: expired when exp <= now - tolerance. No exp was refused by verify().
+      return (
+        typeof exp !== 'number' || exp <= Math.floor(nowMs / 1000) - options.clockToleranceSeconds
+      )
+    },
     async verify(token, audiences) {
       let payload: JWTPayload
       let getKey: JWTVerifyGetKey

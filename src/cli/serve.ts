@@ -49,6 +49,7 @@ export async function startServer(
       maxBodyBytes: config.limits.maxBodyBytes,
       jsonLimits: config.limits,
       maxSessions: config.limits.maxSessions,
+      maxSessionsPerIdentity: config.limits.maxSessionsPerIdentity,
       sessionIdleTimeoutMs: config.limits.sessionIdleTimeoutMs,
       ...(auth ? { identityOf: auth.identityOf } : {}),
     },

@@ -40,8 +40,10 @@ export interface LimitsConfig extends JsonLimits {
   readonly upstreamRequestTimeoutMs: number
   /** Longest an upstream may take to start and complete its handshake. */
   readonly upstreamConnectTimeoutMs: number
-  /** Most client sessions open at once; new ones are refused beyond it. */
+  /** Most client sessions open at once per transport; beyond, the oldest idle one is evicted. */
   readonly maxSessions: number
+  /** Most sessions per transport of one identity (one address without auth); same eviction. */
+  readonly maxSessionsPerIdentity: number
   /** A client session with no traffic for this long is closed. */
   readonly sessionIdleTimeoutMs: number
   /** Most items in one page of a merged list; the rest follow with `nextCursor`. */

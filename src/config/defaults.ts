@@ -34,6 +34,7 @@ export const DEFAULT_LIMITS = Object.freeze({
   upstreamRequestTimeoutMs: 60_000,
   upstreamConnectTimeoutMs: 30_000,
   maxSessions: 1000,
+  maxSessionsPerIdentity: 100,
   sessionIdleTimeoutMs: 30 * 60_000,
   listPageSize: 500,
   heldCallTimeoutMs: 120_000,

@@ -53,6 +53,7 @@ describe('normalizeConfig', () => {
         upstreamRequestTimeoutMs: 60000,
         upstreamConnectTimeoutMs: 30000,
         maxSessions: 1000,
+        maxSessionsPerIdentity: 100,
         sessionIdleTimeoutMs: 1800000,
         listPageSize: 500,
         heldCallTimeoutMs: 120000,

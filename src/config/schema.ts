@@ -183,7 +183,13 @@ const limits = z.strictObject({
     'maxSessions',
     z.int().min(1).max(1_000_000),
     'Max sessions',
-    'Most client sessions open at once.',
+    'Most client sessions open at once per transport (Streamable HTTP, legacy SSE, WebSocket); beyond, the oldest idle session is evicted, and a new one is refused (503) only when none is idle.',
+  ),
+  maxSessionsPerIdentity: limitField(
+    'maxSessionsPerIdentity',
+    z.int().min(1).max(1_000_000),
+    'Max sessions per identity',
+    'Most sessions one identity (without inbound auth: one client address) holds open per transport; beyond, its own oldest idle session is evicted, and a new one is refused (429) only when none is idle.',
   ),
   sessionIdleTimeoutMs: limitField(
     'sessionIdleTimeoutMs',

@@ -48,8 +48,17 @@ export interface HttpInboundOptions {
   readonly sseMaxQueuedBytes: number
   /** Interval of SSE keep-alive comments; 0 disables. Default 25 s. */
   readonly sseKeepAliveMs: number
-  /** Live sessions per transport (Streamable HTTP, legacy SSE); beyond, 503. Default 10 000. */
+  /**
+   * Live sessions per transport (Streamable HTTP sessions, legacy SSE streams, WebSocket
+   * connections). Beyond, the oldest idle session is evicted; 503 only when none is idle.
+   * Default 10 000.
+   */
   readonly maxSessions: number
+  /**
+   * Live sessions per transport of one identity (without inbound auth: one client address).
+   * Beyond, that caller's oldest idle session is evicted; 429 only when none is idle. Default 100.
+   */
+  readonly maxSessionsPerIdentity: number
   /** A legacy session with no request or open stream for this long is closed. Default 30 min. */
   readonly sessionIdleTimeoutMs: number
   /** Largest WebSocket message; larger closes with 1009. Default: maxBodyBytes. */
@@ -86,6 +95,7 @@ export const DEFAULT_HTTP_INBOUND_OPTIONS: HttpInboundOptions = Object.freeze({
   sseMaxQueuedBytes: MIB,
   sseKeepAliveMs: 25_000,
   maxSessions: 10_000,
+  maxSessionsPerIdentity: 100,
   sessionIdleTimeoutMs: 30 * 60_000,
   wsMaxPayloadBytes: 4 * MIB,
   wsMaxBufferedBytes: MIB,

@@ -207,8 +207,13 @@ export class HttpInbound {
       if (req.method !== 'POST') {
         return sendRpcError(res, 405, 'Use POST', { headers: { allow: 'POST' } })
       }
-      if (!(await this.#authenticate(req, res, undefined))) return
-      return this.sse.post(req, res, new URL(req.url ?? '/', 'http://localhost'))
+      const url = new URL(req.url ?? '/', 'http://localhost')
+      // Authenticated for the server the session was opened on, like every request to it: a
+      // token minted for another server, or one without this server's step-up scopes, is
+      // refused. A POST naming no live session is checked against any server, then gets 404.
+      const server = this.sse.serverOf(url.searchParams.get('sessionId'))
+      if (!(await this.#authenticate(req, res, server))) return
+      return this.sse.post(req, res, url)
     }
     const match = MCP_PATH.exec(pathname)
     const server = match ? serverName(match[2]) : undefined
@@ -261,11 +266,12 @@ export class HttpInbound {
       rejectUpgrade(socket, 404, 'Not found')
       return
     }
-    if (!this.authenticator) {
+    const authenticator = this.authenticator
+    if (!authenticator) {
       this.websocket.upgrade(req, socket, head, server)
       return
     }
-    this.authenticator
+    authenticator
       .authenticate(req.headers, server)
       .then((result) => {
         if (!result.ok) {
@@ -275,7 +281,14 @@ export class HttpInbound {
           return
         }
         setRequestIdentity(req, result.identity)
-        this.websocket.upgrade(req, socket, head, server)
+        // The upgrade's credential is checked again before every message on the socket, so an
+        // expired token or a revoked key ends the connection rather than living as long as it.
+        const held = {
+          authorization: req.headers.authorization,
+          server,
+          identity: result.identity,
+        }
+        this.websocket.upgrade(req, socket, head, server, () => authenticator.recheck(held))
       })
       .catch((error: unknown) => {
         this.#log.error('WebSocket authentication failed', { error })

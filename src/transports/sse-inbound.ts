@@ -26,6 +26,7 @@ import {
   sendRpcError,
 } from './http-io.ts'
 import type { InboundHandler } from './inbound.ts'
+import { SessionLimits, sessionOwner } from './session-limits.ts'
 import { formatEvent, SseConnection } from './sse-writer.ts'
 import type { ReceiveInfo, SendOptions, Transport } from './transport.ts'
 
@@ -37,6 +38,7 @@ export interface SseInboundOptions {
   readonly maxBodyBytes: number
   readonly jsonLimits: JsonLimits
   readonly maxSessions: number
+  readonly maxSessionsPerIdentity: number
   readonly sseMaxQueuedBytes: number
   readonly sseKeepAliveMs: number
   readonly identityOf: (req: IncomingMessage) => string
@@ -46,6 +48,8 @@ export interface SseInboundOptions {
 export class SseSessionTransport implements Transport {
   readonly sessionId: string
   readonly identity: string
+  /** The virtual server the stream was opened on; its POSTs are authenticated for it. */
+  readonly server: string
   readonly #connection: SseConnection
   readonly #onEnded: () => void
   #protocolVersion: Revision | undefined
@@ -53,13 +57,22 @@ export class SseSessionTransport implements Transport {
   /** Requests received and not yet answered, so shutdown can wait for their replies. */
   readonly #pending = new Set<string>()
   #closeWhenIdle = false
+  /** Time of the last POSTed message, for eviction (the oldest idle session goes first). */
+  lastActivity = Date.now()
   onmessage?: (message: JsonRpcMessage, info?: ReceiveInfo) => void
   onclose?: () => void
   onerror?: (error: Error) => void
 
-  constructor(sessionId: string, identity: string, connection: SseConnection, onEnded: () => void) {
+  constructor(
+    sessionId: string,
+    identity: string,
+    server: string,
+    connection: SseConnection,
+    onEnded: () => void,
+  ) {
     this.sessionId = sessionId
     this.identity = identity
+    this.server = server
     this.#connection = connection
     this.#onEnded = onEnded
     connection.onclose = () => void this.close()
@@ -90,8 +103,14 @@ export class SseSessionTransport implements Transport {
     return Promise.resolve()
   }
 
+  /** True while no request of this session is unanswered (only then may it be evicted). */
+  get idle(): boolean {
+    return this.#pending.size === 0
+  }
+
   /** Hands one client message to the session, remembering requests until they are answered. */
   receive(message: JsonRpcMessage, info: ReceiveInfo): void {
+    this.lastActivity = Date.now()
     if (isRequest(message)) this.#pending.add(`${typeof message.id}:${message.id}`)
     this.onmessage?.(message, info)
   }
@@ -123,11 +142,22 @@ export class SseEndpoint {
   readonly #options: SseInboundOptions
   readonly #log: Logger
   readonly #sessions = new Map<string, SseSessionTransport>()
+  readonly #limits: SessionLimits<SseSessionTransport>
 
   constructor(handler: InboundHandler, options: SseInboundOptions, log: Logger) {
     this.#handler = handler
     this.#options = options
     this.#log = log
+    this.#limits = new SessionLimits(
+      options,
+      {
+        idle: (transport) => transport.idle,
+        lastActivity: (transport) => transport.lastActivity,
+        evict: (transport) => void transport.close(),
+      },
+      'legacy SSE',
+      log,
+    )
   }
 
   get sessionCount(): number {
@@ -140,9 +170,10 @@ export class SseEndpoint {
       sendRpcError(res, 406, 'Accept must include text/event-stream')
       return
     }
-    if (this.#sessions.size >= this.#options.maxSessions) {
-      this.#log.warn('refusing a new SSE session: the session limit is reached')
-      sendRpcError(res, 503, 'Too many sessions', { headers: { 'retry-after': '5' } })
+    const owner = sessionOwner(req)
+    const admission = this.#limits.admit(owner)
+    if (!admission.ok) {
+      sendRpcError(res, admission.status, admission.reason, { headers: { 'retry-after': '5' } })
       return
     }
     const id = randomBytes(24).toString('base64url')
@@ -151,10 +182,18 @@ export class SseEndpoint {
       keepAliveMs: this.#options.sseKeepAliveMs,
       log: this.#log.child({ sessionId: id }),
     })
-    const transport = new SseSessionTransport(id, this.#options.identityOf(req), connection, () =>
-      this.#sessions.delete(id),
+    const transport: SseSessionTransport = new SseSessionTransport(
+      id,
+      this.#options.identityOf(req),
+      server,
+      connection,
+      () => {
+        this.#sessions.delete(id)
+        this.#limits.remove(transport)
+      },
     )
     this.#sessions.set(id, transport)
+    this.#limits.add(owner, transport)
     // Relative, so it resolves against whatever URL the client used to reach us (proxies).
     connection.write(formatEvent(`${SSE_MESSAGES_PATH}?sessionId=${id}`, { event: 'endpoint' }))
     try {
@@ -169,6 +208,14 @@ export class SseEndpoint {
       void transport.close()
       throw err
     }
+  }
+
+  /**
+   * The virtual server of the live session `id` names, so the listener authenticates its POSTs
+   * for that server (audience and step-up scopes); undefined for an unknown session.
+   */
+  serverOf(id: string | null): string | undefined {
+    return id === null ? undefined : this.#sessions.get(id)?.server
   }
 
   /** POST `/messages?sessionId=…`: 202, the replies go on the stream. */
@@ -196,7 +243,9 @@ export class SseEndpoint {
     if (!parsed.ok) return sendJson(res, 400, serialize(parsed.error))
     sendEmpty(res, 202)
     const headers = headerRecord(req)
-    const info = parsed.batch ? { headers, batch: true } : { headers }
+    // The session's rights follow the credential of each POST (a refreshed token included).
+    const identity = requestIdentity(req)
+    const info = parsed.batch ? { headers, batch: true, identity } : { headers, identity }
     const errors: JsonRpcMessage[] = []
     for (const item of parsed.items) {
       if (item.ok) transport.receive(item.message, info)

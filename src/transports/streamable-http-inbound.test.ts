@@ -377,13 +377,49 @@ describe('Streamable HTTP inbound sessions', () => {
     }
   })
 
-  it('refuses a new session with 503 once maxSessions are open', async () => {
+  it('evicts the oldest idle session of a caller at maxSessionsPerIdentity; 429 when all are busy', async () => {
+    // Without inbound auth the caller is its address: every session here comes from 127.0.0.1.
+    const t = await startInbound({ maxSessionsPerIdentity: 2 })
+    try {
+      const first = await openSession(t)
+      const second = await openSession(t)
+      await post(t, second, call(1, 'echo', { text: 'used later than first' }))
+      const third = await openSession(t)
+      assert.equal((await post(t, first, call(2, 'echo'))).status, 404, 'the oldest was evicted')
+      assert.equal((await post(t, second, call(3, 'echo'))).status, 200)
+      assert.equal((await post(t, third, call(4, 'echo'))).status, 200)
+      // Both sessions now work on a request: neither is evicted, the new one is refused.
+      const seen = [t.handler.nextMessage('tools/call'), t.handler.nextMessage('tools/call')]
+      const slow = [
+        post(t, second, call(5, 'slow', { ms: 400 })),
+        post(t, third, call(6, 'slow', { ms: 400 })),
+      ]
+      await Promise.all(seen)
+      const refused = await post(t, undefined, initialize())
+      assert.equal(refused.status, 429)
+      assert.equal(refused.headers['retry-after'], '5')
+      assert.match(errorOf(refused.json()).message, /Too many sessions for this caller/)
+      assert.deepEqual(
+        (await Promise.all(slow)).map((r) => r.status),
+        [200, 200],
+      )
+    } finally {
+      await t.close()
+    }
+  })
+
+  it('evicts the oldest idle session of anyone at maxSessions; 503 only when all are busy', async () => {
     const t = await startInbound({ maxSessions: 1 })
     try {
-      await openSession(t)
+      const first = await openSession(t)
+      const second = await openSession(t)
+      assert.equal((await post(t, first, call(1, 'echo'))).status, 404)
+      const seen = t.handler.nextMessage('tools/call')
+      const slow = post(t, second, call(2, 'slow', { ms: 400 }))
+      await seen
       const res = await post(t, undefined, initialize())
       assert.equal(res.status, 503)
-      assert.equal(t.handler.connections.length, 1)
+      assert.equal((await slow).status, 200)
     } finally {
       await t.close()
     }

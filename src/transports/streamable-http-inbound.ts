@@ -23,6 +23,7 @@ import {
   singleHeader,
 } from './http-io.ts'
 import type { InboundHandler } from './inbound.ts'
+import { SessionLimits, sessionOwner } from './session-limits.ts'
 import { type SessionOptions, StreamableHttpSession } from './streamable-http-session.ts'
 import { bodyVersionClaim, handleStatelessPost } from './streamable-http-stateless.ts'
 
@@ -31,6 +32,7 @@ export interface StreamableHttpOptions {
   readonly maxBodyBytes: number
   readonly jsonLimits: JsonLimits
   readonly maxSessions: number
+  readonly maxSessionsPerIdentity: number
   readonly sessionIdleTimeoutMs: number
   readonly sseReplayEvents: number
   readonly sseReplayBytes: number
@@ -47,6 +49,7 @@ export class StreamableHttpEndpoint {
   readonly #log: Logger
   readonly #sessionOptions: SessionOptions
   readonly #sessions = new Map<string, StreamableHttpSession>()
+  readonly #limits: SessionLimits<StreamableHttpSession>
   readonly #sweep: NodeJS.Timeout | undefined
 
   constructor(handler: InboundHandler, options: StreamableHttpOptions, log: Logger) {
@@ -59,6 +62,18 @@ export class StreamableHttpEndpoint {
       sse: { maxQueuedBytes: options.sseMaxQueuedBytes, keepAliveMs: options.sseKeepAliveMs, log },
       log,
     }
+    // An evicted session answers its next request 404, which tells the client to initialize
+    // again (the spec's rule for a session the server no longer knows).
+    this.#limits = new SessionLimits(
+      options,
+      {
+        idle: (session) => !session.working,
+        lastActivity: (session) => session.lastActivity,
+        evict: (session) => void session.close(),
+      },
+      'Streamable HTTP',
+      log,
+    )
     if (options.sessionIdleTimeoutMs > 0) {
       const every = Math.max(50, Math.min(options.sessionIdleTimeoutMs / 2, 60_000))
       this.#sweep = setInterval(() => this.#closeIdleSessions(), every)
@@ -146,7 +161,14 @@ export class StreamableHttpEndpoint {
     if (session === undefined) return sendRpcError(res, 404, 'Session not found')
     // The request's own header record, not a copy: it belongs to this request alone and is only
     // read (the Mcp-Param-* checks, auth context), so a POST allocates no second one.
-    session.receivePost(res, parsed.items, parsed.batch, acceptsSse, req.headers)
+    session.receivePost(
+      res,
+      parsed.items,
+      parsed.batch,
+      acceptsSse,
+      req.headers,
+      requestIdentity(req),
+    )
   }
 
   #openSession(
@@ -156,22 +178,25 @@ export class StreamableHttpEndpoint {
     items: Parameters<StreamableHttpSession['receivePost']>[1],
     acceptsSse: boolean,
   ): void {
-    if (this.#sessions.size >= this.#options.maxSessions) {
-      this.#log.warn('refusing a new session: the session limit is reached', {
-        maxSessions: this.#options.maxSessions,
-      })
-      sendRpcError(res, 503, 'Too many sessions', { headers: { 'retry-after': '5' } })
+    const owner = sessionOwner(req)
+    const admission = this.#limits.admit(owner)
+    if (!admission.ok) {
+      sendRpcError(res, admission.status, admission.reason, { headers: { 'retry-after': '5' } })
       return
     }
     const id = randomBytes(24).toString('base64url')
-    const session = new StreamableHttpSession(
+    const session: StreamableHttpSession = new StreamableHttpSession(
       id,
       this.#options.identityOf(req),
       server,
       this.#sessionOptions,
-      () => this.#sessions.delete(id),
+      () => {
+        this.#sessions.delete(id)
+        this.#limits.remove(session)
+      },
     )
     this.#sessions.set(id, session)
+    this.#limits.add(owner, session)
     const headers = headerRecord(req)
     try {
       this.#handler.connect(session, {
@@ -185,7 +210,7 @@ export class StreamableHttpEndpoint {
       void session.close()
       throw err
     }
-    session.receivePost(res, items, false, acceptsSse, headers, true)
+    session.receivePost(res, items, false, acceptsSse, headers, requestIdentity(req), true)
   }
 
   /** GET opens or resumes a session stream; DELETE ends the session. */

@@ -9,6 +9,7 @@
  * and receives only that stream's missed events.
  */
 import type { ServerResponse } from 'node:http'
+import type { Identity } from '../auth/identity.ts'
 import type { Logger } from '../log.ts'
 import {
   errorResponse,
@@ -115,6 +116,11 @@ export class StreamableHttpSession implements Transport {
     return this.#closed
   }
 
+  /** True while a request of this session is unanswered (such a session is never evicted). */
+  get working(): boolean {
+    return this.#exchanges.size > 0
+  }
+
   /** True while a request is unanswered or a client holds a stream open. */
   get busy(): boolean {
     if (this.#exchanges.size > 0) return true
@@ -126,13 +132,17 @@ export class StreamableHttpSession implements Transport {
     return Promise.resolve()
   }
 
-  /** Takes one parsed POST body. Answers 202 at once when it carries no request. */
+  /**
+   * Takes one parsed POST body. Answers 202 at once when it carries no request. `identity` is
+   * who this POST's own credential stands for (the session's rights follow it).
+   */
   receivePost(
     res: ServerResponse,
     items: readonly ParsedItem[],
     batch: boolean,
     acceptsSse: boolean,
     headers: NonNullable<ReceiveInfo['headers']>,
+    identity: Identity | undefined,
     initialize = false,
   ): void {
     this.lastActivity = Date.now()
@@ -174,7 +184,7 @@ export class StreamableHttpSession implements Transport {
         if (exchange.outstanding.size > 0 && exchange.stream === undefined) exchange.gone = true
       })
     }
-    const info = batch ? { headers, batch: true } : { headers }
+    const info = batch ? { headers, batch: true, identity } : { headers, identity }
     for (const message of messages) this.onmessage?.(message, info)
   }
 

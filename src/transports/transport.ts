@@ -9,6 +9,7 @@
  * await transport.start()
  * await transport.send({ jsonrpc: '2.0', id: 1, result: {} }, { relatedRequestId: 1 })
  */
+import type { Identity } from '../auth/identity.ts'
 import type { JsonRpcId, JsonRpcMessage } from '../protocol/jsonrpc.ts'
 import type { Revision } from '../protocol/revisions.ts'
 
@@ -31,6 +32,12 @@ export interface ReceiveInfo {
   readonly signal?: AbortSignal
   /** The payload was a JSON-RPC batch (2025-03-26). */
   readonly batch?: boolean
+  /**
+   * Who the credential carried with this message stands for, verified for it (each POST's
+   * token; a WebSocket's token checked again per message). The session's rights follow it, so a
+   * refreshed token with fewer scopes takes rights away at once. Absent without inbound auth.
+   */
+  readonly identity?: Identity | undefined
 }
 
 export interface Transport {

@@ -6,6 +6,9 @@ import { WebSocketClientTransport } from '@modelcontextprotocol/sdk/client/webso
 import { WebSocket } from 'ws'
 import { within } from '../../test/fixtures/inbound-http-client.ts'
 import { startInbound } from '../../test/fixtures/inbound-server.ts'
+import { AuthFailure } from '../auth/auth-failure.ts'
+import { InboundAuthenticator } from '../auth/authenticator.ts'
+import type { Identity } from '../auth/identity.ts'
 
 /** Opens a ws client; resolves once open, or with the HTTP status of a refused handshake. */
 function open(
@@ -193,5 +196,95 @@ describe('WebSocket inbound', () => {
     assert.equal((await reply).id, 3)
     assert.equal(await closed, 1001)
     await within(closing, 3000, 'shutdown')
+  })
+
+  it('checks the credential before every message, in order, and closes with 1008 when it is gone', async () => {
+    const t = await startInbound()
+    // An issuer whose answers take a while and can be withdrawn: introspection is the
+    // asynchronous re-check (API keys and JWTs are re-checked synchronously).
+    let active = true
+    let delays = [0, 60, 30, 0]
+    const seenBy: Identity[] = []
+    t.inbound.authenticator = new InboundAuthenticator({
+      baseUrl: () => t.url,
+      servers: () => ['default', 'alpha'],
+      requiredScopes: [],
+      authorizationServers: [],
+      introspection: {
+        introspect: async (token) => {
+          await new Promise((resolve) => setTimeout(resolve, delays.shift() ?? 0))
+          if (!active) throw new AuthFailure('invalid_token', 'The token is not active')
+          const identity: Identity = { subject: token, scopes: [], method: 'introspection' }
+          seenBy.push(identity)
+          return identity
+        },
+      },
+    })
+    try {
+      const opened = await open(`${t.url.replace('http', 'ws')}/ws`, ['mcp'], {
+        authorization: 'Bearer opaque-1',
+      })
+      assert.ok('ws' in opened)
+      const ws = opened.ws
+      const arrived = t.handler.nextMessage('third')
+      for (const method of ['first', 'second', 'third']) {
+        ws.send(JSON.stringify({ jsonrpc: '2.0', method }))
+      }
+      await within(arrived, 2000, 'the third message')
+      const connection = t.handler.connections[0]!
+      // The slower check of the first message did not let the second overtake it.
+      assert.deepEqual(
+        connection.received.map((m) => ('method' in m ? m.method : undefined)),
+        ['first', 'second', 'third'],
+      )
+      assert.equal(seenBy.length, 4, 'one check at the upgrade, one per message')
+      active = false
+      delays = []
+      const closed = within(
+        new Promise<{ code: number; reason: string }>((resolve) =>
+          ws.once('close', (code: number, reason: Buffer) =>
+            resolve({ code, reason: reason.toString() }),
+          ),
+        ),
+        2000,
+        'the WebSocket to close',
+      )
+      ws.send(JSON.stringify({ jsonrpc: '2.0', method: 'fourth' }))
+      assert.deepEqual(await closed, {
+        code: 1008,
+        reason: 'Credential rejected: The token is not active',
+      })
+      assert.equal(connection.received.length, 3, 'the refused message was not handled')
+    } finally {
+      await t.close()
+    }
+  })
+
+  it('refuses an upgrade with 429 when every connection of the address is working on a request', async () => {
+    // Without inbound auth the caller is its address: both sockets come from 127.0.0.1.
+    const t = await startInbound({ maxSessionsPerIdentity: 1 })
+    try {
+      const first = await open(`${t.url.replace('http', 'ws')}/ws`)
+      assert.ok('ws' in first)
+      const seen = t.handler.nextMessage('tools/call')
+      first.ws.send(
+        JSON.stringify({
+          jsonrpc: '2.0',
+          id: 1,
+          method: 'tools/call',
+          params: { name: 'slow', arguments: { ms: 500 } },
+        }),
+      )
+      await within(seen, 2000, 'the slow call')
+      const refused = await open(`${t.url.replace('http', 'ws')}/ws`)
+      assert.ok('status' in refused)
+      assert.equal(refused.status, 429)
+      assert.match(refused.body, /Too many sessions for this caller/)
+      assert.equal(t.handler.connections.length, 1)
+      assert.equal(t.handler.connections[0]?.closed, false, 'the busy one was not evicted')
+      first.ws.close()
+    } finally {
+      await t.close()
+    }
   })
 })

@@ -8,6 +8,8 @@
 import type { IncomingMessage } from 'node:http'
 import type { Duplex } from 'node:stream'
 import type { WebSocket, WebSocketServer } from 'ws'
+import type { AuthResult } from '../auth/authenticator.ts'
+import type { Identity } from '../auth/identity.ts'
 import { requestIdentity } from '../auth/request-identity.ts'
 import { ws } from '../lazy-deps.ts'
 import type { Logger } from '../log.ts'
@@ -24,6 +26,7 @@ import {
 import { type Revision, TRAITS } from '../protocol/revisions.ts'
 import { decodeUtf8, headerRecord } from './http-io.ts'
 import type { InboundHandler } from './inbound.ts'
+import { SessionLimits, sessionOwner } from './session-limits.ts'
 import type { ReceiveInfo, SendOptions, Transport } from './transport.ts'
 
 /** The one subprotocol we speak. */
@@ -31,10 +34,38 @@ export const MCP_SUBPROTOCOL = 'mcp'
 
 /** The limits the endpoint needs; `HttpInboundOptions` documents each. */
 export interface WebSocketInboundOptions {
+  readonly maxSessions: number
+  readonly maxSessionsPerIdentity: number
   readonly wsMaxPayloadBytes: number
   readonly wsMaxBufferedBytes: number
   readonly wsPingIntervalMs: number
   readonly jsonLimits: JsonLimits
+}
+
+/**
+ * Checks again the credential a connection was opened with (InboundAuthenticator.recheck);
+ * synchronous when it can be, so messages need not wait for the event loop.
+ */
+export type CredentialCheck = () => AuthResult | Promise<AuthResult>
+
+/**
+ * The close code for a connection whose credential stopped being valid (expired, revoked, or no
+ * longer carrying the server's scopes): 1008, policy violation (RFC 6455 §7.4.1), the code for
+ * "the endpoint refuses this message under its policy"; the reason says which check failed.
+ */
+export const CREDENTIAL_CLOSE_CODE = 1008
+
+/**
+ * The close code for a connection evicted to make room under the session limits: 1008 as well
+ * (the gateway's policy ends it); the reason tells it from a credential failure.
+ */
+export const EVICTED_CLOSE_CODE = 1008
+
+/** RFC 6455 §5.5: a close frame's reason is at most 123 bytes of UTF-8. */
+function closeReason(text: string): string {
+  let reason = text
+  while (Buffer.byteLength(reason) > 123) reason = reason.slice(0, -1)
+  return reason
 }
 
 /** Refuses an upgrade request with an HTTP status and a reason the client can show. */
@@ -46,8 +77,14 @@ export function rejectUpgrade(
 ): void {
   const body = serialize(errorResponse(null, -32600, reason))
   const statusText =
-    { 400: 'Bad Request', 401: 'Unauthorized', 403: 'Forbidden', 404: 'Not Found' }[status] ??
-    'Error'
+    {
+      400: 'Bad Request',
+      401: 'Unauthorized',
+      403: 'Forbidden',
+      404: 'Not Found',
+      429: 'Too Many Requests',
+      503: 'Service Unavailable',
+    }[status] ?? 'Error'
   // Header values come from Barbican itself, but a CR or LF must never split the response.
   const extra = Object.entries(headers)
     .map(([name, value]) => `${name}: ${value.replace(/[\r\n]/g, '')}\r\n`)
@@ -71,14 +108,32 @@ export class WebSocketTransport implements Transport {
   #closed = false
   #alive = true
   #ping: NodeJS.Timeout | undefined
+  readonly #recheck: CredentialCheck | undefined
+  readonly #onEnded: (() => void) | undefined
+  /** Messages waiting for an asynchronous credential check, handled in arrival order. */
+  #checking: Promise<void> | undefined
+  /** Time of the last frame from the client, for eviction (the oldest idle goes first). */
+  lastActivity = Date.now()
   onmessage?: (message: JsonRpcMessage, info?: ReceiveInfo) => void
   onclose?: () => void
   onerror?: (error: Error) => void
 
-  constructor(ws: WebSocket, options: WebSocketInboundOptions, log: Logger) {
+  /**
+   * `recheck`: the credential check run before every message (absent without inbound auth);
+   * `onEnded`: called once when the connection ends, however it ends.
+   */
+  constructor(
+    ws: WebSocket,
+    options: WebSocketInboundOptions,
+    log: Logger,
+    recheck?: CredentialCheck,
+    onEnded?: () => void,
+  ) {
     this.#ws = ws
     this.#options = options
     this.#log = log
+    this.#recheck = recheck
+    this.#onEnded = onEnded
     ws.on('message', (data, isBinary) => this.#receive(data as Buffer, isBinary))
     ws.on('close', () => this.#onClosed())
     ws.on('error', (err) => this.onerror?.(err))
@@ -135,6 +190,11 @@ export class WebSocketTransport implements Transport {
     })
   }
 
+  /** True while no request of this connection is unanswered (only then may it be evicted). */
+  get idle(): boolean {
+    return this.#pending.size === 0
+  }
+
   /** Shutdown: closes (1001) now, or as soon as the requests in progress are answered. */
   closeWhenIdle(): void {
     this.#closeWhenIdle = true
@@ -155,11 +215,78 @@ export class WebSocketTransport implements Transport {
   }
 
   #receive(data: Buffer, isBinary: boolean): void {
+    if (this.#closed) return
+    this.lastActivity = Date.now()
     if (isBinary) {
       this.#log.info('WebSocket client sent a binary frame; closing with 1003')
       void this.close(1003, 'Binary frames are not supported; send JSON-RPC as text')
       return
     }
+    if (this.#recheck === undefined) {
+      this.#handle(data, undefined)
+      return
+    }
+    if (this.#checking !== undefined) {
+      this.#queue(this.#checking.then(() => this.#checkThenHandle(data)))
+      return
+    }
+    const pending = this.#checkThenHandle(data)
+    if (pending !== undefined) this.#queue(pending)
+  }
+
+  /** Keeps later messages behind `pending`, so they are handled in the order they came. */
+  #queue(pending: Promise<void>): void {
+    const tail = pending.finally(() => {
+      if (this.#checking === tail) this.#checking = undefined
+    })
+    this.#checking = tail
+  }
+
+  /**
+   * Checks the connection's credential again, then handles the message; a credential that is
+   * no longer good closes the connection with a reason instead. Returns a promise only when the
+   * check is asynchronous.
+   */
+  #checkThenHandle(data: Buffer): Promise<void> | undefined {
+    if (this.#closed || this.#recheck === undefined) return undefined
+    let verdict: AuthResult | Promise<AuthResult>
+    try {
+      verdict = this.#recheck()
+    } catch (error) {
+      verdict = Promise.reject(error)
+    }
+    if (!(verdict instanceof Promise)) {
+      this.#admit(verdict, data)
+      return undefined
+    }
+    return verdict.then(
+      (result) => this.#admit(result, data),
+      (error: unknown) => {
+        this.#log.error('WebSocket credential check failed', { error })
+        this.#admit(
+          { ok: false, status: 503, message: 'Authentication failed', wwwAuthenticate: '' },
+          data,
+        )
+      },
+    )
+  }
+
+  #admit(result: AuthResult, data: Buffer): void {
+    if (this.#closed) return
+    if (result.ok) {
+      this.#handle(data, result.identity)
+      return
+    }
+    // Fail closed: whatever made the credential unusable (expiry, revocation, lost scopes, an
+    // issuer that cannot be reached), the message is not handled and the connection ends.
+    this.#log.info('WebSocket credential no longer valid; closing', {
+      status: result.status,
+      reason: result.message,
+    })
+    void this.close(CREDENTIAL_CLOSE_CODE, closeReason(`Credential rejected: ${result.message}`))
+  }
+
+  #handle(data: Buffer, identity: Identity | undefined): void {
     const text = decodeUtf8(data)
     const allowBatch = this.#protocolVersion !== undefined && TRAITS[this.#protocolVersion].batching
     const parsed =
@@ -170,7 +297,8 @@ export class WebSocketTransport implements Transport {
       void this.send(parsed.error).catch(() => {})
       return
     }
-    const info = parsed.batch ? { batch: true } : undefined
+    // The identity the credential check just confirmed: the session's rights follow it.
+    const info = parsed.batch ? { batch: true, identity } : identity && { identity }
     for (const item of parsed.items) {
       if (!item.ok) {
         void this.send(item.error).catch(() => {})
@@ -185,6 +313,7 @@ export class WebSocketTransport implements Transport {
     if (this.#closed) return
     this.#closed = true
     if (this.#ping) clearInterval(this.#ping)
+    this.#onEnded?.()
     this.onclose?.()
   }
 }
@@ -197,11 +326,28 @@ export class WebSocketEndpoint {
   // Created on the first upgrade: most gateways never see one, and ws costs start-up time.
   #wss: WebSocketServer | undefined
   readonly #transports = new Set<WebSocketTransport>()
+  readonly #limits: SessionLimits<WebSocketTransport>
 
   constructor(handler: InboundHandler, options: WebSocketInboundOptions, log: Logger) {
     this.#handler = handler
     this.#options = options
     this.#log = log
+    this.#limits = new SessionLimits(
+      options,
+      {
+        idle: (transport) => transport.idle,
+        lastActivity: (transport) => transport.lastActivity,
+        evict: (transport, bound) =>
+          void transport.close(
+            EVICTED_CLOSE_CODE,
+            bound === 'maxSessionsPerIdentity'
+              ? 'Evicted: too many sessions for this caller; this was its oldest idle one'
+              : 'Evicted: too many sessions; this was the oldest idle one',
+          ),
+      },
+      'WebSocket',
+      log,
+    )
   }
 
   #server(): WebSocketServer {
@@ -219,8 +365,17 @@ export class WebSocketEndpoint {
     return this.#transports.size
   }
 
-  /** Completes (or refuses) one upgrade whose Host, Origin and path were already checked. */
-  upgrade(req: IncomingMessage, socket: Duplex, head: Buffer, server: string): void {
+  /**
+   * Completes (or refuses) one upgrade whose Host, Origin, path and credential were already
+   * checked; `recheck` checks that credential again before every message.
+   */
+  upgrade(
+    req: IncomingMessage,
+    socket: Duplex,
+    head: Buffer,
+    server: string,
+    recheck?: CredentialCheck,
+  ): void {
     const offered = (req.headers['sec-websocket-protocol'] ?? '').split(',').map((p) => p.trim())
     if (!offered.includes(MCP_SUBPROTOCOL)) {
       const reason = `WebSocket clients must offer the "${MCP_SUBPROTOCOL}" subprotocol`
@@ -228,10 +383,25 @@ export class WebSocketEndpoint {
       rejectUpgrade(socket, 400, reason)
       return
     }
+    const owner = sessionOwner(req)
+    const admission = this.#limits.admit(owner)
+    if (!admission.ok) {
+      rejectUpgrade(socket, admission.status, admission.reason, { 'Retry-After': '5' })
+      return
+    }
     this.#server().handleUpgrade(req, socket, head, (client) => {
-      const transport = new WebSocketTransport(client, this.#options, this.#log)
+      const transport: WebSocketTransport = new WebSocketTransport(
+        client,
+        this.#options,
+        this.#log,
+        recheck,
+        () => {
+          this.#limits.remove(transport)
+          this.#transports.delete(transport)
+        },
+      )
+      this.#limits.add(owner, transport)
       this.#transports.add(transport)
-      client.on('close', () => this.#transports.delete(transport))
       this.#handler.connect(transport, {
         kind: 'websocket',
         server,
