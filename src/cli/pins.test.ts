@@ -131,3 +131,47 @@ describe('barbican check and lock', () => {
     )
   })
 })
+
+describe('trust.allowInlineCode', () => {
+  /** The memory server started behind a `data:` import, which no lockfile can pin. */
+  function inlineConfig(trust: Record<string, unknown> | undefined) {
+    const dir = join(root, `c${n++}`)
+    mkdirSync(dir)
+    const file = join(dir, 'barbican.json')
+    writeFileSync(
+      file,
+      JSON.stringify({
+        upstreams: {
+          memory: {
+            command: process.execPath,
+            args: ['--import=data:text/javascript,globalThis.x=1', memoryServer],
+            env: { MEMORY_FILE_PATH: join(root, 'memory.jsonl') },
+            ...(trust === undefined ? {} : { trust }),
+          },
+        },
+      }),
+    )
+    return file
+  }
+
+  test('refuses the launch by default and names the key that allows it', async () => {
+    const refused = await run(['check', '--config', inlineConfig(undefined)])
+    assert.equal(refused.code, 1)
+    assert.match(
+      refused.stdout,
+      /FAIL {2}memory: upstream "memory": launch refused: node --import data: loads code given on the command line, which barbican\.lock cannot pin; launch a script file or a package, or set trust\.allowInlineCode: true/,
+    )
+  })
+
+  test('launches it when the upstream allows it, and `barbican lock` skips it', async () => {
+    const file = inlineConfig({ allowInlineCode: true })
+    const checked = await run(['check', '--config', file])
+    assert.equal(checked.code, 0, checked.stdout + checked.stderr)
+    const locked = await run(['lock', '--config', file])
+    assert.equal(locked.code, 0, locked.stdout + locked.stderr)
+    assert.match(
+      locked.stdout,
+      /skipped memory: node --import data: loads code given on the command line, which cannot be locked/,
+    )
+  })
+})

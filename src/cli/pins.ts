@@ -150,8 +150,13 @@ export async function runLock(
   let failed = 0
   for (const u of loaded.config.upstreams) {
     if (u.transport !== 'stdio') continue
-    const launch = launchOf(u.command, u.args)
+    const launch = launchOf(u.command, u.args, u.env)
     if (!launch) continue
+    if (launch.kind === 'inline' && u.trust?.allowInlineCode === true) {
+      // Allowed inline code is launched unlocked: there is no file to pin.
+      io.stdout(`skipped ${u.name}: ${launch.reason}, which cannot be locked\n`)
+      continue
+    }
     try {
       const entry = observeLaunch(launch, {
         cwd: u.cwd ?? process.cwd(),

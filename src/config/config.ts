@@ -58,6 +58,7 @@ export interface TrustConfig {
   readonly onChange: 'quarantine' | 'warn'
   readonly scan: 'warn' | 'quarantine'
   readonly allowFloating: boolean
+  readonly allowInlineCode: boolean
 }
 
 /** Where pins and baselines live; a relative SQLite path is already resolved. */

@@ -17,6 +17,7 @@ const TRUST_DEFAULTS = {
   onChange: 'quarantine',
   scan: 'warn',
   allowFloating: false,
+  allowInlineCode: false,
 } as const
 
 /** `trust:` of one upstream; every key has a default. */
@@ -50,11 +51,20 @@ export const trustSchema = doc(
         'Launch a package given without an exact version (npx pkg, pkg@latest, uvx pkg). ' +
           'Default: false: such an upstream is refused before launch.',
       ),
+      allowInlineCode: doc(
+        z.boolean().default(TRUST_DEFAULTS.allowInlineCode),
+        'Allow inline code',
+        'Launch code that no file holds, which barbican.lock cannot pin: node -e/-p/--eval/' +
+          '--print, a data: URL given to --import/--require/--loader (also in NODE_OPTIONS), ' +
+          'python -c, deno eval, bun -e, a program read from stdin. Default: false: such an ' +
+          'upstream is refused before launch.',
+      ),
     })
     .optional(),
   'Trust',
   'Pinning, scanning and launch policy of this upstream (docs/trust.md). Default: ' +
-    '{ firstSight: trust, onChange: quarantine, scan: warn, allowFloating: false }.',
+    '{ firstSight: trust, onChange: quarantine, scan: warn, allowFloating: false, ' +
+    'allowInlineCode: false }.',
 )
 
 /** Top-level `store:`; absent means the SQLite file beside the config. */

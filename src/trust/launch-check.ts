@@ -1,6 +1,7 @@
 /**
- * The check before a stdio upstream is launched: no shell strings, no floating package versions
- * unless allowed, and, when `barbican.lock` exists, exactly the pinned package, version,
+ * The check before a stdio upstream is launched: no shell strings, no inline code and no
+ * floating package versions unless allowed (every package the command line names, not only the
+ * first), and, when `barbican.lock` exists, exactly the pinned package, version,
  * registry integrity and files. A refusal names the package, what was expected and what was
  * found, so the operator knows whether to re-lock or to distrust the machine.
  */
@@ -12,10 +13,14 @@ import { type LaunchContext, type LockEntry, type Lockfile, observeLaunch } from
 export interface LaunchSpec {
   readonly command: string
   readonly args: readonly string[]
+  /** The process environment the config declares (`NODE_OPTIONS` can load code too). */
+  readonly env?: Readonly<Record<string, string>>
 }
 
 export interface LaunchCheckOptions {
   readonly allowFloating: boolean
+  /** Launch code given on the command line (`node -e`, `python -c`); never locked. Default false. */
+  readonly allowInlineCode?: boolean
   /** The lockfile's content; undefined when there is no lockfile (integrity is not checked). */
   readonly lock: Lockfile | undefined
   readonly context: LaunchContext
@@ -36,16 +41,30 @@ export function checkLaunch(
       },
     )
   }
-  const launch = launchOf(spec.command, spec.args)
+  const launch = launchOf(spec.command, spec.args, spec.env)
   if (!launch) return undefined
   if (launch.kind === 'shell') return refuse(`${launch.reason}; configure the server's own command`)
-  if (launch.kind === 'package' && !launch.exact && !options.allowFloating) {
-    const asked = launch.version === undefined ? 'no version' : `"${launch.version}"`
-    const example = launch.ecosystem === 'npm' ? `${launch.name}@1.2.3` : `${launch.name}==1.2.3`
-    refuse(
-      `${launch.name} is given with ${asked}, which floats to whatever the registry serves at ` +
-        `launch; pin an exact version (e.g. ${example}) or set trust.allowFloating: true`,
-    )
+  if (launch.kind === 'inline') {
+    if (options.allowInlineCode !== true)
+      refuse(
+        `${launch.reason}, which barbican.lock cannot pin; launch a script file or a package, ` +
+          'or set trust.allowInlineCode: true',
+      )
+    // Allowed inline code has nothing a lockfile could compare.
+    return launch
+  }
+  if (launch.kind === 'package' && !options.allowFloating) {
+    const first = { ...launch, via: launch.runner }
+    for (const pkg of [first, ...launch.also]) {
+      if (pkg.exact) continue
+      const asked = pkg.version === undefined ? 'no version' : `"${pkg.version}"`
+      const example = launch.ecosystem === 'npm' ? `${pkg.name}@1.2.3` : `${pkg.name}==1.2.3`
+      const via = pkg === first ? '' : ` (${pkg.via})`
+      refuse(
+        `${pkg.name}${via} is given with ${asked}, which floats to whatever the registry serves ` +
+          `at launch; pin an exact version (e.g. ${example}) or set trust.allowFloating: true`,
+      )
+    }
   }
   const lock = options.lock
   if (!lock) return launch
@@ -78,6 +97,29 @@ export function checkLaunch(
     launch.kind === 'package'
       ? `${launch.name}@${expected.version ?? '?'}`
       : `script ${launch.path}`
+  compareEntry(label, expected, actual, refuse)
+  if (launch.kind === 'package') {
+    const want = expected.with ?? []
+    const got = actual.with ?? []
+    const names = (entries: readonly LockEntry[]) => entries.map((e) => e.package).join(', ')
+    if (names(want) !== names(got))
+      refuse(
+        `barbican.lock pins ${launch.name} with [${names(want)}], the config installs ` +
+          `[${names(got)}] beside it; run \`barbican lock\` to pin them`,
+      )
+    want.forEach((entry, i) => {
+      compareEntry(`${entry.package}@${entry.version ?? '?'}`, entry, got[i]!, refuse)
+    })
+  }
+  return launch
+}
+
+function compareEntry(
+  label: string,
+  expected: LockEntry,
+  actual: LockEntry,
+  refuse: (message: string) => never,
+): void {
   for (const field of ['version', 'integrity', 'files'] as const) {
     const want = expected[field]
     if (want === undefined || want === '') continue
@@ -88,5 +130,4 @@ export function checkLaunch(
       )
     }
   }
-  return launch
 }

@@ -11,6 +11,7 @@ describe('recognizing what a stdio command launches', () => {
       name: '@modelcontextprotocol/server-memory',
       version: '2026.8.31',
       exact: true,
+      also: [],
     })
     const viaPackage = launchOf('/usr/bin/npx', ['--package=tool@1.0.0', 'tool-bin', '--flag'])
     assert.equal(viaPackage?.kind === 'package' && viaPackage.name, 'tool')
@@ -39,7 +40,7 @@ describe('recognizing what a stdio command launches', () => {
       path: 'dist/index.js',
     })
     assert.equal(launchOf('python3', ['server.py'])?.kind, 'script')
-    assert.equal(launchOf('node', ['-e', 'require("x")'])?.kind, 'shell')
+    assert.equal(launchOf('node', ['-e', 'require("x")'])?.kind, 'inline')
     assert.equal(launchOf('npx', ['-c', 'some-server && curl evil'])?.kind, 'shell')
     assert.equal(launchOf('docker', ['run', 'image']), undefined)
   })

@@ -25,6 +25,8 @@ export interface LockEntry {
   readonly path?: string
   /** `sha256-…` over what runs; empty where it cannot be found before launch (uvx). */
   readonly files: string
+  /** Package launches: every other package installed beside it (`npx -p`, `uvx --with`). */
+  readonly with?: readonly LockEntry[]
 }
 
 export interface Lockfile {
@@ -66,16 +68,31 @@ export function writeLockfile(path: string, lock: Lockfile): void {
 
 /** What is installed now for `launch`; refuses when the package cannot be found. */
 export function observeLaunch(launch: Launch, ctx: LaunchContext): LockEntry {
-  if (launch.kind === 'shell') throw new BarbicanError('ERR_LAUNCH_REFUSED', launch.reason)
+  if (launch.kind === 'shell' || launch.kind === 'inline')
+    throw new BarbicanError('ERR_LAUNCH_REFUSED', `${launch.reason}; it cannot be locked`)
   if (launch.kind === 'script') {
     const path = isAbsolute(launch.path) ? launch.path : resolve(ctx.cwd, launch.path)
     if (!existsSync(path))
       throw new BarbicanError('ERR_LAUNCH_REFUSED', `script ${path} does not exist`)
     return { runner: launch.runner, path: launch.path, files: filesHash([path]) }
   }
-  if (launch.ecosystem === 'pypi') {
+  const main = observePackage(launch.runner, launch.ecosystem, launch, ctx)
+  if (launch.also.length === 0) return main
+  return {
+    ...main,
+    with: launch.also.map((pkg) => observePackage(launch.runner, launch.ecosystem, pkg, ctx)),
+  }
+}
+
+function observePackage(
+  runner: string,
+  ecosystem: 'npm' | 'pypi',
+  launch: { readonly name: string; readonly version: string | undefined },
+  ctx: LaunchContext,
+): LockEntry {
+  if (ecosystem === 'pypi') {
     return {
-      runner: launch.runner,
+      runner,
       package: launch.name,
       ...(launch.version === undefined ? {} : { version: launch.version }),
       files: '',
@@ -104,7 +121,7 @@ export function observeLaunch(launch: Launch, ctx: LaunchContext): LockEntry {
   const files = [join(dir, 'package.json'), ...bins.map((b) => resolve(dir, b))]
   const integrity = registryIntegrity(dir, launch.name)
   return {
-    runner: launch.runner,
+    runner,
     package: launch.name,
     version: String(manifest.version),
     ...(integrity === undefined ? {} : { integrity }),

@@ -1,6 +1,6 @@
 /**
  * What an operator decides per upstream about trust: how a first sight is treated, what a later
- * change does, what scan findings do, and whether a floating package version may be launched.
+ * change does, what scan findings do, and whether a floating package version or inline code may be launched.
  */
 
 export interface TrustPolicy {
@@ -12,6 +12,8 @@ export interface TrustPolicy {
   readonly scan: 'warn' | 'quarantine'
   /** Launch packages without an exact version (`@latest`, none). */
   readonly allowFloating: boolean
+  /** Launch code no file holds (`node -e`, `python -c`), which `barbican.lock` cannot pin. */
+  readonly allowInlineCode: boolean
 }
 
 /** Trust on first use, quarantine changes, report findings, refuse floating versions. */
@@ -20,6 +22,7 @@ export const DEFAULT_TRUST_POLICY: TrustPolicy = Object.freeze({
   onChange: 'quarantine',
   scan: 'warn',
   allowFloating: false,
+  allowInlineCode: false,
 })
 
 /** The actor recorded for pins made by trust on first use. */

@@ -86,8 +86,10 @@ function checkedLaunch(
   try {
     // Read at every launch, so `barbican lock` takes effect at the next restart.
     const lock = lockfilePath === undefined ? undefined : readLockfile(lockfilePath)
+    const policy = trustPolicyOf(u)
     checkLaunch(u.name, u, {
-      allowFloating: trustPolicyOf(u).allowFloating,
+      allowFloating: policy.allowFloating,
+      allowInlineCode: policy.allowInlineCode,
       lock,
       context: { cwd: u.cwd ?? process.cwd(), home: u.env.HOME ?? process.env.HOME },
     })
