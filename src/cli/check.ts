@@ -7,6 +7,7 @@ import type { LoadedConfig } from '../config/config.ts'
 import { Gateway } from '../gateway.ts'
 import { planFromConfig } from '../gateway-plan.ts'
 import { jsonLogger } from '../log.ts'
+import { printableName } from '../protocol/item-names.ts'
 import { memoryStore } from '../store/memory.ts'
 import { lockfilePathOf, withTrust } from '../trust/trust-setup.ts'
 import type { CliIo, CommandOptions } from './command.ts'
@@ -45,6 +46,11 @@ export async function runCheck(
     }
     for (const server of gateway.servers.values()) {
       const { catalog } = await server.catalog()
+      for (const h of catalog.heldBack) {
+        io.stdout(
+          `warn  server ${server.name}: ${h.kind} "${printableName(h.original)}" of ${h.upstream} held back: ${h.reason}\n`,
+        )
+      }
       for (const c of catalog.conflicts) {
         io.stdout(
           `warn  server ${server.name}: ${c.kind} name "${c.name}" offered by ${c.upstreams.join(', ')}\n`,

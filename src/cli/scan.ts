@@ -8,10 +8,11 @@ import type { LoadedConfig } from '../config/config.ts'
 import { Gateway } from '../gateway.ts'
 import { planFromConfig } from '../gateway-plan.ts'
 import { jsonLogger } from '../log.ts'
+import { printableName } from '../protocol/item-names.ts'
 import { memoryStore } from '../store/memory.ts'
 import { type Finding, QUARANTINE_SEVERITIES, type ScannedUpstream } from '../trust/findings.ts'
 import { scanSurfaces } from '../trust/scan.ts'
-import { surfaceOf } from '../trust/surface.ts'
+import { itemKey, surfaceOf } from '../trust/surface.ts'
 import { lockfilePathOf, withTrust } from '../trust/trust-setup.ts'
 import type { CliIo, CommandOptions } from './command.ts'
 import { loadForCommand } from './load.ts'
@@ -71,9 +72,11 @@ export async function runScan(
   }
   const findings = scanSurfaces(surfaces).sort((a, b) => RANK[a.severity] - RANK[b.severity])
   for (const f of findings) {
+    // Names and messages quote what upstreams wrote: hidden characters are shown escaped, so a
+    // hostile name cannot drive the operator's terminal.
     io.stdout(
-      `${f.severity.padEnd(8)} ${f.upstream} ${f.key} ${f.rule}: ${f.message}` +
-        `${f.field ? ` [${f.field}]` : ''}\n`,
+      `${f.severity.padEnd(8)} ${f.upstream} ${itemKey(f.kind, printableName(f.name))} ${f.rule}: ` +
+        `${printableName(f.message, Number.POSITIVE_INFINITY)}${f.field ? ` [${f.field}]` : ''}\n`,
     )
   }
   const severe = findings.filter((f) => QUARANTINE_SEVERITIES.has(f.severity)).length

@@ -88,10 +88,47 @@ describe('the catalog of a virtual server', () => {
     assert.equal(c.toolTargets.has('web__fetch'), false)
   })
 
-  test('generated names that break the spec tool-name rules are reported, not exposed', () => {
+  test('generated names that break the spec tool-name rules are held back, not exposed', () => {
     const c = buildCatalog([lists('long', ['x'.repeat(126)])], rules('always'))
     assert.deepEqual(c.tools, [])
-    assert.equal(c.conflicts[0]?.kind, 'tool')
+    assert.deepEqual(c.heldBack, [
+      {
+        kind: 'tool',
+        upstream: 'long',
+        original: 'x'.repeat(126),
+        exposed: `long__${'x'.repeat(126)}`,
+        reason: 'the exposed name is 132 characters long, over 128',
+      },
+    ])
+  })
+
+  test('upstream names outside the MCP name rules are held back with the reason', () => {
+    const hostile = ['a\u001b[31m', 'b\nc', 'd\u0000', '', 'x'.repeat(129), 'read_fil\u0435', 'ok']
+    const c = buildCatalog(
+      [{ ...lists('h', hostile), prompts: hostile.map((name): JsonObject => ({ name })) }],
+      rules('on-conflict'),
+    )
+    assert.deepEqual(
+      c.tools.map((t) => t.name),
+      ['ok'],
+    )
+    assert.deepEqual(
+      c.prompts.map((p) => p.name),
+      ['ok'],
+    )
+    assert.deepEqual(
+      c.heldBack.filter((h) => h.kind === 'prompt').map((h) => h.reason),
+      [
+        'the name contains a control or invisible character (U+001B)',
+        'the name contains a control or invisible character (U+000A)',
+        'the name contains a control or invisible character (U+0000)',
+        'the name is empty',
+        'the name is 129 characters long, over 128',
+        'the name contains U+0435, outside A-Z a-z 0-9 _ - .',
+      ],
+    )
+    assert.equal(c.toolTargets.has('b\nc'), false)
+    assert.equal(c.promptTargets.has(''), false)
   })
 
   test('leaves upstream objects untouched and keeps unknown members', () => {

@@ -4,8 +4,10 @@
  * name back to (upstream, original name). Rebuilt from the upstreams' cached lists whenever one
  * of them changes; lookups are then map reads.
  */
+
+import { nameProblem } from '../protocol/item-names.ts'
 import type { JsonObject } from '../protocol/jsonrpc.ts'
-import { isValidToolName, type Namespacing, prefixName, prefixUri } from './names.ts'
+import { type Namespacing, prefixName, prefixUri } from './names.ts'
 
 /** Decides whether an upstream's item (by its original name or URI) is exposed. */
 export type NameFilter = (name: string, upstream: string) => boolean
@@ -39,6 +41,20 @@ export interface Conflict {
   readonly upstreams: readonly string[]
 }
 
+/**
+ * A tool or prompt whose exposed name breaks MCP's name rules: never shown to clients
+ * (docs/decisions/023). An operator can expose it under a valid name with `rename`.
+ */
+export interface HeldBack {
+  readonly kind: 'tool' | 'prompt'
+  readonly upstream: string
+  /** The upstream's own name, as it advertised it. */
+  readonly original: string
+  /** The name clients would have seen, after renames and namespacing. */
+  readonly exposed: string
+  readonly reason: string
+}
+
 export interface Catalog {
   readonly tools: readonly JsonObject[]
   readonly prompts: readonly JsonObject[]
@@ -48,6 +64,7 @@ export interface Catalog {
   readonly promptTargets: ReadonlyMap<string, Target>
   readonly resourceTargets: ReadonlyMap<string, Target>
   readonly conflicts: readonly Conflict[]
+  readonly heldBack: readonly HeldBack[]
 }
 
 export interface CatalogRules {
@@ -60,9 +77,11 @@ export interface CatalogRules {
 /** Builds the catalog; `lists` are in configuration order, which fixes the merged order. */
 export function buildCatalog(lists: readonly UpstreamLists[], rules: CatalogRules): Catalog {
   const conflicts: Conflict[] = []
+  const heldBack: HeldBack[] = []
   const { namespacing } = rules
-  const tools = mergeNamed(lists, 'tools', 'tool', rules.tools, namespacing, conflicts)
-  const prompts = mergeNamed(lists, 'prompts', 'prompt', rules.prompts, namespacing, conflicts)
+  const named = { namespacing, conflicts, heldBack }
+  const tools = mergeNamed(lists, 'tools', 'tool', rules.tools, named)
+  const prompts = mergeNamed(lists, 'prompts', 'prompt', rules.prompts, named)
   const resources = mergeUris(
     lists,
     'resources',
@@ -90,6 +109,7 @@ export function buildCatalog(lists: readonly UpstreamLists[], rules: CatalogRule
     promptTargets: prompts.targets,
     resourceTargets: resources.targets,
     conflicts,
+    heldBack,
   }
 }
 
@@ -102,10 +122,13 @@ function needsPrefix(mode: Namespacing['mode'], count: number, clash: boolean): 
 function mergeNamed(
   lists: readonly UpstreamLists[],
   key: 'tools' | 'prompts',
-  kind: Conflict['kind'],
+  kind: HeldBack['kind'],
   rules: ItemRules,
-  namespacing: Namespacing,
-  conflicts: Conflict[],
+  {
+    namespacing,
+    conflicts,
+    heldBack,
+  }: { namespacing: Namespacing; conflicts: Conflict[]; heldBack: HeldBack[] },
 ): { items: JsonObject[]; targets: Map<string, Target> } {
   // First pass: exposed base names per upstream, to find clashes for on-conflict mode.
   const owners = new Map<string, string[]>()
@@ -128,6 +151,14 @@ function mergeNamed(
     const exposed = needsPrefix(namespacing.mode, 1, clash)
       ? prefixName(upstream, base, namespacing.separator)
       : base
+    // Checked on the exposed name: a valid name can outgrow 128 characters once namespaced.
+    const problem = nameProblem(exposed)
+    if (problem !== undefined) {
+      const grown = exposed !== original && nameProblem(original) === undefined
+      const reason = grown ? problem.replace('the name', 'the exposed name') : problem
+      heldBack.push({ kind, upstream, original, exposed, reason })
+      continue
+    }
     if (targets.has(exposed)) {
       // Only reachable in mode `never`: the first upstream keeps the name; report, never shadow.
       const existing = conflicts.find((c) => c.kind === kind && c.name === exposed)
@@ -138,10 +169,6 @@ function mergeNamed(
           name: exposed,
           upstreams: [targets.get(exposed)!.upstream, upstream],
         })
-      continue
-    }
-    if (kind === 'tool' && !isValidToolName(exposed) && isValidToolName(original)) {
-      conflicts.push({ kind, name: exposed, upstreams: [upstream] })
       continue
     }
     targets.set(exposed, { upstream, original })

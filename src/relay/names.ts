@@ -7,6 +7,8 @@
  * naturally; it is reversed by splitting at the first `+` whose prefix names an upstream.
  */
 
+import { nameProblem } from '../protocol/item-names.ts'
+
 export type NamespaceMode = 'always' | 'on-conflict' | 'never'
 
 export interface Namespacing {
@@ -14,16 +16,13 @@ export interface Namespacing {
   readonly separator: string
 }
 
-/** The spec's recommended tool-name alphabet (SEP-986): 1–128 chars of [A-Za-z0-9_.-]. */
-const TOOL_NAME = /^[A-Za-z0-9_.-]{1,128}$/
-
 export function prefixName(upstream: string, name: string, separator: string): string {
   return `${upstream}${separator}${name}`
 }
 
-/** True when a generated name obeys the spec's tool-name rules. */
+/** True when a name obeys the spec's tool-name rules (protocol/item-names.ts). */
 export function isValidToolName(name: string): boolean {
-  return TOOL_NAME.test(name)
+  return nameProblem(name) === undefined
 }
 
 export function prefixUri(upstream: string, uri: string): string {

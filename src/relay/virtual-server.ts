@@ -7,6 +7,7 @@
 import { EventEmitter } from 'node:events'
 import { BarbicanError } from '../errors.ts'
 import type { Logger } from '../log.ts'
+import { printableName } from '../protocol/item-names.ts'
 import type { JsonObject } from '../protocol/jsonrpc.ts'
 import { hasCapability } from '../protocol/methods.ts'
 import { quarantineCatalog, withoutQuarantinedTemplates } from '../trust/quarantine.ts'
@@ -210,6 +211,16 @@ export class VirtualServer extends EventEmitter<VirtualServerEvents> {
   #logConflicts(catalog: Catalog): void {
     for (const conflict of catalog.conflicts) {
       this.#log.warn('name conflict in virtual server', { server: this.name, ...conflict })
+    }
+    for (const held of catalog.heldBack) {
+      this.#log.warn('name held back from clients', {
+        server: this.name,
+        upstream: held.upstream,
+        kind: held.kind,
+        name: printableName(held.original),
+        exposed: printableName(held.exposed),
+        reason: held.reason,
+      })
     }
   }
 

@@ -19,6 +19,7 @@ export type ScanRule =
   | 'oversized'
   | 'name-collision'
   | 'name-imitation'
+  | 'invalid-name'
 
 /** One problem with one advertised item. */
 export interface Finding {

@@ -75,7 +75,12 @@ describe('names across upstreams', () => {
     ])
     assert.deepEqual(
       findings.map((f) => `${f.upstream}:${f.rule}:${f.severity}`),
-      ['files:name-imitation:high', 'evil:name-imitation:high', 'evil:name-imitation:high'],
+      [
+        'evil:invalid-name:medium',
+        'files:name-imitation:high',
+        'evil:name-imitation:high',
+        'evil:name-imitation:high',
+      ],
     )
   })
 })

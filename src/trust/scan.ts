@@ -4,6 +4,7 @@
  * pointing at another server's tools or imitating another server's names is reported, each
  * finding with a severity the upstream's `trust.scan` policy acts on.
  */
+import { isHiddenCharacter, nameProblem } from '../protocol/item-names.ts'
 import type { Finding, ScannedUpstream, ScanRule, Severity } from './findings.ts'
 import { imitationFindings } from './imitation.ts'
 import type { SurfaceItem } from './surface.ts'
@@ -111,6 +112,20 @@ export function scanItem(
       message,
       ...(field === undefined ? {} : { field }),
     })
+  if (item.kind === 'tool' || item.kind === 'prompt') {
+    const problem = nameProblem(item.name)
+    if (problem !== undefined) {
+      // Held back from every client by the catalog; an escape sequence or newline in a name is
+      // an attempt on the terminals and prompts that show it, anything else a sloppy name.
+      const hidden = [...item.name].some((c) => isHiddenCharacter(c.codePointAt(0)!))
+      add(
+        'invalid-name',
+        hidden ? 'high' : 'medium',
+        `${problem}; held back from clients (rename it in the virtual server to expose it)`,
+        'name',
+      )
+    }
+  }
   const seen = new Set<string>()
   const once = (rule: ScanRule, severity: Severity, message: string, field: string) => {
     const id = `${rule}\u0000${message}`
