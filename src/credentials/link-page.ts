@@ -11,6 +11,7 @@ export function page(
   title: string,
   text: string,
   action?: { href: string; label: string },
+  headers: Readonly<Record<string, string>> = {},
 ): void {
   const body =
     `<!doctype html><html lang="en"><head><meta charset="utf-8"><title>${html(title)}</title></head>` +
@@ -25,6 +26,7 @@ export function page(
     'referrer-policy': 'no-referrer',
     'x-frame-options': 'DENY',
     'content-security-policy': "default-src 'none'; frame-ancestors 'none'",
+    ...headers,
   })
   res.end(body)
 }

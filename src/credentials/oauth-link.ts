@@ -2,9 +2,10 @@
  * Linking a user's account at an upstream's authorization server, and using it afterwards.
  * When a user calls an upstream they have not linked, the call is answered with a URL (URL-mode
  * elicitation, or a precise error carrying it) to `/link/UPSTREAM?ticket=…`: a short-lived,
- * single-use ticket bound to that user. The page there starts an authorization code flow with
- * PKCE; `/oauth/callback` checks state and `iss`, redeems the code and stores the tokens under
- * (user, upstream, issuer). Later calls carry the stored access token, refreshed (with rotation)
+ * single-use ticket bound to that user. The page there names the user the link is for, binds
+ * the flow to the browser that opened it (a cookie, link-browser.ts) and starts an authorization
+ * code flow with PKCE; `/oauth/callback` checks that browser, state and `iss`, redeems the code
+ * and stores the tokens under (user, upstream, issuer). Later calls carry the stored access token, refreshed (with rotation)
  * when it expires. The client's own token plays no part in any of it.
  */
 
@@ -16,6 +17,7 @@ import type { Identity } from '../auth/identity.ts'
 import { identityKey } from '../auth/request-identity.ts'
 import type { Logger } from '../log.ts'
 import type { GuardedFetch } from '../net/guarded-fetch.ts'
+import { bindBrowser, clearBrowserBinding, isSameBrowser } from './link-browser.ts'
 import { page } from './link-page.ts'
 import {
   authorizationServer,
@@ -65,6 +67,8 @@ interface Ticket {
 
 interface PendingState {
   readonly user: string
+  /** SHA-256 of the nonce in the cookie of the browser that opened the link page. */
+  readonly browser: Buffer
   readonly upstream: string
   readonly verifier: string
   readonly metadata: AuthorizationServerMetadata
@@ -134,8 +138,10 @@ export class LinkRegistry {
       const metadata = await link.metadata()
       const { verifier, challenge } = pkcePair()
       const state = randomBytes(24).toString('base64url')
+      const binding = bindBrowser(state, this.#cookieScope())
       this.#states.set(state, {
         user: ticket.user,
+        browser: binding.hash,
         upstream,
         verifier,
         metadata,
@@ -153,9 +159,12 @@ export class LinkRegistry {
         res,
         200,
         `Link ${upstream}`,
-        `Barbican will act as ${ticket.subject} at ${upstream}. Continue to ${metadata.issuer} to ` +
-          'sign in and approve.',
+        `This link is for the Barbican user ${ticket.subject}: Barbican will act as ` +
+          `${ticket.subject} at ${upstream}. Continue only if you are ${ticket.subject}, in this ` +
+          `browser: whoever signs in next links their ${upstream} account to ` +
+          `${ticket.subject}. Continue to ${metadata.issuer} to sign in and approve.`,
         { href: target, label: `Continue to ${new URL(metadata.issuer).host}` },
+        { 'set-cookie': binding.setCookie },
       )
     } catch (err) {
       this.#deps.log.warn('cannot start an upstream link', { upstream, error: err })
@@ -169,8 +178,26 @@ export class LinkRegistry {
     const stateId = url.searchParams.get('state') ?? ''
     const state = this.#states.get(stateId)
     this.#states.delete(stateId)
+    // The state is single-use whatever happens next; so is the browser's cookie.
+    const clear = state ? { 'set-cookie': clearBrowserBinding(stateId, this.#cookieScope()) } : {}
     if (!state || state.expires < Date.now()) {
       return page(res, 400, 'Link expired', 'This sign-in is unknown, used or expired.')
+    }
+    if (!isSameBrowser(req.headers.cookie, stateId, state.browser)) {
+      // Checked before the code is redeemed: a consent given in another browser (a victim sent
+      // someone else's authorization URL) must not store its tokens under that someone.
+      this.#deps.log.warn('upstream link refused: callback from another browser', {
+        upstream: state.upstream,
+      })
+      return page(
+        res,
+        400,
+        'Link refused',
+        'This sign-in was not started in this browser, so it is not linked. Open the link ' +
+          'Barbican gave you in this browser, and only if the link is for you.',
+        undefined,
+        clear,
+      )
     }
     const link = this.#links.get(state.upstream)!
     try {
@@ -201,12 +228,19 @@ export class LinkRegistry {
         200,
         'Linked',
         `Your ${state.upstream} account is linked. You can return to your client.`,
+        undefined,
+        clear,
       )
     } catch (err) {
       this.#deps.log.warn('upstream link failed', { upstream: state.upstream, error: err })
       const reason = err instanceof OAuthError ? err.message : 'The link could not be completed.'
-      page(res, 400, 'Link failed', reason)
+      page(res, 400, 'Link failed', reason, undefined, clear)
     }
+  }
+
+  /** The link cookie goes only to the callback, and only over https when Barbican is. */
+  #cookieScope() {
+    return { path: CALLBACK_PATH, secure: this.#deps.baseUrl().startsWith('https:') }
   }
 
   #sweep(): void {

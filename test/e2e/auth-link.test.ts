@@ -38,11 +38,19 @@ async function browse(start: string, stop: (url: URL) => boolean): Promise<URL> 
   throw new Error('too many redirects')
 }
 
+/** The `name=value` of the cookie a response sets (the link page's browser binding). */
+function cookieOf(res: Response): string {
+  const [line] = res.headers.getSetCookie()
+  assert.ok(line, 'the link page sets a cookie')
+  return line.split(';')[0]!
+}
+
 describe('linking an upstream account (authorization code + PKCE, refresh with rotation)', () => {
   let upstreamIssuer: TestIssuer
   let upstream: RecordingUpstream
   let server: RunningServer
   const alice = generateApiKey()
+  const mallory = generateApiKey()
   const seenTokens: string[] = []
   /** Makes the upstream refuse every token, as after a revocation on its side. */
   let refuseAll = false
@@ -80,7 +88,12 @@ describe('linking an upstream account (authorization code + PKCE, refresh with r
         },
       },
       auth: {
-        apiKeys: { keys: [{ id: 'alice', hash: alice.hash, subject: 'alice' }] },
+        apiKeys: {
+          keys: [
+            { id: 'alice', hash: alice.hash, subject: 'alice' },
+            { id: 'mallory', hash: mallory.hash, subject: 'mallory' },
+          ],
+        },
         network: { allow: ['127.0.0.1'] },
       },
     })
@@ -139,6 +152,7 @@ describe('linking an upstream account (authorization code + PKCE, refresh with r
       assert.equal(page.headers.get('x-frame-options'), 'DENY')
       const html = await page.text()
       assert.match(html, /as alice at files/)
+      const browserCookie = cookieOf(page)
       const authorize = new URL(
         (/id="continue" href="([^"]+)"/.exec(html)?.[1] ?? '').replaceAll('&#38;', '&'),
       )
@@ -154,7 +168,7 @@ describe('linking an upstream account (authorization code + PKCE, refresh with r
 
       const callback = await browse(authorize.toString(), (u) => u.pathname === '/oauth/callback')
       assert.equal(callback.searchParams.get('iss'), upstreamIssuer.issuer)
-      const done = await fetch(callback)
+      const done = await fetch(callback, { headers: { cookie: browserCookie } })
       assert.equal(done.status, 200, await done.clone().text())
       assert.match(await done.text(), /linked/)
 
@@ -194,6 +208,115 @@ describe('linking an upstream account (authorization code + PKCE, refresh with r
       const replay = await fetch(callback)
       await replay.body?.cancel()
       assert.equal(replay.status, 400)
+    } finally {
+      await client.close()
+    }
+  })
+
+  /** A user's client calls the tool and gets the link URL; the client is closed again. */
+  async function linkUrlFor(key: string): Promise<string> {
+    const client = new Client({ name: 'linker', version: '1.0.0' })
+    await client.connect(
+      new StreamableHTTPClientTransport(new URL(`${server.url}/mcp`), {
+        requestInit: { headers: { authorization: `Bearer ${key}` } },
+      }),
+    )
+    try {
+      const error = await client.callTool({ name: 'whoami', arguments: {} }).then(
+        () => assert.fail('the call should need a link'),
+        (err: Error) => err,
+      )
+      const url = /(http:\/\/127\.0\.0\.1:\d+\/link\/files\?ticket=[\w-]+)/.exec(error.message)?.[1]
+      assert.ok(url, error.message)
+      return url
+    } finally {
+      await client.close()
+    }
+  }
+
+  /** Opens the link page in a browser: its cookie and the issuer URL it continues to. */
+  async function openLinkPage(
+    linkUrl: string,
+  ): Promise<{ cookie: string; authorize: string; html: string }> {
+    const res = await fetch(linkUrl)
+    assert.equal(res.status, 200)
+    const html = await res.text()
+    const authorize = (/id="continue" href="([^"]+)"/.exec(html)?.[1] ?? '').replaceAll(
+      '&#38;',
+      '&',
+    )
+    return { cookie: cookieOf(res), authorize, html }
+  }
+
+  /** The user at the issuer signs in and consents; the browser lands on Barbican's callback. */
+  async function consentAt(authorize: string, login: string): Promise<URL> {
+    const before = upstreamIssuer.defaultUser
+    upstreamIssuer.defaultUser = login
+    try {
+      return await browse(authorize, (u) => u.pathname === '/oauth/callback')
+    } finally {
+      upstreamIssuer.defaultUser = before
+    }
+  }
+
+  test('the link cookie is HttpOnly, SameSite=Lax and scoped to the callback', async () => {
+    const res = await fetch(await linkUrlFor(mallory.key))
+    await res.body?.cancel()
+    const [line] = res.headers.getSetCookie()
+    assert.match(
+      line ?? '',
+      /^barbican-link-[\w-]{32}=[\w-]{43}; Path=\/oauth\/callback; Max-Age=600; HttpOnly; SameSite=Lax$/,
+    )
+  })
+
+  test('a consent given in another browser is not linked to the user who started the link', async () => {
+    // Mallory starts a link for mallory and sends the issuer URL to Alice, who consents there.
+    const attack = await openLinkPage(await linkUrlFor(mallory.key))
+    assert.match(attack.html, /This link is for the Barbican user mallory/)
+    const withoutCookie = await consentAt(attack.authorize, 'alice-at-files')
+    const refused = await fetch(withoutCookie)
+    assert.equal(refused.status, 400)
+    assert.match(
+      await refused.text(),
+      /This sign-in was not started in this browser, so it is not linked/,
+    )
+
+    // Alice's browser holds a cookie of its own link; neither it nor its nonce passes for Mallory's.
+    const alicesOwn = await openLinkPage(await linkUrlFor(alice.key))
+    const attack2 = await openLinkPage(await linkUrlFor(mallory.key))
+    const callback2 = await consentAt(attack2.authorize, 'alice-at-files')
+    const malloryName = attack2.cookie.split('=')[0]!
+    const aliceNonce = alicesOwn.cookie.split('=')[1]!
+    const otherBrowser = await fetch(callback2, {
+      headers: { cookie: `${alicesOwn.cookie}; ${malloryName}=${aliceNonce}` },
+    })
+    assert.equal(otherBrowser.status, 400)
+    assert.match(await otherBrowser.text(), /not started in this browser/)
+    // The refused callbacks stored nothing: Mallory still has no linked account.
+    assert.match(await linkUrlFor(mallory.key), /\/link\/files\?ticket=/)
+
+    // The browser that started the link completes it.
+    const own = await openLinkPage(await linkUrlFor(mallory.key))
+    const callback3 = await consentAt(own.authorize, 'mallory-at-files')
+    const linked = await fetch(callback3, { headers: { cookie: own.cookie } })
+    assert.equal(linked.status, 200, await linked.clone().text())
+    assert.match(linked.headers.getSetCookie()[0] ?? '', /^barbican-link-[\w-]+=; .*Max-Age=0/)
+    const client = new Client({ name: 'mallory', version: '1.0.0' })
+    await client.connect(
+      new StreamableHTTPClientTransport(new URL(`${server.url}/mcp`), {
+        requestInit: { headers: { authorization: `Bearer ${mallory.key}` } },
+      }),
+    )
+    try {
+      const result = (await client.callTool({ name: 'whoami', arguments: {} })) as {
+        content: { text: string }[]
+      }
+      const seen = JSON.parse(result.content[0]!.text) as { authorization: string }
+      const token = seen.authorization.replace(/^Bearer /, '')
+      const claims = JSON.parse(Buffer.from(token.split('.')[1]!, 'base64url').toString()) as {
+        sub: string
+      }
+      assert.equal(claims.sub, 'mallory-at-files', "only Mallory's own consent was stored")
     } finally {
       await client.close()
     }
