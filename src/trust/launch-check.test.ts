@@ -246,6 +246,19 @@ describe('code no file holds is refused unless allowed', () => {
       'bun --preload data: loads code given on the command line',
     ],
     ['env', ['node', '-e', 'x'], 'node -e runs code given on the command line'],
+    ['npx', ['-y', 'node@22.0.0', '-e', 'x'], 'node -e runs code given on the command line'],
+    [
+      'npx',
+      ['-p', 'node@22.0.0', 'node', '--eval=x'],
+      'node --eval runs code given on the command line',
+    ],
+    ['uvx', ['python', '-c', 'x'], 'python -c runs code given on the command line'],
+    [
+      'uv',
+      ['run', '--with', 'a==1', 'python3', '-c', 'x'],
+      'python3 -c runs code given on the command line',
+    ],
+    ['uv', ['run', '-'], 'uv run - reads its program from stdin'],
     [
       '/usr/bin/env',
       ['-i', 'A=1', 'python3', '-c', 'x'],
@@ -316,6 +329,7 @@ describe('code no file holds is refused unless allowed', () => {
       ['deno', ['run', 'jsr:@scope/server']],
       ['bun', ['run', 'server.ts', '-e']],
       ['env', ['FOO=1', 'node', 'server.js']],
+      ['uv', ['run', '--with', 'mcp==1.0.0', 'python3', 'server.py']],
       ['docker', ['run', '-i', 'image@sha256:abc']],
     ]
     for (const [command, args] of accepted)

@@ -82,12 +82,42 @@ export function launchOf(
   if (program === 'npx') return npxLaunch(args)
   if (program === 'uvx' || (program === 'uv' && args[0] === 'tool' && args[1] === 'run'))
     return uvxLaunch(program === 'uv' ? args.slice(2) : args)
+  if (program === 'uv' && args[0] === 'run') return uvRunLaunch(args.slice(1))
   if (program === 'node' || program === 'nodejs' || command === process.execPath)
     return interpreterLaunch('node', program, nodeRun(args, program))
   if (/^python(\d+(\.\d+)?)?$/.test(program))
     return interpreterLaunch('python', program, pythonRun(args, program))
   if (program === 'deno') return interpreterLaunch(undefined, program, denoRun(args))
   if (program === 'bun') return interpreterLaunch(undefined, program, bunRun(args))
+  return undefined
+}
+
+/**
+ * A package runner starting an interpreter (`npx node@22 -e …`, `uvx python -c …`): the
+ * interpreter's own inline forms count as they would without the runner.
+ */
+function inlineInterpreter(program: string, args: readonly string[]): Launch | undefined {
+  if (!INTERPRETERS.test(program)) return undefined
+  const launch = launchOf(program, args)
+  return launch?.kind === 'inline' ? launch : undefined
+}
+
+const INTERPRETERS = /^(node|nodejs|deno|bun|python(\d+(\.\d+)?)?)$/
+
+/** `uv run [options] COMMAND …`: only the wrapped interpreter's inline forms are read. */
+function uvRunLaunch(args: readonly string[]): Launch | undefined {
+  for (let i = 0; i < args.length; i++) {
+    const arg = args[i]!
+    if (arg === '-')
+      return { kind: 'inline', runner: 'uv', reason: 'uv run - reads its program from stdin' }
+    const [flag, inline] = arg.startsWith('--') ? splitInline(arg) : [arg, undefined]
+    if (UVX_VALUE_FLAGS.has(flag) || flag === '--package' || flag === '--project') {
+      if (inline === undefined) i++
+      continue
+    }
+    if (arg.startsWith('-')) continue
+    return inlineInterpreter(basename(arg), args.slice(i + 1))
+  }
   return undefined
 }
 
@@ -141,12 +171,14 @@ function isNpxPackageFlag(flag: string): boolean {
 function npxLaunch(args: readonly string[]): Launch | undefined {
   const named: { spec: string; via: string }[] = []
   let positional: string | undefined
+  let binArgs: readonly string[] = []
   for (let i = 0; i < args.length; i++) {
     const arg = args[i]!
     if (arg === '-c' || arg === '--call' || arg.startsWith('--call='))
       return { kind: 'shell', runner: 'npx', reason: 'npx -c runs its argument through a shell' }
     if (arg === '--') {
       positional = args[i + 1]
+      binArgs = args.slice(i + 2)
       break
     }
     const [flag, inline] = arg.startsWith('-') ? splitInline(arg) : [arg, undefined]
@@ -161,6 +193,7 @@ function npxLaunch(args: readonly string[]): Launch | undefined {
     }
     if (arg.startsWith('-')) continue
     positional = arg
+    binArgs = args.slice(i + 1)
     break
   }
   // With --package the positional argument is a command of those packages; without, it is
@@ -169,6 +202,10 @@ function npxLaunch(args: readonly string[]): Launch | undefined {
     if (positional === undefined) return undefined
     named.push({ spec: positional, via: 'npx' })
   }
+  const bin =
+    named.length === 1 && named[0]!.via === 'npx' ? splitNpmSpec(positional!).name : positional
+  const wrapped = bin === undefined ? undefined : inlineInterpreter(bin, binArgs)
+  if (wrapped) return wrapped
   const [first, ...rest] = named.map(({ spec, via }) => npmRef(spec, via))
   return {
     kind: 'package',
@@ -215,6 +252,8 @@ function uvxLaunch(args: readonly string[]): Launch | undefined {
     }
     if (arg.startsWith('-')) continue
     command = arg
+    const wrapped = inlineInterpreter(splitPythonSpec(arg).name, args.slice(i + 1))
+    if (wrapped) return wrapped
     break
   }
   const main = from ?? (command === undefined ? undefined : pypiRef(command, 'uvx'))
