@@ -358,6 +358,8 @@ describe('every package on an npx or uvx command line is checked', () => {
     ['npx', ['-p', 'a@1.0.0', '--pack=b@^2', 'bin'], 'b (npx --pack) is given with "^2"'],
     ['npx', ['-y', '-p=a@1.0.0', '-p=b', 'bin'], 'b (npx -p) is given with no version'],
     ['npx', ['-p', 'a', 'bin'], 'a is given with no version'],
+    ['npm', ['exec', '--yes', '--', 'server@latest'], 'server is given with "latest"'],
+    ['npm', ['x', '-p', 'a@1.0.0', '-p', 'b', 'bin'], 'b (npx -p) is given with no version'],
     [
       'uvx',
       ['--with', 'requests', 'server==1.0.0'],

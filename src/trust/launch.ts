@@ -80,6 +80,8 @@ export function launchOf(
   const program = basename(command).replace(/\.(exe|cmd)$/i, '')
   if (program === 'env') return envLaunch(args, env)
   if (program === 'npx') return npxLaunch(args)
+  // `npm exec` (alias `npm x`) is npx under another name, with the same options.
+  if (program === 'npm' && (args[0] === 'exec' || args[0] === 'x')) return npxLaunch(args.slice(1))
   if (program === 'uvx' || (program === 'uv' && args[0] === 'tool' && args[1] === 'run'))
     return uvxLaunch(program === 'uv' ? args.slice(2) : args)
   if (program === 'uv' && args[0] === 'run') return uvRunLaunch(args.slice(1))
