@@ -81,6 +81,35 @@ describe('barbican pins', () => {
     assert.match((await run(['pins', 'list', '--config', file])).stdout, /no pending changes/)
   })
 
+  test('shows a hostile item name escaped, never as raw escape sequences', async () => {
+    const { dir, file } = configDir()
+    const store = await openSqliteStore(join(dir, '.barbican', 'barbican.db'))
+    const guard = new TrustGuard({ store: store.pins, log: silentLogger })
+    const name = 'red\u001b[31m\u0007text'
+    const lists = (description: string) => ({
+      upstream: 'memory',
+      lists: {
+        tools: [{ name, description, inputSchema: { type: 'object' } }],
+        prompts: [],
+        resourceTemplates: [],
+      },
+    })
+    await guard.review([lists('One.')])
+    await guard.review([lists('Two.')])
+    await store.close()
+    const printable = 'tool:red\\u{1b}[31m\\u{7}text'
+    const outputs = [
+      (await run(['pins', 'list', '--config', file])).stdout,
+      (await run(['pins', 'diff', 'memory', '--config', file])).stdout,
+      (await run(['pins', 'approve', 'memory', '--all', '--as', 'ops', '--config', file])).stdout,
+      (await run(['pins', 'history', 'memory', '--config', file])).stdout,
+    ]
+    for (const out of outputs) {
+      assert.ok(out.includes(printable), out)
+      assert.ok(!out.includes('\u001b') && !out.includes('\u0007'), JSON.stringify(out))
+    }
+  })
+
   test('refuses approve without a key unless --all is given', async () => {
     const { file } = configDir()
     const { code, stderr } = await run(['pins', 'approve', 'memory', '--config', file])

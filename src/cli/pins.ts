@@ -6,6 +6,7 @@
 import { existsSync } from 'node:fs'
 import { userInfo } from 'node:os'
 import type { Config, LoadedConfig } from '../config/config.ts'
+import { printableName } from '../protocol/item-names.ts'
 import { approveChange, rejectChange, reviewChanges } from '../trust/decisions.ts'
 import { formatChanges } from '../trust/diff.ts'
 import { approveBaseline, configDocument, configDrift } from '../trust/drift.ts'
@@ -51,7 +52,7 @@ export async function runPins(
         for (const { change, changes } of reviews) {
           const fields = changes.map((c) => c.path).join(', ')
           io.stdout(
-            `${change.status.padEnd(8)} ${change.upstream} ${change.key}  ${change.reason}` +
+            `${change.status.padEnd(8)} ${change.upstream} ${printableName(change.key)}  ${change.reason}` +
               `${fields ? ` (${fields})` : ''}  seen ${change.seenAt}\n`,
           )
         }
@@ -62,7 +63,7 @@ export async function runPins(
         const reviews = await reviewChanges(store.pins, { upstream, key })
         for (const { change, approved, changes } of reviews) {
           io.stdout(
-            `${change.upstream} ${change.key}: ${change.reason}, ${change.status}` +
+            `${change.upstream} ${printableName(change.key)}: ${change.reason}, ${change.status}` +
               `${approved ? ` (approved ${approved.approvedAt} by ${approved.approvedBy})` : ' (never approved)'}\n`,
           )
           for (const line of formatChanges(changes)) io.stdout(`  ${line}\n`)
@@ -71,7 +72,9 @@ export async function runPins(
             severity?: string
             message?: string
           }[])
-            io.stdout(`  finding ${f.rule} (${f.severity}): ${f.message}\n`)
+            io.stdout(
+              `  finding ${f.rule} (${f.severity}): ${printableName(f.message ?? '', Number.POSITIVE_INFINITY)}\n`,
+            )
         }
         if (reviews.length === 0) io.stdout('no pending changes\n')
         return 0
@@ -92,7 +95,9 @@ export async function runPins(
         for (const k of keys) {
           if (action === 'approve') await approveChange(store.pins, upstream, k, actor)
           else await rejectChange(store.pins, upstream, k, actor)
-          io.stdout(`${action === 'approve' ? 'approved' : 'rejected'} ${upstream} ${k}\n`)
+          io.stdout(
+            `${action === 'approve' ? 'approved' : 'rejected'} ${upstream} ${printableName(k)}\n`,
+          )
         }
         return 0
       }
@@ -102,7 +107,7 @@ export async function runPins(
           ...(key === undefined ? {} : { key }),
         })) {
           io.stdout(
-            `${e.at} ${e.upstream} ${e.key} ${e.action} by ${e.actor} ${e.hash.slice(0, 12)}\n`,
+            `${e.at} ${e.upstream} ${printableName(e.key)} ${e.action} by ${e.actor} ${e.hash.slice(0, 12)}\n`,
           )
         }
         return 0
