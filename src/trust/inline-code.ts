@@ -123,10 +123,12 @@ function programArg(runner: string, program: string | undefined): InterpreterRun
 
 /** Options in `NODE_OPTIONS` that load code (node refuses `--eval` there, `--import` not). */
 export function nodeOptionsRun(nodeOptions: string): InterpreterRun {
+  // Quotes are dropped rather than parsed: a quoted value holding spaces is cut at the first
+  // one, which still leaves its scheme in front, where the check looks.
   const tokens = nodeOptions
     .split(/\s+/)
+    .map((t) => t.replace(/['"]/g, ''))
     .filter((t) => t !== '')
-    .map((t) => t.replace(/^(['"])(.*)\1$/, '$2').replace(/=(['"])(.*)\1$/, '=$2'))
   for (let i = 0; i < tokens.length; i++) {
     const [flag, value] = tokens[i]!.startsWith('--') ? splitInline(tokens[i]!) : [tokens[i]!]
     if (NODE_EVAL_FLAGS.has(flag))

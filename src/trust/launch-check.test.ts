@@ -276,6 +276,8 @@ describe('code no file holds is refused unless allowed', () => {
       '--import=data:text/javascript,x',
       '--require "data:text/javascript,x"',
       '--no-warnings --experimental-loader=data:,x',
+      `--import="data:text/javascript,import x from 'y'"`,
+      `'--import' 'data:text/javascript,x'`,
     ]) {
       assert.match(
         refusal('npx', ['-y', 'server@1.0.0'], { NODE_OPTIONS: options }),
