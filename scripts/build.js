@@ -9,7 +9,7 @@
 //   first use;
 // - config-worker.js: the worker thread that loads the configuration, with yaml and zod inside;
 // - stdio-launcher.js: the watchdog script stdio upstreams are launched through;
-// - undici.cjs, ws.cjs, jose.cjs: one-file copies of the dependencies src/lazy-deps.ts loads on
+// - undici.cjs, ws.cjs, jose.cjs: one-file copies of the dependencies src/shared/lazy-deps.ts loads on
 //   first use (one file to read and compile instead of dozens of modules); undici.cjs holds only
 //   its Agent and request, the rest of undici is in undici-full.cjs, loaded when first used.
 import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
@@ -149,7 +149,7 @@ try {
     format: 'esm',
     splitting: true,
     chunkNames: 'chunk-[hash]',
-    // Loaded through src/lazy-deps.ts from their own one-file copies below.
+    // Loaded through src/shared/lazy-deps.ts from their own one-file copies below.
     external: ['undici', 'ws', 'jose'],
     plugins: [builtinsPlugin, zodLocalesPlugin],
   })

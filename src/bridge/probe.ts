@@ -7,10 +7,11 @@
  * the connection on the probe (some exit on any pre-initialize request) is legacy too; the
  * caller must then reconnect before `initialize`.
  */
-import { BarbicanError } from '../errors.ts'
+
 import { UNSUPPORTED_PROTOCOL_VERSION } from '../protocol/error-codes.ts'
 import { isPlainObject, type JsonObject } from '../protocol/jsonrpc.ts'
 import type { ErrorReply, Result } from '../protocol/model.ts'
+import { BarbicanError } from '../shared/errors.ts'
 import { MODERN_UPSTREAM_REVISION } from './envelope.ts'
 
 export type EraVerdict =

@@ -4,12 +4,12 @@
  */
 
 import type { LoadedConfig } from '../config/config.ts'
-import { Gateway } from '../gateway.ts'
-import { planFromConfig } from '../gateway-plan.ts'
-import { jsonLogger } from '../log.ts'
+import { Gateway } from '../gateway/gateway.ts'
+import { planFromConfig } from '../gateway/plan.ts'
+import { lockfilePathOf, withTrust } from '../gateway/trust-setup.ts'
 import { printableName } from '../protocol/item-names.ts'
+import { jsonLogger } from '../shared/log.ts'
 import { memoryStore } from '../store/memory.ts'
-import { lockfilePathOf, withTrust } from '../trust/trust-setup.ts'
 import type { CliIo, CommandOptions } from './command.ts'
 import { loadForCommand } from './load.ts'
 import { reportDrift } from './pins.ts'

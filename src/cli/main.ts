@@ -46,7 +46,7 @@ export async function main(argv: readonly string[], io: CliIo = defaultIo): Prom
   }
   const { positionals, values } = parsed
   if (values.version) {
-    const { VERSION } = await import('../gateway.ts')
+    const { VERSION } = await import('../shared/version.ts')
     io.stdout(`barbican ${VERSION}\n`)
     return 0
   }

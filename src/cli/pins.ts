@@ -6,6 +6,7 @@
 import { existsSync } from 'node:fs'
 import { userInfo } from 'node:os'
 import type { Config, LoadedConfig } from '../config/config.ts'
+import { lockfilePathOf, openStore, storeConfigOf } from '../gateway/trust-setup.ts'
 import { printableName } from '../protocol/item-names.ts'
 import { approveChange, rejectChange, reviewChanges } from '../trust/decisions.ts'
 import { formatChanges } from '../trust/diff.ts'
@@ -18,7 +19,6 @@ import {
   readLockfile,
   writeLockfile,
 } from '../trust/lockfile.ts'
-import { lockfilePathOf, openStore, storeConfigOf } from '../trust/trust-setup.ts'
 import type { CliIo, CommandOptions } from './command.ts'
 import { loadForCommand } from './load.ts'
 

@@ -6,10 +6,11 @@
  * A request that cannot be routed becomes an `unresolved` route, answered by the relay after
  * audit has seen it.
  */
-import { BarbicanError } from '../errors.ts'
+
 import { isPlainObject, type JsonObject } from '../protocol/jsonrpc.ts'
 import { methodSpec, type Target } from '../protocol/methods.ts'
 import type { Request } from '../protocol/model.ts'
+import { BarbicanError } from '../shared/errors.ts'
 import type { Upstream } from '../upstreams/upstream.ts'
 import type { Catalog } from './catalog.ts'
 import type { VirtualServer } from './virtual-server.ts'

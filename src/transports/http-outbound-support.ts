@@ -3,13 +3,7 @@
  * header merging, deadlines, and the mapping of HTTP failures to Barbican errors and
  * to the JSON-RPC error response a waiting caller receives instead of hanging.
  */
-import {
-  BarbicanError,
-  type ErrorCode,
-  errorData,
-  jsonRpcCodeOf,
-  upstreamClosed,
-} from '../errors.ts'
+
 import type { JsonLimits } from '../protocol/json-limits.ts'
 import {
   errorResponse,
@@ -17,6 +11,13 @@ import {
   type JsonRpcErrorResponse,
   type JsonRpcId,
 } from '../protocol/jsonrpc.ts'
+import {
+  BarbicanError,
+  type ErrorCode,
+  errorData,
+  jsonRpcCodeOf,
+  upstreamClosed,
+} from '../shared/errors.ts'
 import { decodePayload } from './outbound-payload.ts'
 
 export type HeaderSet = Readonly<Record<string, string>> | undefined

@@ -10,9 +10,6 @@
  * reject `send` instead.
  */
 import type { Dispatcher } from 'undici'
-import { BarbicanError, upstreamClosed } from '../errors.ts'
-import { undici } from '../lazy-deps.ts'
-import type { Logger } from '../log.ts'
 import type { JsonLimits } from '../protocol/json-limits.ts'
 import {
   isRequest,
@@ -22,6 +19,9 @@ import {
   serialize,
 } from '../protocol/jsonrpc.ts'
 import type { Revision } from '../protocol/revisions.ts'
+import { BarbicanError, upstreamClosed } from '../shared/errors.ts'
+import { undici } from '../shared/lazy-deps.ts'
+import type { Logger } from '../shared/log.ts'
 import {
   DeadlineSweep,
   Exchange,

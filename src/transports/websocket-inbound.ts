@@ -11,8 +11,6 @@ import type { WebSocket, WebSocketServer } from 'ws'
 import type { AuthResult } from '../auth/authenticator.ts'
 import type { Identity } from '../auth/identity.ts'
 import { requestIdentity } from '../auth/request-identity.ts'
-import { ws } from '../lazy-deps.ts'
-import type { Logger } from '../log.ts'
 import type { JsonLimits } from '../protocol/json-limits.ts'
 import {
   errorResponse,
@@ -24,6 +22,8 @@ import {
   serialize,
 } from '../protocol/jsonrpc.ts'
 import { type Revision, TRAITS } from '../protocol/revisions.ts'
+import { ws } from '../shared/lazy-deps.ts'
+import type { Logger } from '../shared/log.ts'
 import { decodeUtf8, headerRecord } from './http-io.ts'
 import type { InboundHandler } from './inbound.ts'
 import { SessionLimits, sessionOwner } from './session-limits.ts'

@@ -6,8 +6,7 @@
  * answer back. Requests time out, abort on their caller's signal (sending
  * `notifications/cancelled` upstream), and fail at once when the connection closes.
  */
-import { BarbicanError, upstreamClosed } from '../errors.ts'
-import type { Logger } from '../log.ts'
+
 import type { Codec } from '../protocol/codec.ts'
 import { codecFor } from '../protocol/codecs.ts'
 import {
@@ -20,6 +19,8 @@ import {
 } from '../protocol/jsonrpc.ts'
 import type { ErrorReply, Result } from '../protocol/model.ts'
 import type { Revision } from '../protocol/revisions.ts'
+import { BarbicanError, upstreamClosed } from '../shared/errors.ts'
+import type { Logger } from '../shared/log.ts'
 import type { ReceiveInfo, SendOptions, Transport } from '../transports/transport.ts'
 
 /** What the upstream answered: a neutral result or error reply (upstream errors pass through). */

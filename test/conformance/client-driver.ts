@@ -12,7 +12,7 @@ import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/
 import { ElicitRequestSchema } from '@modelcontextprotocol/sdk/types.js'
 import { startServer } from '../../src/cli/serve.ts'
 import { parseConfigText } from '../../src/config/load.ts'
-import { silentLogger } from '../../src/log.ts'
+import { silentLogger } from '../../src/shared/log.ts'
 
 type Json = Record<string, unknown>
 

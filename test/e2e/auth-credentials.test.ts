@@ -13,7 +13,7 @@ import { createRemoteJWKSet, jwtVerify } from 'jose'
 import { type RunningServer, startServer } from '../../src/cli/serve.ts'
 import { parseConfigText } from '../../src/config/load.ts'
 import { LocalKeyProvider } from '../../src/credentials/secret-box.ts'
-import { silentLogger } from '../../src/log.ts'
+import { silentLogger } from '../../src/shared/log.ts'
 import { startIssuer, type TestIssuer } from '../fixtures/auth-issuer.ts'
 import { type RecordingUpstream, startRecordingUpstream } from '../fixtures/auth-upstream.ts'
 

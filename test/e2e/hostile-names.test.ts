@@ -16,7 +16,7 @@ import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/
 import { main } from '../../src/cli/main.ts'
 import { type RunningServer, startServer } from '../../src/cli/serve.ts'
 import { parseConfigText } from '../../src/config/load.ts'
-import { jsonLogger } from '../../src/log.ts'
+import { jsonLogger } from '../../src/shared/log.ts'
 
 const root = fileURLToPath(new URL('../../', import.meta.url))
 const fixture = join(root, 'test/fixtures/trust-hostile-names-server.ts')

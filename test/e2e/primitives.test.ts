@@ -21,7 +21,7 @@ import {
 } from '@modelcontextprotocol/sdk/types.js'
 import { type RunningServer, startServer } from '../../src/cli/serve.ts'
 import { parseConfigText } from '../../src/config/load.ts'
-import { silentLogger } from '../../src/log.ts'
+import { silentLogger } from '../../src/shared/log.ts'
 import { textOf } from '../support/content.ts'
 
 const root = fileURLToPath(new URL('../../', import.meta.url))

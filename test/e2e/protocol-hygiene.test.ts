@@ -13,7 +13,7 @@ import { fileURLToPath } from 'node:url'
 import WebSocket from 'ws'
 import { type RunningServer, startServer } from '../../src/cli/serve.ts'
 import { parseConfigText } from '../../src/config/load.ts'
-import { silentLogger } from '../../src/log.ts'
+import { silentLogger } from '../../src/shared/log.ts'
 import { recordedMessages, upstreamFaults } from '../support/upstream-record.ts'
 
 const root = fileURLToPath(new URL('../../', import.meta.url))

@@ -12,12 +12,12 @@ import {
   ListToolsRequestSchema,
   type McpError,
 } from '@modelcontextprotocol/sdk/types.js'
-import { inProcessUpstream, rules, serverPlan } from '../test/support/plans.ts'
-import { BarbicanError } from './errors.ts'
-import { Gateway } from './gateway.ts'
-import { jsonLogger, silentLogger } from './log.ts'
-import { memoryPair } from './transports/memory.ts'
-import type { Transport } from './transports/transport.ts'
+import { inProcessUpstream, rules, serverPlan } from '../../test/support/plans.ts'
+import { Gateway } from '../gateway/gateway.ts'
+import { BarbicanError } from '../shared/errors.ts'
+import { jsonLogger, silentLogger } from '../shared/log.ts'
+import { memoryPair } from '../transports/memory.ts'
+import type { Transport } from '../transports/transport.ts'
 
 /** A low-level SDK server whose tool runs as a 2025-11-25 task when the caller asks for one. */
 function taskServer(name: string): Server {

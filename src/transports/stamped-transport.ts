@@ -5,10 +5,11 @@
  * upstream needs an account link first, the request never leaves: the wrapper answers it itself
  * with the URL-elicitation error, as if the upstream had.
  */
+
+import type { Stamp } from '../auth/context.ts'
 import type { JsonRpcMessage } from '../protocol/jsonrpc.ts'
 import type { ErrorReply } from '../protocol/model.ts'
-import type { ReceiveInfo, SendOptions, Transport } from '../transports/transport.ts'
-import type { Stamp } from './context.ts'
+import type { ReceiveInfo, SendOptions, Transport } from './transport.ts'
 
 /** Wraps `inner`; `ownerOf` tells whose call a request serves (undefined: Barbican's own). */
 export function stampedTransport(

@@ -8,11 +8,11 @@ import {
   ToolListChangedNotificationSchema,
 } from '@modelcontextprotocol/sdk/types.js'
 import { z } from 'zod'
-import { type EmittedLog, validateEmitted } from '../test/support/emitted.ts'
-import { inProcessUpstream, rules, serverPlan } from '../test/support/plans.ts'
+import { type EmittedLog, validateEmitted } from '../../test/support/emitted.ts'
+import { inProcessUpstream, rules, serverPlan } from '../../test/support/plans.ts'
+import { silentLogger } from '../shared/log.ts'
+import { memoryPair } from '../transports/memory.ts'
 import { Gateway } from './gateway.ts'
-import { silentLogger } from './log.ts'
-import { memoryPair } from './transports/memory.ts'
 
 let cancelledCalls = 0
 let rootsChanged = 0

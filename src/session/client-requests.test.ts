@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
+import { METHOD_NOT_FOUND } from '../protocol/jsonrpc.ts'
 import { clientRequestRefusal } from './client-requests.ts'
-import { METHOD_NOT_FOUND } from './protocol/jsonrpc.ts'
 
 const sampling = { jsonrpc: '2.0' as const, id: 9, method: 'sampling/createMessage', params: {} }
 

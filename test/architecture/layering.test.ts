@@ -1,13 +1,13 @@
 /**
  * The direction of dependencies between the parts of src/ (docs/decisions/024): each module may
  * import its own layer and the layers below it, never one above. The layers are concepts; where
- * each one lives is a separate table, so moving files into folders changes only PLACES.
+ * each one lives is a separate table (PLACES): one folder per layer.
  */
 import assert from 'node:assert/strict'
 import { readdirSync, readFileSync } from 'node:fs'
 import { join, relative, sep } from 'node:path'
 import { describe, it } from 'node:test'
-import { checkLayers, importsOf, type LayerRules } from '../test/support/layering.ts'
+import { checkLayers, importsOf, type LayerRules } from '../support/layering.ts'
 
 /** From the bottom up. */
 const LAYERS = [
@@ -53,9 +53,7 @@ type Layer = (typeof LAYERS)[number]
  */
 const PLACES: Readonly<Record<string, Layer>> = {
   'protocol/': 'protocol',
-  'errors.ts': 'shared',
-  'log.ts': 'shared',
-  'lazy-deps.ts': 'shared',
+  'shared/': 'shared',
   'net/': 'net',
   'store/': 'store',
   'auth/': 'auth',
@@ -67,38 +65,23 @@ const PLACES: Readonly<Record<string, Layer>> = {
   'trust/': 'trust',
   'relay/': 'relay',
   'policies/': 'policies',
-  'session.ts': 'session',
-  'request-checks.ts': 'session',
-  'gateway-answers.ts': 'session',
-  'client-notifications.ts': 'session',
-  'client-requests.ts': 'session',
-  'gateway.ts': 'gateway',
-  'gateway-plan.ts': 'gateway',
+  'session/': 'session',
+  'gateway/': 'gateway',
   'cli/': 'cli',
 }
 
 /** Upward imports the code has today. Each is type-only; the list may only shrink. */
 const EXCEPTIONS: LayerRules['exceptions'] = [
   {
-    from: 'auth/stamped-transport.ts',
-    to: 'transports/transport.ts',
-    why: 'a Transport decorator that stamps identities: belongs in transports/',
-  },
-  {
     from: 'trust/quarantine.ts',
     to: 'relay/catalog.ts',
     why: 'filters a Catalog: the catalog types could move below trust',
-  },
-  {
-    from: 'trust/trust-setup.ts',
-    to: 'gateway.ts',
-    why: 'wires trust into a GatewayPlan: belongs with the gateway assembly',
   },
 ]
 
 const RULES: LayerRules = { layers: LAYERS, places: PLACES, exceptions: EXCEPTIONS }
 
-const SRC = new URL('.', import.meta.url).pathname
+const SRC = new URL('../../src/', import.meta.url).pathname
 
 /** Every non-test module of src/, by path relative to src/ with `/`. */
 function sourceModules(): Map<string, string> {
@@ -118,6 +101,19 @@ describe('layering of src/', () => {
     const report = checkLayers(modules, RULES)
     assert.deepEqual(report.violations, [])
     assert.deepEqual(report.unusedExceptions, [], 'remove exceptions nothing needs any more')
+  })
+})
+
+describe('the tree of src/', () => {
+  it('holds only folders at its root, one per layer', () => {
+    const root = readdirSync(SRC, { withFileTypes: true })
+    assert.deepEqual(
+      root.filter((e) => !e.isDirectory()).map((e) => e.name),
+      [],
+      'loose files in src/: move each into the folder of its concept',
+    )
+    const folders = root.map((e) => `${e.name}/`).sort()
+    assert.deepEqual(folders, Object.keys(PLACES).sort())
   })
 })
 

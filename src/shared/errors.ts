@@ -3,7 +3,7 @@
  * table that turns each into the JSON-RPC error a client receives. Errors from upstreams are not
  * wrapped: they travel as neutral error replies and reach the client unchanged.
  */
-import { INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND } from './protocol/jsonrpc.ts'
+import { INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND } from '../protocol/jsonrpc.ts'
 
 export type ErrorCode =
   | 'ERR_CONFIG_INVALID'

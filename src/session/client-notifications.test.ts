@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
+import type { JsonRpcId, JsonRpcMessage } from '../protocol/jsonrpc.ts'
+import type { Revision } from '../protocol/revisions.ts'
 import { ClientNotifications } from './client-notifications.ts'
-import type { JsonRpcId, JsonRpcMessage } from './protocol/jsonrpc.ts'
-import type { Revision } from './protocol/revisions.ts'
 
 function channel(revision: Revision | undefined, stateless = false) {
   const sent: { message: JsonRpcMessage; related: JsonRpcId | undefined }[] = []

@@ -5,15 +5,15 @@
  * the arguments of tools declaring them. Pure checks over the request, so the session only
  * decides what to do with a failure.
  */
-import { paramHeaderMismatch } from './bridge/param-headers.ts'
-import { BarbicanError } from './errors.ts'
-import { HEADER_MISMATCH, UNSUPPORTED_PROTOCOL_VERSION } from './protocol/error-codes.ts'
-import { isPlainObject, type JsonRpcId, type JsonRpcRequest } from './protocol/jsonrpc.ts'
-import { existsIn, methodSpec } from './protocol/methods.ts'
-import { type ErrorReply, META, type Request } from './protocol/model.ts'
-import { eraOf, isRevision, MODERN_REVISIONS, type Revision } from './protocol/revisions.ts'
-import type { VirtualServer } from './relay/virtual-server.ts'
-import type { ReceiveInfo } from './transports/transport.ts'
+import { paramHeaderMismatch } from '../bridge/param-headers.ts'
+import { HEADER_MISMATCH, UNSUPPORTED_PROTOCOL_VERSION } from '../protocol/error-codes.ts'
+import { isPlainObject, type JsonRpcId, type JsonRpcRequest } from '../protocol/jsonrpc.ts'
+import { existsIn, methodSpec } from '../protocol/methods.ts'
+import { type ErrorReply, META, type Request } from '../protocol/model.ts'
+import { eraOf, isRevision, MODERN_REVISIONS, type Revision } from '../protocol/revisions.ts'
+import type { VirtualServer } from '../relay/virtual-server.ts'
+import { BarbicanError } from '../shared/errors.ts'
+import type { ReceiveInfo } from '../transports/transport.ts'
 
 /**
  * The revision a request claims in its own `_meta` (2026-07-28 requests carry one each);

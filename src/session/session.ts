@@ -5,13 +5,41 @@
  * and brings replies, notifications and upstream→client requests back to this client only.
  */
 import { randomBytes } from 'node:crypto'
-import { withoutBarbicanMeta } from './auth/client-meta.ts'
-import { ANONYMOUS, type Identity } from './auth/identity.ts'
-import type { UpstreamEnvelope } from './bridge/envelope.ts'
-import type { MrtrBridge } from './bridge/mrtr.ts'
+import { withoutBarbicanMeta } from '../auth/client-meta.ts'
+import { ANONYMOUS, type Identity } from '../auth/identity.ts'
+import type { UpstreamEnvelope } from '../bridge/envelope.ts'
+import type { MrtrBridge } from '../bridge/mrtr.ts'
+import { compose } from '../policies/chain.ts'
+import type { Call, Next, Policy } from '../policies/policy.ts'
+import type { Codec } from '../protocol/codec.ts'
+import { codecFor } from '../protocol/codecs.ts'
+import {
+  isPlainObject,
+  type JsonObject,
+  type JsonRpcId,
+  type JsonRpcMessage,
+  type JsonRpcRequest,
+} from '../protocol/jsonrpc.ts'
+import { definedParams, type LocalMethod } from '../protocol/methods.ts'
+import type { ErrorReply, Request, Result } from '../protocol/model.ts'
+import {
+  DEFAULT_HTTP_LEGACY_REVISION,
+  negotiateLegacy,
+  type Revision,
+} from '../protocol/revisions.ts'
+import type { ProgressRouter } from '../relay/progress.ts'
+import { resolveRoute, stringParam } from '../relay/route.ts'
+import type { VirtualServer } from '../relay/virtual-server.ts'
+import { BarbicanError, errorData, jsonRpcCodeOf, toBarbicanError } from '../shared/errors.ts'
+import type { Logger } from '../shared/log.ts'
+import type { ConnectionInfo } from '../transports/inbound.ts'
+import type { ReceiveInfo, Transport } from '../transports/transport.ts'
+import type { Upstream } from '../upstreams/upstream.ts'
+import type { UpstreamReply } from '../upstreams/upstream-client.ts'
 import { ClientNotifications } from './client-notifications.ts'
 import { ClientRequests, clientRequestRefusal } from './client-requests.ts'
-import { BarbicanError, errorData, jsonRpcCodeOf, toBarbicanError } from './errors.ts'
+import { type ForwardContext, forwardToUpstream, upstreamEnvelope } from './forward.ts'
+import { ListenStreams, type WatchTarget } from './listen-streams.ts'
 import {
   complete,
   connectAll,
@@ -20,33 +48,7 @@ import {
   listPage,
   ownTasks,
   setUpstreamLogLevel,
-} from './gateway-answers.ts'
-import type { Logger } from './log.ts'
-import { compose } from './policies/chain.ts'
-import type { Call, Next, Policy } from './policies/policy.ts'
-import type { Codec } from './protocol/codec.ts'
-import { codecFor } from './protocol/codecs.ts'
-import {
-  isPlainObject,
-  type JsonObject,
-  type JsonRpcId,
-  type JsonRpcMessage,
-  type JsonRpcRequest,
-} from './protocol/jsonrpc.ts'
-import { definedParams, type LocalMethod } from './protocol/methods.ts'
-import type { ErrorReply, Request, Result } from './protocol/model.ts'
-import {
-  DEFAULT_HTTP_LEGACY_REVISION,
-  negotiateLegacy,
-  type Revision,
-} from './protocol/revisions.ts'
-import { type ForwardContext, forwardToUpstream, upstreamEnvelope } from './relay/forward.ts'
-import { ListenStreams, type WatchTarget } from './relay/listen-streams.ts'
-import type { ProgressRouter } from './relay/progress.ts'
-import { LOG_LEVELS, RequestLogs } from './relay/request-logs.ts'
-import { resolveRoute, stringParam } from './relay/route.ts'
-import { relayUnicast, type UnicastHost } from './relay/unicast.ts'
-import type { VirtualServer } from './relay/virtual-server.ts'
+} from './local-answers.ts'
 import {
   assertMethodAllowed,
   claimedRevision,
@@ -54,13 +56,11 @@ import {
   paramHeaderReply,
   unsupportedRevision,
 } from './request-checks.ts'
-import type { ConnectionInfo } from './transports/inbound.ts'
-import type { ReceiveInfo, Transport } from './transports/transport.ts'
-import type { Upstream } from './upstreams/upstream.ts'
-import type { UpstreamReply } from './upstreams/upstream-client.ts'
+import { LOG_LEVELS, RequestLogs } from './request-logs.ts'
+import { relayUnicast, type UnicastHost } from './unicast.ts'
 
 /** Re-exported: the gateway routes upstream→client requests by the owner a forward records. */
-export type { CallOwner } from './relay/forward.ts'
+export type { CallOwner } from './forward.ts'
 
 /** What a session shares with the gateway and every other session of its virtual server. */
 export interface SessionDeps {
@@ -80,14 +80,14 @@ export interface SessionDeps {
 }
 
 /** Re-exported where it was first defined: the key is part of the `initialize` result. */
-export { UPSTREAMS_META } from './gateway-answers.ts'
+export { UPSTREAMS_META } from './local-answers.ts'
 
 /**
  * One client connection and what was negotiated on it. The session owns the per-client state
  * (revision, capabilities, log level, requests in flight, tasks, subscriptions, listen streams)
  * and delegates each protocol concern to its module: request-checks.ts, relay/route.ts,
- * relay/unicast.ts, relay/forward.ts, relay/listen-streams.ts, relay/request-logs.ts,
- * gateway-answers.ts, client-notifications.ts and client-requests.ts.
+ * session/unicast.ts, session/forward.ts, session/listen-streams.ts, session/request-logs.ts,
+ * session/local-answers.ts, client-notifications.ts and client-requests.ts.
  */
 export class Session {
   readonly transport: Transport

@@ -3,23 +3,23 @@
  * the sessions of connected clients. It is the inbound transports' handler and routes what
  * upstreams send on their own (notifications, requests to clients) to the right sessions.
  */
-import { readFileSync } from 'node:fs'
-import { MemoryContinuationStore } from './bridge/continuation-store.ts'
-import type { HeldCall } from './bridge/held-call.ts'
-import { MrtrBridge } from './bridge/mrtr.ts'
-import { RequestStateSealer, stateKeyFromEnv } from './bridge/request-state.ts'
-import type { Logger } from './log.ts'
-import type { Policy } from './policies/policy.ts'
-import type { JsonObject, JsonRpcNotification, JsonRpcRequest } from './protocol/jsonrpc.ts'
-import type { CatalogRules } from './relay/catalog.ts'
-import { ProgressRouter } from './relay/progress.ts'
-import { VirtualServer } from './relay/virtual-server.ts'
-import { type CallOwner, Session } from './session.ts'
-import type { ConnectionInfo, InboundHandler } from './transports/inbound.ts'
-import type { Transport } from './transports/transport.ts'
-import type { TrustGuard } from './trust/trust-guard.ts'
-import { Upstream, type UpstreamState } from './upstreams/upstream.ts'
-import type { UpstreamReply } from './upstreams/upstream-client.ts'
+import { MemoryContinuationStore } from '../bridge/continuation-store.ts'
+import type { HeldCall } from '../bridge/held-call.ts'
+import { MrtrBridge } from '../bridge/mrtr.ts'
+import { RequestStateSealer, stateKeyFromEnv } from '../bridge/request-state.ts'
+import type { Policy } from '../policies/policy.ts'
+import type { JsonObject, JsonRpcNotification, JsonRpcRequest } from '../protocol/jsonrpc.ts'
+import type { CatalogRules } from '../relay/catalog.ts'
+import { ProgressRouter } from '../relay/progress.ts'
+import { VirtualServer } from '../relay/virtual-server.ts'
+import { type CallOwner, Session } from '../session/session.ts'
+import type { Logger } from '../shared/log.ts'
+import { VERSION } from '../shared/version.ts'
+import type { ConnectionInfo, InboundHandler } from '../transports/inbound.ts'
+import type { Transport } from '../transports/transport.ts'
+import type { TrustGuard } from '../trust/trust-guard.ts'
+import { Upstream, type UpstreamState } from '../upstreams/upstream.ts'
+import type { UpstreamReply } from '../upstreams/upstream-client.ts'
 
 export interface UpstreamPlan {
   readonly name: string
@@ -63,11 +63,7 @@ const DEFAULT_HELD_CALL_TIMEOUT_MS = 120_000
 /** How often the pin store is asked whether an operator decided something. */
 const TRUST_POLL_MS = 2_000
 
-export const VERSION: string = (
-  JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as {
-    version: string
-  }
-).version
+export type { VERSION }
 
 /** What Barbican declares to upstreams: it relays these to clients that declared them. */
 const UPSTREAM_CLIENT_CAPABILITIES: JsonObject = {

@@ -12,8 +12,8 @@ import { ProgressRelay } from '../bridge/progress-relay.ts'
 import { subjectOf } from '../bridge/request-state.ts'
 import { isPlainObject, type JsonObject, type JsonRpcId } from '../protocol/jsonrpc.ts'
 import type { ErrorReply, Request, Result } from '../protocol/model.ts'
+import type { ProgressRouter, ProgressSink } from '../relay/progress.ts'
 import type { Upstream } from '../upstreams/upstream.ts'
-import type { ProgressRouter, ProgressSink } from './progress.ts'
 import type { RequestLogs } from './request-logs.ts'
 
 /**

@@ -20,7 +20,7 @@ import type { WatchTarget } from './listen-streams.ts'
 
 /** What relaying needs from the session: its forwarding and its per-client bookkeeping. */
 export interface UnicastHost {
-  /** Forwards with the session's per-client rewriting (relay/forward.ts). */
+  /** Forwards with the session's per-client rewriting (session/forward.ts). */
   forward(
     upstream: Upstream,
     request: Request,

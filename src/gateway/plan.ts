@@ -4,19 +4,19 @@
  * built and tested from plans without files or processes.
  */
 import picomatch from 'picomatch'
-import type { AuthRuntime } from './auth/auth-runtime.ts'
+import type { AuthRuntime } from '../auth/auth-runtime.ts'
 import type {
   Config,
   ItemFilterConfig,
   UpstreamConfig,
   VirtualServerConfig,
-} from './config/config.ts'
-import { securedTransportFactory } from './credentials/upstream-setup.ts'
+} from '../config/config.ts'
+import { securedTransportFactory } from '../credentials/upstream-setup.ts'
+import { authorize } from '../policies/authorize.ts'
+import type { CatalogRules, ItemRules } from '../relay/catalog.ts'
+import type { Logger } from '../shared/log.ts'
+import { createOutboundTransport } from '../transports/connect-outbound.ts'
 import type { GatewayPlan, ServerPlan, UpstreamPlan } from './gateway.ts'
-import type { Logger } from './log.ts'
-import { authorize } from './policies/authorize.ts'
-import type { CatalogRules, ItemRules } from './relay/catalog.ts'
-import { createOutboundTransport } from './transports/connect-outbound.ts'
 
 /**
  * `auth` (src/auth/auth-runtime.ts), when given, stamps every upstream request with the caller's

@@ -3,7 +3,7 @@
  * roots/list): Barbican's own ids toward the client, the wait for the answer with a deadline,
  * withdrawal when the upstream cancels, and release when the client goes away.
  */
-import type { Codec } from './protocol/codec.ts'
+import type { Codec } from '../protocol/codec.ts'
 import {
   type JsonObject,
   type JsonRpcId,
@@ -11,11 +11,11 @@ import {
   type JsonRpcRequest,
   type JsonRpcResponse,
   METHOD_NOT_FOUND,
-} from './protocol/jsonrpc.ts'
-import { hasCapability, methodSpec } from './protocol/methods.ts'
-import type { ErrorReply, Message } from './protocol/model.ts'
-import type { Revision } from './protocol/revisions.ts'
-import type { UpstreamReply } from './upstreams/upstream-client.ts'
+} from '../protocol/jsonrpc.ts'
+import { hasCapability, methodSpec } from '../protocol/methods.ts'
+import type { ErrorReply, Message } from '../protocol/model.ts'
+import type { Revision } from '../protocol/revisions.ts'
+import type { UpstreamReply } from '../upstreams/upstream-client.ts'
 
 interface Pending {
   readonly resolve: (reply: UpstreamReply) => void

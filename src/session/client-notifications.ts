@@ -5,9 +5,9 @@
  * before `notifications/initialized`, and on a stateless 2026-07-28 connection only what rides
  * a request's own response stream.
  */
-import type { JsonObject, JsonRpcId, JsonRpcMessage } from './protocol/jsonrpc.ts'
-import type { Revision } from './protocol/revisions.ts'
-import { belowLevel } from './relay/request-logs.ts'
+import type { JsonObject, JsonRpcId, JsonRpcMessage } from '../protocol/jsonrpc.ts'
+import type { Revision } from '../protocol/revisions.ts'
+import { belowLevel } from './request-logs.ts'
 
 /** How notifications leave: the session's transport and what the session negotiated. */
 export interface NotificationChannel {
