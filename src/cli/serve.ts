@@ -15,7 +15,6 @@ import { createHttpInbound, type HttpInbound } from '../transports/http-inbound.
 import { lockfilePathOf, openStore, type TrustSetup, withTrust } from '../trust/trust-setup.ts'
 import { loadForCommand } from './load.ts'
 import type { CliIo, CommandOptions } from './main.ts'
-import { endStartup } from './startup-heap.ts'
 
 export interface RunningServer {
   readonly gateway: Gateway
@@ -110,7 +109,6 @@ export async function runServe(
     store,
     lockfilePath: lockfilePathOf(source.path),
   })
-  void server.started.finally(endStartup)
   const what =
     source.format === 'demo' ? 'embedded demo configuration' : `${source.path} (${source.format})`
   log.info('barbican listening', { url: server.url, config: what })

@@ -12,7 +12,6 @@ import { serveStdio } from '../transports/stdio-inbound.ts'
 import { lockfilePathOf, openStore, withTrust } from '../trust/trust-setup.ts'
 import { loadForCommand } from './load.ts'
 import type { CliIo, CommandOptions } from './main.ts'
-import { endStartup } from './startup-heap.ts'
 
 export async function runStdio(
   options: CommandOptions,
@@ -43,7 +42,7 @@ export async function runStdio(
       }
     : gateway
   const transport = serveStdio(handler, { server, jsonLimits: config.limits })
-  void gateway.start().finally(endStartup)
+  void gateway.start()
   await new Promise<void>((resolve) => {
     const previous = transport.onclose
     transport.onclose = () => {
