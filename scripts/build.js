@@ -39,12 +39,9 @@ function fail(message) {
 const builtins = new Set(builtinModules)
 
 /**
- * Static imports of Node's built-in modules become `process.getBuiltinModule()`. An ES module
- * `import ... from 'node:http'` makes Node build the module's whole export list, reading every
- * lazy getter on it: for node:http that loads Node's bundled undici, http2, tls and zlib (about
- * 55 more internal modules, 9 MB of memory); node:crypto loads WebCrypto, node:util worker
- * threads. The CommonJS-style object esbuild wraps around the module reads a property only
- * when the code uses it. Dynamic `import('node:…')` is left to Node.
+ * Static imports of Node's built-in modules become `process.getBuiltinModule()`, which reads a
+ * property only when the code uses it (docs/performance.md, Tuning notes). Dynamic
+ * `import('node:…')` is left to Node.
  */
 const builtinsPlugin = {
   name: 'node-builtins',
@@ -62,11 +59,7 @@ const builtinsPlugin = {
   },
 }
 
-/**
- * zod's locale index (every language's error messages, a third of zod's size) reduced to the
- * English messages it configures by default; Barbican formats config errors itself
- * (src/config/zod-issues.ts) and never selects another locale.
- */
+/** zod's locale index reduced to the English messages it uses by default. */
 const zodLocalesPlugin = {
   name: 'zod-locales',
   setup(build) {
