@@ -1,10 +1,6 @@
 #!/usr/bin/env node
-// Entry point of the `barbican` command. Barbican's sources are TypeScript that Node (>= 22.18)
-// can run directly by type stripping; `npm install` (the `prepare` script) and `npm run build`
-// also bundle them into dist/, which starts faster and uses less memory (ADRs 011, 015). dist/ is run
-// only when it is at least as new as every source file, so an edit is never shadowed by a
-// stale build; installs without src/ (under node_modules, where Node refuses to strip types)
-// always run dist/.
+// Entry point of the `barbican` command: runs dist/ (ADR 015) unless a source file is newer than
+// the build, then src/ by type stripping. An installed package has no src/ and always runs dist/.
 const [major, minor] = process.versions.node.split('.').map(Number)
 if (major < 22 || (major === 22 && minor < 18)) {
   process.stderr.write(
@@ -17,15 +13,6 @@ if (major < 22 || (major === 22 && minor < 18)) {
 // built-in reads every lazy getter on it, loading modules nothing here uses (ADR 015).
 const { existsSync, readdirSync, readFileSync, statSync } = process.getBuiltinModule('node:fs')
 const { fileURLToPath } = process.getBuiltinModule('node:url')
-// Start-up allocates in one burst that would double V8's young generation twice (to 4 MB an idle
-// gateway hardly uses): its growth is held until the command has started, when
-// src/cli/startup-heap.ts puts V8's default back. An operator's own factor is left alone.
-if (
-  ![...process.execArgv, process.env.NODE_OPTIONS ?? ''].some((a) =>
-    a.includes('--semi-space-growth-factor'),
-  )
-)
-  process.getBuiltinModule('node:v8').setFlagsFromString('--semi-space-growth-factor=1')
 const built = new URL('../dist/main.js', import.meta.url)
 const source = new URL('../src/cli/main.ts', import.meta.url)
 
@@ -40,10 +27,8 @@ function buildStarted() {
 }
 
 /**
- * Whether some file under src/ (tests aside) changed at or after `since`. A plain walk on string
- * paths: `readdirSync(dir, { recursive: true })` joins every path through path.normalize, often
- * enough for V8 to compile it with its optimising compiler at each start, which alone made the
- * process touch 5 MB more of the node binary.
+ * Whether some file under src/ (tests aside) changed at or after `since`. A plain walk: the
+ * recursive readdirSync costs 5 MB of RSS at each start (docs/performance.md).
  */
 function sourceChangedSince(since) {
   const pending = [fileURLToPath(new URL('../src', import.meta.url))]

@@ -10,14 +10,16 @@
 // - config-worker.js: the worker thread that loads the configuration, with yaml and zod inside;
 // - stdio-launcher.js: the watchdog script stdio upstreams are launched through;
 // - undici.cjs, ws.cjs, jose.cjs: one-file copies of the dependencies src/shared/lazy-deps.ts loads on
-//   first use (one file to read and compile instead of dozens of modules); undici.cjs holds only
-//   its Agent and request, the rest of undici is in undici-full.cjs, loaded when first used.
-import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+//   first use, each bundled from the package's public entry (one file to read and compile
+//   instead of dozens of modules).
+import { mkdirSync, rmSync, writeFileSync } from 'node:fs'
 import { builtinModules, createRequire } from 'node:module'
 import { fileURLToPath } from 'node:url'
 
 const root = fileURLToPath(new URL('..', import.meta.url))
-const strict = process.argv.includes('--strict')
+// `npm pack` and `npm publish` run this as `prepare`: a tarball without dist/ must not be made.
+const strict =
+  process.argv.includes('--strict') || ['pack', 'publish'].includes(process.env.npm_command ?? '')
 // `--out DIR` builds elsewhere (the build's own test); the default is dist/.
 const out = process.argv.indexOf('--out')
 const dist =
@@ -37,12 +39,9 @@ function fail(message) {
 const builtins = new Set(builtinModules)
 
 /**
- * Static imports of Node's built-in modules become `process.getBuiltinModule()`. An ES module
- * `import ... from 'node:http'` makes Node build the module's whole export list, reading every
- * lazy getter on it: for node:http that loads Node's bundled undici, http2, tls and zlib (about
- * 55 more internal modules, 9 MB of memory); node:crypto loads WebCrypto, node:util worker
- * threads. The CommonJS-style object esbuild wraps around the module reads a property only
- * when the code uses it. Dynamic `import('node:…')` is left to Node.
+ * Static imports of Node's built-in modules become `process.getBuiltinModule()`, which reads a
+ * property only when the code uses it (docs/performance.md, Tuning notes). Dynamic
+ * `import('node:…')` is left to Node.
  */
 const builtinsPlugin = {
   name: 'node-builtins',
@@ -60,11 +59,7 @@ const builtinsPlugin = {
   },
 }
 
-/**
- * zod's locale index (every language's error messages, a third of zod's size) reduced to the
- * English messages it configures by default; Barbican formats config errors itself
- * (src/config/zod-issues.ts) and never selects another locale.
- */
+/** zod's locale index reduced to the English messages it uses by default. */
 const zodLocalesPlugin = {
   name: 'zod-locales',
   setup(build) {
@@ -79,43 +74,6 @@ const zodLocalesPlugin = {
       resolveDir: root,
     }))
   },
-}
-
-/**
- * dist/undici.cjs: what HTTP upstreams use, `Agent` and the top-level `request`, loads with the
- * file (~25 ms, 9 MB); every other export of undici (fetch, WebSocket, EventSource, caches,
- * mocks, proxies) comes from dist/undici-full.cjs, loaded the first time one of them is read.
- * All of undici at once took ~120 ms and 13 MB. `request` is undici's own
- * `makeDispatcher(api.request)`, its source copied from undici's index.js by this build, so the
- * URL handling is undici's; test/bin/build.test.ts checks the exports and a request and a fetch.
- */
-function undiciEntry() {
-  const require = createRequire(import.meta.url)
-  const index = readFileSync(require.resolve('undici'), 'utf8')
-  const start = index.indexOf('function makeDispatcher (fn) {')
-  const end = index.indexOf('\n}\n', start)
-  if (start < 0 || end < 0)
-    throw new Error("undici's index.js has no makeDispatcher(): update scripts/build.js")
-  const lazy = Object.keys(require('undici')).filter((n) => n !== 'Agent' && n !== 'request')
-  return `'use strict'
-const Agent = require('undici/lib/dispatcher/agent')
-const Dispatcher = require('undici/lib/dispatcher/dispatcher')
-const api = require('undici/lib/api')
-const util = require('undici/lib/core/util')
-const { InvalidArgumentError } = require('undici/lib/core/errors')
-const { getGlobalDispatcher } = require('undici/lib/global')
-Object.assign(Dispatcher.prototype, api)
-${index.slice(start, end + 2)}
-exports.Agent = Agent
-exports.request = makeDispatcher(api.request)
-let full
-for (const name of ${JSON.stringify(lazy)}) {
-  Object.defineProperty(exports, name, {
-    enumerable: true,
-    get: () => (full ??= require('./undici-full.cjs'))[name],
-  })
-}
-`
 }
 
 const common = {
@@ -172,20 +130,7 @@ try {
   })
   // The file `require(name)` loads from the sources (ws's CommonJS entry, not its ES wrapper).
   const resolve = createRequire(import.meta.url).resolve
-  await esbuild.build({
-    ...common,
-    stdin: { contents: undiciEntry(), resolveDir: root, sourcefile: 'undici-entry.cjs' },
-    outfile: `${dist}undici.cjs`,
-    format: 'cjs',
-    external: ['./undici-full.cjs'],
-  })
-  await esbuild.build({
-    ...common,
-    entryPoints: [resolve('undici')],
-    outfile: `${dist}undici-full.cjs`,
-    format: 'cjs',
-  })
-  for (const name of ['ws', 'jose']) {
+  for (const name of ['undici', 'ws', 'jose']) {
     await esbuild.build({
       ...common,
       entryPoints: [resolve(name)],

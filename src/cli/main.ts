@@ -8,6 +8,7 @@
  */
 import { parseArgs } from 'node:util'
 import type { CliIo } from './command.ts'
+import { commandHelp } from './help.ts'
 import { loadForCommand } from './load.ts'
 
 const USAGE = `Usage: barbican <command> [options]
@@ -28,7 +29,10 @@ Commands:
           Write barbican.lock: exact versions and hashes of what stdio upstreams launch.
 
 Without --config, barbican.yaml, barbican.yml or barbican.json in the working directory is used;
-serve falls back to the embedded demo when none exists.
+serve falls back to the embedded demo when none exists. barbican COMMAND --help explains one.
+
+Example:
+  barbican serve --config barbican.yaml
 `
 
 const defaultIo: CliIo = {
@@ -51,6 +55,17 @@ export async function main(argv: readonly string[], io: CliIo = defaultIo): Prom
     return 0
   }
   const command = positionals[0]
+  // `barbican serve --help` and `barbican help serve` explain one command.
+  const topic = command === 'help' ? positionals[1] : values.help ? command : undefined
+  if (topic !== undefined) {
+    const help = commandHelp(topic)
+    if (help === undefined) {
+      io.stderr(`barbican: unknown command "${topic}"\n\n${USAGE}`)
+      return 2
+    }
+    io.stdout(help)
+    return 0
+  }
   if (values.help || command === undefined || command === 'help') {
     io.stdout(USAGE)
     return command === undefined && !values.help ? 2 : 0

@@ -15,7 +15,6 @@ import { memoryStore } from '../store/memory.ts'
 import { createHttpInbound, type HttpInbound } from '../transports/http-inbound.ts'
 import type { CliIo, CommandOptions } from './command.ts'
 import { loadForCommand } from './load.ts'
-import { endStartup } from './startup-heap.ts'
 
 export interface RunningServer {
   readonly gateway: Gateway
@@ -111,7 +110,6 @@ export async function runServe(
     store,
     lockfilePath: lockfilePathOf(source.path),
   })
-  void server.started.finally(endStartup)
   const what =
     source.format === 'demo' ? 'embedded demo configuration' : `${source.path} (${source.format})`
   log.info('barbican listening', { url: server.url, config: what })

@@ -12,7 +12,6 @@ import type { ConnectionInfo } from '../transports/inbound.ts'
 import { serveStdio } from '../transports/stdio-inbound.ts'
 import type { CliIo, CommandOptions } from './command.ts'
 import { loadForCommand } from './load.ts'
-import { endStartup } from './startup-heap.ts'
 
 export async function runStdio(
   options: CommandOptions,
@@ -43,7 +42,7 @@ export async function runStdio(
       }
     : gateway
   const transport = serveStdio(handler, { server, jsonLimits: config.limits })
-  void gateway.start().finally(endStartup)
+  void gateway.start()
   await new Promise<void>((resolve) => {
     const previous = transport.onclose
     transport.onclose = () => {

@@ -34,7 +34,10 @@ function tempDir(): string {
   return realpathSync(mkdtempSync(join(tmpdir(), 'barbican-cli-')))
 }
 
-/** Pids of live processes whose command line mentions `marker`. */
+/**
+ * Pids of live processes whose command line mentions `marker`, the gateway's own aside: a child
+ * it has forked but not yet exec'd still shows the gateway's command line, config path included.
+ */
 function processesMentioning(marker: string): number[] {
   const pids: number[] = []
   for (const entry of readdirSync('/proc')) {
@@ -42,7 +45,9 @@ function processesMentioning(marker: string): number[] {
     try {
       const cmdline = readFileSync(`/proc/${entry}/cmdline`, 'utf8')
       const state = readFileSync(`/proc/${entry}/stat`, 'utf8').split(') ')[1]?.[0]
-      if (cmdline.includes(marker) && state !== 'Z') pids.push(Number(entry))
+      if (cmdline.includes(marker) && !cmdline.includes(bin) && state !== 'Z') {
+        pids.push(Number(entry))
+      }
     } catch {
       // The process ended while we looked.
     }

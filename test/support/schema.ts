@@ -3,9 +3,9 @@
  *
  * Tests of anything that emits MCP messages call `assertValidMessage` so that a message Barbican
  * would put on the wire is checked against the normative schema of the revision it claims to
- * speak, not against our own idea of it. The schemas live outside the repository, in
- * `shared/spec/schema/<revision>/schema.json` beside the checkout (CI clones the repository with
- * `shared/` next to it); `BARBICAN_SPEC_DIR` overrides the location.
+ * speak, not against our own idea of it. The official schemas are vendored in
+ * `test/fixtures/spec/<revision>/schema.json` (source and licence in the README there);
+ * `BARBICAN_SPEC_DIR` points the tests at another copy.
  */
 import { AssertionError } from 'node:assert'
 import { existsSync, readFileSync } from 'node:fs'
@@ -43,7 +43,7 @@ export function specSchemaDir(): string {
     const nested = join(fromEnv, 'schema')
     return existsSync(nested) ? nested : fromEnv
   }
-  return fileURLToPath(new URL('../../../shared/spec/schema/', import.meta.url))
+  return fileURLToPath(new URL('../fixtures/spec/', import.meta.url))
 }
 
 const SCHEMAS = new Map<Revision, RevisionSchema>()
