@@ -7,9 +7,10 @@
  *
  * Usage: node [--cpu-prof] bench/hot-path.ts [calls] [concurrency]
  */
+
+import { silentLogger } from '../src/common/log.ts'
 import { Gateway } from '../src/gateway/gateway.ts'
 import type { JsonRpcMessage, JsonRpcRequest } from '../src/protocol/jsonrpc.ts'
-import { silentLogger } from '../src/shared/log.ts'
 import type { Transport } from '../src/transports/transport.ts'
 import { rules, serverPlan } from '../test/support/plans.ts'
 import { checkEcho } from './mcp-http.ts'

@@ -9,7 +9,7 @@
 //   first use;
 // - config-worker.js: the worker thread that loads the configuration, with yaml and zod inside;
 // - stdio-launcher.js: the watchdog script stdio upstreams are launched through;
-// - undici.cjs, ws.cjs, jose.cjs: one-file copies of the dependencies src/shared/lazy-deps.ts loads on
+// - undici.cjs, ws.cjs, jose.cjs: one-file copies of the dependencies src/common/lazy-deps.ts loads on
 //   first use, each bundled from the package's public entry (one file to read and compile
 //   instead of dozens of modules).
 import { mkdirSync, rmSync, writeFileSync } from 'node:fs'
@@ -107,7 +107,7 @@ try {
     format: 'esm',
     splitting: true,
     chunkNames: 'chunk-[hash]',
-    // Loaded through src/shared/lazy-deps.ts from their own one-file copies below.
+    // Loaded through src/common/lazy-deps.ts from their own one-file copies below.
     external: ['undici', 'ws', 'jose'],
     plugins: [builtinsPlugin, zodLocalesPlugin],
   })

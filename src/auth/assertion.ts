@@ -11,7 +11,7 @@
  */
 import { randomUUID } from 'node:crypto'
 import type { CryptoKey, JWK } from 'jose'
-import { jose } from '../shared/lazy-deps.ts'
+import { jose } from '../common/lazy-deps.ts'
 import type { Identity } from './identity.ts'
 
 /** The JWT `typ` of assertions, so they can never be mistaken for access tokens. */

@@ -5,8 +5,8 @@
  * `barbican serve` installs it on the HTTP listener; `barbican stdio` only needs the stamps.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http'
+import type { Logger } from '../common/log.ts'
 import { createGuardedFetch, type GuardedFetch } from '../net/guarded-fetch.ts'
-import type { Logger } from '../shared/log.ts'
 import { ApiKeyStore } from './api-keys.ts'
 import { AssertionSigner } from './assertion.ts'
 import type { AuthConfig } from './auth-config.ts'

@@ -5,9 +5,9 @@
  * accepted: `none` and HMAC never, so a public key can never be used as an HMAC secret.
  */
 import type { JWTPayload, JWTVerifyGetKey } from 'jose'
+import { jose } from '../common/lazy-deps.ts'
 import type { GuardedFetch } from '../net/guarded-fetch.ts'
 import type { JsonObject } from '../protocol/jsonrpc.ts'
-import { jose } from '../shared/lazy-deps.ts'
 import { discoverAuthorizationServer } from './as-metadata.ts'
 import { AuthFailure } from './auth-failure.ts'
 import type { Identity } from './identity.ts'

@@ -15,6 +15,7 @@
  */
 import { randomUUID } from 'node:crypto'
 import type { Identity } from '../auth/identity.ts'
+import { BarbicanError } from '../common/errors.ts'
 import {
   MISSING_REQUIRED_CLIENT_CAPABILITY,
   URL_ELICITATION_REQUIRED,
@@ -22,7 +23,6 @@ import {
 import { isPlainObject, type JsonObject, type JsonRpcRequest } from '../protocol/jsonrpc.ts'
 import { METHOD_SPECS } from '../protocol/methods.ts'
 import type { ErrorReply, Result } from '../protocol/model.ts'
-import { BarbicanError } from '../shared/errors.ts'
 import type { ContinuationStore } from './continuation-store.ts'
 import { type ClientRequester, HeldCall } from './held-call.ts'
 import type { ProgressRelay } from './progress-relay.ts'

@@ -8,10 +8,10 @@
  * caller must then reconnect before `initialize`.
  */
 
+import { BarbicanError } from '../common/errors.ts'
 import { UNSUPPORTED_PROTOCOL_VERSION } from '../protocol/error-codes.ts'
 import { isPlainObject, type JsonObject } from '../protocol/jsonrpc.ts'
 import type { ErrorReply, Result } from '../protocol/model.ts'
-import { BarbicanError } from '../shared/errors.ts'
 import { MODERN_UPSTREAM_REVISION } from './envelope.ts'
 
 export type EraVerdict =

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict'
 import { randomBytes } from 'node:crypto'
 import { describe, test } from 'node:test'
 import { ANONYMOUS, type Identity } from '../auth/identity.ts'
-import { BarbicanError } from '../shared/errors.ts'
+import { BarbicanError } from '../common/errors.ts'
 import { RequestStateSealer, requestDigest, stateKeyFromEnv, subjectOf } from './request-state.ts'
 
 const alice: Identity = { subject: 'alice', scopes: [], method: 'jwt' }

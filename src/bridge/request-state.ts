@@ -7,8 +7,8 @@
  */
 import { createCipheriv, createDecipheriv, createHash, randomBytes } from 'node:crypto'
 import type { Identity } from '../auth/identity.ts'
+import { BarbicanError } from '../common/errors.ts'
 import { isPlainObject, type JsonObject } from '../protocol/jsonrpc.ts'
-import { BarbicanError } from '../shared/errors.ts'
 
 /** What a sealed state says. Short keys keep the token small; it travels on every retry. */
 export interface StatePayload {

@@ -3,12 +3,12 @@
  * what it offers. Exits non-zero with a precise message on the first class of fault found.
  */
 
+import { jsonLogger } from '../common/log.ts'
 import type { LoadedConfig } from '../config/config.ts'
 import { Gateway } from '../gateway/gateway.ts'
 import { planFromConfig } from '../gateway/plan.ts'
 import { lockfilePathOf, withTrust } from '../gateway/trust-setup.ts'
 import { printableName } from '../protocol/item-names.ts'
-import { jsonLogger } from '../shared/log.ts'
 import { memoryStore } from '../store/memory.ts'
 import type { CliIo, CommandOptions } from './command.ts'
 import { loadForCommand } from './load.ts'

@@ -50,7 +50,7 @@ export async function main(argv: readonly string[], io: CliIo = defaultIo): Prom
   }
   const { positionals, values } = parsed
   if (values.version) {
-    const { VERSION } = await import('../shared/version.ts')
+    const { VERSION } = await import('../common/version.ts')
     io.stdout(`barbican ${VERSION}\n`)
     return 0
   }

@@ -5,7 +5,7 @@ import { join } from 'node:path'
 import { after, describe, test } from 'node:test'
 import { fileURLToPath } from 'node:url'
 import { runCli as run } from '../../test/support/cli.ts'
-import { silentLogger } from '../shared/log.ts'
+import { silentLogger } from '../common/log.ts'
 import { openSqliteStore } from '../store/sqlite.ts'
 import { TrustGuard } from '../trust/trust-guard.ts'
 

@@ -3,11 +3,11 @@
  * processes. Logs go to stderr; stdout carries nothing but JSON-RPC.
  */
 import { AuthRuntime } from '../auth/auth-runtime.ts'
+import { jsonLogger } from '../common/log.ts'
 import type { LoadedConfig } from '../config/config.ts'
 import { Gateway } from '../gateway/gateway.ts'
 import { planFromConfig } from '../gateway/plan.ts'
 import { lockfilePathOf, openStore, withTrust } from '../gateway/trust-setup.ts'
-import { jsonLogger } from '../shared/log.ts'
 import type { ConnectionInfo } from '../transports/inbound.ts'
 import { serveStdio } from '../transports/stdio-inbound.ts'
 import type { CliIo, CommandOptions } from './command.ts'

@@ -3,7 +3,7 @@
  * exact key path in the operator's own file (and its line where known), so one run of
  * `barbican check` shows everything to fix.
  */
-import { BarbicanError } from '../shared/errors.ts'
+import { BarbicanError } from '../common/errors.ts'
 
 /** A key path: object keys and array indexes, outermost first. */
 export type KeyPath = readonly (string | number)[]

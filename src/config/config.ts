@@ -5,8 +5,8 @@
  * it as it is.
  */
 import type { AuthConfig, CredentialsConfig } from '../auth/auth-config.ts'
+import type { LogLevel } from '../common/log.ts'
 import type { JsonLimits } from '../protocol/json-limits.ts'
-import type { LogLevel } from '../shared/log.ts'
 
 /** Where the HTTP listener binds. `host` is bare (`::1`, never `[::1]`). */
 export interface ListenAddress {

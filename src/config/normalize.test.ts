@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict'
 import { resolve } from 'node:path'
 import { describe, test } from 'node:test'
-import { BarbicanError } from '../shared/errors.ts'
+import { BarbicanError } from '../common/errors.ts'
 import { ConfigError, formatKeyPath } from './config-error.ts'
 import { LOOPBACK_ORIGINS } from './defaults.ts'
 import { normalizeConfig } from './normalize.ts'

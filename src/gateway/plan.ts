@@ -5,6 +5,7 @@
  */
 import picomatch from 'picomatch'
 import type { AuthRuntime } from '../auth/auth-runtime.ts'
+import type { Logger } from '../common/log.ts'
 import type {
   Config,
   ItemFilterConfig,
@@ -14,7 +15,6 @@ import type {
 import { securedTransportFactory } from '../credentials/upstream-setup.ts'
 import { authorize } from '../policies/authorize.ts'
 import type { CatalogRules, ItemRules } from '../relay/catalog.ts'
-import type { Logger } from '../shared/log.ts'
 import { createOutboundTransport } from '../transports/connect-outbound.ts'
 import type { GatewayPlan, ServerPlan, UpstreamPlan } from './gateway.ts'
 

@@ -5,10 +5,10 @@
  * (tests) gets an in-memory store and no lockfile.
  */
 import { dirname, join } from 'node:path'
+import { toBarbicanError } from '../common/errors.ts'
+import type { Logger } from '../common/log.ts'
 import type { Config, StoreConfig, UpstreamConfig } from '../config/config.ts'
 import { DEFAULT_STORE_PATH } from '../config/defaults.ts'
-import { toBarbicanError } from '../shared/errors.ts'
-import type { Logger } from '../shared/log.ts'
 import { memoryStore } from '../store/memory.ts'
 import { openSqliteStore } from '../store/sqlite.ts'
 import type { Store } from '../store/store.ts'

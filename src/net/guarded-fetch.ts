@@ -9,7 +9,7 @@
 import { lookup as dnsLookup, type LookupAddress } from 'node:dns'
 import { isIP, type LookupFunction } from 'node:net'
 import type { Agent, Dispatcher } from 'undici'
-import { undici } from '../shared/lazy-deps.ts'
+import { undici } from '../common/lazy-deps.ts'
 import { AddressAllowlist, classifyAddress, unbracket } from './address-policy.ts'
 
 /** Why a fetch was refused before any byte was sent; `code` is stable for programs. */

@@ -6,8 +6,8 @@
  */
 import picomatch from 'picomatch'
 import type { Identity } from '../auth/identity.ts'
+import { BarbicanError } from '../common/errors.ts'
 import { isPlainObject } from '../protocol/jsonrpc.ts'
-import { BarbicanError } from '../shared/errors.ts'
 import type { Call, Next, Policy, Reply } from './policy.ts'
 
 /** One grant: who it applies to (every listed condition must hold) and what it allows. */

@@ -2,7 +2,7 @@
  * Composes policies around the relay in one fixed order, outermost first, so that the order
  * never depends on how the configuration lists them.
  */
-import { BarbicanError } from '../shared/errors.ts'
+import { BarbicanError } from '../common/errors.ts'
 import type { Call, Next, Policy, Reply } from './policy.ts'
 
 /**

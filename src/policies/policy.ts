@@ -6,9 +6,9 @@
  * A runnable example is examples/deny-writes.ts.
  */
 import type { Identity } from '../auth/identity.ts'
+import type { Logger } from '../common/log.ts'
 import type { ErrorReply, Request, Result } from '../protocol/model.ts'
 import type { Route } from '../relay/route.ts'
-import type { Logger } from '../shared/log.ts'
 import type { InboundKind } from '../transports/inbound.ts'
 
 /** One client request on its way through the gateway. */

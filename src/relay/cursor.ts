@@ -3,7 +3,7 @@
  * them, then serves the merge in pages of its own: a cursor names the list and the offset into
  * the merged order, which is stable between calls (configuration order, then upstream order).
  */
-import { BarbicanError } from '../shared/errors.ts'
+import { BarbicanError } from '../common/errors.ts'
 
 export function encodeCursor(list: string, offset: number): string {
   return Buffer.from(JSON.stringify({ l: list, o: offset })).toString('base64url')

@@ -7,10 +7,10 @@
  * audit has seen it.
  */
 
+import { BarbicanError } from '../common/errors.ts'
 import { isPlainObject, type JsonObject } from '../protocol/jsonrpc.ts'
 import { methodSpec, type Target } from '../protocol/methods.ts'
 import type { Request } from '../protocol/model.ts'
-import { BarbicanError } from '../shared/errors.ts'
 import type { Upstream } from '../upstreams/upstream.ts'
 import type { Catalog } from './catalog.ts'
 import type { VirtualServer } from './virtual-server.ts'

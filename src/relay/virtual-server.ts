@@ -5,11 +5,11 @@
  * missing upstream out and report it; calls to it fail fast.
  */
 import { EventEmitter } from 'node:events'
+import { BarbicanError } from '../common/errors.ts'
+import type { Logger } from '../common/log.ts'
 import { printableName } from '../protocol/item-names.ts'
 import type { JsonObject } from '../protocol/jsonrpc.ts'
 import { hasCapability } from '../protocol/methods.ts'
-import { BarbicanError } from '../shared/errors.ts'
-import type { Logger } from '../shared/log.ts'
 import { quarantineCatalog, withoutQuarantinedTemplates } from '../trust/quarantine.ts'
 import type { Quarantine, TrustGuard } from '../trust/trust-guard.ts'
 import type { ListKey, Upstream } from '../upstreams/upstream.ts'

@@ -6,6 +6,7 @@
  * per-client state they read.
  */
 
+import { BarbicanError } from '../common/errors.ts'
 import { isPlainObject, type JsonObject } from '../protocol/jsonrpc.ts'
 import { hasCapability, methodSpec } from '../protocol/methods.ts'
 import type { Result } from '../protocol/model.ts'
@@ -13,7 +14,6 @@ import { MODERN_REVISIONS, type Revision } from '../protocol/revisions.ts'
 import type { Catalog } from '../relay/catalog.ts'
 import { decodeCursor, encodeCursor } from '../relay/cursor.ts'
 import type { VirtualServer } from '../relay/virtual-server.ts'
-import { BarbicanError } from '../shared/errors.ts'
 
 /** Result `_meta` key listing which upstream contributes what (capability attribution). */
 export const UPSTREAMS_META = 'dev.barbican/upstreams'

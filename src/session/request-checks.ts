@@ -6,13 +6,13 @@
  * decides what to do with a failure.
  */
 import { paramHeaderMismatch } from '../bridge/param-headers.ts'
+import { BarbicanError } from '../common/errors.ts'
 import { HEADER_MISMATCH, UNSUPPORTED_PROTOCOL_VERSION } from '../protocol/error-codes.ts'
 import { isPlainObject, type JsonRpcId, type JsonRpcRequest } from '../protocol/jsonrpc.ts'
 import { existsIn, methodSpec } from '../protocol/methods.ts'
 import { type ErrorReply, META, type Request } from '../protocol/model.ts'
 import { eraOf, isRevision, MODERN_REVISIONS, type Revision } from '../protocol/revisions.ts'
 import type { VirtualServer } from '../relay/virtual-server.ts'
-import { BarbicanError } from '../shared/errors.ts'
 import type { ReceiveInfo } from '../transports/transport.ts'
 
 /**

@@ -13,9 +13,9 @@ import {
   type McpError,
 } from '@modelcontextprotocol/sdk/types.js'
 import { inProcessUpstream, rules, serverPlan } from '../../test/support/plans.ts'
+import { BarbicanError } from '../common/errors.ts'
+import { jsonLogger, silentLogger } from '../common/log.ts'
 import { Gateway } from '../gateway/gateway.ts'
-import { BarbicanError } from '../shared/errors.ts'
-import { jsonLogger, silentLogger } from '../shared/log.ts'
 import { memoryPair } from '../transports/memory.ts'
 import type { Transport } from '../transports/transport.ts'
 

@@ -4,8 +4,8 @@
  */
 import { createHash } from 'node:crypto'
 import type { IncomingMessage } from 'node:http'
+import { BarbicanError } from '../common/errors.ts'
 import { DEFAULT_JSON_LIMITS, type JsonLimits } from '../protocol/json-limits.ts'
-import { BarbicanError } from '../shared/errors.ts'
 import { DEFAULT_ALLOWED_HOSTS, DEFAULT_ALLOWED_ORIGINS } from './http-guard.ts'
 
 /**

@@ -12,7 +12,7 @@ import type { AddressInfo, Socket } from 'node:net'
 import type { Duplex } from 'node:stream'
 import type { InboundAuthenticator } from '../auth/authenticator.ts'
 import { setRequestIdentity } from '../auth/request-identity.ts'
-import { jsonLogger, type Logger } from '../shared/log.ts'
+import { jsonLogger, type Logger } from '../common/log.ts'
 import { checkRequestHeaders, corsHeaders, type GuardRefusal } from './http-guard.ts'
 import {
   DEFAULT_HTTP_INBOUND_OPTIONS,

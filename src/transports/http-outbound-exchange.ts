@@ -10,7 +10,7 @@
  * to its consumer (`PushBody`).
  */
 import type { Dispatcher } from 'undici'
-import { BarbicanError } from '../shared/errors.ts'
+import { BarbicanError } from '../common/errors.ts'
 import type { AbortReason, ExchangeDeadline } from './http-outbound-support.ts'
 import { isEventStream } from './sse-stream.ts'
 

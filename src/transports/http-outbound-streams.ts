@@ -4,10 +4,10 @@
  * `retry:` honoured), and keeping the standalone GET stream of a legacy session open.
  */
 import type { Dispatcher } from 'undici'
+import { BarbicanError, upstreamClosed } from '../common/errors.ts'
+import { undici } from '../common/lazy-deps.ts'
+import type { Logger } from '../common/log.ts'
 import type { JsonRpcId } from '../protocol/jsonrpc.ts'
-import { BarbicanError, upstreamClosed } from '../shared/errors.ts'
-import { undici } from '../shared/lazy-deps.ts'
-import type { Logger } from '../shared/log.ts'
 import type { PushBody } from './http-outbound-exchange.ts'
 import { type ExchangeDeadline, httpStatusError, networkError } from './http-outbound-support.ts'
 import { SseDecoder } from './sse-decoder.ts'

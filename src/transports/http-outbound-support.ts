@@ -4,6 +4,13 @@
  * to the JSON-RPC error response a waiting caller receives instead of hanging.
  */
 
+import {
+  BarbicanError,
+  type ErrorCode,
+  errorData,
+  jsonRpcCodeOf,
+  upstreamClosed,
+} from '../common/errors.ts'
 import type { JsonLimits } from '../protocol/json-limits.ts'
 import {
   errorResponse,
@@ -11,13 +18,6 @@ import {
   type JsonRpcErrorResponse,
   type JsonRpcId,
 } from '../protocol/jsonrpc.ts'
-import {
-  BarbicanError,
-  type ErrorCode,
-  errorData,
-  jsonRpcCodeOf,
-  upstreamClosed,
-} from '../shared/errors.ts'
 import { decodePayload } from './outbound-payload.ts'
 
 export type HeaderSet = Readonly<Record<string, string>> | undefined

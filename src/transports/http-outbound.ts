@@ -10,6 +10,9 @@
  * reject `send` instead.
  */
 import type { Dispatcher } from 'undici'
+import { BarbicanError, upstreamClosed } from '../common/errors.ts'
+import { undici } from '../common/lazy-deps.ts'
+import type { Logger } from '../common/log.ts'
 import type { JsonLimits } from '../protocol/json-limits.ts'
 import {
   isRequest,
@@ -19,9 +22,6 @@ import {
   serialize,
 } from '../protocol/jsonrpc.ts'
 import type { Revision } from '../protocol/revisions.ts'
-import { BarbicanError, upstreamClosed } from '../shared/errors.ts'
-import { undici } from '../shared/lazy-deps.ts'
-import type { Logger } from '../shared/log.ts'
 import {
   DeadlineSweep,
   Exchange,

@@ -4,9 +4,9 @@
  * apply the same limits and report faults the same way.
  */
 
+import { BarbicanError } from '../common/errors.ts'
 import type { JsonLimits } from '../protocol/json-limits.ts'
 import { type JsonRpcMessage, parsePayload } from '../protocol/jsonrpc.ts'
-import { BarbicanError } from '../shared/errors.ts'
 
 /** What one payload held: the valid messages, and one error per invalid part (if any). */
 export interface DecodedPayload {

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict'
 import { describe, test } from 'node:test'
-import { silentLogger } from '../shared/log.ts'
+import { silentLogger } from '../common/log.ts'
 import { SessionLimits } from './session-limits.ts'
 
 interface Fake {

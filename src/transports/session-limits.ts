@@ -10,7 +10,7 @@
  */
 import type { IncomingMessage } from 'node:http'
 import { identityKey, requestIdentity } from '../auth/request-identity.ts'
-import type { Logger } from '../shared/log.ts'
+import type { Logger } from '../common/log.ts'
 
 /** The two bounds, from `limits.maxSessions` and `limits.maxSessionsPerIdentity`. */
 export interface SessionLimitOptions {

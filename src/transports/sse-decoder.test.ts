@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict'
 import { describe, test } from 'node:test'
-import { BarbicanError } from '../shared/errors.ts'
+import { BarbicanError } from '../common/errors.ts'
 import { SseDecoder } from './sse-decoder.ts'
 import type { SseEvent } from './sse-stream.ts'
 

@@ -6,7 +6,7 @@
  * byte, never inside a multi-byte character), and the unterminated rest waits for the next chunk.
  */
 import { createParser, type EventSourceParser } from 'eventsource-parser'
-import { BarbicanError } from '../shared/errors.ts'
+import { BarbicanError } from '../common/errors.ts'
 import type { SseEvent } from './sse-stream.ts'
 
 export interface SseDecoderOptions {

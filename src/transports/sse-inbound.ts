@@ -7,6 +7,7 @@
 import { randomBytes } from 'node:crypto'
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import { requestIdentity } from '../auth/request-identity.ts'
+import type { Logger } from '../common/log.ts'
 import type { JsonLimits } from '../protocol/json-limits.ts'
 import {
   isRequest,
@@ -16,7 +17,6 @@ import {
   serialize,
 } from '../protocol/jsonrpc.ts'
 import { type Revision, TRAITS } from '../protocol/revisions.ts'
-import type { Logger } from '../shared/log.ts'
 import {
   accepts,
   headerRecord,

@@ -5,11 +5,11 @@
  * can inject into its stream) must not be able to redirect Barbican's traffic elsewhere.
  */
 import type { Dispatcher } from 'undici'
+import { BarbicanError, upstreamClosed } from '../common/errors.ts'
+import { undici } from '../common/lazy-deps.ts'
+import type { Logger } from '../common/log.ts'
 import type { JsonLimits } from '../protocol/json-limits.ts'
 import { isRequest, type JsonRpcMessage, serialize } from '../protocol/jsonrpc.ts'
-import { BarbicanError, upstreamClosed } from '../shared/errors.ts'
-import { undici } from '../shared/lazy-deps.ts'
-import type { Logger } from '../shared/log.ts'
 import type { HttpSendOptions } from './http-outbound.ts'
 import { DeadlineSweep, Exchange } from './http-outbound-exchange.ts'
 import {

@@ -5,7 +5,7 @@
  * turns the body into one awaitable read.
  */
 import { createParser, type EventSourceMessage } from 'eventsource-parser'
-import { BarbicanError } from '../shared/errors.ts'
+import { BarbicanError } from '../common/errors.ts'
 
 /** One SSE event; `event` is undefined for the default type (`message`). */
 export type SseEvent = EventSourceMessage

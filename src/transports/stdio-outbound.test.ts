@@ -11,8 +11,8 @@ import {
   processGone,
 } from '../../test/fixtures/upstream-helpers.ts'
 import { hasCode } from '../../test/support/errors.ts'
+import { silentLogger } from '../common/log.ts'
 import { DEFAULT_JSON_LIMITS, type JsonLimits } from '../protocol/json-limits.ts'
-import { silentLogger } from '../shared/log.ts'
 import { type StdioOutboundOptions, StdioOutboundTransport } from './stdio-outbound.ts'
 
 const LINE_SERVER = fixture('upstream-line-server.ts')

@@ -8,6 +8,7 @@
  */
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import { requestIdentity } from '../auth/request-identity.ts'
+import type { Logger } from '../common/log.ts'
 import { HEADER_MISMATCH } from '../protocol/error-codes.ts'
 import {
   errorResponse,
@@ -22,7 +23,6 @@ import {
   METHOD_NOT_FOUND,
   serialize,
 } from '../protocol/jsonrpc.ts'
-import type { Logger } from '../shared/log.ts'
 import { headerRecord, sendEmpty, sendJson, sendRpcError, singleHeader } from './http-io.ts'
 import type { ConnectionInfo, InboundHandler } from './inbound.ts'
 import { formatEvent, SseConnection, type SseConnectionOptions } from './sse-writer.ts'

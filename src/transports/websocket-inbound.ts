@@ -11,6 +11,8 @@ import type { WebSocket, WebSocketServer } from 'ws'
 import type { AuthResult } from '../auth/authenticator.ts'
 import type { Identity } from '../auth/identity.ts'
 import { requestIdentity } from '../auth/request-identity.ts'
+import { ws } from '../common/lazy-deps.ts'
+import type { Logger } from '../common/log.ts'
 import type { JsonLimits } from '../protocol/json-limits.ts'
 import {
   errorResponse,
@@ -22,8 +24,6 @@ import {
   serialize,
 } from '../protocol/jsonrpc.ts'
 import { type Revision, TRAITS } from '../protocol/revisions.ts'
-import { ws } from '../shared/lazy-deps.ts'
-import type { Logger } from '../shared/log.ts'
 import { decodeUtf8, headerRecord } from './http-io.ts'
 import type { InboundHandler } from './inbound.ts'
 import { SessionLimits, sessionOwner } from './session-limits.ts'

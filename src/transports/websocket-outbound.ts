@@ -4,11 +4,11 @@
  * before they are buffered, and sends stop once too much is waiting for a slow peer.
  */
 import type WebSocket from 'ws'
+import { BarbicanError, upstreamClosed } from '../common/errors.ts'
+import { ws } from '../common/lazy-deps.ts'
+import type { Logger } from '../common/log.ts'
 import type { JsonLimits } from '../protocol/json-limits.ts'
 import { type JsonRpcMessage, serialize } from '../protocol/jsonrpc.ts'
-import { BarbicanError, upstreamClosed } from '../shared/errors.ts'
-import { ws } from '../shared/lazy-deps.ts'
-import type { Logger } from '../shared/log.ts'
 import { decodePayload, protocolFault } from './outbound-payload.ts'
 import type { ReceiveInfo, SendOptions, Transport } from './transport.ts'
 

@@ -3,7 +3,7 @@
  * (it stays hidden while the server advertises it), and the readable review of each change.
  * Used by `barbican pins` and by anything else that manages pins (an admin API, tests).
  */
-import { BarbicanError } from '../shared/errors.ts'
+import { BarbicanError } from '../common/errors.ts'
 import type { PendingChange, PinnedItem, PinStore } from '../store/store.ts'
 import { diffDefinitions, type FieldChange } from './diff.ts'
 

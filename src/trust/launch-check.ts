@@ -5,7 +5,7 @@
  * registry integrity and files. A refusal names the package, what was expected and what was
  * found, so the operator knows whether to re-lock or to distrust the machine.
  */
-import { BarbicanError } from '../shared/errors.ts'
+import { BarbicanError } from '../common/errors.ts'
 import { type Launch, launchOf } from './launch.ts'
 import { type LaunchContext, type LockEntry, type Lockfile, observeLaunch } from './lockfile.ts'
 

@@ -8,7 +8,7 @@
 import { createHash } from 'node:crypto'
 import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { dirname, isAbsolute, join, resolve, sep } from 'node:path'
-import { BarbicanError } from '../shared/errors.ts'
+import { BarbicanError } from '../common/errors.ts'
 import type { Launch } from './launch.ts'
 
 export const LOCKFILE_NAME = 'barbican.lock'

@@ -4,7 +4,7 @@
  * working. New definitions are pinned (trust on first use) or held for approval; changed ones
  * are recorded as pending changes with their findings, for `barbican pins`.
  */
-import type { Logger } from '../shared/log.ts'
+import type { Logger } from '../common/log.ts'
 import type { PendingChange, PinAction, PinnedItem, PinStore } from '../store/store.ts'
 import { canonicalHash } from './canonical.ts'
 import { diffDefinitions, type FieldChange, summarizeChanges } from './diff.ts'

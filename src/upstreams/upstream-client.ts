@@ -7,6 +7,8 @@
  * `notifications/cancelled` upstream), and fail at once when the connection closes.
  */
 
+import { BarbicanError, upstreamClosed } from '../common/errors.ts'
+import type { Logger } from '../common/log.ts'
 import type { Codec } from '../protocol/codec.ts'
 import { codecFor } from '../protocol/codecs.ts'
 import {
@@ -19,8 +21,6 @@ import {
 } from '../protocol/jsonrpc.ts'
 import type { ErrorReply, Result } from '../protocol/model.ts'
 import type { Revision } from '../protocol/revisions.ts'
-import { BarbicanError, upstreamClosed } from '../shared/errors.ts'
-import type { Logger } from '../shared/log.ts'
 import type { ReceiveInfo, SendOptions, Transport } from '../transports/transport.ts'
 
 /** What the upstream answered: a neutral result or error reply (upstream errors pass through). */

@@ -4,9 +4,9 @@
  * across all its pages. The cache itself stays with the Upstream, which owns when it is cleared.
  */
 import { xMcpHeaderProblem } from '../bridge/envelope.ts'
+import { BarbicanError } from '../common/errors.ts'
+import type { Logger } from '../common/log.ts'
 import { isPlainObject, type JsonObject } from '../protocol/jsonrpc.ts'
-import { BarbicanError } from '../shared/errors.ts'
-import type { Logger } from '../shared/log.ts'
 import type { UpstreamReply } from './upstream-client.ts'
 
 /** The lists an upstream offers, by their key in the list result. */

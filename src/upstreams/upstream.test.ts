@@ -3,8 +3,8 @@ import { createServer, type IncomingMessage, type Server } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { after, before, describe, test } from 'node:test'
 import { testUpstream } from '../../test/support/upstreams.ts'
+import { silentLogger } from '../common/log.ts'
 import { DEFAULT_JSON_LIMITS } from '../protocol/json-limits.ts'
-import { silentLogger } from '../shared/log.ts'
 import { createOutboundTransport } from '../transports/connect-outbound.ts'
 
 /** A legacy (2025-06-18) Streamable HTTP server that records the headers of every request. */

@@ -14,7 +14,7 @@ const LAYERS = [
   /** JSON-RPC, revisions, codecs: pure, imports nothing of ours. */
   'protocol',
   /** Errors, logging, lazily loaded dependencies: what every layer uses. */
-  'shared',
+  'common',
   /** The guarded HTTP client. */
   'net',
   /** Pin and baseline storage. */
@@ -48,12 +48,11 @@ const LAYERS = [
 type Layer = (typeof LAYERS)[number]
 
 /**
- * Where each layer lives under src/: a folder (ending in `/`) or a file. The loose root files are
- * mapped to the folder they are meant to move to (`shared/`, `session/`, `gateway/`).
+ * Where each layer lives under src/: one folder per layer.
  */
 const PLACES: Readonly<Record<string, Layer>> = {
   'protocol/': 'protocol',
-  'shared/': 'shared',
+  'common/': 'common',
   'net/': 'net',
   'store/': 'store',
   'auth/': 'auth',

@@ -8,7 +8,7 @@ import { join } from 'node:path'
 import { after, before, describe, test } from 'node:test'
 import { fileURLToPath } from 'node:url'
 
-// scripts/build.js into a scratch folder: what bin/barbican.js and src/shared/lazy-deps.ts rely on.
+// scripts/build.js into a scratch folder: what bin/barbican.js and src/common/lazy-deps.ts rely on.
 const BUILD = fileURLToPath(new URL('../../scripts/build.js', import.meta.url))
 const require = createRequire(import.meta.url)
 

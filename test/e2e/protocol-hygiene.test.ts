@@ -12,8 +12,8 @@ import { after, before, describe, test } from 'node:test'
 import { fileURLToPath } from 'node:url'
 import WebSocket from 'ws'
 import { type RunningServer, startServer } from '../../src/cli/serve.ts'
+import { silentLogger } from '../../src/common/log.ts'
 import { parseConfigText } from '../../src/config/load.ts'
-import { silentLogger } from '../../src/shared/log.ts'
 import { recordedMessages, upstreamFaults } from '../support/upstream-record.ts'
 
 const root = fileURLToPath(new URL('../../', import.meta.url))

@@ -1,5 +1,5 @@
 /** Matchers for assertions about Barbican's errors. */
-import { BarbicanError, type ErrorCode } from '../../src/shared/errors.ts'
+import { BarbicanError, type ErrorCode } from '../../src/common/errors.ts'
 
 /** For `assert.rejects`/`assert.throws`: a BarbicanError with `code`. */
 export function hasCode(code: ErrorCode): (err: unknown) => boolean {

@@ -4,7 +4,7 @@
  * ORDER in ../chain.ts at the place it should run, and build it where the gateway plan builds
  * the others (gateway/plan.ts).
  */
-import { BarbicanError } from '../../shared/errors.ts'
+import { BarbicanError } from '../../common/errors.ts'
 import type { Policy } from '../policy.ts'
 
 export const denyWrites: Policy = {

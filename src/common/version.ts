@@ -1,6 +1,6 @@
 /**
  * Barbican's own version, read from the package.json of the installed package. The nearest
- * package.json above this module is the package's own, whether it runs from src/shared/ in a
+ * package.json above this module is the package's own, whether it runs from src/common/ in a
  * checkout or from dist/main.js in a checkout or an installed tarball.
  */
 import { existsSync, readFileSync } from 'node:fs'
