@@ -10,7 +10,11 @@ import type { Logger } from '../common/log.ts'
 import { printableName } from '../protocol/item-names.ts'
 import type { JsonObject } from '../protocol/jsonrpc.ts'
 import { hasCapability } from '../protocol/methods.ts'
-import { quarantineCatalog, withoutQuarantinedTemplates } from '../trust/quarantine.ts'
+import {
+  quarantineCatalog,
+  quarantineKey,
+  withoutQuarantinedTemplates,
+} from '../trust/quarantine.ts'
 import type { Quarantine, TrustGuard } from '../trust/trust-guard.ts'
 import type { ListKey, Upstream } from '../upstreams/upstream.ts'
 import {
@@ -31,7 +35,7 @@ export interface Degraded {
 export interface CatalogView {
   readonly catalog: Catalog
   readonly degraded: Degraded[]
-  /** Exposed tool and prompt names withheld by trust (docs/trust.md), with the reason. */
+  /** Tools and prompts withheld by trust (docs/trust.md), by `quarantineKey`, with the reason. */
   readonly quarantined: ReadonlyMap<string, Quarantine>
 }
 
@@ -226,13 +230,13 @@ export class VirtualServer extends EventEmitter<VirtualServerEvents> {
 
   async resolveTool(name: string): Promise<{ upstream: Upstream; target: Target }> {
     const view = await this.catalog()
-    refuseQuarantined(view, name)
+    refuseQuarantined(view, 'tool', name)
     return this.#resolve(view.catalog.toolTargets, name, 'tool')
   }
 
   async resolvePrompt(name: string): Promise<{ upstream: Upstream; target: Target }> {
     const view = await this.catalog()
-    refuseQuarantined(view, name)
+    refuseQuarantined(view, 'prompt', name)
     return this.#resolve(view.catalog.promptTargets, name, 'prompt')
   }
 
@@ -323,8 +327,8 @@ export class VirtualServer extends EventEmitter<VirtualServerEvents> {
   }
 }
 
-function refuseQuarantined(view: CatalogView, name: string): void {
-  const q = view.quarantined.get(name)
+function refuseQuarantined(view: CatalogView, kind: 'tool' | 'prompt', name: string): void {
+  const q = view.quarantined.get(quarantineKey(kind, name))
   if (!q) return
   throw new BarbicanError('ERR_TOOL_QUARANTINED', `${name} is quarantined: ${q.message}`, {
     data: { upstream: q.upstream, key: q.key, reason: q.reason, changes: q.changes },

@@ -24,7 +24,15 @@ export function withoutQuarantinedTemplates(
   })
 }
 
-/** The catalog without quarantined tools and prompts, and their exposed names → why. */
+/**
+ * The key a withheld item is kept under: its kind and its exposed name, so a quarantined tool
+ * `dup` never withholds a prompt `dup` (kinds are separate namespaces in MCP).
+ */
+export function quarantineKey(kind: 'tool' | 'prompt', exposed: string): string {
+  return itemKey(kind, exposed)
+}
+
+/** The catalog without quarantined tools and prompts, and their quarantine keys → why. */
 export function quarantineCatalog(
   catalog: Catalog,
   verdict: TrustVerdict,
@@ -34,7 +42,7 @@ export function quarantineCatalog(
     const kept = new Map<string, Target>()
     for (const [exposed, target] of targets) {
       const q = verdict.quarantined.get(target.upstream)?.get(itemKey(kind, target.original))
-      if (q) quarantined.set(exposed, q)
+      if (q) quarantined.set(quarantineKey(kind, exposed), q)
       else kept.set(exposed, target)
     }
     return kept
