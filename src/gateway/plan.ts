@@ -12,9 +12,12 @@ import type {
   UpstreamConfig,
   VirtualServerConfig,
 } from '../config/config.ts'
+import { compileUriFilter } from '../config/filter.ts'
 import { securedTransportFactory } from '../credentials/upstream-setup.ts'
 import { authorize } from '../policies/authorize.ts'
 import type { CatalogRules, ItemRules } from '../relay/catalog.ts'
+import { prefixUri } from '../relay/names.ts'
+import { tryJudged } from '../relay/resource-uri.ts'
 import { createOutboundTransport } from '../transports/connect-outbound.ts'
 import type { GatewayPlan, ServerPlan, UpstreamPlan } from './gateway.ts'
 
@@ -64,7 +67,7 @@ function serverPlan(s: VirtualServerConfig): ServerPlan {
     namespacing: s.namespacing,
     tools: itemRules(s.tools, sep, s.tools.rename, s.tools.descriptions),
     prompts: itemRules(s.prompts, sep, s.prompts.rename, {}),
-    resources: itemRules(s.resources, sep, {}, {}),
+    resources: resourceRules(s.resources),
   }
   return { name: s.name, upstreams: s.upstreams, rules }
 }
@@ -89,5 +92,22 @@ function itemRules(
     },
     rename: (name, upstream) => rename[`${upstream}${separator}${name}`] ?? rename[name],
     description: (exposed) => descriptions[exposed],
+  }
+}
+
+/**
+ * Resource globs judge the normalised URI (or a template's stand-in, relay/resource-uri.ts), by
+ * the upstream's own URI or the namespaced one (`files+file:///…`); a URI without a normalised
+ * form is never exposed.
+ */
+function resourceRules(filter: ItemFilterConfig): ItemRules {
+  const admits = compileUriFilter(filter.include, filter.exclude)
+  return {
+    filter: (uri, upstream) => {
+      const judged = tryJudged(uri)
+      return judged !== undefined && admits([judged, prefixUri(upstream, judged)])
+    },
+    rename: () => undefined,
+    description: () => undefined,
   }
 }

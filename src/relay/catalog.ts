@@ -8,6 +8,7 @@
 import { nameProblem } from '../protocol/item-names.ts'
 import type { JsonObject } from '../protocol/jsonrpc.ts'
 import { type Namespacing, prefixName, prefixUri } from './names.ts'
+import { tryJudged } from './resource-uri.ts'
 
 /** Decides whether an upstream's item (by its original name or URI) is exposed. */
 export type NameFilter = (name: string, upstream: string) => boolean
@@ -188,20 +189,30 @@ function mergeUris(
   namespacing: Namespacing,
   conflicts: Conflict[],
 ): { items: JsonObject[]; targets: Map<string, Target> } {
+  // A resource is listed as its upstream wrote it but found by its normalised URI
+  // (relay/resource-uri.ts), the form clients' URIs are judged and looked up in; one that has
+  // none is not listed. Templates are found by their text.
+  const exposedUri = (uri: unknown): string | undefined => {
+    if (typeof uri !== 'string') return undefined
+    return key === 'resources' ? tryJudged(uri) : uri
+  }
   const counts = new Map<string, number>()
   for (const list of lists) {
     for (const item of list[key]) {
-      const uri = item[field]
-      if (typeof uri === 'string') counts.set(uri, (counts.get(uri) ?? 0) + 1)
+      const uri = exposedUri(item[field])
+      if (uri !== undefined) counts.set(uri, (counts.get(uri) ?? 0) + 1)
     }
   }
   const items: JsonObject[] = []
   const targets = new Map<string, Target>()
   for (const list of lists) {
     for (const item of list[key]) {
-      const uri = item[field]
-      if (typeof uri !== 'string' || !rules.filter(uri, list.name)) continue
+      const original = item[field]
+      const uri = exposedUri(original)
+      if (typeof original !== 'string' || uri === undefined || !rules.filter(uri, list.name))
+        continue
       const prefix = needsPrefix(namespacing.mode, 1, (counts.get(uri) ?? 0) > 1)
+      // Judging the prefixed URI again changes nothing (resource-uri.ts keeps a prefix as is).
       const exposed = prefix ? prefixUri(list.name, uri) : uri
       if (targets.has(exposed)) {
         conflicts.push({
@@ -211,8 +222,8 @@ function mergeUris(
         })
         continue
       }
-      targets.set(exposed, { upstream: list.name, original: uri })
-      items.push(exposed === uri ? item : { ...item, [field]: exposed })
+      targets.set(exposed, { upstream: list.name, original })
+      items.push(prefix ? { ...item, [field]: prefixUri(list.name, original) } : item)
     }
   }
   return { items, targets }

@@ -61,7 +61,9 @@ const RESOLVERS: { readonly [K in Target['kind']]: Resolver } = {
       return unicast(await server.resolvePrompt(ref.name))
     }
     if (isPlainObject(ref) && ref.type === 'ref/resource' && typeof ref.uri === 'string') {
-      return unicast(await server.resolveResource(ref.uri))
+      // A template is routed by its text; a concrete URI is judged and forwarded normalised.
+      const kind = ref.uri.includes('{') ? 'template' : 'resource'
+      return unicast(await server.resolveResource(ref.uri, kind))
     }
     throw new BarbicanError(
       'ERR_INVALID_PARAMS',

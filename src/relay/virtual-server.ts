@@ -25,6 +25,7 @@ import {
   type UpstreamLists,
 } from './catalog.ts'
 import { splitUri } from './names.ts'
+import { judgedUri } from './resource-uri.ts'
 
 export interface Degraded {
   readonly upstream: string
@@ -241,14 +242,28 @@ export class VirtualServer extends EventEmitter<VirtualServerEvents> {
   }
 
   /**
-   * Resources may be read by URIs never listed (templates), so an unlisted URI is routed by its
-   * namespace prefix, or to the only upstream offering resources.
+   * The form a client's resource URI is judged, looked up and forwarded in: normalised
+   * (relay/resource-uri.ts), its namespace prefix kept. ERR_INVALID_PARAMS when it has none.
    */
-  async resolveResource(uri: string): Promise<{ upstream: Upstream; target: Target }> {
+  judgeUri(uri: string): string {
+    return judgedUri(uri)
+  }
+
+  /**
+   * Resources may be read by URIs never listed (templates), so an unlisted URI is routed by its
+   * namespace prefix, or to the only upstream offering resources. A URI is resolved in its
+   * judged form, which is what the upstream receives; a `template` (a completion reference
+   * names one) is routed by its text and judged by its stand-in (relay/resource-uri.ts).
+   */
+  async resolveResource(
+    uri: string,
+    kind: 'resource' | 'template' = 'resource',
+  ): Promise<{ upstream: Upstream; target: Target }> {
     const { catalog } = await this.catalog()
-    const listed = catalog.resourceTargets.get(uri)
+    const exposed = kind === 'resource' ? this.judgeUri(uri) : uri
+    const listed = kind === 'resource' ? catalog.resourceTargets.get(exposed) : undefined
     if (listed) return { upstream: this.#byName.get(listed.upstream)!, target: listed }
-    const split = splitUri(uri, this.#names)
+    const split = splitUri(exposed, this.#names)
     if (split && this.#rules.namespacing.mode !== 'never') {
       if (!this.#rules.resources.filter(split.uri, split.upstream)) throw unknown('resource', uri)
       return {
@@ -260,8 +275,8 @@ export class VirtualServer extends EventEmitter<VirtualServerEvents> {
       hasCapability(u.info?.capabilities, ['resources']),
     )
     const upstream = offering[0]
-    if (offering.length === 1 && upstream && this.#rules.resources.filter(uri, upstream.name)) {
-      return { upstream, target: { upstream: upstream.name, original: uri } }
+    if (offering.length === 1 && upstream && this.#rules.resources.filter(exposed, upstream.name)) {
+      return { upstream, target: { upstream: upstream.name, original: exposed } }
     }
     throw unknown('resource', uri)
   }

@@ -30,6 +30,7 @@ import {
   type Revision,
 } from '../protocol/revisions.ts'
 import type { ProgressRouter } from '../relay/progress.ts'
+import { withJudgedUris } from '../relay/resource-uri.ts'
 import { resolveRoute, stringParam } from '../relay/route.ts'
 import type { VirtualServer } from '../relay/virtual-server.ts'
 import type { ConnectionInfo } from '../transports/inbound.ts'
@@ -280,11 +281,13 @@ export class Session {
    * resolves its route, and runs it through the policy chain to `#execute`.
    */
   async #dispatch(
-    request: Request,
+    sent: Request,
     modern: boolean,
     signal: AbortSignal,
     headers?: ReceiveInfo['headers'],
   ): Promise<Result | ErrorReply> {
+    // Policies judge, and upstreams receive, resource URIs in one normalised form.
+    const request = withJudgedUris(sent, (uri) => this.#deps.server.judgeUri(uri))
     const { method } = request
     const revision: Revision = modern
       ? (request.envelope?.protocolVersion as Revision)
