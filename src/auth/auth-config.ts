@@ -90,9 +90,21 @@ const permission = z.strictObject({
   tenants: doc(strings.optional(), 'Tenants', 'The rule applies to callers of these tenants.'),
   servers: doc(strings.default(['*']), 'Servers', 'Virtual servers (globs). Default: all.'),
   tools: doc(
-    strings.default(['*']),
+    strings.optional(),
     'Tools',
-    'Tool names as clients see them (globs). Default: all.',
+    'Tool names as clients see them (globs). A rule naming none of tools, prompts and ' +
+      'resources grants them all; one naming some grants none of the others.',
+  ),
+  prompts: doc(
+    strings.optional(),
+    'Prompts',
+    'Prompt names as clients see them (globs); also what ref/prompt completions may name.',
+  ),
+  resources: doc(
+    strings.optional(),
+    'Resources',
+    'Resource URIs as clients see them, normalised (globs: * within a segment, ** across); ' +
+      'also resource templates, subscriptions and ref/resource completions.',
   ),
 })
 

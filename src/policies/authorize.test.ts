@@ -1,8 +1,11 @@
 import assert from 'node:assert/strict'
 import { describe, test } from 'node:test'
+import { rules } from '../../test/support/plans.ts'
 import type { Identity } from '../auth/identity.ts'
 import { silentLogger } from '../common/log.ts'
 import type { Request } from '../protocol/model.ts'
+import { buildCatalog } from '../relay/catalog.ts'
+import { listPage } from '../session/local-answers.ts'
 import { authorize } from './authorize.ts'
 import { compose } from './chain.ts'
 import type { Call, Reply } from './policy.ts'
@@ -28,21 +31,31 @@ function call(
     identity,
     server,
     transport: 'streamable-http',
-    route: { kind: 'local' },
+    route: method.endsWith('/list') ? { kind: 'fanout', catalog, degraded: [] } : { kind: 'local' },
     signal: new AbortController().signal,
     log: silentLogger,
   }
 }
 
-const relay = async (c: Call): Promise<Reply> => ({
-  kind: 'result',
-  id: c.request.id,
-  resultType: 'complete',
-  result:
-    c.request.method === 'tools/list'
-      ? { tools: [{ name: 'files__read' }, { name: 'files__write' }, { name: 'gh__issue' }] }
-      : { ok: true },
-})
+const catalog = buildCatalog(
+  [
+    {
+      name: 'files',
+      tools: [{ name: 'read' }, { name: 'write' }],
+      prompts: [],
+      resources: [],
+      resourceTemplates: [],
+    },
+    { name: 'gh', tools: [{ name: 'issue' }], prompts: [], resources: [], resourceTemplates: [] },
+  ],
+  rules('always'),
+)
+
+/** Lists are paged from the route's catalog, as the session's relay does. */
+const relay = async (c: Call): Promise<Reply> =>
+  c.route.kind === 'fanout'
+    ? listPage(c.route.catalog, c.request.method, undefined, 100)
+    : { kind: 'result', id: c.request.id, resultType: 'complete', result: { ok: true } }
 
 describe('authorize policy', () => {
   const chain = compose(
@@ -103,6 +116,100 @@ describe('authorize policy', () => {
     })
     const outsider: Identity = { ...alice, tenant: 'other', claims: {} }
     await assert.rejects(chain(call(outsider, 'tools/list', {}, 'ops')), {
+      code: 'ERR_POLICY_DENIED',
+    })
+  })
+
+  test('a rule naming only tools grants no prompt and no resource', async () => {
+    const only = compose(
+      [authorize([{ subjects: ['alice'], servers: ['*'], tools: ['files__*'] }])],
+      relay,
+    )
+    await assert.rejects(only(call(alice, 'prompts/get', { name: 'files__p' })), {
+      code: 'ERR_POLICY_DENIED',
+      message: /may not use the prompt "files__p"/,
+    })
+    await assert.rejects(only(call(alice, 'resources/read', { uri: 'files+file:///a' })), {
+      code: 'ERR_POLICY_DENIED',
+      message: /may not use the resource "files\+file:\/\/\/a"/,
+    })
+  })
+
+  test('a rule naming no tools, prompts or resources grants all of them on its servers', async () => {
+    const open = compose([authorize([{ subjects: ['alice'], servers: ['default'] }])], relay)
+    for (const [method, params] of [
+      ['tools/call', { name: 'x' }],
+      ['prompts/get', { name: 'y' }],
+      ['resources/read', { uri: 'mem://z' }],
+    ] as const) {
+      assert.equal((await open(call(alice, method, params))).kind, 'result')
+    }
+    await assert.rejects(open(call(alice, 'tools/call', { name: 'x' }, 'ops')), {
+      code: 'ERR_POLICY_DENIED',
+    })
+  })
+
+  test('resource grants judge the normalised URI, never its spelling', async () => {
+    const chain = compose(
+      [
+        authorize([
+          { subjects: ['alice'], servers: ['*'], resources: ['files+file://R/public/**'] },
+        ]),
+      ],
+      relay,
+    )
+    const read = (uri: string) => chain(call(alice, 'resources/read', { uri }))
+    assert.equal((await read('files+file://R/public/a.txt')).kind, 'result')
+    assert.equal((await read('files+FILE://r/public/./b//a.txt')).kind, 'result')
+    for (const uri of [
+      'files+file://R/public/%2e%2e/secret.txt',
+      'files+file://R/public/../secret.txt',
+      'files+file://R/Public/a.txt',
+    ]) {
+      await assert.rejects(read(uri), { code: 'ERR_POLICY_DENIED' }, uri)
+    }
+  })
+
+  test('a routed request whose target cannot be judged is refused', async () => {
+    const chain = compose([authorize([{ subjects: ['alice'], servers: ['*'] }])], relay)
+    const routed = (c: Call): Call => ({
+      ...c,
+      route: { kind: 'unicast', upstream: 'files', original: 'x' },
+    })
+    await assert.rejects(
+      chain(routed(call(alice, 'resources/read', { uri: 'files+file:///a%2Fb' }))),
+      { code: 'ERR_POLICY_DENIED', message: /names nothing to judge/ },
+    )
+    await assert.rejects(chain(routed(call(alice, 'tools/call', {}))), {
+      code: 'ERR_POLICY_DENIED',
+    })
+  })
+
+  test('a completion is judged by its reference; a template by where it points', async () => {
+    const chain = compose(
+      [
+        authorize([
+          {
+            subjects: ['alice'],
+            servers: ['*'],
+            prompts: ['files__*'],
+            resources: ['file:///data/*'],
+          },
+        ]),
+      ],
+      relay,
+    )
+    const complete = (ref: Record<string, string>) =>
+      chain(call(alice, 'completion/complete', { ref, argument: { name: 'a', value: '' } }))
+    assert.equal((await complete({ type: 'ref/prompt', name: 'files__p' })).kind, 'result')
+    assert.equal((await complete({ type: 'ref/resource', uri: 'file:///data/{n}' })).kind, 'result')
+    await assert.rejects(complete({ type: 'ref/prompt', name: 'gh__p' }), {
+      code: 'ERR_POLICY_DENIED',
+    })
+    await assert.rejects(complete({ type: 'ref/resource', uri: 'file:///data/{+path}' }), {
+      code: 'ERR_POLICY_DENIED',
+    })
+    await assert.rejects(complete({ type: 'ref/resource', uri: 'file:///{path}' }), {
       code: 'ERR_POLICY_DENIED',
     })
   })

@@ -1,13 +1,18 @@
 /**
  * The `authorize` policy: maps who the caller is (subject, tenant, scopes, claims) to the
- * virtual servers and tools they may use. A call to a tool no rule grants is refused with
- * ERR_POLICY_DENIED before it reaches the upstream, and `tools/list` answers show only the tools
- * the caller may call, so clients never offer a model a tool that would be refused.
+ * virtual servers, tools, prompts and resources they may use. Every request needs a rule
+ * covering the caller on the server; a request acting on one item needs a rule granting that
+ * item, and is refused with ERR_POLICY_DENIED before it reaches an upstream; lists show only
+ * what the caller may use, so clients never offer a model something that would be refused.
+ * What each method needs is the table in method-permissions.ts (and docs/security.md).
  */
 import picomatch from 'picomatch'
 import type { Identity } from '../auth/identity.ts'
 import { BarbicanError } from '../common/errors.ts'
-import { isPlainObject } from '../protocol/jsonrpc.ts'
+import { isPlainObject, type JsonObject } from '../protocol/jsonrpc.ts'
+import type { Catalog } from '../relay/catalog.ts'
+import { globForJudgedUris, judgedTemplate, judgedUri } from '../relay/resource-uri.ts'
+import { type Item, type ItemKind, METHOD_PERMISSIONS } from './method-permissions.ts'
 import type { Call, Next, Policy, Reply } from './policy.ts'
 
 /** One grant: who it applies to (every listed condition must hold) and what it allows. */
@@ -20,23 +25,50 @@ export interface PermissionRule {
   readonly claims?: Readonly<Record<string, string | number | boolean>> | undefined
   /** Virtual server names (globs). */
   readonly servers: readonly string[]
-  /** Tool names as clients see them (globs). */
-  readonly tools: readonly string[]
+  /**
+   * Tool names as clients see them (globs). A rule naming none of `tools`, `prompts` and
+   * `resources` grants everything on its servers; a rule naming some grants nothing of the
+   * kinds it leaves out (ADR 020).
+   */
+  readonly tools?: readonly string[] | undefined
+  /** Prompt names as clients see them (globs). */
+  readonly prompts?: readonly string[] | undefined
+  /** Resource URIs as clients see them, normalised (globs; templates by their stand-in). */
+  readonly resources?: readonly string[] | undefined
 }
+
+type Matcher = (name: string) => boolean
 
 interface CompiledRule {
   readonly rule: PermissionRule
-  readonly server: (name: string) => boolean
-  readonly tool: (name: string) => boolean
+  readonly server: Matcher
+  readonly items: Readonly<Record<ItemKind, Matcher>>
+}
+
+const everything: Matcher = () => true
+const nothing: Matcher = () => false
+
+function compile(rule: PermissionRule): CompiledRule {
+  const unrestricted =
+    rule.tools === undefined && rule.prompts === undefined && rule.resources === undefined
+  const names = (globs: readonly string[] | undefined): Matcher =>
+    globs === undefined ? (unrestricted ? everything : nothing) : picomatch([...globs])
+  const uris = (globs: readonly string[] | undefined): Matcher =>
+    globs === undefined
+      ? unrestricted
+        ? everything
+        : nothing
+      : picomatch(globs.map(globForJudgedUris), { dot: true })
+  return {
+    rule,
+    server: picomatch(rule.servers as string[]),
+    items: { tool: names(rule.tools), prompt: names(rule.prompts), resource: uris(rule.resources) },
+  }
 }
 
 /** Builds the policy from the operator's rules (`auth.permissions`). */
 export function authorize(rules: readonly PermissionRule[]): Policy {
-  const compiled: CompiledRule[] = rules.map((rule) => ({
-    rule,
-    server: picomatch(rule.servers as string[]),
-    tool: picomatch(rule.tools as string[]),
-  }))
+  const compiled = rules.map(compile)
   /**
    * The rules granting `identity` something on `server`, worked out once per identity object
    * and server: identities are immutable, and an API key's is the same object on every request.
@@ -55,47 +87,108 @@ export function authorize(rules: readonly PermissionRule[]): Policy {
     }
     return grants
   }
+  /** A catalog narrowed to one set of grants, kept while both live (lists are frequent). */
+  const narrowed = new WeakMap<Catalog, WeakMap<readonly CompiledRule[], Catalog>>()
+  const narrow = (catalog: Catalog, grants: readonly CompiledRule[]): Catalog => {
+    let byGrants = narrowed.get(catalog)
+    if (byGrants === undefined) {
+      byGrants = new WeakMap()
+      narrowed.set(catalog, byGrants)
+    }
+    let view = byGrants.get(grants)
+    if (view === undefined) {
+      view = narrowCatalog(catalog, (item) => mayUse(grants, item))
+      byGrants.set(grants, view)
+    }
+    return view
+  }
   return {
     name: 'authorize',
     async handle(call: Call, next: Next): Promise<Reply> {
-      const grants = grantsFor(call.identity, call.server)
+      const { identity, request, route } = call
+      const grants = grantsFor(identity, call.server)
       if (grants.length === 0) {
-        throw new BarbicanError(
-          'ERR_POLICY_DENIED',
-          `${call.identity.subject} may not use the server "${call.server}"`,
-        )
+        throw denied(`${identity.subject} may not use the server "${call.server}"`)
       }
-      const { request } = call
-      if (request.method === 'tools/call') {
-        const name = request.params?.name
-        if (typeof name !== 'string' || !mayCall(grants, name)) {
-          throw new BarbicanError(
-            'ERR_POLICY_DENIED',
-            `${call.identity.subject} may not call the tool "${String(name)}"`,
-          )
-        }
-        return await next(call)
-      }
-      const reply = await next(call)
-      if (request.method === 'tools/list' && reply.kind === 'result') {
-        const tools = reply.result.tools
-        if (Array.isArray(tools)) {
-          reply.result = {
-            ...reply.result,
-            tools: tools.filter(
-              (t) => isPlainObject(t) && typeof t.name === 'string' && mayCall(grants, t.name),
-            ),
-          }
+      const permission = METHOD_PERMISSIONS[request.method]
+      if (permission?.item) {
+        // Judged before existence, so a refusal never tells what exists upstream.
+        const item = permission.item(request)
+        if (item === undefined) {
+          if (route.kind === 'unicast') throw denied(`${request.method} names nothing to judge`)
+        } else if (!mayUse(grants, item)) {
+          throw denied(`${identity.subject} may not ${VERBS[item.kind]} "${item.name}"`)
         }
       }
-      return reply
+      if (permission?.list && route.kind === 'fanout') {
+        return await next({ ...call, route: { ...route, catalog: narrow(route.catalog, grants) } })
+      }
+      if (permission?.watches) {
+        const params = watchable(request.params, grants)
+        return await next({ ...call, request: { ...request, params } })
+      }
+      return await next(call)
     },
   }
 }
 
-function mayCall(grants: readonly CompiledRule[], tool: string): boolean {
-  for (const grant of grants) if (grant.tool(tool)) return true
+/** How a refusal names what was refused ("alice may not call the tool …"). */
+const VERBS: Readonly<Record<ItemKind, string>> = {
+  tool: 'call the tool',
+  prompt: 'use the prompt',
+  resource: 'use the resource',
+}
+
+function denied(message: string): BarbicanError {
+  return new BarbicanError('ERR_POLICY_DENIED', message)
+}
+
+function mayUse(grants: readonly CompiledRule[], item: Item): boolean {
+  for (const grant of grants) if (grant.items[item.kind](item.name)) return true
   return false
+}
+
+/** Listen parameters without the resource subscriptions the caller may not read. */
+function watchable(
+  params: JsonObject | undefined,
+  grants: readonly CompiledRule[],
+): JsonObject | undefined {
+  const notifications = params?.notifications
+  if (!isPlainObject(notifications) || !Array.isArray(notifications.resourceSubscriptions)) {
+    return params
+  }
+  const resourceSubscriptions = notifications.resourceSubscriptions.filter((uri) => {
+    if (typeof uri !== 'string') return false
+    try {
+      return mayUse(grants, { kind: 'resource', name: judgedUri(uri) })
+    } catch {
+      return false // a URI without a judged form is never granted
+    }
+  })
+  return { ...params, notifications: { ...notifications, resourceSubscriptions } }
+}
+
+/** The catalog's lists with only the items `may` allows (the maps back stay whole). */
+function narrowCatalog(catalog: Catalog, may: (item: Item) => boolean): Catalog {
+  const byName = (kind: ItemKind) => (entry: JsonObject) =>
+    typeof entry.name === 'string' && may({ kind, name: entry.name })
+  const byUri =
+    (field: 'uri' | 'uriTemplate', judge: (uri: string) => string) => (entry: JsonObject) => {
+      const uri = entry[field]
+      if (typeof uri !== 'string') return false
+      try {
+        return may({ kind: 'resource', name: judge(uri) })
+      } catch {
+        return false
+      }
+    }
+  return {
+    ...catalog,
+    tools: catalog.tools.filter(byName('tool')),
+    prompts: catalog.prompts.filter(byName('prompt')),
+    resources: catalog.resources.filter(byUri('uri', judgedUri)),
+    resourceTemplates: catalog.resourceTemplates.filter(byUri('uriTemplate', judgedTemplate)),
+  }
 }
 
 /** True when every condition the rule states holds for `identity`. */
