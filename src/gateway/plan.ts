@@ -12,12 +12,11 @@ import type {
   UpstreamConfig,
   VirtualServerConfig,
 } from '../config/config.ts'
-import { compileUriFilter } from '../config/filter.ts'
 import { securedTransportFactory } from '../credentials/upstream-setup.ts'
 import { authorize } from '../policies/authorize.ts'
 import type { CatalogRules, ItemRules } from '../relay/catalog.ts'
 import { prefixUri } from '../relay/names.ts'
-import { tryJudged } from '../relay/resource-uri.ts'
+import { compileUriFilter, tryJudged } from '../relay/resource-uri.ts'
 import { createOutboundTransport } from '../transports/connect-outbound.ts'
 import type { GatewayPlan, ServerPlan, UpstreamPlan } from './gateway.ts'
 

@@ -1,9 +1,9 @@
 import assert from 'node:assert/strict'
 import { describe, test } from 'node:test'
 import { BarbicanError } from '../common/errors.ts'
-import { compileUriFilter } from '../config/filter.ts'
 import type { Request } from '../protocol/model.ts'
 import {
+  compileUriFilter,
   globForJudgedUris,
   judgedTemplate,
   judgedUri,

@@ -14,7 +14,7 @@
  *   hosts and every path keep their case (the scheme decides, and Barbican cannot know it).
  *   A namespace prefix (`files+`) is kept as written and the URI after it judged by its own
  *   scheme. Case changes cannot slip past a filter because excludes match case-insensitively
- *   (config/filter.ts), while includes and permission grants stay case-sensitive: a changed
+ *   (compileUriFilter below), while includes and permission grants stay case-sensitive: a changed
  *   case is either refused or not granted (ADR 020).
  *
  * Refused, because no single reading exists: encoded slashes and backslashes (`%2F`, `%5C`),
@@ -23,7 +23,7 @@
  * escapes, dot segments in an opaque path (`mem:a/../b`, which the URL parser leaves alone)
  * and anything that is not an absolute URI.
  */
-
+import picomatch from 'picomatch'
 import { BarbicanError } from '../common/errors.ts'
 import { isPlainObject } from '../protocol/jsonrpc.ts'
 import type { Request } from '../protocol/model.ts'
@@ -249,4 +249,31 @@ export function globForJudgedUris(glob: string): string {
   const authority = parts[2] ?? ''
   const host = SPECIAL_SCHEMES.has(scheme) ? authority.toLowerCase() : authority
   return `${scheme}:${host}${glob.slice(parts[0].length)}`
+}
+
+/**
+ * Compiles a virtual server's resource include/exclude globs over judged URIs. `forms` are
+ * the spellings of one URI a glob may name (the upstream's own and the namespaced one).
+ * Excludes match case-insensitively, so `/Private/` cannot slip past an exclude of `private`
+ * folders on a server whose paths ignore case; includes stay case-sensitive, so a changed case
+ * is never admitted by them either (ADR 020). `*` stays within a segment, `**` crosses `/`.
+ */
+export function compileUriFilter(
+  include?: readonly string[],
+  exclude?: readonly string[],
+): (forms: readonly string[]) => boolean {
+  const included =
+    include === undefined ? undefined : globs(include.map(globForJudgedUris), { dot: true })
+  const excluded =
+    exclude === undefined || exclude.length === 0
+      ? undefined
+      : globs(exclude.map(globForJudgedUris), { dot: true, nocase: true })
+  return (forms) => {
+    if (excluded && forms.some((f) => excluded(f))) return false
+    return included === undefined || forms.some((f) => included(f))
+  }
+}
+
+function globs(patterns: string[], options: picomatch.PicomatchOptions): (uri: string) => boolean {
+  return patterns.length === 0 ? () => false : picomatch(patterns, options)
 }
