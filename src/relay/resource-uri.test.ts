@@ -102,6 +102,35 @@ describe('resource URI normalisation', () => {
     })
   }
 
+  test('any text either normalises to a fixed point or is refused with ERR_INVALID_PARAMS', () => {
+    // A seeded generator over the characters that matter, so a failure replays.
+    let seed = 20
+    const random = () => {
+      seed = (seed * 1103515245 + 12345) % 2 ** 31
+      return seed / 2 ** 31
+    }
+    const pieces = ['a', 'Z', '/', '//', '.', '..', '%', '%2e', '%2F', '%5c', '%25', '%41', ':']
+    const more = ['+', 'b+', '?', '#', '{x}', '\\', '\u0000', ' ', 'é', 'file:', 'mem:', '//R']
+    const alphabet = [...pieces, ...more]
+    for (let i = 0; i < 3000; i++) {
+      let text = random() < 0.7 ? ['file://R/', 'b+mem://h/', 'mem:'][i % 3]! : ''
+      const length = Math.floor(random() * 12)
+      for (let j = 0; j < length; j++) text += alphabet[Math.floor(random() * alphabet.length)]
+      let judged: string
+      try {
+        judged = judgedUri(text)
+      } catch (error) {
+        assert.ok(error instanceof BarbicanError, `${JSON.stringify(text)}: ${error}`)
+        assert.equal(error.code, 'ERR_INVALID_PARAMS')
+        continue
+      }
+      assert.equal(judgedUri(judged), judged, `not idempotent for ${JSON.stringify(text)}`)
+      const path = judged.split(/[?#]/)[0]!
+      assert.doesNotMatch(path, /\/\.\.?(\/|$)|\\|%2F|%5C/i, JSON.stringify(text))
+      assert.ok(!judged.includes('\u0000'), JSON.stringify(text))
+    }
+  })
+
   test('leaves ordinary URIs as they are, and the filter admits the public ones', () => {
     for (const uri of [
       'test://static/resource/1',
