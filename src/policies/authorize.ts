@@ -12,7 +12,7 @@ import { BarbicanError } from '../common/errors.ts'
 import { isPlainObject, type JsonObject } from '../protocol/jsonrpc.ts'
 import type { Catalog } from '../relay/catalog.ts'
 import { globForJudgedUris, judgedTemplate, judgedUri } from '../relay/resource-uri.ts'
-import { type Item, type ItemKind, METHOD_PERMISSIONS } from './method-permissions.ts'
+import { type Item, type ItemKind, permissionOf } from './method-permissions.ts'
 import type { Call, Next, Policy, Reply } from './policy.ts'
 
 /** One grant: who it applies to (every listed condition must hold) and what it allows. */
@@ -110,7 +110,7 @@ export function authorize(rules: readonly PermissionRule[]): Policy {
       if (grants.length === 0) {
         throw denied(`${identity.subject} may not use the server "${call.server}"`)
       }
-      const permission = METHOD_PERMISSIONS[request.method]
+      const permission = permissionOf(request.method)
       if (permission?.item) {
         // Judged before existence, so a refusal never tells what exists upstream.
         const item = permission.item(request)

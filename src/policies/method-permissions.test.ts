@@ -17,7 +17,7 @@ import type { Route } from '../relay/route.ts'
 import { listPage } from '../session/local-answers.ts'
 import { authorize } from './authorize.ts'
 import { compose } from './chain.ts'
-import { METHOD_PERMISSIONS } from './method-permissions.ts'
+import { METHOD_PERMISSIONS, permissionOf } from './method-permissions.ts'
 import type { Call, Reply } from './policy.ts'
 
 const lists = (name: string) => ({
@@ -83,7 +83,7 @@ const chain = compose(
 )
 
 function routeOf(method: string): Route {
-  const permission = METHOD_PERMISSIONS[method]!
+  const permission = permissionOf(method)!
   if (permission.list) return { kind: 'fanout', catalog, degraded: [] }
   if (permission.item) return { kind: 'unicast', upstream: 'b', original: 'x' }
   return { kind: 'local' }
@@ -118,6 +118,17 @@ describe('the method → permission table', () => {
     assert.deepEqual(Object.keys(METHOD_PERMISSIONS).sort(), [...CLIENT_REQUESTS].sort())
   })
 
+  test('judges the item of every method routed to one upstream, and narrows every merged list', () => {
+    for (const spec of METHOD_SPECS) {
+      const permission = permissionOf(spec.method)
+      if (spec.list !== undefined) assert.equal(permission?.list, true, spec.method)
+      // Tasks are reached only by the session that created them (route.ts), so by their caller.
+      if (spec.target !== undefined && spec.target.kind !== 'task') {
+        assert.equal(typeof permission?.item, 'function', spec.method)
+      }
+    }
+  })
+
   test('is the table docs/security.md prints', () => {
     const doc = readFileSync(new URL('../../docs/security.md', import.meta.url), 'utf8')
     const table = doc.slice(doc.indexOf('| method | permission needed |')).split('\n\n')[0]!
@@ -133,7 +144,7 @@ describe('the method → permission table', () => {
 
   for (const method of CLIENT_REQUESTS) {
     test(`${method}: a caller granted only a__echo reaches nothing of upstream b`, async () => {
-      const permission = METHOD_PERMISSIONS[method]
+      const permission = permissionOf(method)
       assert.ok(permission, `no permission entry for ${method}`)
       assert.ok(AIMED_AT_B[method], `no request aimed at b for ${method}`)
       await assert.rejects(send(nobody, method), { code: 'ERR_POLICY_DENIED' })

@@ -7,6 +7,7 @@
  * cannot reach an upstream unjudged.
  */
 import { isPlainObject } from '../protocol/jsonrpc.ts'
+import type { ClientRequestMethod } from '../protocol/methods.ts'
 import type { Request } from '../protocol/model.ts'
 import { judgedResource, judgedUri } from '../relay/resource-uri.ts'
 
@@ -75,8 +76,8 @@ function judged(uri: string, judge: (uri: string) => string): Item | undefined {
 /** Task ids are routed only within the session that created them (relay/route.ts). */
 const TASKS = `${SERVER}; reaches only the caller's own tasks, each created by a granted \`tools/call\``
 
-/** Every client→server request, by method. */
-export const METHOD_PERMISSIONS: Readonly<Record<string, MethodPermission>> = {
+/** Every client request, by method: a method added to protocol/methods.ts needs its entry here. */
+export const METHOD_PERMISSIONS: Readonly<Record<ClientRequestMethod, MethodPermission>> = {
   initialize: { needs: SERVER },
   ping: { needs: SERVER },
   'server/discover': { needs: SERVER },
@@ -112,4 +113,11 @@ export const METHOD_PERMISSIONS: Readonly<Record<string, MethodPermission>> = {
     needs: `${SERVER}; resource subscriptions only for resources granted by \`resources\` (others are left out of the acknowledgement)`,
     watches: true,
   },
+}
+
+/** The entry of `method`; undefined for what is not a client request (never routed). */
+export function permissionOf(method: string): MethodPermission | undefined {
+  return Object.hasOwn(METHOD_PERMISSIONS, method)
+    ? METHOD_PERMISSIONS[method as ClientRequestMethod]
+    : undefined
 }
