@@ -113,7 +113,7 @@ export function authorize(rules: readonly PermissionRule[]): Policy {
       const permission = permissionOf(request.method)
       if (permission?.item) {
         // Judged before existence, so a refusal never tells what exists upstream.
-        const item = permission.item(request)
+        const item = permission.item(request, route)
         if (item === undefined) {
           if (route.kind === 'unicast') throw denied(`${request.method} names nothing to judge`)
         } else if (!mayUse(grants, item)) {

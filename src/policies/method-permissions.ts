@@ -10,6 +10,7 @@ import { isPlainObject } from '../protocol/jsonrpc.ts'
 import type { ClientRequestMethod } from '../protocol/methods.ts'
 import type { Request } from '../protocol/model.ts'
 import { judgedResource, judgedUri } from '../relay/resource-uri.ts'
+import type { Route } from '../relay/route.ts'
 
 /** The kinds of item a permission rule names (`tools`, `prompts`, `resources`). */
 export type ItemKind = 'tool' | 'prompt' | 'resource'
@@ -30,7 +31,7 @@ export interface MethodPermission {
    * The item the request acts on, judged before anything reaches an upstream; undefined when
    * the request names none (malformed: refused unless it was never routed upstream).
    */
-  readonly item?: (request: Request) => Item | undefined
+  readonly item?: (request: Request, route: Route) => Item | undefined
   /** The reply is a merged list: the catalog it is paged from is narrowed to the caller's. */
   readonly list?: true
   /** The request asks to watch resources: those the caller may not read are left out. */
@@ -73,8 +74,19 @@ function judged(uri: string, judge: (uri: string) => string): Item | undefined {
   }
 }
 
-/** Task ids are routed only within the session that created them (relay/route.ts). */
-const TASKS = `${SERVER}; reaches only the caller's own tasks, each created by a granted \`tools/call\``
+/**
+ * A task is judged by the tool whose call created it (recorded by the session, carried by the
+ * route), so a caller whose rights shrank since cannot collect the result of a tool it may no
+ * longer call. Task ids are routed only within the session that created them.
+ */
+function task(_request: Request, route: Route): Item | undefined {
+  return route.kind === 'unicast' && route.createdBy !== undefined
+    ? { kind: 'tool', name: route.createdBy }
+    : undefined
+}
+
+const TASK =
+  "the tool whose `tools/call` created the task, by `tools` (only the caller's own tasks)"
 
 /** Every client request, by method: a method added to protocol/methods.ts needs its entry here. */
 export const METHOD_PERMISSIONS: Readonly<Record<ClientRequestMethod, MethodPermission>> = {
@@ -105,10 +117,10 @@ export const METHOD_PERMISSIONS: Readonly<Record<ClientRequestMethod, MethodPerm
       'the prompt (`ref/prompt`, by `prompts`) or resource template (`ref/resource`, by `resources`)',
     item: completed,
   },
-  'tasks/get': { needs: TASKS },
-  'tasks/result': { needs: TASKS },
-  'tasks/cancel': { needs: TASKS },
-  'tasks/list': { needs: TASKS },
+  'tasks/get': { needs: TASK, item: task },
+  'tasks/result': { needs: TASK, item: task },
+  'tasks/cancel': { needs: TASK, item: task },
+  'tasks/list': { needs: `${SERVER}; lists only the caller's own tasks` },
   'subscriptions/listen': {
     needs: `${SERVER}; resource subscriptions only for resources granted by \`resources\` (others are left out of the acknowledgement)`,
     watches: true,

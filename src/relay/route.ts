@@ -20,7 +20,13 @@ export type Route =
   /** Answered by Barbican itself (initialize, ping, discover, setLevel, …). */
   | { readonly kind: 'local' }
   /** One upstream: the exposed name or URI maps to `original` on `upstream`. */
-  | { readonly kind: 'unicast'; readonly upstream: string; readonly original: string }
+  | {
+      readonly kind: 'unicast'
+      readonly upstream: string
+      readonly original: string
+      /** For a task: the exposed tool whose call created it, which policies judge it by. */
+      readonly createdBy?: string
+    }
   /** A merged list over the virtual server's catalog. */
   | {
       readonly kind: 'fanout'
@@ -31,8 +37,14 @@ export type Route =
   /** No route: the relay answers with this error, after audit has seen the call. */
   | { readonly kind: 'unresolved'; readonly error: Error }
 
-/** Task id → upstream, for the tasks the calling session created. */
-type SessionTasks = ReadonlyMap<string, string>
+/** A task one session created: the upstream holding it and the exposed tool that created it. */
+export interface SessionTask {
+  readonly upstream: string
+  readonly tool: string
+}
+
+/** Task id → task, for the tasks the calling session created. */
+type SessionTasks = ReadonlyMap<string, SessionTask>
 
 type Resolver = (
   server: VirtualServer,
@@ -49,11 +61,11 @@ const RESOLVERS: { readonly [K in Target['kind']]: Resolver } = {
     unicast(await server.resolveResource(stringParam(params, 'uri'))),
   task: async (_server, params, tasks) => {
     const taskId = stringParam(params, 'taskId')
-    const upstream = tasks.get(taskId)
-    if (!upstream) {
+    const task = tasks.get(taskId)
+    if (!task) {
       throw new BarbicanError('ERR_ROUTE_UNKNOWN', `Unknown task: ${taskId}`, { data: { taskId } })
     }
-    return { kind: 'unicast', upstream, original: taskId }
+    return { kind: 'unicast', upstream: task.upstream, original: taskId, createdBy: task.tool }
   },
   reference: async (server, params) => {
     const ref = params?.ref

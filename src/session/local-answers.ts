@@ -13,6 +13,7 @@ import type { Result } from '../protocol/model.ts'
 import { MODERN_REVISIONS, type Revision } from '../protocol/revisions.ts'
 import type { Catalog } from '../relay/catalog.ts'
 import { decodeCursor, encodeCursor } from '../relay/cursor.ts'
+import type { SessionTask } from '../relay/route.ts'
 import type { VirtualServer } from '../relay/virtual-server.ts'
 
 /** Result `_meta` key listing which upstream contributes what (capability attribution). */
@@ -79,21 +80,21 @@ export function listPage(
 }
 
 /**
- * `tasks/list` for one client: only the tasks it created (`tasks`: task id → upstream), from
+ * `tasks/list` for one client: only the tasks it created (`tasks`: task id → task), from
  * every upstream that holds some.
  */
 export async function ownTasks(
   server: VirtualServer,
-  tasks: ReadonlyMap<string, string>,
+  tasks: ReadonlyMap<string, SessionTask>,
   signal: AbortSignal,
 ): Promise<Result> {
   const listedTasks: unknown[] = []
-  for (const name of new Set(tasks.values())) {
+  for (const name of new Set([...tasks.values()].map((t) => t.upstream))) {
     const reply = await server.upstream(name)!.request('tasks/list', undefined, { signal })
     const listed = reply.kind === 'result' ? reply.result.tasks : undefined
     if (!Array.isArray(listed)) continue
     for (const t of listed) {
-      if (isPlainObject(t) && tasks.get(t.taskId as string) === name) listedTasks.push(t)
+      if (isPlainObject(t) && tasks.get(t.taskId as string)?.upstream === name) listedTasks.push(t)
     }
   }
   return complete({ tasks: listedTasks })

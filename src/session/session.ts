@@ -31,7 +31,7 @@ import {
 } from '../protocol/revisions.ts'
 import type { ProgressRouter } from '../relay/progress.ts'
 import { withJudgedUris } from '../relay/resource-uri.ts'
-import { resolveRoute, stringParam } from '../relay/route.ts'
+import { resolveRoute, type SessionTask, stringParam } from '../relay/route.ts'
 import type { VirtualServer } from '../relay/virtual-server.ts'
 import type { ConnectionInfo } from '../transports/inbound.ts'
 import type { ReceiveInfo, Transport } from '../transports/transport.ts'
@@ -109,8 +109,8 @@ export class Session {
   /** Open 2026-07-28 listen streams. */
   #listenStreams: ListenStreams
   #closed = false
-  /** Task id → upstream, for the tasks this client created (2025-11-25 tasks pass through). */
-  #tasks = new Map<string, string>()
+  /** The tasks this client created, by id (2025-11-25 tasks pass through). */
+  #tasks = new Map<string, SessionTask>()
   /** What relaying a single-upstream call uses of this session. */
   #unicast: UnicastHost = {
     forward: (upstream, request, params, signal) =>
@@ -448,7 +448,7 @@ export class Session {
   /** A task status notification; delivered to the client whose call created the task. */
   forwardTaskStatus(upstream: string, params: JsonObject | undefined): void {
     const taskId = params?.taskId
-    if (typeof taskId === 'string' && this.#tasks.get(taskId) === upstream) {
+    if (typeof taskId === 'string' && this.#tasks.get(taskId)?.upstream === upstream) {
       this.#notifications.notify('notifications/tasks/status', params)
     }
   }

@@ -15,6 +15,7 @@ import {
   type UnicastMethod,
 } from '../protocol/methods.ts'
 import type { ErrorReply, Request, Result } from '../protocol/model.ts'
+import type { SessionTask } from '../relay/route.ts'
 import type { Upstream } from '../upstreams/upstream.ts'
 import type { WatchTarget } from './listen-streams.ts'
 
@@ -27,8 +28,8 @@ export interface UnicastHost {
     params: JsonObject | undefined,
     signal: AbortSignal,
   ): Promise<Result | ErrorReply>
-  /** Task id → upstream, for the tasks this client created. */
-  readonly tasks: Map<string, string>
+  /** Task id → upstream and creating tool, for the tasks this client created. */
+  readonly tasks: Map<string, SessionTask>
   /** Exposed URI → upstream target, for the resources this client subscribed to. */
   readonly subscriptions: Map<string, WatchTarget>
 }
@@ -74,8 +75,9 @@ const RELAYS: { readonly [M in UnicastMethod]: Relay } = {
     const reply = await forward(call)
     // A task-augmented call answers with a task; later task requests go to the same upstream.
     const task = reply.kind === 'result' ? reply.result.task : undefined
-    if (isPlainObject(task) && typeof task.taskId === 'string') {
-      call.host.tasks.set(task.taskId, call.upstream.name)
+    const tool = call.request.params?.name
+    if (isPlainObject(task) && typeof task.taskId === 'string' && typeof tool === 'string') {
+      call.host.tasks.set(task.taskId, { upstream: call.upstream.name, tool })
     }
     return reply
   },
