@@ -1,20 +1,34 @@
 /**
  * Splits a byte stream into newline-terminated lines without ever buffering more than a fixed
  * number of bytes: an over-long line is reported once and skipped up to its newline, so a
- * misbehaving child cannot make Barbican hold an unbounded line in memory.
+ * misbehaving child cannot make Barbican hold an unbounded line in memory. Whoever is told of
+ * the overflow may inspect the line's bytes as they pass (to find which request it answered).
  */
+
+/** Sees the bytes of one over-long line as they pass (those held so far first), then its end. */
+export interface OverflowSink {
+  push(part: Buffer): void
+  end(): void
+}
 
 /** Splits bytes into lines of at most `maxBytes` (the newline and a trailing CR excluded). */
 export class LineSplitter {
   readonly #maxBytes: number
   readonly #onLine: (line: Buffer) => void
-  readonly #onOverflow: () => void
+  readonly #onOverflow: () => OverflowSink | undefined
   #parts: Buffer[] = []
   #size = 0
   /** True while skipping the rest of a line that already broke the limit. */
   #discarding = false
+  /** Who sees the over-long line being skipped, if anyone. */
+  #sink: OverflowSink | undefined
 
-  constructor(maxBytes: number, onLine: (line: Buffer) => void, onOverflow: () => void) {
+  /** `onOverflow` is called once per over-long line, when it breaks the limit. */
+  constructor(
+    maxBytes: number,
+    onLine: (line: Buffer) => void,
+    onOverflow: () => OverflowSink | undefined,
+  ) {
     this.#maxBytes = maxBytes
     this.#onLine = onLine
     this.#onOverflow = onOverflow
@@ -37,17 +51,25 @@ export class LineSplitter {
 
   /** Delivers a final line that had no newline (a peer that exits mid-line). */
   end(): void {
-    if (this.#size > 0 && !this.#discarding) this.#emit()
+    if (this.#discarding) this.#sink?.end()
+    else if (this.#size > 0) this.#emit()
     this.#reset()
   }
 
   #append(part: Buffer): void {
-    if (this.#discarding || part.length === 0) return
+    if (part.length === 0) return
+    if (this.#discarding) {
+      this.#sink?.push(part)
+      return
+    }
     // One byte of slack for a CR that the emit step strips.
     if (this.#size + part.length > this.#maxBytes + 1) {
+      const sink = this.#onOverflow()
+      for (const held of this.#parts) sink?.push(held)
+      sink?.push(part)
       this.#reset()
       this.#discarding = true
-      this.#onOverflow()
+      this.#sink = sink
       return
     }
     this.#parts.push(part)
@@ -56,7 +78,8 @@ export class LineSplitter {
 
   #emit(): void {
     if (this.#discarding) {
-      this.#discarding = false
+      this.#sink?.end()
+      this.#reset()
       return
     }
     const parts = this.#parts
@@ -64,7 +87,9 @@ export class LineSplitter {
     this.#reset()
     if (line.length > 0 && line[line.length - 1] === 0x0d) line = line.subarray(0, -1)
     if (line.length > this.#maxBytes) {
-      this.#onOverflow()
+      const sink = this.#onOverflow()
+      sink?.push(line)
+      sink?.end()
       return
     }
     this.#onLine(line)
@@ -74,5 +99,6 @@ export class LineSplitter {
     this.#parts = []
     this.#size = 0
     this.#discarding = false
+    this.#sink = undefined
   }
 }

@@ -6,7 +6,8 @@
 
 import { BarbicanError } from '../common/errors.ts'
 import type { JsonLimits } from '../protocol/json-limits.ts'
-import { type JsonRpcMessage, parsePayload } from '../protocol/jsonrpc.ts'
+import { type JsonRpcId, type JsonRpcMessage, parsePayload } from '../protocol/jsonrpc.ts'
+import { responseIdOf } from '../protocol/response-id.ts'
 
 /** What one payload held: the valid messages, and one error per invalid part (if any). */
 export interface DecodedPayload {
@@ -23,15 +24,14 @@ export interface DecodedPayload {
  */
 export function decodePayload(text: string, limits: JsonLimits, allowBatch = true): DecodedPayload {
   if (Buffer.byteLength(text, 'utf8') > limits.maxMessageBytes) {
-    return {
-      messages: [],
-      batch: false,
-      faults: [protocolFault(`message exceeds ${limits.maxMessageBytes} bytes`)],
-    }
+    const fault = lostReplyFault(oversizeReason(limits.maxMessageBytes), responseIdOf(text))
+    return { messages: [], batch: false, faults: [fault] }
   }
   const parsed = parsePayload(text, { limits, allowBatch })
   if (!parsed.ok) {
-    return { messages: [], batch: false, faults: [protocolFault(parsed.error.error.message)] }
+    // A reply refused whole (a structural limit, bad syntax) still names the request it answers.
+    const fault = lostReplyFault(parsed.error.error.message, responseIdOf(text))
+    return { messages: [], batch: false, faults: [fault] }
   }
   const messages: JsonRpcMessage[] = []
   const faults: BarbicanError[] = []
@@ -49,6 +49,33 @@ export function protocolFault(reason: string, data?: unknown): BarbicanError {
     `Invalid message from upstream: ${reason}`,
     data === undefined ? undefined : { data },
   )
+}
+
+/** Why a message over the byte limit was refused, naming the setting that bounds it. */
+export function oversizeReason(maxMessageBytes: number): string {
+  return `message exceeds limits.maxMessageBytes (${maxMessageBytes} bytes)`
+}
+
+/**
+ * A protocol fault that cost one request its reply: the upstream answered request `requestId`,
+ * but the answer cannot be used. Reported through the transport's `onerror` like every fault,
+ * so the request fails at once (upstreams/upstream-client.ts) instead of at its timeout.
+ */
+export class LostReplyFault extends BarbicanError {
+  readonly requestId: JsonRpcId
+  /** What was wrong with the reply. */
+  readonly reason: string
+
+  constructor(reason: string, requestId: JsonRpcId) {
+    super('ERR_UPSTREAM_PROTOCOL', `Invalid message from upstream: ${reason}`)
+    this.requestId = requestId
+    this.reason = reason
+  }
+}
+
+/** A LostReplyFault when the id of the lost reply is known, else a plain protocol fault. */
+export function lostReplyFault(reason: string, requestId: JsonRpcId | undefined): BarbicanError {
+  return requestId === undefined ? protocolFault(reason) : new LostReplyFault(reason, requestId)
 }
 
 /** A short, single-line excerpt of untrusted text for logs. */

@@ -13,6 +13,7 @@ import {
 import { hasCode } from '../../test/support/errors.ts'
 import { silentLogger } from '../common/log.ts'
 import { DEFAULT_JSON_LIMITS, type JsonLimits } from '../protocol/json-limits.ts'
+import { LostReplyFault } from './outbound-payload.ts'
 import { type StdioOutboundOptions, StdioOutboundTransport } from './stdio-outbound.ts'
 
 const LINE_SERVER = fixture('upstream-line-server.ts')
@@ -128,6 +129,11 @@ describe('stdio outbound transport', () => {
         inbox.messages.some((m) => 'id' in m && m.id === 1),
         false,
       )
+      // The fault names the request the skipped line answered, and the limit it broke.
+      const [fault] = inbox.errors
+      assert.ok(fault instanceof LostReplyFault)
+      assert.equal(fault.requestId, 1)
+      assert.equal(fault.reason, 'message exceeds limits.maxMessageBytes (1024 bytes)')
     } finally {
       await transport.close()
     }

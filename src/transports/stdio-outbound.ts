@@ -15,8 +15,15 @@ import { BarbicanError, upstreamClosed } from '../common/errors.ts'
 import type { Logger } from '../common/log.ts'
 import type { JsonLimits } from '../protocol/json-limits.ts'
 import { type JsonRpcMessage, serialize } from '../protocol/jsonrpc.ts'
-import { LineSplitter } from './line-splitter.ts'
-import { decodePayload, preview, protocolFault } from './outbound-payload.ts'
+import { ResponseIdScanner } from '../protocol/response-id.ts'
+import { LineSplitter, type OverflowSink } from './line-splitter.ts'
+import {
+  decodePayload,
+  lostReplyFault,
+  oversizeReason,
+  preview,
+  protocolFault,
+} from './outbound-payload.ts'
 import type { ReceiveInfo, SendOptions, Transport } from './transport.ts'
 
 /** What the config says about one stdio upstream. */
@@ -260,7 +267,7 @@ export class StdioOutboundTransport implements Transport {
     const stdout = new LineSplitter(
       o.limits.maxMessageBytes,
       (line) => this.#onStdoutLine(line),
-      () => this.#invalid(`line longer than ${o.limits.maxMessageBytes} bytes`, ''),
+      () => this.#oversizeLine(),
     )
     const stderr = new LineSplitter(
       o.maxStderrLineBytes ?? 16 * 1024,
@@ -268,7 +275,10 @@ export class StdioOutboundTransport implements Transport {
         this.stats.stderrLines++
         this.#log.info('upstream stderr', { line: line.toString('utf8') })
       },
-      () => this.#log.warn('upstream stderr line too long; skipped'),
+      () => {
+        this.#log.warn('upstream stderr line too long; skipped')
+        return undefined
+      },
     )
     child.stdout?.on('data', (chunk: Buffer) => stdout.push(chunk))
     child.stdout?.on('end', () => stdout.end())
@@ -300,6 +310,21 @@ export class StdioOutboundTransport implements Transport {
         // A faulty handler must not take the pipe down with it.
         this.#log.error('message handler failed', { error: err })
       }
+    }
+  }
+
+  /**
+   * A stdout line beyond maxMessageBytes, skipped as it passes: when it ends, the request it
+   * answered (its id found without keeping the line) fails at once, and the pipe reads on.
+   */
+  #oversizeLine(): OverflowSink {
+    const scanner = new ResponseIdScanner()
+    return {
+      push: (part) => scanner.push(part),
+      end: () => {
+        const reason = oversizeReason(this.#options.limits.maxMessageBytes)
+        this.#invalid(reason, '', lostReplyFault(reason, scanner.responseId()))
+      },
     }
   }
 

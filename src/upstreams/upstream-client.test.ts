@@ -4,6 +4,7 @@ import { BarbicanError } from '../common/errors.ts'
 import { silentLogger } from '../common/log.ts'
 import type { JsonRpcMessage, JsonRpcRequest } from '../protocol/jsonrpc.ts'
 import { memoryPair } from '../transports/memory.ts'
+import { LostReplyFault, protocolFault } from '../transports/outbound-payload.ts'
 import type { Transport } from '../transports/transport.ts'
 import { requestOwner, UpstreamClient } from './upstream-client.ts'
 
@@ -22,7 +23,7 @@ async function connected(timeoutMs = 5_000) {
   const requests = () => received.filter((m): m is JsonRpcRequest => 'id' in m && 'method' in m)
   const cancellations = () =>
     received.filter((m) => 'method' in m && m.method === 'notifications/cancelled')
-  return { client, far, received, requests, cancellations }
+  return { client, near, far, received, requests, cancellations }
 }
 
 const settle = () => new Promise((resolve) => setTimeout(resolve, 5))
@@ -43,6 +44,25 @@ describe('the upstream client', () => {
     const [a, b] = await Promise.all([first, second])
     assert.equal(a.kind === 'result' && a.result.which, 1)
     assert.equal(b.kind === 'result' && b.result.which, 2)
+    assert.equal(client.inFlight, 0)
+  })
+
+  test('fails at once the one request whose reply the transport could not use', async () => {
+    const { client, near, far, requests } = await connected()
+    const lost = client.request('tools/call', { name: 'flood' })
+    const other = client.request('tools/call', { name: 'small' })
+    await settle()
+    const [r1, r2] = requests()
+    // A fault without an id (garbage) fails nothing; the one naming r1's id fails r1 alone.
+    near.onerror?.(protocolFault('not JSON'))
+    near.onerror?.(new LostReplyFault('message exceeds limits.maxMessageBytes (9 bytes)', r1!.id))
+    await assert.rejects(lost, (e) => {
+      assert.equal(code(e), 'ERR_UPSTREAM_PROTOCOL')
+      assert.match((e as Error).message, /unusable reply to tools\/call: .*limits\.maxMessageBytes/)
+      return true
+    })
+    await far.send({ jsonrpc: '2.0', id: r2!.id, result: { content: [] } })
+    assert.equal((await other).kind, 'result')
     assert.equal(client.inFlight, 0)
   })
 

@@ -21,6 +21,7 @@ import {
 } from '../protocol/jsonrpc.ts'
 import type { ErrorReply, Result } from '../protocol/model.ts'
 import type { Revision } from '../protocol/revisions.ts'
+import { LostReplyFault } from '../transports/outbound-payload.ts'
 import type { ReceiveInfo, SendOptions, Transport } from '../transports/transport.ts'
 
 /** What the upstream answered: a neutral result or error reply (upstream errors pass through). */
@@ -141,7 +142,10 @@ export class UpstreamClient {
     this.#events = options.events ?? {}
     transport.onmessage = (message, info) => this.#receive(message, info)
     transport.onclose = () => this.#onClose()
-    transport.onerror = (error) => this.#log.warn('upstream transport error', { error })
+    transport.onerror = (error) => {
+      this.#log.warn('upstream transport error', { error })
+      if (error instanceof LostReplyFault) this.#replyLost(error)
+    }
   }
 
   get closed(): boolean {
@@ -247,6 +251,26 @@ export class UpstreamClient {
     this.#idleSweep()
     pending.cleanup()
     pending.resolve(this.#codec.decode(message) as UpstreamReply)
+  }
+
+  /**
+   * The upstream answered a request with a reply that cannot be used (beyond a limit): that
+   * request fails now, saying why, and the connection goes on serving the others.
+   */
+  #replyLost(fault: LostReplyFault): void {
+    const id = fault.requestId
+    const pending = typeof id === 'number' ? this.#pending.get(id) : undefined
+    if (!pending || typeof id !== 'number') return
+    this.#pending.delete(id)
+    this.#idleSweep()
+    pending.cleanup()
+    pending.reject(
+      new BarbicanError(
+        'ERR_UPSTREAM_PROTOCOL',
+        `Upstream "${this.name}" sent an unusable reply to ${pending.method}: ${fault.reason}`,
+        { cause: fault },
+      ),
+    )
   }
 
   #answerUpstreamRequest(request: JsonRpcRequest): void {
