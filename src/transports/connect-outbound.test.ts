@@ -158,6 +158,28 @@ describe('createOutboundTransport', () => {
     }
   })
 
+  test('auto closes at once while its first message gets no answer at all', async () => {
+    // Accepts the request and never answers: close must not wait for the exchange's timeout.
+    const server = await scriptedServer(() => {})
+    const transport = createOutboundTransport(
+      { transport: 'auto', url: server.url },
+      deps,
+    ) as AutoHttpTransport
+    const inbox = new Inbox(transport)
+    try {
+      // The close rejects the send it cut short.
+      const sent = transport.send({ jsonrpc: '2.0', id: 1, method: 'initialize', params: {} })
+      sent.catch(() => {})
+      while (server.requests.length === 0) await new Promise((r) => setTimeout(r, 10))
+      const started = Date.now()
+      await transport.close()
+      assert.ok(Date.now() - started < 2_000, `close took ${Date.now() - started} ms`)
+      assert.equal(inbox.closed, true)
+    } finally {
+      await server.close()
+    }
+  })
+
   test('auto does not fall back when a 404 carries a JSON-RPC error', async () => {
     const server = await scriptedServer((req, res) => {
       json(res, 404, {

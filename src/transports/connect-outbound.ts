@@ -103,6 +103,7 @@ export class AutoHttpTransport implements Transport {
   #kind: 'unknown' | 'streamable-http' | 'sse' = 'unknown'
   #deciding: Promise<void> | undefined
   #notified = false
+  #closed = false
   /** Messages waiting for the decision; `#settled` once it is made and none is left. */
   #waiting = 0
   #settled = false
@@ -180,6 +181,7 @@ export class AutoHttpTransport implements Transport {
     })
     http.onclose = () => {} // replaced, not closed: the caller keeps one connection
     await http.close()
+    if (this.#closed) return
     const sse = this.#adopt(new SseOutboundTransport(this.#options))
     this.#active = sse
     try {
@@ -198,7 +200,12 @@ export class AutoHttpTransport implements Transport {
   }
 
   async close(): Promise<void> {
+    this.#closed = true
+    // Closing aborts the first exchange if it is still deciding: a server that never answers
+    // must not hold the close until that exchange times out.
+    await this.#active.close()
     await this.#deciding?.catch(() => {})
+    // The decision may have switched to HTTP+SSE meanwhile.
     await this.#active.close()
     this.#notifyClosed()
   }
