@@ -3,9 +3,11 @@ import { createServer, type IncomingMessage, type Server } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { after, before, describe, test } from 'node:test'
 import { testUpstream } from '../../test/support/upstreams.ts'
+import type { BarbicanError } from '../common/errors.ts'
 import { silentLogger } from '../common/log.ts'
 import { DEFAULT_JSON_LIMITS } from '../protocol/json-limits.ts'
 import { createOutboundTransport } from '../transports/connect-outbound.ts'
+import { memoryPair } from '../transports/memory.ts'
 
 /** A legacy (2025-06-18) Streamable HTTP server that records the headers of every request. */
 function recordingServer(seen: { method: string; version: string | undefined }[]): Server {
@@ -80,5 +82,29 @@ describe('an upstream over Streamable HTTP', () => {
     } finally {
       await upstream.stop()
     }
+  })
+})
+
+describe('an upstream that never answers its handshake', () => {
+  test('stop() ends the handshake under way at once, closing its connection', async () => {
+    let opened = 0
+    let closed = 0
+    const upstream = testUpstream('mute', () => {
+      const [ours, theirs] = memoryPair()
+      // The far end reads everything and answers nothing.
+      theirs.onclose = () => void closed++
+      void theirs.start()
+      opened++
+      return ours
+    })
+    const connecting = upstream.connect()
+    connecting.catch(() => {})
+    while (opened === 0) await new Promise((r) => setTimeout(r, 5))
+    const started = Date.now()
+    await upstream.stop()
+    assert.ok(Date.now() - started < 1_000)
+    assert.equal(closed, opened, 'the connection being opened was closed')
+    await assert.rejects(connecting, (e) => (e as BarbicanError).code === 'ERR_SHUTTING_DOWN')
+    assert.equal(upstream.state, 'stopped')
   })
 })

@@ -97,6 +97,8 @@ export class Upstream extends EventEmitter<UpstreamEvents> {
   #options: UpstreamOptions
   #client: UpstreamClient | undefined
   #connecting: Promise<UpstreamClient> | undefined
+  /** The connection being opened (handshake under way): stop() must not leave it running. */
+  #opening: UpstreamClient | undefined
   #info: UpstreamInfo | undefined
   #state: UpstreamState = 'idle'
   #lastError: string | undefined
@@ -203,6 +205,7 @@ export class Upstream extends EventEmitter<UpstreamEvents> {
   }
 
   #becomeReady(client: UpstreamClient, info: UpstreamInfo): void {
+    this.#opening = undefined
     this.#info = info
     this.#client = client
     this.#connectedAt = Date.now()
@@ -219,7 +222,7 @@ export class Upstream extends EventEmitter<UpstreamEvents> {
   async #open(): Promise<UpstreamClient> {
     let client: UpstreamClient | undefined
     try {
-      client = await this.#newClient()
+      client = await this.#opened(await this.#newClient())
       if (this.#verdict?.era !== 'legacy') {
         const verdict = await probeUpstream(client, this.#options)
         // The era is a property of the server: kept even if reconnecting below fails.
@@ -228,7 +231,7 @@ export class Upstream extends EventEmitter<UpstreamEvents> {
         if (verdict.closed || client.closed) {
           // The server hung up on the probe: continue on a fresh connection.
           await client.close().catch(() => {})
-          client = await this.#newClient()
+          client = await this.#opened(await this.#newClient())
         }
       }
       const info = await initializeLegacy(client, this.#options)
@@ -236,6 +239,8 @@ export class Upstream extends EventEmitter<UpstreamEvents> {
       return client
     } catch (err) {
       await client?.close().catch(() => {})
+      this.#opening = undefined
+      if (this.#stopped) throw new BarbicanError('ERR_SHUTTING_DOWN', 'Barbican is shutting down')
       this.#fail(err)
       throw err instanceof BarbicanError
         ? err
@@ -245,6 +250,13 @@ export class Upstream extends EventEmitter<UpstreamEvents> {
             { cause: err },
           )
     }
+  }
+
+  /** Records `client` as the connection being opened; one opened after stop() is closed. */
+  async #opened(client: UpstreamClient): Promise<UpstreamClient> {
+    this.#opening = client
+    if (this.#stopped) await client.close()
+    return client
   }
 
   #fail(err: unknown): void {
@@ -400,6 +412,10 @@ export class Upstream extends EventEmitter<UpstreamEvents> {
     const client = this.#client
     this.#client = undefined
     this.#setState('stopped')
+    // A handshake under way (an upstream that never answers) ends now, not at its timeout.
+    const opening = this.#opening
+    this.#opening = undefined
+    await opening?.close().catch(() => {})
     if (client) await client.close()
   }
 }
