@@ -50,6 +50,14 @@ export interface LimitsConfig extends JsonLimits {
   readonly listPageSize: number
   /** How long a held 2026-07-28 call, and any `requestState`, waits for the client's retry. */
   readonly heldCallTimeoutMs: number
+  /** Longest a merged list waits for upstreams; later ones are left out and marked degraded. */
+  readonly listDeadlineMs: number
+  /** Longest a client's initialize waits for upstreams still connecting. */
+  readonly handshakeWaitMs: number
+  /** First delay before an upstream whose lists failed is listed again in the background. */
+  readonly listRetryMs: number
+  /** Longest delay between two such retries (the delay doubles up to it). */
+  readonly listRetryMaxMs: number
 }
 
 /** What an operator decides per upstream about trust (docs/trust.md). */

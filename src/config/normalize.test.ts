@@ -57,6 +57,10 @@ describe('normalizeConfig', () => {
         sessionIdleTimeoutMs: 1800000,
         listPageSize: 500,
         heldCallTimeoutMs: 120000,
+        listDeadlineMs: 3000,
+        handshakeWaitMs: 500,
+        listRetryMs: 1000,
+        listRetryMaxMs: 60000,
       },
       log: { level: 'info' },
       upstreams: [

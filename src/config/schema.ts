@@ -209,6 +209,30 @@ const limits = z.strictObject({
     'List page size',
     'Most items in one page of a merged tools, prompts, resources or templates list; more are served with an opaque nextCursor.',
   ),
+  listDeadlineMs: limitField(
+    'listDeadlineMs',
+    positiveMs(),
+    'Listing deadline (ms)',
+    'Longest a merged list waits for upstreams still connecting or listing. Those not listed by then are left out and named in the result _meta "dev.barbican/degraded"; clients get list_changed when they are ready.',
+  ),
+  handshakeWaitMs: limitField(
+    'handshakeWaitMs',
+    positiveMs(),
+    'Handshake wait (ms)',
+    "Longest a client's initialize (or server/discover) waits for upstreams still connecting, to include their capabilities; a slow upstream never holds it longer.",
+  ),
+  listRetryMs: limitField(
+    'listRetryMs',
+    positiveMs(),
+    'List retry delay (ms)',
+    'Delay before an upstream whose lists failed is listed again, in the background; it doubles after every failure, up to listRetryMaxMs.',
+  ),
+  listRetryMaxMs: limitField(
+    'listRetryMaxMs',
+    positiveMs(),
+    'List retry cap (ms)',
+    'Longest delay between two background retries of an upstream whose lists failed.',
+  ),
 })
 
 const log = z.strictObject({

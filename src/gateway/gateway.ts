@@ -12,6 +12,7 @@ import { VERSION } from '../common/version.ts'
 import type { Policy } from '../policies/policy.ts'
 import type { JsonObject, JsonRpcNotification, JsonRpcRequest } from '../protocol/jsonrpc.ts'
 import type { CatalogRules } from '../relay/catalog.ts'
+import { DEFAULT_LIST_TIMING, type ListTiming } from '../relay/catalog-recovery.ts'
 import { ProgressRouter } from '../relay/progress.ts'
 import { VirtualServer } from '../relay/virtual-server.ts'
 import { type CallOwner, Session } from '../session/session.ts'
@@ -51,6 +52,8 @@ export interface GatewayPlan {
   readonly listPageSize?: number
   /** How long a held 2026-07-28 call and a `requestState` wait for the client (default 120 s). */
   readonly heldCallTimeoutMs?: number
+  /** How long lists and handshakes wait for upstreams, and how missing ones are retried. */
+  readonly listTiming?: ListTiming
   /** Policies every call passes, in the chain's fixed order (policies/chain.ts). */
   readonly policies?: readonly Policy[]
   /** Pins and scans what upstreams advertise (docs/trust.md); absent: nothing is checked. */
@@ -122,6 +125,7 @@ export class Gateway implements InboundHandler {
         s.rules,
         log.child({ server: s.name }),
         plan.trust,
+        plan.listTiming ?? DEFAULT_LIST_TIMING,
       )
       this.servers.set(s.name, server)
       for (const m of members) {
@@ -168,6 +172,7 @@ export class Gateway implements InboundHandler {
 
   async stop(): Promise<void> {
     clearInterval(this.#trustTimer)
+    for (const server of this.servers.values()) server.stop()
     await this.#continuations.clear()
     for (const session of this.sessions) await session.transport.close().catch(() => {})
     await Promise.allSettled([...this.upstreams.values()].map((u) => u.stop()))

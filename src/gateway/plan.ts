@@ -32,6 +32,12 @@ export function planFromConfig(config: Config, log: Logger, auth?: AuthRuntime):
     clientRequestTimeoutMs: config.limits.requestTimeoutMs,
     listPageSize: config.limits.listPageSize,
     heldCallTimeoutMs: config.limits.heldCallTimeoutMs,
+    listTiming: {
+      listDeadlineMs: config.limits.listDeadlineMs,
+      handshakeWaitMs: config.limits.handshakeWaitMs,
+      listRetryMs: config.limits.listRetryMs,
+      listRetryMaxMs: config.limits.listRetryMaxMs,
+    },
   }
 }
 

@@ -1,8 +1,9 @@
 /**
  * A virtual server: the one MCP server a client sees at `/mcp/NAME`, composed of several
  * upstreams. It keeps the catalog (merged lists and the way back from every exposed name),
- * resolves each call to its upstream, and degrades when an upstream is down: lists leave the
- * missing upstream out and report it; calls to it fail fast.
+ * resolves each call to its upstream, and degrades when an upstream is down or slow: lists wait
+ * for it at most the listing deadline, then leave it out and report it, and it is won back in
+ * the background (relay/catalog-recovery.ts); calls to it fail fast.
  */
 import { EventEmitter } from 'node:events'
 import { BarbicanError } from '../common/errors.ts'
@@ -17,6 +18,7 @@ import {
 } from '../trust/quarantine.ts'
 import type { Quarantine, TrustGuard } from '../trust/trust-guard.ts'
 import type { ListKey, Upstream } from '../upstreams/upstream.ts'
+import { ALL_LIST_KEYS } from '../upstreams/upstream-lists.ts'
 import {
   buildCatalog,
   type Catalog,
@@ -24,9 +26,11 @@ import {
   type Target,
   type UpstreamLists,
 } from './catalog.ts'
+import { CatalogRecovery, DEFAULT_LIST_TIMING, type ListTiming } from './catalog-recovery.ts'
 import { splitUri } from './names.ts'
 import { judgedUri } from './resource-uri.ts'
 
+/** An upstream a catalog left out, and why (late for the listing deadline, or failed). */
 export interface Degraded {
   readonly upstream: string
   readonly error: string
@@ -58,9 +62,17 @@ export class VirtualServer extends EventEmitter<VirtualServerEvents> {
   #trust: TrustGuard | undefined
   /** The pin store's revision the current catalog was reviewed at. */
   #trustRevision = -1
-  /** Reviews under way: their own writes move the store's revision before they record it. */
+  /**
+   * Builds under way: until their review records the revision it read, the store's revision says
+   * nothing about the catalog (their own writes move it, and lists gathered before the review
+   * may take up to the listing deadline).
+   */
   #reviewing = 0
   #listeners = new Map<Upstream, (keys: readonly ListKey[]) => void>()
+  #stateListeners = new Map<Upstream, (state: string) => void>()
+  readonly timing: ListTiming
+  /** The members the catalog left out, retried in the background. */
+  #recovery: CatalogRecovery
 
   constructor(
     name: string,
@@ -68,6 +80,7 @@ export class VirtualServer extends EventEmitter<VirtualServerEvents> {
     rules: CatalogRules,
     log: Logger,
     trust?: TrustGuard,
+    timing: ListTiming = DEFAULT_LIST_TIMING,
   ) {
     super()
     // Every client session of this server listens for list changes: thousands are normal.
@@ -79,14 +92,49 @@ export class VirtualServer extends EventEmitter<VirtualServerEvents> {
     this.#rules = rules
     this.#log = log
     this.#trust = trust
-    for (const upstream of upstreams) {
-      const listener = (keys: readonly ListKey[]) => {
+    this.timing = timing
+    this.#recovery = new CatalogRecovery(timing, {
+      fetch: (member) => {
+        const upstream = this.#byName.get(member)
+        return upstream ? listsOf(upstream) : Promise.reject(new Error('removed'))
+      },
+      recovered: (member) => {
+        this.#log.info('upstream back in the catalog', { server: this.name, upstream: member })
         this.#catalog = undefined
-        this.emit('listChanged', keys)
-      }
-      this.#listeners.set(upstream, listener)
-      upstream.on('listChanged', listener)
+        this.emit('listChanged', [...ALL_LIST_KEYS])
+      },
+    })
+    for (const upstream of upstreams) this.#watch(upstream)
+  }
+
+  /** Follows a member's list changes, and its coming back when the catalog left it out. */
+  #watch(upstream: Upstream): void {
+    const listener = (keys: readonly ListKey[]) => {
+      this.#catalog = undefined
+      this.emit('listChanged', keys)
     }
+    const onState = (state: string) => {
+      if (state === 'ready') this.#recovery.retryNow(upstream.name)
+    }
+    this.#listeners.set(upstream, listener)
+    this.#stateListeners.set(upstream, onState)
+    upstream.on('listChanged', listener)
+    upstream.on('state', onState)
+  }
+
+  #unwatch(upstream: Upstream): void {
+    const listener = this.#listeners.get(upstream)
+    if (listener) upstream.off('listChanged', listener)
+    const onState = this.#stateListeners.get(upstream)
+    if (onState) upstream.off('state', onState)
+    this.#listeners.delete(upstream)
+    this.#stateListeners.delete(upstream)
+    this.#recovery.forget(upstream.name)
+  }
+
+  /** Ends background retries (the gateway is stopping). */
+  stop(): void {
+    this.#recovery.stop()
   }
 
   /**
@@ -96,14 +144,12 @@ export class VirtualServer extends EventEmitter<VirtualServerEvents> {
   removeUpstream(name: string): boolean {
     const upstream = this.#byName.get(name)
     if (!upstream) return false
-    const listener = this.#listeners.get(upstream)
-    if (listener) upstream.off('listChanged', listener)
-    this.#listeners.delete(upstream)
+    this.#unwatch(upstream)
     this.upstreams = this.upstreams.filter((u) => u !== upstream)
     this.#byName.delete(name)
     this.#names = new Set(this.#byName.keys())
     this.#catalog = undefined
-    this.emit('listChanged', ['tools', 'prompts', 'resources', 'resourceTemplates'])
+    this.emit('listChanged', [...ALL_LIST_KEYS])
     return true
   }
 
@@ -118,17 +164,12 @@ export class VirtualServer extends EventEmitter<VirtualServerEvents> {
   replaceUpstream(upstream: Upstream): boolean {
     const old = this.#byName.get(upstream.name)
     if (!old) return false
-    const listener = this.#listeners.get(old)
-    if (listener) {
-      old.off('listChanged', listener)
-      upstream.on('listChanged', listener)
-      this.#listeners.delete(old)
-      this.#listeners.set(upstream, listener)
-    }
+    this.#unwatch(old)
+    this.#watch(upstream)
     this.upstreams = this.upstreams.map((u) => (u === old ? upstream : u))
     this.#byName.set(upstream.name, upstream)
     this.#catalog = undefined
-    this.emit('listChanged', ['tools', 'prompts', 'resources', 'resourceTemplates'])
+    this.emit('listChanged', [...ALL_LIST_KEYS])
     return true
   }
 
@@ -144,7 +185,11 @@ export class VirtualServer extends EventEmitter<VirtualServerEvents> {
     this.emit('listChanged', ['tools', 'prompts', 'resourceTemplates'])
   }
 
-  /** The merged catalog; upstreams that cannot be listed are left out and reported. */
+  /**
+   * The merged catalog, within the listing deadline: upstreams not listed by then, or whose
+   * lists failed, are left out and reported, and won back in the background. A degraded catalog
+   * is kept like any other: a list never waits for a member the catalog already left out.
+   */
   async catalog(): Promise<CatalogView> {
     // The common case, decided without I/O: the revision read recently still matches (a call
     // then costs no store read; trust/trust-guard.ts bounds how old that read may be).
@@ -154,60 +199,78 @@ export class VirtualServer extends EventEmitter<VirtualServerEvents> {
     if (!this.#catalog) {
       const building = this.#build()
       this.#catalog = building
-      // A degraded catalog is not kept: the next list tries the missing upstream again.
-      building.then(
-        (c) => {
-          if (c.degraded.length > 0 && this.#catalog === building) this.#catalog = undefined
-        },
-        () => {
-          if (this.#catalog === building) this.#catalog = undefined
-        },
-      )
+      building.catch(() => {
+        if (this.#catalog === building) this.#catalog = undefined
+      })
     }
     return await this.#catalog
   }
 
+  /** Every member's lists, or, for the members missing or late for the deadline, none. */
+  async #gather(degraded: Degraded[]): Promise<UpstreamLists[]> {
+    const deadlineMs = this.timing.listDeadlineMs
+    let timer: NodeJS.Timeout | undefined
+    const deadline = new Promise<'late'>((resolve) => {
+      timer = setTimeout(() => resolve('late'), deadlineMs)
+    })
+    try {
+      return await Promise.all(
+        this.upstreams.map(async (u): Promise<UpstreamLists> => {
+          const missing = this.#recovery.missing(u.name)
+          if (missing !== undefined) {
+            degraded.push({ upstream: u.name, error: missing })
+            return emptyLists(u.name)
+          }
+          const fetching = listsOf(u)
+          const outcome = await Promise.race([fetching, deadline]).catch((err: Error) => err)
+          if (outcome === 'late') {
+            const error = `Upstream "${u.name}" did not list within the listing deadline (${deadlineMs} ms; ${u.state})`
+            degraded.push({ upstream: u.name, error })
+            this.#recovery.late(u.name, error, fetching)
+            return emptyLists(u.name)
+          }
+          if (outcome instanceof Error) {
+            degraded.push({ upstream: u.name, error: outcome.message })
+            this.#recovery.failed(u.name, outcome.message)
+            return emptyLists(u.name)
+          }
+          return outcome
+        }),
+      )
+    } finally {
+      clearTimeout(timer)
+    }
+  }
+
   async #build(): Promise<CatalogView> {
+    this.#reviewing++
+    try {
+      return await this.#reviewed()
+    } finally {
+      this.#reviewing--
+    }
+  }
+
+  async #reviewed(): Promise<CatalogView> {
     const degraded: Degraded[] = []
-    const lists = await Promise.all(
-      this.upstreams.map(async (u): Promise<UpstreamLists> => {
-        try {
-          const [tools, prompts, resources, resourceTemplates] = await Promise.all([
-            u.list('tools'),
-            u.list('prompts'),
-            u.list('resources'),
-            u.list('resourceTemplates'),
-          ])
-          return { name: u.name, tools, prompts, resources, resourceTemplates }
-        } catch (err) {
-          degraded.push({ upstream: u.name, error: (err as Error).message })
-          return { name: u.name, tools: [], prompts: [], resources: [], resourceTemplates: [] }
-        }
-      }),
-    )
+    const lists = await this.#gather(degraded)
     if (!this.#trust) {
       const catalog = buildCatalog(lists, this.#rules)
       this.#logConflicts(catalog)
       return { catalog, degraded, quarantined: new Map() }
     }
     const listed = lists.filter((l) => !degraded.some((d) => d.upstream === l.name))
-    this.#reviewing++
-    let verdict: Awaited<ReturnType<TrustGuard['review']>>
-    try {
-      verdict = await this.#trust.review(
-        listed.map((l) => {
-          const info = this.#byName.get(l.name)?.info
-          return {
-            upstream: l.name,
-            lists: { ...l, instructions: info?.instructions, serverInfo: info?.serverInfo },
-          }
-        }),
-      )
-      // Read exactly (not from the cache): the review just read the pins this revision names.
-      this.#trustRevision = await this.#trust.revision(true)
-    } finally {
-      this.#reviewing--
-    }
+    const verdict = await this.#trust.review(
+      listed.map((l) => {
+        const info = this.#byName.get(l.name)?.info
+        return {
+          upstream: l.name,
+          lists: { ...l, instructions: info?.instructions, serverInfo: info?.serverInfo },
+        }
+      }),
+    )
+    // Read exactly (not from the cache): the review just read the pins this revision names.
+    this.#trustRevision = await this.#trust.revision(true)
     const built = buildCatalog(withoutQuarantinedTemplates(lists, verdict), this.#rules)
     this.#logConflicts(built)
     return { ...quarantineCatalog(built, verdict), degraded }
@@ -340,6 +403,21 @@ export class VirtualServer extends EventEmitter<VirtualServerEvents> {
   connectedUpstreams(): Upstream[] {
     return this.upstreams.filter((u) => u.state === 'ready')
   }
+}
+
+/** All four lists of `upstream` (connecting first if needed), from its cache when it has them. */
+async function listsOf(upstream: Upstream): Promise<UpstreamLists> {
+  const [tools, prompts, resources, resourceTemplates] = await Promise.all([
+    upstream.list('tools'),
+    upstream.list('prompts'),
+    upstream.list('resources'),
+    upstream.list('resourceTemplates'),
+  ])
+  return { name: upstream.name, tools, prompts, resources, resourceTemplates }
+}
+
+function emptyLists(name: string): UpstreamLists {
+  return { name, tools: [], prompts: [], resources: [], resourceTemplates: [] }
 }
 
 function refuseQuarantined(view: CatalogView, kind: 'tool' | 'prompt', name: string): void {

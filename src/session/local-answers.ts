@@ -14,19 +14,37 @@ import { MODERN_REVISIONS, type Revision } from '../protocol/revisions.ts'
 import type { Catalog } from '../relay/catalog.ts'
 import { decodeCursor, encodeCursor } from '../relay/cursor.ts'
 import type { SessionTask } from '../relay/route.ts'
-import type { VirtualServer } from '../relay/virtual-server.ts'
+import type { Degraded, VirtualServer } from '../relay/virtual-server.ts'
 
 /** Result `_meta` key listing which upstream contributes what (capability attribution). */
 export const UPSTREAMS_META = 'dev.barbican/upstreams'
+
+/**
+ * Result `_meta` key of a merged list that leaves upstreams out: each one missing, and why
+ * (not ready within the listing deadline, or its lists failed). Absent when nothing is missing.
+ */
+export const DEGRADED_META = 'dev.barbican/degraded'
 
 /** A complete result (the session puts the request's id on it). */
 export function complete(result: JsonObject): Result {
   return { kind: 'result', id: 0, resultType: 'complete', result }
 }
 
-/** Connects every upstream so capabilities are known; failures degrade, never block. */
+/**
+ * Connects every upstream so capabilities are known, waiting at most the handshake wait: an
+ * upstream that is slow or never answers is left out of the answer (its lists follow later, with
+ * list_changed), never holds it up. Failures degrade, never block.
+ */
 export async function connectAll(server: VirtualServer): Promise<void> {
-  await Promise.allSettled(server.upstreams.map((u) => u.connect()))
+  let timer: NodeJS.Timeout | undefined
+  const waited = new Promise<void>((resolve) => {
+    timer = setTimeout(resolve, server.timing.handshakeWaitMs)
+  })
+  try {
+    await Promise.race([Promise.allSettled(server.upstreams.map((u) => u.connect())), waited])
+  } finally {
+    clearTimeout(timer)
+  }
 }
 
 /** The `initialize` result for a legacy client that negotiated `revision`. */
@@ -61,12 +79,16 @@ export function discoverResult(server: VirtualServer, id: Result['id'], serverIn
   } satisfies Result
 }
 
-/** One page of the merged list `method` asks for, from `cursor`, at most `pageSize` items. */
+/**
+ * One page of the merged list `method` asks for, from `cursor`, at most `pageSize` items; when
+ * the catalog left upstreams out, every page says which and why (`_meta` DEGRADED_META).
+ */
 export function listPage(
   catalog: Catalog,
   method: string,
   cursor: unknown,
   pageSize: number,
+  degraded: readonly Degraded[] = [],
 ): Result {
   // The method table says which list a merged-list method returns (protocol/methods.ts).
   const key = methodSpec(method)?.list
@@ -76,6 +98,11 @@ export function listPage(
   const end = start + pageSize
   const page: JsonObject = { [key]: items.slice(start, end) }
   if (end < items.length) page.nextCursor = encodeCursor(method, end)
+  if (degraded.length > 0) {
+    page._meta = {
+      [DEGRADED_META]: degraded.map((d) => ({ upstream: d.upstream, error: d.error })),
+    }
+  }
   return complete(page)
 }
 

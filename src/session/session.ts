@@ -324,7 +324,8 @@ export class Session {
           message: `Upstream ${d.upstream} is unavailable: ${d.error}`,
         })
       }
-      return listPage(route.catalog, method, request.params?.cursor, this.#deps.listPageSize)
+      const cursor = request.params?.cursor
+      return listPage(route.catalog, method, cursor, this.#deps.listPageSize, route.degraded)
     }
 
     if (route.kind === 'unicast') {
