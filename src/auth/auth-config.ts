@@ -150,7 +150,7 @@ export const authSchema = z.strictObject({
         file: doc(
           z.string().min(1).optional(),
           'Keys file',
-          'JSON file {"keys": [...]} (relative to the working directory) re-read when it changes: ' +
+          'JSON file {"keys": [...]} (relative to the config file) re-read when it changes: ' +
             'removing a key revokes it at once.',
         ),
       })
@@ -198,7 +198,7 @@ export const authSchema = z.strictObject({
         sqlite: doc(
           z.string().min(1),
           'SQLite file',
-          'Where linked upstream tokens are kept (sealed), relative to the working directory.',
+          'Where linked upstream tokens are kept (sealed), relative to the config file.',
         ),
       })
       .optional(),

@@ -1,15 +1,22 @@
 /**
- * `barbican check`: validates the configuration, then connects to every upstream once and lists
- * what it offers. Exits non-zero with a precise message on the first class of fault found.
+ * `barbican check`: validates the configuration (and the files its auth section names), then
+ * connects to every upstream once and lists what it offers; with `--pins`, compares what each
+ * upstream advertises with its approved pins. Exits non-zero with a precise message on any fault.
  */
 
+import { existsSync } from 'node:fs'
+import { checkAuth } from '../auth/auth-check.ts'
 import { jsonLogger } from '../common/log.ts'
 import type { LoadedConfig } from '../config/config.ts'
 import { Gateway } from '../gateway/gateway.ts'
 import { planFromConfig } from '../gateway/plan.ts'
-import { lockfilePathOf, withTrust } from '../gateway/trust-setup.ts'
+import { lockfilePathOf, openStore, storeConfigOf, withTrust } from '../gateway/trust-setup.ts'
 import { printableName } from '../protocol/item-names.ts'
 import { memoryStore } from '../store/memory.ts'
+import type { Store } from '../store/store.ts'
+import { formatChanges } from '../trust/diff.ts'
+import { comparePins } from '../trust/pin-check.ts'
+import type { Upstream } from '../upstreams/upstream.ts'
 import type { CliIo, CommandOptions } from './command.ts'
 import { loadForCommand } from './load.ts'
 import { reportDrift } from './pins.ts'
@@ -25,11 +32,30 @@ export async function runCheck(
   io.stdout(
     `config: ${source.path ?? 'embedded demo'} (${source.format}), ${config.upstreams.length} upstream(s), ${config.servers.length} virtual server(s)\n`,
   )
+  let authFaults = 0
+  for (const p of config.auth ? checkAuth(config.auth) : []) {
+    if (p.level === 'fail') authFaults++
+    io.stdout(`${p.level === 'fail' ? 'FAIL ' : 'warn '} ${p.key}: ${p.message}\n`)
+  }
+  let pins: Store | undefined
+  if (options.pins) {
+    const where = storeConfigOf(config, source.path)
+    if (where.kind === 'memory' || !existsSync(where.path)) {
+      io.stdout(
+        `FAIL  --pins: ${where.kind === 'memory' ? 'the store is kept in memory' : `${where.path} does not exist`}, so no pin is approved; ` +
+          'run barbican serve once and review with barbican pins\n',
+      )
+      io.stderr('barbican: there are no approved pins to check against\n')
+      return 1
+    }
+    pins = await openStore(config, source.path)
+  }
   const log = jsonLogger({ level: 'error' })
   // Launches are checked as serve checks them (lockfile, floating versions); nothing is pinned.
   const trust = { store: memoryStore(), lockfilePath: lockfilePathOf(source.path) }
   const gateway = new Gateway(withTrust(planFromConfig(config, log), config, trust, log), log)
   let failed = 0
+  let drifting = 0
   try {
     for (const upstream of gateway.upstreams.values()) {
       try {
@@ -39,6 +65,7 @@ export async function runCheck(
         io.stdout(
           `ok    ${upstream.name}: ${String(info?.serverInfo.name ?? '?')} ${String(info?.serverInfo.version ?? '')}, MCP ${info?.protocolVersion}, ${tools.length} tool(s)\n`,
         )
+        if (pins && !(await pinsMatch(upstream, pins, io))) drifting++
       } catch (err) {
         failed++
         io.stdout(`FAIL  ${upstream.name}: ${(err as Error).message}\n`)
@@ -59,10 +86,14 @@ export async function runCheck(
     }
   } finally {
     await gateway.stop()
+    await pins?.close()
   }
   const drifted = await reportDrift(config, source.path, io)
-  if (failed > 0) {
-    io.stderr(`barbican: ${failed} upstream(s) failed\n`)
+  if (authFaults > 0) io.stderr(`barbican: the auth section has ${authFaults} fault(s)\n`)
+  if (failed > 0) io.stderr(`barbican: ${failed} upstream(s) failed\n`)
+  if (authFaults > 0 || failed > 0) return 1
+  if (drifting > 0) {
+    io.stderr(`barbican: ${drifting} upstream(s) differ from their approved pins\n`)
     return 1
   }
   if (drifted) {
@@ -70,4 +101,40 @@ export async function runCheck(
     return 1
   }
   return 0
+}
+
+/** Prints how an upstream's advertised items differ from their pins; true when none does. */
+async function pinsMatch(upstream: Upstream, store: Store, io: CliIo): Promise<boolean> {
+  const [tools, prompts, resourceTemplates] = await Promise.all([
+    upstream.list('tools'),
+    upstream.list('prompts'),
+    upstream.list('resourceTemplates'),
+  ])
+  const info = upstream.info
+  const pinned = await store.pins.pinned(upstream.name)
+  const mismatches = comparePins(
+    {
+      tools,
+      prompts,
+      resourceTemplates,
+      instructions: info?.instructions,
+      serverInfo: info?.serverInfo,
+    },
+    pinned,
+  )
+  const differing = mismatches.filter((m) => m.kind !== 'gone')
+  for (const m of mismatches.filter((m) => m.kind === 'gone'))
+    io.stdout(`note  ${upstream.name}: ${printableName(m.key)} is pinned but no longer offered\n`)
+  if (differing.length === 0) {
+    io.stdout(`ok    ${upstream.name}: every item matches its approved pin\n`)
+    return true
+  }
+  io.stdout(`PINS  ${upstream.name}: ${differing.length} item(s) differ from the approved pins\n`)
+  for (const m of differing) {
+    io.stdout(
+      `  ${m.kind === 'changed' ? 'changed since approved' : 'never approved'}: ${printableName(m.key)}\n`,
+    )
+    for (const line of formatChanges(m.changes)) io.stdout(`    ${line}\n`)
+  }
+  return false
 }

@@ -6,6 +6,8 @@
 export interface CliIo {
   readonly stdout: (text: string) => void
   readonly stderr: (text: string) => void
+  /** All of stdin, at most `maxBytes` (`barbican seal`); absent: the process's stdin. */
+  readonly stdin?: (maxBytes: number) => Promise<string>
 }
 
 /** Options every command shares. */
@@ -18,4 +20,14 @@ export interface CommandOptions {
   readonly all?: boolean
   /** Who decides, for `pins` (`--as NAME`); default: the login name. */
   readonly actor?: string | undefined
+  /** `keys create`: the subject, tenant and scopes of the new key. */
+  readonly subject?: string | undefined
+  readonly tenant?: string | undefined
+  readonly scopes?: readonly string[] | undefined
+  /** `seal`: the slot the secret is for. */
+  readonly upstream?: string | undefined
+  readonly header?: string | undefined
+  readonly env?: string | undefined
+  /** `check --pins`: also compare what upstreams advertise with the approved pins. */
+  readonly pins?: boolean
 }

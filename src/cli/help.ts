@@ -1,7 +1,7 @@
 /** What `barbican COMMAND --help` prints: each command's synopsis, options and an example. */
 
 /** The commands `barbican` knows, in the order the usage lists them. */
-export const COMMANDS = ['serve', 'stdio', 'check', 'scan', 'pins', 'lock'] as const
+export const COMMANDS = ['serve', 'stdio', 'check', 'scan', 'pins', 'lock', 'keys', 'seal'] as const
 export type CommandName = (typeof COMMANDS)[number]
 
 const CONFIG = `  -c, --config FILE   the configuration (default: barbican.yaml, barbican.yml or
@@ -32,16 +32,20 @@ ${CONFIG}
 Example (an MCP host's server entry):
   { "command": "barbican", "args": ["stdio", "--config", "/home/me/barbican.yaml"] }
 `,
-  check: `Usage: barbican check [--config FILE]
+  check: `Usage: barbican check [--config FILE] [--pins]
 
-Validate the configuration, try every upstream once and report drift from the approved
-baseline. Exits non-zero with a precise message on any fault.
+Validate the configuration (including the files its auth section names), try every upstream
+once and report drift from the approved baseline. Exits non-zero with a precise message on any
+fault.
 
 Options:
 ${CONFIG}
+  --pins              also fail on any tool, prompt, resource template, instructions or server
+                      identity that differs from its approved pin (or was never approved),
+                      printing the difference: a rug pull stops the pipeline
 
-Example:
-  barbican check --config barbican.yaml
+Example (in CI, before deploying):
+  barbican check --config barbican.yaml --pins
 `,
   scan: `Usage: barbican scan [--config FILE]
 
@@ -79,6 +83,38 @@ ${CONFIG}
 
 Example:
   barbican lock --config barbican.yaml
+`,
+  keys: `Usage: barbican keys create ID [--subject S] [--tenant T] [--scope S]...
+       barbican keys list
+       barbican keys revoke ID
+
+Manage API keys in the keys file the configuration names (auth.apiKeys.file). create prints
+the new key once, on stdout, and stores only its hash; revoke removes it, and a running gateway
+refuses it from its next request. Keys written in the configuration itself are listed, never
+edited.
+
+Options:
+${CONFIG}
+  --subject S         who the key acts as (default: the ID)
+  --tenant T          the subject's tenant
+  --scope S           a scope the key grants (repeat for more)
+
+Example:
+  barbican keys create ci-bot --scope mcp:tools > ci-bot.key && barbican keys revoke ci-bot
+`,
+  seal: `Usage: barbican seal --upstream NAME (--header NAME | --env NAME)
+
+Encrypt a secret read from stdin (never from the command line) with BARBICAN_SECRET_KEY, for
+one header or environment variable of an upstream's static credentials, and print the
+enc:v1:… value to write in the configuration. The value opens only in that slot.
+
+Options:
+  --upstream NAME     the upstream the secret is for
+  --header NAME       the HTTP header it is sent in (remote upstreams)
+  --env NAME          the environment variable it is given in (stdio upstreams)
+
+Example:
+  printf %s "$GITHUB_TOKEN" | barbican seal --upstream github --header Authorization
 `,
 }
 

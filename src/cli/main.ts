@@ -18,8 +18,9 @@ Commands:
           Run the gateway over HTTP (default 127.0.0.1:7300).
   stdio   [--config FILE] [--server NAME]
           Serve a virtual server on stdin/stdout.
-  check   [--config FILE]
-          Validate the config, try every upstream once, report drift from the baseline.
+  check   [--config FILE] [--pins]
+          Validate the config, try every upstream once, report drift from the baseline;
+          with --pins, fail on any definition that differs from its approved pin.
   scan    [--config FILE]
           Check what every upstream advertises for poisoning and imitated names.
   pins    list|diff [UPSTREAM [KEY]] | approve|reject UPSTREAM (KEY|--all) [--as NAME]
@@ -27,6 +28,10 @@ Commands:
           Review quarantined changes; approve the configuration as the drift baseline.
   lock    [--config FILE]
           Write barbican.lock: exact versions and hashes of what stdio upstreams launch.
+  keys    create ID [--subject S] [--tenant T] [--scope S]... | list | revoke ID [--config FILE]
+          Manage the API keys of the keys file (auth.apiKeys.file).
+  seal    --upstream NAME (--header NAME | --env NAME)   (secret on stdin)
+          Encrypt a secret for an upstream's credentials with BARBICAN_SECRET_KEY.
 
 Without --config, barbican.yaml, barbican.yml or barbican.json in the working directory is used;
 serve falls back to the embedded demo when none exists. barbican COMMAND --help explains one.
@@ -70,7 +75,14 @@ export async function main(argv: readonly string[], io: CliIo = defaultIo): Prom
     io.stdout(USAGE)
     return command === undefined && !values.help ? 2 : 0
   }
-  if (positionals.length > 1 && command !== 'pins') {
+  if (positionals.length > 1 && command === 'seal') {
+    // Not echoed: the argument is probably the secret, which must not be printed again.
+    io.stderr(
+      'barbican: seal takes the secret on stdin, never as an argument (it would show in ps and shell history); unexpected argument refused\n',
+    )
+    return 2
+  }
+  if (positionals.length > 1 && command !== 'pins' && command !== 'keys') {
     io.stderr(`barbican: unexpected argument "${positionals[1]}"\n\n${USAGE}`)
     return 2
   }
@@ -81,6 +93,13 @@ export async function main(argv: readonly string[], io: CliIo = defaultIo): Prom
     allowInsecureNonLoopback: values['allow-insecure-non-loopback'] === true,
     all: values.all === true,
     actor: values.as,
+    subject: values.subject,
+    tenant: values.tenant,
+    scopes: values.scope,
+    upstream: values.upstream,
+    header: values.header,
+    env: values.env,
+    pins: values.pins === true,
   }
   switch (command) {
     case 'serve': {
@@ -112,6 +131,14 @@ export async function main(argv: readonly string[], io: CliIo = defaultIo): Prom
       const { runLock } = await import('./pins.ts')
       return await runLock(options, io, loading)
     }
+    case 'keys': {
+      const { runKeys } = await import('./keys.ts')
+      return await runKeys(options, positionals.slice(1), io)
+    }
+    case 'seal': {
+      const { runSeal } = await import('./seal.ts')
+      return await runSeal(options, io)
+    }
     default:
       io.stderr(`barbican: unknown command "${command}"\n\n${USAGE}`)
       return 2
@@ -130,6 +157,13 @@ function parse(argv: readonly string[]) {
       'allow-insecure-non-loopback': { type: 'boolean' },
       all: { type: 'boolean' },
       as: { type: 'string' },
+      pins: { type: 'boolean' },
+      subject: { type: 'string' },
+      tenant: { type: 'string' },
+      scope: { type: 'string', multiple: true },
+      upstream: { type: 'string' },
+      header: { type: 'string' },
+      env: { type: 'string' },
       help: { type: 'boolean', short: 'h' },
       version: { type: 'boolean', short: 'v' },
     },

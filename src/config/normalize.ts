@@ -4,6 +4,7 @@
  * `auto` so consumers never see an unresolved choice.
  */
 import { isAbsolute, resolve } from 'node:path'
+import type { AuthConfig } from '../auth/auth-config.ts'
 import type {
   Config,
   ListenAddress,
@@ -138,8 +139,25 @@ export function buildConfig(native: NativeConfig, options: NormalizeOptions = {}
     upstreams,
     servers,
     ...(native.store === undefined ? {} : { store: resolveStore(native.store, options.baseDir) }),
-    ...(native.auth === undefined ? {} : { auth: native.auth }),
+    ...(native.auth === undefined ? {} : { auth: resolveAuthPaths(native.auth, options.baseDir) }),
   })
+}
+
+/**
+ * The files `auth:` names (the API keys file, the linked-token database), resolved against the
+ * config file's directory like every other path: `barbican keys` and `serve` started from
+ * another directory then read and write the same file.
+ */
+function resolveAuthPaths(auth: AuthConfig, baseDir: string | undefined): AuthConfig {
+  const at = (path: string) =>
+    isAbsolute(path) || path === ':memory:' ? path : resolve(baseDir ?? process.cwd(), path)
+  return {
+    ...auth,
+    ...(auth.apiKeys?.file === undefined
+      ? {}
+      : { apiKeys: { ...auth.apiKeys, file: at(auth.apiKeys.file) } }),
+    ...(auth.tokens === undefined ? {} : { tokens: { sqlite: at(auth.tokens.sqlite) } }),
+  }
 }
 
 type ServerInput = NonNullable<NativeConfig['servers']>[string]

@@ -56,6 +56,14 @@ export function keyProviderFromEnv(env: NodeJS.ProcessEnv = process.env): {
   return { provider: new LocalKeyProvider(key), ephemeral: false }
 }
 
+/**
+ * The slot a static secret of an upstream is sealed for: header names are case-insensitive, so
+ * they are bound in lower case; environment variable names are bound as written.
+ */
+export function secretSlot(upstream: string, kind: 'header' | 'env', name: string): string {
+  return `upstream:${upstream}:${kind}:${kind === 'header' ? name.toLowerCase() : name}`
+}
+
 /** A new random key, printed as base64 for `BARBICAN_SECRET_KEY`. */
 export function generateSecretKey(): string {
   return randomBytes(32).toString('base64')

@@ -14,7 +14,7 @@ import { stampedTransport } from '../transports/stamped-transport.ts'
 import type { ReceiveInfo, SendOptions, Transport } from '../transports/transport.ts'
 import { requestOwner } from '../upstreams/upstream-client.ts'
 import { LinkRegistry } from './oauth-link.ts'
-import { type KeyProvider, keyProviderFromEnv, SEALED_PREFIX } from './secret-box.ts'
+import { type KeyProvider, keyProviderFromEnv, SEALED_PREFIX, secretSlot } from './secret-box.ts'
 import { sqliteBackend } from './sqlite-backend.ts'
 import { clientCredentialsSource, tokenExchangeSource } from './token-sources.ts'
 import { memoryBackend, TokenStore } from './token-store.ts'
@@ -114,13 +114,11 @@ function sealAll(
 ): SealedSecrets {
   const keys = processKeys()
   const seal = (slot: string, value: string) =>
-    value.startsWith(SEALED_PREFIX)
-      ? Promise.resolve(value)
-      : keys.seal(value, `upstream:${upstream}:${slot}`)
-  const sealed = (kind: string, values: Readonly<Record<string, string>>) =>
+    value.startsWith(SEALED_PREFIX) ? Promise.resolve(value) : keys.seal(value, slot)
+  const sealed = (kind: 'header' | 'env', values: Readonly<Record<string, string>>) =>
     Object.fromEntries(
       Object.entries(values).map(([k, v]) => {
-        const p = seal(`${kind}:${kind === 'header' ? k.toLowerCase() : k}`, v)
+        const p = seal(secretSlot(upstream, kind, k), v)
         p.catch(() => {})
         return [k, p]
       }),
@@ -130,13 +128,13 @@ function sealAll(
 
 async function withSecrets(u: UpstreamConfig, secrets: SealedSecrets): Promise<UpstreamConfig> {
   const keys = processKeys()
-  const open = async (kind: string, values: Readonly<Record<string, Promise<string>>>) => {
+  const open = async (
+    kind: 'header' | 'env',
+    values: Readonly<Record<string, Promise<string>>>,
+  ) => {
     const out: Record<string, string> = {}
     for (const [k, sealed] of Object.entries(values)) {
-      out[k] = await keys.open(
-        await sealed,
-        `upstream:${u.name}:${kind}:${kind === 'header' ? k.toLowerCase() : k}`,
-      )
+      out[k] = await keys.open(await sealed, secretSlot(u.name, kind, k))
     }
     return out
   }
