@@ -6,9 +6,11 @@ import type { ServerResponse } from 'node:http'
 import { AuthRuntime } from '../auth/auth-runtime.ts'
 import { hasInboundAuth } from '../auth/bind-policy.ts'
 import { jsonLogger, type Logger } from '../common/log.ts'
+import { VERSION } from '../common/version.ts'
 import type { Config, LoadedConfig } from '../config/config.ts'
 import { isLoopbackHost } from '../config/listen.ts'
 import { Gateway } from '../gateway/gateway.ts'
+import { landingPage } from '../gateway/landing-page.ts'
 import { planFromConfig } from '../gateway/plan.ts'
 import { lockfilePathOf, openStore, type TrustSetup, withTrust } from '../gateway/trust-setup.ts'
 import { memoryStore } from '../store/memory.ts'
@@ -59,6 +61,15 @@ export async function startServer(
     const ready = upstreams.every((u) => u.state === 'ready' || u.state === 'idle')
     sendJson(res, ready ? 200 : 503, { status: ready ? 'ready' : 'degraded', upstreams })
   })
+  http.routes.set(
+    '/',
+    landingPage({
+      version: VERSION,
+      authenticated: hasInboundAuth(config.auth),
+      servers: config.servers.map((s) => s.name),
+      status: () => gateway.status(),
+    }),
+  )
   http.routes.set('/metrics', (_req, res) => {
     res.writeHead(200, { 'content-type': 'text/plain; version=0.0.4' })
     res.end(gateway.metrics())

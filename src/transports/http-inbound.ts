@@ -160,7 +160,14 @@ export class HttpInbound {
       const refusal = this.#checkHeaders(req)
       if (refusal) {
         this.#log.warn('refused an HTTP request', { ...refusal, remote: req.socket.remoteAddress })
-        sendRpcError(res, 403, refusal.reason)
+        // The status page at `/` is for browsers: it never answers with JSON-RPC.
+        if (pathOf(req) === '/') {
+          res.writeHead(403, {
+            'content-type': 'text/plain; charset=utf-8',
+            'x-content-type-options': 'nosniff',
+          })
+          res.end(`${refusal.reason}\n`)
+        } else sendRpcError(res, 403, refusal.reason)
         return
       }
       const origin = req.headers.origin
