@@ -241,6 +241,18 @@ describe('normalizeConfig', () => {
     assert.deepEqual(cwds, [resolve('/etc/barbican/servers/a'), '/srv/b'])
   })
 
+  test('resolves the files auth names against the config directory, like every other path', () => {
+    const at = (auth: unknown) =>
+      normalizeConfig({ upstreams: { a: { command: 'a' } }, auth }, { baseDir: '/etc/barbican' })
+        .auth
+    const relative = at({ apiKeys: { file: 'keys.json' }, tokens: { sqlite: 'state/tokens.db' } })
+    assert.equal(relative?.apiKeys?.file, resolve('/etc/barbican/keys.json'))
+    assert.equal(relative?.tokens?.sqlite, resolve('/etc/barbican/state/tokens.db'))
+    const fixed = at({ apiKeys: { file: '/srv/keys.json' }, tokens: { sqlite: ':memory:' } })
+    assert.equal(fixed?.apiKeys?.file, '/srv/keys.json')
+    assert.equal(fixed?.tokens?.sqlite, ':memory:')
+  })
+
   test('returns a deeply frozen config so no consumer can change it under another', () => {
     const config = normalizeConfig(one)
     assert.ok(Object.isFrozen(config))
