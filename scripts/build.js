@@ -11,7 +11,7 @@
 // - stdio-launcher.js: the watchdog script stdio upstreams are launched through;
 // - undici.cjs, ws.cjs, jose.cjs: one-file copies of the dependencies src/common/lazy-deps.ts loads on
 //   first use, each bundled from the package's public entry (one file to read and compile
-//   instead of dozens of modules).
+//   instead of dozens of modules); prom-client.cjs: the five prom-client modules it uses.
 import { mkdirSync, rmSync, writeFileSync } from 'node:fs'
 import { builtinModules, createRequire } from 'node:module'
 import { fileURLToPath } from 'node:url'
@@ -108,7 +108,7 @@ try {
     splitting: true,
     chunkNames: 'chunk-[hash]',
     // Loaded through src/common/lazy-deps.ts from their own one-file copies below.
-    external: ['undici', 'ws', 'jose'],
+    external: ['undici', 'ws', 'jose', 'prom-client', 'prom-client/*'],
     plugins: [builtinsPlugin, zodLocalesPlugin],
   })
   // The config loader's worker thread (src/config/load-worker.ts), with yaml, zod and the config
@@ -138,6 +138,18 @@ try {
       format: 'cjs',
     })
   }
+  // prom-client without its package entry (src/common/lazy-deps.ts says why): five modules.
+  const lib = (m) => `require('prom-client/lib/${m}')`
+  await esbuild.build({
+    ...common,
+    stdin: {
+      contents: `module.exports = { Registry: ${lib('registry')}, Counter: ${lib('counter')}, Gauge: ${lib('gauge')}, Histogram: ${lib('histogram')}, collectDefaultMetrics: ${lib('defaultMetrics')} }`,
+      resolveDir: root,
+      loader: 'js',
+    },
+    outfile: `${dist}prom-client.cjs`,
+    format: 'cjs',
+  })
 } catch (err) {
   rmSync(dist, { recursive: true, force: true })
   fail(`esbuild failed: ${err.message}`)

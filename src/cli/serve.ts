@@ -11,6 +11,7 @@ import type { Config, LoadedConfig } from '../config/config.ts'
 import { isLoopbackHost } from '../config/listen.ts'
 import { Gateway } from '../gateway/gateway.ts'
 import { landingPage } from '../gateway/landing-page.ts'
+import { metricsRoute } from '../gateway/metrics-endpoint.ts'
 import { planFromConfig } from '../gateway/plan.ts'
 import { lockfilePathOf, openStore, type TrustSetup, withTrust } from '../gateway/trust-setup.ts'
 import { memoryStore } from '../store/memory.ts'
@@ -70,10 +71,14 @@ export async function startServer(
       status: () => gateway.status(),
     }),
   )
-  http.routes.set('/metrics', (_req, res) => {
-    res.writeHead(200, { 'content-type': 'text/plain; version=0.0.4' })
-    res.end(gateway.metrics())
-  })
+  http.routes.set(
+    '/metrics',
+    metricsRoute(gateway.metrics, config.metrics, {
+      loopback: isLoopbackHost(config.listen.host),
+      authenticator: auth && hasInboundAuth(config.auth) ? auth.authenticator : undefined,
+      token: config.metrics.token,
+    }),
+  )
   await http.listen()
   auth?.install(
     http,

@@ -1,10 +1,11 @@
 /**
- * undici, ws and jose, loaded on first use: only some configurations need them, and a static
- * import cost every gateway ~200 ms of start-up and tens of MB (ADR 011). A build loads the
- * one-file copies that scripts/build.js writes beside it (ADR 015).
+ * undici, ws, jose and prom-client, loaded on first use: only some configurations and commands
+ * need them, and a static import cost every gateway ~200 ms of start-up and tens of MB (ADR
+ * 011). A build loads the one-file copies that scripts/build.js writes beside it (ADR 015).
  */
 import { createRequire } from 'node:module'
 import type * as Jose from 'jose'
+import type * as PromClient from 'prom-client'
 import type * as Undici from 'undici'
 import type WebSocket from 'ws'
 import type { WebSocketServer } from 'ws'
@@ -38,4 +39,36 @@ export function ws(): WsModule {
 export function jose(): typeof Jose {
   joseModule ??= require(from('jose')) as typeof Jose
   return joseModule
+}
+
+/** The parts of prom-client Barbican uses (docs/observability.md). */
+export interface PromClientParts {
+  readonly Registry: typeof PromClient.Registry
+  readonly Counter: typeof PromClient.Counter
+  readonly Gauge: typeof PromClient.Gauge
+  readonly Histogram: typeof PromClient.Histogram
+  readonly collectDefaultMetrics: typeof PromClient.collectDefaultMetrics
+}
+
+let promClientParts: PromClientParts | undefined
+
+/**
+ * prom-client's registry, metric types and default metrics, without its package entry: that one
+ * also loads the Pushgateway (node:https, node:zlib) and Summary (tdigest), which Barbican never
+ * uses. The build bundles the same five modules into prom-client.cjs.
+ */
+export function promClient(): PromClientParts {
+  if (promClientParts) return promClientParts
+  if (BUILT) {
+    promClientParts = require('./prom-client.cjs') as PromClientParts
+    return promClientParts
+  }
+  promClientParts = {
+    Registry: require('prom-client/lib/registry'),
+    Counter: require('prom-client/lib/counter'),
+    Gauge: require('prom-client/lib/gauge'),
+    Histogram: require('prom-client/lib/histogram'),
+    collectDefaultMetrics: require('prom-client/lib/defaultMetrics'),
+  }
+  return promClientParts
 }

@@ -60,6 +60,15 @@ export interface LimitsConfig extends JsonLimits {
   readonly listRetryMaxMs: number
 }
 
+/** Prometheus metrics at `/metrics` (docs/observability.md). */
+export interface MetricsConfig {
+  readonly enabled: boolean
+  /** Most distinct tool names with a `tool` label of their own; the rest are `other`. */
+  readonly maxTools: number
+  /** A bearer token that may read `/metrics`; when set, it is required (or an admin credential). */
+  readonly token?: string | undefined
+}
+
 /** What an operator decides per upstream about trust (docs/trust.md). */
 export interface TrustConfig {
   readonly firstSight: 'trust' | 'approve'
@@ -165,6 +174,7 @@ export interface Config {
   readonly security: SecurityConfig
   readonly limits: LimitsConfig
   readonly log: { readonly level: LogLevel }
+  readonly metrics: MetricsConfig
   /** In the order they were declared. */
   readonly upstreams: readonly UpstreamConfig[]
   /** In the order they were declared; at least one. */

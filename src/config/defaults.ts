@@ -45,6 +45,9 @@ export const DEFAULT_LIMITS = Object.freeze({
   listRetryMaxMs: 60_000,
 })
 
+/** `metrics:` defaults (docs/observability.md). */
+export const DEFAULT_METRICS = Object.freeze({ enabled: true, maxTools: 100 })
+
 export const DEFAULT_SEPARATOR = '__'
 
 /** The default store path, relative to the config file's directory. */

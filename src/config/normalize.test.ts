@@ -63,6 +63,7 @@ describe('normalizeConfig', () => {
         listRetryMaxMs: 60000,
       },
       log: { level: 'info' },
+      metrics: { enabled: true, maxTools: 100 },
       upstreams: [
         {
           name: 'everything',
@@ -378,7 +379,7 @@ describe('validation errors', () => {
     assert.ok(lines.includes('lisen: unknown key (did you mean "listen"?)'), lines.join('\n'))
     const other = problems({ ...one, color: 'blue' })
     assert.deepEqual(other, [
-      'color: unknown key; expected one of: listen, security, limits, log, auth, upstreams, servers, store',
+      'color: unknown key; expected one of: listen, security, limits, log, metrics, auth, upstreams, servers, store',
     ])
   })
 

@@ -136,6 +136,7 @@ export function buildConfig(native: NativeConfig, options: NormalizeOptions = {}
     security: resolveSecurity(native.security, listen),
     limits,
     log: { level: native.log.level },
+    metrics: native.metrics,
     upstreams,
     servers,
     ...(native.store === undefined ? {} : { store: resolveStore(native.store, options.baseDir) }),

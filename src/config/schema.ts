@@ -6,7 +6,7 @@
  */
 import { z } from 'zod'
 import { authSchema } from '../auth/auth-config.ts'
-import { DEFAULT_LIMITS, NAME_PATTERN } from './defaults.ts'
+import { DEFAULT_LIMITS, DEFAULT_METRICS, NAME_PATTERN } from './defaults.ts'
 import { DEFAULT_LISTEN, parseListen } from './listen.ts'
 import { virtualServerSchema } from './server-schema.ts'
 import { storeSchema } from './trust-schema.ts'
@@ -243,6 +243,29 @@ const log = z.strictObject({
   ),
 })
 
+const metrics = z.strictObject({
+  enabled: doc(
+    z.boolean().default(true),
+    'Enabled',
+    'Serve Prometheus metrics at /metrics (docs/observability.md). false: /metrics answers 404 ' +
+      'and nothing is counted. Default: true.',
+  ),
+  maxTools: doc(
+    z.int().min(1).max(100_000).default(DEFAULT_METRICS.maxTools),
+    'Max tool labels',
+    'Most distinct tool names that get their own `tool` label; calls to further tools are ' +
+      `counted under tool="other", which bounds the number of series. Default: ${DEFAULT_METRICS.maxTools}.`,
+  ),
+  token: doc(
+    z.string().min(16).optional(),
+    'Scrape token',
+    `A bearer token that may read /metrics (write "\${BARBICAN_METRICS_TOKEN}" to read it from ` +
+      'the environment; at least 16 characters). When set it is required, except from a ' +
+      'credential with the barbican:admin scope. Default: none (see docs/observability.md for ' +
+      'who may read /metrics then).',
+  ),
+})
+
 /** The whole native file. Unknown keys are errors: a typo must never be silently ignored. */
 export const nativeConfigSchema = z.strictObject({
   $schema: doc(z.string().optional(), 'JSON Schema', 'Editor hint; ignored by Barbican.'),
@@ -258,6 +281,11 @@ export const nativeConfigSchema = z.strictObject({
     'Bounds on message size and shape, timeouts and sessions.',
   ),
   log: doc(log.default({ level: 'info' }), 'Logging', 'Structured logs on stderr.'),
+  metrics: doc(
+    metrics.default({ ...DEFAULT_METRICS }),
+    'Metrics',
+    'Prometheus metrics at /metrics: who may read them and how many tool labels they keep.',
+  ),
   auth: doc(
     authSchema.optional(),
     'Authentication',

@@ -9,6 +9,7 @@ import { MrtrBridge } from '../bridge/mrtr.ts'
 import { RequestStateSealer, stateKeyFromEnv } from '../bridge/request-state.ts'
 import type { Logger } from '../common/log.ts'
 import { VERSION } from '../common/version.ts'
+import { GatewayMetrics } from '../metrics/metrics.ts'
 import type { Policy } from '../policies/policy.ts'
 import type { JsonObject, JsonRpcNotification, JsonRpcRequest } from '../protocol/jsonrpc.ts'
 import type { CatalogRules } from '../relay/catalog.ts'
@@ -58,6 +59,8 @@ export interface GatewayPlan {
   readonly policies?: readonly Policy[]
   /** Pins and scans what upstreams advertise (docs/trust.md); absent: nothing is checked. */
   readonly trust?: TrustGuard
+  /** Prometheus metrics (docs/observability.md); absent: nothing is counted. */
+  readonly metrics?: { readonly maxTools: number }
 }
 
 const DEFAULT_LIST_PAGE_SIZE = 500
@@ -96,6 +99,8 @@ export class Gateway implements InboundHandler {
   #trustTimer: NodeJS.Timeout | undefined
   /** Upstream name → virtual servers that include it. */
   #serversOf = new Map<string, VirtualServer[]>()
+  /** What `/metrics` shows; undefined when the plan has no metrics. */
+  readonly metrics: GatewayMetrics | undefined
   readonly serverInfo: JsonObject = {
     name: 'barbican',
     title: 'Barbican MCP gateway',
@@ -105,6 +110,16 @@ export class Gateway implements InboundHandler {
   constructor(plan: GatewayPlan, log: Logger) {
     this.#plan = plan
     this.#log = log
+    this.metrics = plan.metrics
+      ? new GatewayMetrics(
+          {
+            upstreams: () => this.upstreams.values(),
+            sessions: () => this.#sessionLabels(),
+            quarantined: () => plan.trust?.quarantined() ?? [],
+          },
+          { maxTools: plan.metrics.maxTools, version: VERSION },
+        )
+      : undefined
     this.#bridge = new MrtrBridge({
       sealer: new RequestStateSealer(stateKeyFromEnv()),
       store: this.#continuations,
@@ -153,7 +168,29 @@ export class Gateway implements InboundHandler {
     upstream.on('notification', (n: JsonRpcNotification) =>
       this.#onUpstreamNotification(upstream, n),
     )
+    if (this.metrics) this.#countRestarts(upstream, this.metrics)
     return upstream
+  }
+
+  /**
+   * A restart is a connection made again after the previous one failed or died; the first
+   * connection, and one made again after an idle close, are not restarts.
+   */
+  #countRestarts(upstream: Upstream, metrics: GatewayMetrics): void {
+    metrics.addUpstream(upstream.name)
+    let wasReady = false
+    let broken = false
+    upstream.on('state', (state) => {
+      if (state === 'failed') broken = true
+      if (state !== 'ready') return
+      if (wasReady && broken) metrics.upstreamRestarts.labels({ upstream: upstream.name }).inc()
+      wasReady = true
+      broken = false
+    })
+  }
+
+  *#sessionLabels(): Iterable<{ server: string; transport: string }> {
+    for (const s of this.sessions) yield { server: s.info.server, transport: s.info.kind }
   }
 
   /** Connects every upstream that is not lazy; failures are logged and retried on use. */
@@ -229,6 +266,7 @@ export class Gateway implements InboundHandler {
       policies: this.#plan.policies ?? [],
       bridge: this.#bridge,
       listPageSize: this.#plan.listPageSize ?? DEFAULT_LIST_PAGE_SIZE,
+      metrics: this.metrics?.forServer(info.server),
     })
     this.sessions.add(session)
   }
@@ -240,21 +278,6 @@ export class Gateway implements InboundHandler {
       state: u.state,
       ...(u.lastError ? { error: u.lastError } : {}),
     }))
-  }
-
-  /** Prometheus text exposition of the gateway's gauges. */
-  metrics(): string {
-    const lines = [
-      '# HELP barbican_sessions Client sessions open now.',
-      '# TYPE barbican_sessions gauge',
-      `barbican_sessions ${this.sessions.size}`,
-      '# HELP barbican_upstream_up 1 when the upstream is connected and initialized.',
-      '# TYPE barbican_upstream_up gauge',
-    ]
-    for (const u of this.upstreams.values()) {
-      lines.push(`barbican_upstream_up{upstream="${u.name}"} ${u.state === 'ready' ? 1 : 0}`)
-    }
-    return `${lines.join('\n')}\n`
   }
 
   #sessionsOf(upstream: Upstream): Session[] {

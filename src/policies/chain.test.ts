@@ -1,8 +1,9 @@
 import assert from 'node:assert/strict'
 import { describe, test } from 'node:test'
 import { callOf, countingRelay } from '../../test/support/calls.ts'
+import { BarbicanError } from '../common/errors.ts'
 import { authorize } from './authorize.ts'
-import { compose, ORDER } from './chain.ts'
+import { compose, deniedBy, ORDER } from './chain.ts'
 import type { Policy } from './policy.ts'
 
 /** A policy named like an installed one that passes each call on twice. */
@@ -44,5 +45,28 @@ describe('policy chain', () => {
       code: 'ERR_POLICY_CHAIN',
       message: 'Unknown policy "rate-limit"; known: authorize',
     })
+  })
+
+  test('a denial names the policy that refused, not the policies it passed out through', async () => {
+    const { relay } = countingRelay()
+    const passing: Policy = { name: 'outer', handle: (call, next) => next(call) }
+    const refusing: Policy = {
+      name: 'gate',
+      handle: async () => {
+        throw new BarbicanError('ERR_POLICY_DENIED', 'no')
+      },
+    }
+    const order = ['outer', 'gate', 'authorize']
+    const chain = compose(
+      [passing, refusing, authorize([{ servers: ['*'], tools: ['*'] }])],
+      relay,
+      order,
+    )
+    const err = await chain(callOf('tools/call', { name: 'read' })).catch((e: unknown) => e)
+    assert.equal(deniedBy(err), 'gate')
+    const strict = compose([passing, authorize([])], relay, order)
+    const refused = await strict(callOf('tools/call', { name: 'read' })).catch((e: unknown) => e)
+    assert.equal(deniedBy(refused), 'authorize')
+    assert.equal(deniedBy(new BarbicanError('ERR_POLICY_DENIED', 'thrown elsewhere')), undefined)
   })
 })

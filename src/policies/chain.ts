@@ -43,9 +43,30 @@ export function compose(
   for (let i = sorted.length - 1; i >= 0; i--) {
     const policy = sorted[i]!
     const inner = next
-    next = (call: Call): Promise<Reply> => policy.handle(call, once(policy.name, inner))
+    next = async (call: Call): Promise<Reply> => {
+      try {
+        return await policy.handle(call, once(policy.name, inner))
+      } catch (err) {
+        blame(err, policy.name)
+        throw err
+      }
+    }
   }
   return next
+}
+
+/** The policy each denial came from; the innermost policy a denial passes out of threw it. */
+const DENIED_BY = new WeakMap<object, string>()
+
+function blame(err: unknown, policy: string): void {
+  if (err instanceof BarbicanError && err.code === 'ERR_POLICY_DENIED' && !DENIED_BY.has(err)) {
+    DENIED_BY.set(err, policy)
+  }
+}
+
+/** The name of the policy that refused a call with this ERR_POLICY_DENIED, if one did. */
+export function deniedBy(err: unknown): string | undefined {
+  return err instanceof Object ? DENIED_BY.get(err) : undefined
 }
 
 /** `next` for one call of one policy: passes the call on the first time, refuses after. */

@@ -11,7 +11,8 @@ import type { UpstreamEnvelope } from '../bridge/envelope.ts'
 import type { MrtrBridge } from '../bridge/mrtr.ts'
 import { BarbicanError, errorData, jsonRpcCodeOf, toBarbicanError } from '../common/errors.ts'
 import type { Logger } from '../common/log.ts'
-import { compose } from '../policies/chain.ts'
+import { DENIED, outcomeOfError, outcomeOfReply, type ServerMetrics } from '../metrics/metrics.ts'
+import { compose, deniedBy } from '../policies/chain.ts'
 import type { Call, Next, Policy } from '../policies/policy.ts'
 import type { Codec } from '../protocol/codec.ts'
 import { codecFor } from '../protocol/codecs.ts'
@@ -78,6 +79,8 @@ export interface SessionDeps {
   readonly policies: readonly Policy[]
   /** Multi-round-trip translation between eras (src/bridge); absent: relayed as is. */
   readonly bridge?: MrtrBridge | undefined
+  /** The call metrics of the session's virtual server (src/metrics); absent: not counted. */
+  readonly metrics?: ServerMetrics | undefined
 }
 
 /** Re-exported where it was first defined: the key is part of the `initialize` result. */
@@ -308,7 +311,29 @@ export class Session {
       const mismatch = await paramHeaderReply(this.#deps.server, request, headers)
       if (mismatch) return mismatch
     }
-    return await this.#chain(call)
+    const metrics = this.#deps.metrics
+    if (metrics === undefined) return await this.#chain(call)
+    return await this.#counted(call, metrics)
+  }
+
+  /** The chain, with the call counted and timed by virtual server, upstream, tool and outcome. */
+  async #counted(call: Call, metrics: ServerMetrics): Promise<Result | ErrorReply> {
+    const { route, request } = call
+    const upstream = route.kind === 'unicast' ? route.upstream : ''
+    // Only a name the catalog routed is a label: made-up names must not use up `maxTools`.
+    const tool =
+      request.method === 'tools/call' && upstream !== '' ? (request.params?.name as string) : ''
+    const started = metrics.begin()
+    try {
+      const reply = await this.#chain(call)
+      metrics.end(request.method, upstream, tool, outcomeOfReply(reply), started)
+      return reply
+    } catch (err) {
+      const outcome = outcomeOfError(err)
+      metrics.end(request.method, upstream, tool, outcome, started)
+      if (outcome === DENIED) metrics.denied(deniedBy(err) ?? 'unknown')
+      throw err
+    }
   }
 
   /** The relay: the step after the last policy. */

@@ -69,6 +69,8 @@ export class TrustGuard {
   #revision = 0
   #revisionAt = Number.NEGATIVE_INFINITY
   #revisionWrites = -1
+  /** What the latest review of each upstream hides (for metrics). */
+  #hidden = new Map<string, ReadonlyMap<string, Quarantine>>()
 
   constructor(options: TrustGuardOptions) {
     this.store = options.store
@@ -169,8 +171,14 @@ export class TrustGuard {
         if (q) hidden.set(item.key, q)
       }
       if (hidden.size > 0) quarantined.set(upstream, hidden)
+      this.#hidden.set(upstream, hidden)
     }
     return { quarantined, findings }
+  }
+
+  /** Every item hidden by the latest review of its upstream. */
+  *quarantined(): Iterable<Quarantine> {
+    for (const hidden of this.#hidden.values()) yield* hidden.values()
   }
 
   async #decide(

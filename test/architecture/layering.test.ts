@@ -15,6 +15,8 @@ const LAYERS = [
   'protocol',
   /** Errors, logging, lazily loaded dependencies: what every layer uses. */
   'common',
+  /** Prometheus metrics: the registry and the call series every layer may count into. */
+  'metrics',
   /** The guarded HTTP client. */
   'net',
   /** Pin and baseline storage. */
@@ -53,6 +55,7 @@ type Layer = (typeof LAYERS)[number]
 const PLACES: Readonly<Record<string, Layer>> = {
   'protocol/': 'protocol',
   'common/': 'common',
+  'metrics/': 'metrics',
   'net/': 'net',
   'store/': 'store',
   'auth/': 'auth',
