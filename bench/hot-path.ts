@@ -5,7 +5,8 @@
  * microtask. What it reports is the JavaScript cost Barbican adds to every call; the I/O cost
  * (HTTP parsing, syscalls) comes on top and is what the process benchmarks measure.
  *
- * Usage: node [--cpu-prof] bench/hot-path.ts [calls] [concurrency]
+ * Usage: node [--cpu-prof] bench/hot-path.ts [calls] [concurrency] [--metrics]
+ * (`--metrics`: with Prometheus metrics on, as `barbican serve` runs by default).
  */
 
 import { silentLogger } from '../src/common/log.ts'
@@ -96,6 +97,7 @@ class ClientEnd implements Transport {
 export async function hotPath(
   calls: number,
   concurrency: number,
+  options: { metrics?: boolean } = {},
 ): Promise<{ calls: number; cpuUsPerCall: number; callsPerSecond: number }> {
   const gateway = new Gateway(
     {
@@ -109,6 +111,7 @@ export async function hotPath(
       ],
       servers: [serverPlan('default', ['echo'], rules('on-conflict'))],
       clientRequestTimeoutMs: 5_000,
+      ...(options.metrics ? { metrics: { maxTools: 100 } } : {}),
     },
     silentLogger,
   )
@@ -163,7 +166,11 @@ export async function hotPath(
 }
 
 if (import.meta.main) {
-  const [callsArg, concurrencyArg] = process.argv.slice(2)
-  const result = await hotPath(Number(callsArg ?? 100_000), Number(concurrencyArg ?? 16))
+  const args = process.argv.slice(2)
+  const metrics = args.includes('--metrics')
+  const [callsArg, concurrencyArg] = args.filter((a) => !a.startsWith('--'))
+  const result = await hotPath(Number(callsArg ?? 100_000), Number(concurrencyArg ?? 16), {
+    metrics,
+  })
   process.stdout.write(`${JSON.stringify(result)}\n`)
 }

@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict'
+import { readFileSync } from 'node:fs'
 import { describe, test } from 'node:test'
 import { parseExposition, sampleSum, samplesOf } from '../../test/support/prometheus.ts'
 import { BarbicanError } from '../common/errors.ts'
@@ -179,5 +180,30 @@ describe('outcomes', () => {
     assert.equal(of('ERR_CANCELLED'), 'cancelled')
     assert.equal(of('ERR_UPSTREAM_PROTOCOL'), 'internal')
     assert.equal(OUTCOMES[outcomeOfError(new Error('boom'))], 'internal')
+  })
+})
+
+describe('the sample Grafana dashboard (docs/grafana/barbican-dashboard.json)', () => {
+  test('queries only metrics Barbican exports', async () => {
+    const file = new URL('../../docs/grafana/barbican-dashboard.json', import.meta.url)
+    const dashboard = JSON.parse(readFileSync(file, 'utf8')) as {
+      panels: { title: string; targets: { expr: string }[] }[]
+      templating: { list: { query: unknown }[] }
+    }
+    const exprs = [
+      ...dashboard.panels.flatMap((p) => p.targets.map((t) => t.expr)),
+      ...dashboard.templating.list.map((v) => v.query).filter((q) => typeof q === 'string'),
+    ] as string[]
+    const metrics = new GatewayMetrics(sources(), { maxTools: 10 })
+    metrics.forServer('default').end('tools/call', 'files', 'x', 0, 0)
+    const e = await scrape(metrics)
+    const named = new Set(
+      exprs.flatMap((x) => x.match(/\b(barbican|nodejs|process)_[a-z0-9_]+/g) ?? []),
+    )
+    assert.ok(named.size >= 12)
+    for (const name of named) {
+      const family = name.replace(/_(bucket|sum|count)$/, '')
+      assert.ok(e.types.has(name) || e.types.get(family) === 'histogram', `${name} is exported`)
+    }
   })
 })
