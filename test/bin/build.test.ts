@@ -88,8 +88,25 @@ describe('scripts/build.js', () => {
     }
     assert.deepEqual(
       readdirSync(out).filter((f) => f.endsWith('.cjs')),
-      ['jose.cjs', 'undici.cjs', 'ws.cjs'],
+      ['jose.cjs', 'prom-client.cjs', 'undici.cjs', 'ws.cjs'],
     )
+  })
+
+  test('the prom-client copy holds the five modules Barbican uses, without the Pushgateway', () => {
+    const copy = require(join(out, 'prom-client.cjs')) as Record<string, unknown>
+    assert.deepEqual(Object.keys(copy).sort(), [
+      'Counter',
+      'Gauge',
+      'Histogram',
+      'Registry',
+      'collectDefaultMetrics',
+    ])
+    const map = JSON.parse(readFileSync(join(out, 'prom-client.cjs.map'), 'utf8')) as {
+      sources: string[]
+    }
+    const lib = map.sources.filter((s) => s.includes('node_modules/prom-client/'))
+    assert.ok(lib.some((s) => s.endsWith('prom-client/lib/histogram.js')))
+    assert.ok(!map.sources.some((s) => /pushgateway|summary|tdigest/.test(s)), lib.join(', '))
   })
 
   test('the undici copy requests through its Agent, and fetches through it too', async () => {
