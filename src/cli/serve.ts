@@ -40,7 +40,10 @@ export async function startServer(
   trust: TrustSetup = { store: memoryStore() },
 ): Promise<RunningServer> {
   const auth = config.auth ? new AuthRuntime(config.auth, log.child({ part: 'auth' })) : undefined
-  const gateway = new Gateway(withTrust(planFromConfig(config, log, auth), config, trust, log), log)
+  const plan = withTrust(planFromConfig(config, log, auth), config, trust, log)
+  // Only `serve` has a /metrics endpoint: other commands never load prom-client.
+  const { enabled, maxTools } = config.metrics
+  const gateway = new Gateway(enabled ? { ...plan, metrics: { maxTools } } : plan, log)
   const http = createHttpInbound(
     gateway,
     {

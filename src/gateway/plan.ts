@@ -38,7 +38,6 @@ export function planFromConfig(config: Config, log: Logger, auth?: AuthRuntime):
       listRetryMs: config.limits.listRetryMs,
       listRetryMaxMs: config.limits.listRetryMaxMs,
     },
-    ...(config.metrics.enabled ? { metrics: { maxTools: config.metrics.maxTools } } : {}),
   }
 }
 
