@@ -47,6 +47,18 @@ const hidden = async (guard: TrustGuard, over: Partial<AdvertisedLists> = {}) =>
 ]
 
 describe('the trust guard', () => {
+  test('quarantined() lists what the latest review of each upstream hides', async () => {
+    const { guard } = guardWith({ firstSight: 'approve' })
+    assert.deepEqual([...guard.quarantined()], [])
+    await guard.review(lists())
+    const kinds = [...guard.quarantined()].map((q) => `${q.upstream} ${q.kind} ${q.reason}`)
+    assert.ok(kinds.includes('u tool new'), kinds.join(', '))
+    assert.ok(kinds.includes('u prompt new'))
+    // A later review that no longer sees the tool no longer counts it.
+    await guard.review(lists({ tools: [] }))
+    assert.ok(![...guard.quarantined()].some((q) => q.kind === 'tool'))
+  })
+
   test('pins every item at first sight and records it once, however often it reviews', async () => {
     const { store, guard } = guardWith()
     assert.deepEqual(await hidden(guard), [])
