@@ -101,7 +101,7 @@ interface QueuedWrite {
 
 /** One stdio upstream process. Create it unstarted; `start()` spawns; `close()` shuts it down. */
 /** How many of a server's last stderr lines the line about its unexpected exit quotes. */
-const STDERR_TAIL_LINES = 5
+const STDERR_TAIL_LINES = 10
 
 export class StdioOutboundTransport implements Transport {
   onmessage?: (message: JsonRpcMessage, info?: ReceiveInfo) => void
@@ -280,7 +280,7 @@ export class StdioOutboundTransport implements Transport {
         this.stats.stderrLines++
         // Servers' start-up banners and chatter: debug. What matters is kept for the exit line.
         const text = line.toString('utf8')
-        this.#stderrTail.push(text)
+        if (text.trim() !== '') this.#stderrTail.push(text)
         if (this.#stderrTail.length > STDERR_TAIL_LINES) this.#stderrTail.shift()
         this.#log.debug('upstream stderr', { line: text })
       },
