@@ -158,15 +158,28 @@ function clean(value: unknown, paths: PathNode | undefined, depth: number): unkn
   const json = (value as { toJSON?: () => unknown }).toJSON
   if (typeof json === 'function') return clean(json.call(value), paths, depth + 1)
   const out: Record<string, unknown> = {}
-  for (const [key, v] of Object.entries(value)) {
+  const record = value as Record<string, unknown>
+  for (const key in record) {
+    if (!Object.hasOwn(record, key)) continue
+    const v = record[key]
     if (v === undefined) continue
-    const node = paths?.next.get(key) ?? paths?.next.get('*')
-    out[key] =
-      node?.end || SECRET_KEYS.has(key.toLowerCase().replace(/[-_]/g, ''))
-        ? REDACTED
-        : clean(v, node, depth + 1)
+    const node = paths === undefined ? undefined : (paths.next.get(key) ?? paths.next.get('*'))
+    out[key] = node?.end || isSecretKey(key) ? REDACTED : clean(v, node, depth + 1)
   }
   return out
+}
+
+/** Keys seen before and whether they name a credential (lines reuse a small set of keys). */
+const secretKeyCache = new Map<string, boolean>()
+const MAX_CACHED_KEYS = 4096
+
+function isSecretKey(key: string): boolean {
+  let secret = secretKeyCache.get(key)
+  if (secret === undefined) {
+    secret = SECRET_KEYS.has(key.toLowerCase().replace(/[-_]/g, ''))
+    if (secretKeyCache.size < MAX_CACHED_KEYS) secretKeyCache.set(key, secret)
+  }
+  return secret
 }
 
 /** How many causes deep a logged error is followed (chains are short; cycles are possible). */

@@ -7,7 +7,7 @@
  * Calls (`tools/call`, `prompts/get`, `resources/read`, `tasks/*`) are logged at `info`; lists,
  * pings and handshakes at `debug`. Both under the component `call` (`log.levels.call`).
  */
-import { randomBytes } from 'node:crypto'
+import { randomUUID } from 'node:crypto'
 import type { Logger, LogLevel } from '../common/log.ts'
 import type { JsonRpcId } from '../protocol/jsonrpc.ts'
 
@@ -23,7 +23,8 @@ export function traceIdOf(
   const fromHeader = validTraceId(Array.isArray(header) ? header[0] : header)
   if (fromHeader) return fromHeader
   const meta = (params as { _meta?: { traceparent?: unknown } } | undefined)?._meta
-  return validTraceId(meta?.traceparent) ?? randomBytes(16).toString('hex')
+  // randomUUID draws from a cached pool: cheaper per request than randomBytes.
+  return validTraceId(meta?.traceparent) ?? randomUUID().replaceAll('-', '')
 }
 
 function validTraceId(value: unknown): string | undefined {
