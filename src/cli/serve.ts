@@ -139,14 +139,17 @@ export async function runServe(
   })
   let stopping = false
   // Once every eager upstream has connected or failed: one line that says how start-up went.
-  void server.started.then(async () => {
-    const first = config.servers.find((s) => s.name === 'default') ?? config.servers[0]
-    if (!first || stopping) return
-    const summary = await startupSummary(server.gateway, first.name, `${server.url}${first.path}`)
-    if (stopping) return
-    if (summary.degraded) log.warn(summary.message, summary.fields)
-    else log.info(summary.message, summary.fields)
-  })
+  void server.started
+    .then(async () => {
+      const first = config.servers.find((s) => s.name === 'default') ?? config.servers[0]
+      if (!first || stopping) return
+      const at = `${server.url}${first.path}`
+      const summary = await startupSummary(server.gateway, first.name, at)
+      if (stopping) return
+      if (summary.degraded) log.warn(summary.message, summary.fields)
+      else log.info(summary.message, summary.fields)
+    })
+    .catch((error: unknown) => log.error('start-up failed', { error }))
   await new Promise<void>((resolve) => {
     const stop = () => {
       process.off('SIGINT', stop)
