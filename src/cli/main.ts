@@ -10,6 +10,7 @@ import { parseArgs } from 'node:util'
 import type { CliIo } from './command.ts'
 import { commandHelp } from './help.ts'
 import { loadForCommand } from './load.ts'
+import { serviceIo } from './logging.ts'
 
 const USAGE = `Usage: barbican <command> [options]
 
@@ -103,14 +104,16 @@ export async function main(argv: readonly string[], io: CliIo = defaultIo): Prom
   }
   switch (command) {
     case 'serve': {
-      const loading = loadForCommand(options, io, true)
+      const out = serviceIo(io, io !== defaultIo || process.stderr.isTTY === true)
+      const loading = loadForCommand(options, out, true)
       const { runServe } = await import('./serve.ts')
-      return await runServe(options, io, loading)
+      return await runServe(options, out, loading)
     }
     case 'stdio': {
-      const loading = loadForCommand(options, io, true)
+      const out = serviceIo(io, io !== defaultIo || process.stderr.isTTY === true)
+      const loading = loadForCommand(options, out, true)
       const { runStdio } = await import('./stdio.ts')
-      return await runStdio(options, io, loading)
+      return await runStdio(options, out, loading)
     }
     case 'check': {
       const loading = loadForCommand(options, io, false)

@@ -5,7 +5,7 @@
 import type { ServerResponse } from 'node:http'
 import { AuthRuntime } from '../auth/auth-runtime.ts'
 import { hasInboundAuth } from '../auth/bind-policy.ts'
-import { jsonLogger, type Logger } from '../common/log.ts'
+import type { Logger } from '../common/log.ts'
 import { VERSION } from '../common/version.ts'
 import type { Config, LoadedConfig } from '../config/config.ts'
 import { isLoopbackHost } from '../config/listen.ts'
@@ -13,11 +13,13 @@ import { Gateway } from '../gateway/gateway.ts'
 import { landingPage } from '../gateway/landing-page.ts'
 import { metricsRoute } from '../gateway/metrics-endpoint.ts'
 import { planFromConfig } from '../gateway/plan.ts'
+import { startupSummary } from '../gateway/startup-summary.ts'
 import { lockfilePathOf, openStore, type TrustSetup, withTrust } from '../gateway/trust-setup.ts'
 import { memoryStore } from '../store/memory.ts'
 import { createHttpInbound, type HttpInbound } from '../transports/http-inbound.ts'
 import type { CliIo, CommandOptions } from './command.ts'
 import { loadForCommand } from './load.ts'
+import { loggerFor } from './logging.ts'
 
 export interface RunningServer {
   readonly gateway: Gateway
@@ -58,7 +60,7 @@ export async function startServer(
       sessionIdleTimeoutMs: config.limits.sessionIdleTimeoutMs,
       ...(auth ? { identityOf: auth.identityOf } : {}),
     },
-    log,
+    log.child({ part: 'http' }),
   )
   http.routes.set('/readyz', (_req, res) => {
     const upstreams = gateway.status()
@@ -123,7 +125,7 @@ export async function runServe(
     )
     return 1
   }
-  const log = jsonLogger({ level: config.log.level })
+  const log = loggerFor(config.log)
   const store = await openStore(config, source.path)
   const server = await startServer(config, log, {
     store,
@@ -131,22 +133,65 @@ export async function runServe(
   })
   const what =
     source.format === 'demo' ? 'embedded demo configuration' : `${source.path} (${source.format})`
-  log.info('barbican listening', { url: server.url, config: what })
-  io.stderr(`Barbican is serving ${what} at ${server.url}/mcp (also /sse and /ws)\n`)
+  log.info(`serving ${what} at ${server.url}/mcp (also /sse and /ws)`, {
+    url: server.url,
+    config: what,
+  })
+  let stopping = false
+  // Once every eager upstream has connected or failed: one line that says how start-up went.
+  void server.started
+    .then(async () => {
+      const first = config.servers.find((s) => s.name === 'default') ?? config.servers[0]
+      if (!first || stopping) return
+      const at = `${server.url}${first.path}`
+      const summary = await startupSummary(server.gateway, first.name, at)
+      if (stopping) return
+      if (summary.degraded) log.warn(summary.message, summary.fields)
+      else log.info(summary.message, summary.fields)
+    })
+    .catch((error: unknown) => log.error('start-up failed', { error }))
   await new Promise<void>((resolve) => {
     const stop = () => {
       process.off('SIGINT', stop)
       process.off('SIGTERM', stop)
-      log.info('shutting down')
+      stopping = true
+      logShutdown(log, server)
       server
         .stop()
         .finally(() => store.close())
-        .finally(resolve)
+        .finally(() => {
+          log.info('stopped')
+          resolve()
+        })
     }
     process.on('SIGINT', stop)
     process.on('SIGTERM', stop)
   })
   return 0
+}
+
+/** Says what the shutdown waits for: requests to drain (bounded), then sessions and upstreams. */
+function logShutdown(log: Logger, server: RunningServer): void {
+  const requests = server.http.openRequests
+  const deadlineMs = server.http.options.shutdownDeadlineMs
+  const running = server.gateway
+    .status()
+    .filter((u) => u.state === 'ready' || u.state === 'connecting')
+    .map((u) => u.name)
+  const sessions = server.gateway.sessions.size
+  const waits = [
+    `${requests} HTTP request${requests === 1 ? '' : 's'} in flight (at most ${deadlineMs / 1000} s)`,
+    `${sessions} client session${sessions === 1 ? '' : 's'} to close`,
+    running.length === 0
+      ? 'no upstream to stop'
+      : `${running.length} upstream${running.length === 1 ? '' : 's'} to stop (${running.join(', ')})`,
+  ]
+  log.info(`shutting down: waiting for ${waits.join(', then ')}`, {
+    requests,
+    deadlineMs,
+    sessions,
+    upstreams: running,
+  })
 }
 
 function sendJson(res: ServerResponse, status: number, body: unknown): void {

@@ -3,7 +3,6 @@
  * processes. Logs go to stderr; stdout carries nothing but JSON-RPC.
  */
 import { AuthRuntime } from '../auth/auth-runtime.ts'
-import { jsonLogger } from '../common/log.ts'
 import type { LoadedConfig } from '../config/config.ts'
 import { Gateway } from '../gateway/gateway.ts'
 import { planFromConfig } from '../gateway/plan.ts'
@@ -12,6 +11,7 @@ import type { ConnectionInfo } from '../transports/inbound.ts'
 import { serveStdio } from '../transports/stdio-inbound.ts'
 import type { CliIo, CommandOptions } from './command.ts'
 import { loadForCommand } from './load.ts'
+import { loggerFor } from './logging.ts'
 
 export async function runStdio(
   options: CommandOptions,
@@ -22,7 +22,7 @@ export async function runStdio(
   if (!loaded) return 1
   const { config } = loaded
   const server = options.server ?? config.servers[0]?.name ?? 'default'
-  const log = jsonLogger({ level: config.log.level })
+  const log = loggerFor(config.log)
   const auth = config.auth ? new AuthRuntime(config.auth, log.child({ part: 'auth' })) : undefined
   const store = await openStore(config, loaded.source.path)
   const lockfilePath = lockfilePathOf(loaded.source.path)

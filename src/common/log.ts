@@ -1,8 +1,16 @@
 /**
- * Structured logging: one JSON object per line on stderr, so that stdout stays free for the
- * stdio transport. Loggers are cheap to derive with bound fields (`child`).
+ * The one logger (ADR 029): stderr only, so that stdout stays free for the stdio transport.
+ * Machines get one JSON object per line; a person at a terminal gets a readable line (time,
+ * level, message, key fields, colour). Levels are set per component: a logger's component is
+ * its bound `part` field, so `log.child({ part: 'call' })` obeys `log.levels.call`. Secrets are
+ * redacted twice over: values under credential-like keys and configured paths are replaced, and
+ * every string is scrubbed of what looks like a credential. Loggers are cheap to derive with
+ * bound fields (`child`).
  */
 export type LogLevel = 'debug' | 'info' | 'warn' | 'error'
+
+/** `json`: one JSON object per line. `pretty`: a line for people (a terminal). */
+export type LogFormat = 'json' | 'pretty'
 
 export interface Logger {
   debug(message: string, fields?: Record<string, unknown>): void
@@ -15,27 +23,67 @@ export interface Logger {
 const RANK: Record<LogLevel, number> = { debug: 10, info: 20, warn: 30, error: 40 }
 
 export interface JsonLoggerOptions {
+  /** Least severe level written, for components without their own. Default: info. */
   level?: LogLevel
+  /** Levels by component (the bound `part` field): `{ call: 'warn', upstream: 'debug' }`. */
+  levels?: Readonly<Record<string, LogLevel>>
+  /**
+   * Field paths whose values are replaced, on top of the credential-like keys always replaced:
+   * dot-separated keys, `*` for any one key (`env.*`, `headers.x-team-token`).
+   */
+  redact?: readonly string[]
+  /** Default: json. */
+  format?: LogFormat
+  /** Colour in the pretty format. Default: false. */
+  color?: boolean
   write?: (line: string) => void
+}
+
+/** What every logger derived from one root shares. */
+interface Root {
+  readonly level: number
+  readonly levels: ReadonlyMap<string, number>
+  readonly paths: PathNode | undefined
+  readonly format: (level: LogLevel, record: Record<string, unknown>) => string
+  readonly write: (line: string) => void
 }
 
 export function jsonLogger(
   options: JsonLoggerOptions = {},
   bound: Record<string, unknown> = {},
 ): Logger {
-  const threshold = RANK[options.level ?? 'info']
-  const write = options.write ?? ((line: string) => process.stderr.write(line))
+  const root: Root = {
+    level: RANK[options.level ?? 'info'],
+    levels: new Map(Object.entries(options.levels ?? {}).map(([part, l]) => [part, RANK[l]])),
+    paths: pathTree(options.redact ?? []),
+    format: options.format === 'pretty' ? prettyLine(options.color === true) : jsonLine,
+    write: options.write ?? ((line: string) => process.stderr.write(line)),
+  }
+  return derived(root, bound)
+}
+
+/** The same as `jsonLogger`; the name says it may write for people too. */
+export const createLogger = jsonLogger
+
+function derived(root: Root, bound: Record<string, unknown>): Logger {
+  // Lines of no particular component belong to the gateway itself.
+  const part = typeof bound.part === 'string' ? bound.part : 'gateway'
+  const threshold = root.levels.get(part) ?? root.level
   const emit = (level: LogLevel, message: string, fields?: Record<string, unknown>) => {
     if (RANK[level] < threshold) return
-    const record = { time: new Date().toISOString(), level, msg: message, ...bound, ...fields }
-    write(`${JSON.stringify(record, errorReplacer)}\n`)
+    const record = clean(
+      { time: new Date().toISOString(), level, msg: message, ...bound, ...fields },
+      root.paths,
+      0,
+    ) as Record<string, unknown>
+    root.write(root.format(level, record))
   }
   return {
     debug: (m, f) => emit('debug', m, f),
     info: (m, f) => emit('info', m, f),
     warn: (m, f) => emit('warn', m, f),
     error: (m, f) => emit('error', m, f),
-    child: (fields) => jsonLogger(options, { ...bound, ...fields }),
+    child: (fields) => derived(root, { ...bound, ...fields }),
   }
 }
 
@@ -48,8 +96,90 @@ export const silentLogger: Logger = {
   child: () => silentLogger,
 }
 
-function errorReplacer(_key: string, value: unknown): unknown {
-  return value instanceof Error ? loggedError(value, 0) : value
+// --- Redaction --------------------------------------------------------------------------------
+
+/** Keys whose value is a credential wherever they appear (compared in lower case, no `-`/`_`). */
+const SECRET_KEYS = new Set([
+  'authorization',
+  'proxyauthorization',
+  'cookie',
+  'setcookie',
+  'password',
+  'passwd',
+  'secret',
+  'clientsecret',
+  'token',
+  'accesstoken',
+  'refreshtoken',
+  'idtoken',
+  'apikey',
+  'xapikey',
+  'privatekey',
+])
+
+const REDACTED = '[redacted]'
+
+/** How deep a logged value is copied; deeper parts are cut (fields are small; cycles happen). */
+const MAX_FIELD_DEPTH = 8
+
+interface PathNode {
+  end: boolean
+  readonly next: Map<string, PathNode>
+}
+
+function pathTree(paths: readonly string[]): PathNode | undefined {
+  if (paths.length === 0) return undefined
+  const root: PathNode = { end: false, next: new Map() }
+  for (const path of paths) {
+    let node = root
+    for (const key of path.split('.')) {
+      let next = node.next.get(key)
+      if (!next) {
+        next = { end: false, next: new Map() }
+        node.next.set(key, next)
+      }
+      node = next
+    }
+    node.end = true
+  }
+  return root
+}
+
+/**
+ * A copy of `value` fit for a log line: errors as `loggedError` shows them, credential-like keys
+ * and configured paths replaced, strings scrubbed by `redact`, depth bounded.
+ */
+function clean(value: unknown, paths: PathNode | undefined, depth: number): unknown {
+  if (typeof value === 'string') return redact(value)
+  if (value === null || typeof value !== 'object') return value
+  if (value instanceof Error) return loggedError(value, 0)
+  if (depth >= MAX_FIELD_DEPTH) return '[…]'
+  if (Array.isArray(value)) return value.map((v) => clean(v, paths?.next.get('*'), depth + 1))
+  const json = (value as { toJSON?: () => unknown }).toJSON
+  if (typeof json === 'function') return clean(json.call(value), paths, depth + 1)
+  const out: Record<string, unknown> = {}
+  const record = value as Record<string, unknown>
+  for (const key in record) {
+    if (!Object.hasOwn(record, key)) continue
+    const v = record[key]
+    if (v === undefined) continue
+    const node = paths === undefined ? undefined : (paths.next.get(key) ?? paths.next.get('*'))
+    out[key] = node?.end || isSecretKey(key) ? REDACTED : clean(v, node, depth + 1)
+  }
+  return out
+}
+
+/** Keys seen before and whether they name a credential (lines reuse a small set of keys). */
+const secretKeyCache = new Map<string, boolean>()
+const MAX_CACHED_KEYS = 4096
+
+function isSecretKey(key: string): boolean {
+  let secret = secretKeyCache.get(key)
+  if (secret === undefined) {
+    secret = SECRET_KEYS.has(key.toLowerCase().replace(/[-_]/g, ''))
+    if (secretKeyCache.size < MAX_CACHED_KEYS) secretKeyCache.set(key, secret)
+  }
+  return secret
 }
 
 /** How many causes deep a logged error is followed (chains are short; cycles are possible). */
@@ -83,8 +213,12 @@ const SECRETS: readonly [RegExp, string][] = [
   ],
 ]
 
+/** A cheap test that lets most strings skip the patterns above. */
+const MAYBE_SECRET = /bearer|basic|eyJ|bk_|@|=/i
+
 /** `text` with anything that looks like a credential replaced. */
 export function redact(text: string): string {
+  if (!MAYBE_SECRET.test(text)) return text
   let out = text
   for (const [pattern, replacement] of SECRETS) out = out.replace(pattern, replacement)
   return out
@@ -92,4 +226,78 @@ export function redact(text: string): string {
 
 export function isLogLevel(value: unknown): value is LogLevel {
   return typeof value === 'string' && value in RANK
+}
+
+// --- Formats ----------------------------------------------------------------------------------
+
+function jsonLine(_level: LogLevel, record: Record<string, unknown>): string {
+  return `${JSON.stringify(record)}\n`
+}
+
+const COLOURS: Record<LogLevel, string> = {
+  debug: '\x1b[90m',
+  info: '\x1b[36m',
+  warn: '\x1b[33m',
+  error: '\x1b[31m',
+}
+const DIM = '\x1b[2m'
+const RESET = '\x1b[0m'
+
+/**
+ * `12:03:04.567 INFO  upstream ready upstream=files protocolVersion=2025-11-25`: local time,
+ * level, message, then the fields as key=value (strings with spaces quoted, objects as JSON).
+ */
+function prettyLine(color: boolean) {
+  return (level: LogLevel, record: Record<string, unknown>): string => {
+    const { time, level: _level, msg, ...fields } = record
+    const stamp = clock(typeof time === 'string' ? new Date(time) : new Date())
+    const tag = level.toUpperCase().padEnd(5)
+    const pairs = Object.entries(fields)
+      .map(([key, value]) => `${key}=${prettyValue(value)}`)
+      .join(' ')
+    const text = String(msg)
+    if (!color) return `${stamp} ${tag} ${text}${pairs ? ` ${pairs}` : ''}\n`
+    const body = level === 'error' || level === 'warn' ? `${COLOURS[level]}${text}${RESET}` : text
+    return `${DIM}${stamp}${RESET} ${COLOURS[level]}${tag}${RESET} ${body}${pairs ? ` ${DIM}${pairs}${RESET}` : ''}\n`
+  }
+}
+
+function clock(date: Date): string {
+  const two = (n: number) => String(n).padStart(2, '0')
+  const ms = String(date.getMilliseconds()).padStart(3, '0')
+  return `${two(date.getHours())}:${two(date.getMinutes())}:${two(date.getSeconds())}.${ms}`
+}
+
+function prettyValue(value: unknown): string {
+  if (typeof value === 'string') return /^[^\s"=]+$/.test(value) ? value : JSON.stringify(value)
+  if (value !== null && typeof value === 'object' && 'message' in value && 'name' in value) {
+    return JSON.stringify(errorText(value as Record<string, unknown>))
+  }
+  return typeof value === 'object' && value !== null ? JSON.stringify(value) : String(value)
+}
+
+/** A logged error as one phrase: `message (code) ← cause message …`. */
+function errorText(error: Record<string, unknown>): string {
+  const code = error.code === undefined ? '' : ` (${String(error.code)})`
+  const cause = error.cause
+  const rest =
+    cause === undefined
+      ? ''
+      : ` ← ${typeof cause === 'object' && cause !== null ? errorText(cause as Record<string, unknown>) : String(cause)}`
+  return `${String(error.message)}${code}${rest}`
+}
+
+/**
+ * The format for stderr: `auto` means readable on a terminal and JSON lines otherwise (a pipe,
+ * a file, a supervisor). Colour follows the NO_COLOR and FORCE_COLOR conventions.
+ */
+export function stderrFormat(
+  setting: 'auto' | LogFormat = 'auto',
+  isTTY: boolean = process.stderr.isTTY === true,
+  env: NodeJS.ProcessEnv = process.env,
+): { format: LogFormat; color: boolean } {
+  const format = setting === 'auto' ? (isTTY ? 'pretty' : 'json') : setting
+  const forced = env.FORCE_COLOR !== undefined && env.FORCE_COLOR !== '0'
+  const color = format === 'pretty' && !env.NO_COLOR && (isTTY || forced)
+  return { format, color }
 }

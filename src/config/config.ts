@@ -173,7 +173,13 @@ export interface Config {
   readonly listen: ListenAddress
   readonly security: SecurityConfig
   readonly limits: LimitsConfig
-  readonly log: { readonly level: LogLevel }
+  readonly log: {
+    readonly level: LogLevel
+    /** Levels by component (the `part` field of a log line). */
+    readonly levels: Readonly<Partial<Record<string, LogLevel>>>
+    readonly format: 'auto' | 'json' | 'pretty'
+    readonly redact: readonly string[]
+  }
   readonly metrics: MetricsConfig
   /** In the order they were declared. */
   readonly upstreams: readonly UpstreamConfig[]

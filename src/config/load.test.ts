@@ -167,6 +167,26 @@ describe('loadConfig with native files', () => {
     )
   })
 
+  test('reads the log section: levels per component, format and redacted paths', async () => {
+    const text = [
+      'upstreams: { a: { command: x } }',
+      'log: { levels: { call: warn, upstream: debug }, format: json, redact: [env.*] }',
+    ].join('\n')
+    const { config } = parseConfigText(text, { file: '/x/barbican.yaml' })
+    assert.deepEqual(config.log, {
+      level: 'info',
+      levels: { call: 'warn', upstream: 'debug' },
+      format: 'json',
+      redact: ['env.*'],
+    })
+    const err = await failure(() =>
+      parseConfigText('upstreams: { a: { command: x } }\nlog: { levels: { calls: warn } }\n', {
+        file: '/x/barbican.yaml',
+      }),
+    )
+    assert.match(err.message, /log\.levels/)
+  })
+
   test('reports an empty file as such', async () => {
     const err = await failure(() => parseConfigText('', { file: '/x/barbican.yaml' }))
     assert.match(err.message, /the file is empty/)

@@ -62,7 +62,7 @@ describe('normalizeConfig', () => {
         listRetryMs: 1000,
         listRetryMaxMs: 60000,
       },
-      log: { level: 'info' },
+      log: { level: 'info', levels: {}, format: 'auto', redact: [] },
       metrics: { enabled: true, maxTools: 100 },
       upstreams: [
         {

@@ -135,7 +135,7 @@ export function buildConfig(native: NativeConfig, options: NormalizeOptions = {}
     listen,
     security: resolveSecurity(native.security, listen),
     limits,
-    log: { level: native.log.level },
+    log: { ...native.log },
     metrics: native.metrics,
     upstreams,
     servers,

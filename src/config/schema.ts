@@ -235,11 +235,39 @@ const limits = z.strictObject({
   ),
 })
 
+const logLevel = z.enum(['debug', 'info', 'warn', 'error'])
+
+/** The components a level can be set for: the `part` field of their log lines. */
+export const LOG_COMPONENTS = [
+  'gateway',
+  'upstream',
+  'session',
+  'call',
+  'http',
+  'auth',
+  'trust',
+] as const
+
 const log = z.strictObject({
   level: doc(
-    z.enum(['debug', 'info', 'warn', 'error']).default('info'),
+    logLevel.default('info'),
     'Log level',
-    'Least severe level written to stderr (JSON lines). Default: info.',
+    'Least severe level written to stderr, for components without their own. Default: info.',
+  ),
+  levels: doc(
+    z.partialRecord(z.enum(LOG_COMPONENTS), logLevel).default({}),
+    'Levels by component',
+    'Least severe level per component (the `part` field of a line): gateway, upstream, session, call, http, auth, trust.',
+  ),
+  format: doc(
+    z.enum(['auto', 'json', 'pretty']).default('auto'),
+    'Log format',
+    'auto: readable lines on a terminal, JSON lines otherwise. json: always one JSON object per line. pretty: always readable lines.',
+  ),
+  redact: doc(
+    z.array(z.string().regex(/^[^.\s]+(\.[^.\s]+)*$/, 'a dot-separated path')).default([]),
+    'Redacted paths',
+    'Field paths whose values are replaced by [redacted] in every line (`*` is any one key), on top of credential-like keys (authorization, cookie, password, secret, token, apiKey…), always replaced.',
   ),
 })
 
@@ -280,7 +308,11 @@ export const nativeConfigSchema = z.strictObject({
     'Limits',
     'Bounds on message size and shape, timeouts and sessions.',
   ),
-  log: doc(log.default({ level: 'info' }), 'Logging', 'Structured logs on stderr.'),
+  log: doc(
+    log.default({ level: 'info', levels: {}, format: 'auto', redact: [] }),
+    'Logging',
+    'Logs on stderr: readable on a terminal, JSON lines otherwise.',
+  ),
   metrics: doc(
     metrics.default({ ...DEFAULT_METRICS }),
     'Metrics',

@@ -154,7 +154,7 @@ export class Gateway implements InboundHandler {
   #createUpstream(u: UpstreamPlan): Upstream {
     const upstream = new Upstream({
       name: u.name,
-      log: this.#log.child({ upstream: u.name }),
+      log: this.#log.child({ part: 'upstream', upstream: u.name }),
       requestTimeoutMs: u.requestTimeoutMs,
       connectTimeoutMs: u.connectTimeoutMs,
       idleTimeoutMs: u.idleTimeoutMs,
@@ -259,7 +259,7 @@ export class Gateway implements InboundHandler {
     const session = new Session(transport, info, {
       server,
       progress: this.#progress,
-      log: this.#log.child({ server: info.server, transport: info.kind }),
+      log: this.#log.child({ part: 'session', server: info.server, transport: info.kind }),
       serverInfo: this.serverInfo,
       clientRequestTimeoutMs: this.#plan.clientRequestTimeoutMs,
       onClose: (s) => this.sessions.delete(s),
@@ -351,7 +351,10 @@ export class Gateway implements InboundHandler {
       sessions.size === 0
         ? 'no client call is in flight on this upstream'
         : 'calls of several clients are in flight on this upstream, so the request cannot be attributed'
-    this.#log.warn('upstream request refused', {
+    // A server asking for roots while it starts, before any call, is routine: the server
+    // carries on without them, and the client's roots reach it with its first call.
+    const routine = sessions.size === 0 && request.method === 'roots/list'
+    this.#log.child({ part: 'upstream' })[routine ? 'debug' : 'warn']('upstream request refused', {
       upstream: upstream.name,
       method: request.method,
       reason,

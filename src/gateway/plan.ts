@@ -47,7 +47,7 @@ function upstreamPlan(
   log: Logger,
   auth: AuthRuntime | undefined,
 ): UpstreamPlan {
-  const upstreamLog = log.child({ upstream: u.name })
+  const upstreamLog = log.child({ part: 'upstream', upstream: u.name })
   return {
     name: u.name,
     requestTimeoutMs: u.requestTimeoutMs,

@@ -38,6 +38,7 @@ import type { ConnectionInfo } from '../transports/inbound.ts'
 import type { ReceiveInfo, Transport } from '../transports/transport.ts'
 import type { Upstream } from '../upstreams/upstream.ts'
 import type { UpstreamReply } from '../upstreams/upstream-client.ts'
+import { logCall, requestFields, traceIdOf } from './call-line.ts'
 import { ClientNotifications } from './client-notifications.ts'
 import { ClientRequests, clientRequestRefusal } from './client-requests.ts'
 import { type ForwardContext, forwardToUpstream, upstreamEnvelope } from './forward.ts'
@@ -234,9 +235,17 @@ export class Session {
     const controller = new AbortController()
     info?.signal?.addEventListener('abort', () => controller.abort(), { once: true })
     this.#inflight.set(wire.id, controller)
+    // Every line about this request carries its id and trace id; one line sums it up.
+    const startedAt = performance.now()
+    const log = this.#log.child(requestFields(wire.id, traceIdOf(info?.headers, wire.params)))
+    const facts: { upstream?: string; outcome: string } = { outcome: 'ok' }
     try {
-      const reply = await this.#dispatch(request, modern, controller.signal, info?.headers)
+      const reply = await this.#dispatch(request, modern, controller.signal, info?.headers, {
+        log,
+        facts,
+      })
       reply.id = wire.id
+      if (reply.kind === 'error') facts.outcome = `error ${reply.code}`
       await this.#send(codec.encode(reply, { method: request.method }), wire.id)
     } catch (err) {
       const e = toBarbicanError(err)
@@ -249,17 +258,19 @@ export class Session {
       }
       // A failure from below (it has a cause) is logged with its cause chain under a reference
       // the client also gets, so what the client reports leads to the line that says why.
+      facts.outcome = e.code
       if (e.code === 'ERR_INTERNAL' || e.cause !== undefined) {
         const reference = `${this.#id}-r${this.#nextFailure++}`
         const fields = { method: wire.method, code: e.code, reference, error: e }
-        if (e.code === 'ERR_INTERNAL') this.#log.error('request failed', fields)
-        else this.#log.warn('request failed', fields)
+        if (e.code === 'ERR_INTERNAL') log.error('request failed', fields)
+        else log.warn('request failed', fields)
         reply.message = `${e.message} (reference ${reference} in the gateway log)`
         reply.data = { ...errorData(e), reference }
       }
       await this.#sendError(wire.id, codec, reply)
     } finally {
       this.#inflight.delete(wire.id)
+      logCall(log, { method: wire.method, params: wire.params, ...facts, startedAt })
     }
   }
 
@@ -287,7 +298,8 @@ export class Session {
     sent: Request,
     modern: boolean,
     signal: AbortSignal,
-    headers?: ReceiveInfo['headers'],
+    headers: ReceiveInfo['headers'] | undefined,
+    about: { log: Logger; facts: { upstream?: string } },
   ): Promise<Result | ErrorReply> {
     // Policies judge, and upstreams receive, resource URIs in one normalised form.
     const request = withJudgedUris(sent, (uri) => this.#deps.server.judgeUri(uri))
@@ -305,8 +317,9 @@ export class Session {
       transport: this.info.kind,
       route: await resolveRoute(this.#deps.server, request, this.#tasks),
       signal,
-      log: this.#log,
+      log: about.log,
     }
+    if (call.route.kind === 'unicast') about.facts.upstream = call.route.upstream
     if (modern && headers && method === 'tools/call' && call.route.kind === 'unicast') {
       const mismatch = await paramHeaderReply(this.#deps.server, request, headers)
       if (mismatch) return mismatch

@@ -119,6 +119,11 @@ export class HttpInbound {
    * Graceful shutdown: stop accepting, end standalone streams, let requests in progress finish
    * until `deadlineMs`, then destroy what is left and close every transport. Idempotent.
    */
+  /** HTTP requests not yet answered, open streams included (what a shutdown waits for). */
+  get openRequests(): number {
+    return this.#inflight.size
+  }
+
   close(options: { deadlineMs?: number } = {}): Promise<void> {
     this.#closing ??= this.#shutdown(options.deadlineMs ?? this.options.shutdownDeadlineMs)
     return this.#closing

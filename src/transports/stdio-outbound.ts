@@ -100,6 +100,9 @@ interface QueuedWrite {
 }
 
 /** One stdio upstream process. Create it unstarted; `start()` spawns; `close()` shuts it down. */
+/** How many of a server's last stderr lines the line about its unexpected exit quotes. */
+const STDERR_TAIL_LINES = 10
+
 export class StdioOutboundTransport implements Transport {
   onmessage?: (message: JsonRpcMessage, info?: ReceiveInfo) => void
   onclose?: () => void
@@ -131,6 +134,8 @@ export class StdioOutboundTransport implements Transport {
     this.#flush()
   }
   #decoder = new TextDecoder('utf-8', { fatal: true })
+  /** The server's last stderr lines, logged with an unexpected exit (they often say why). */
+  #stderrTail: string[] = []
 
   constructor(options: StdioOutboundOptions) {
     this.#options = options
@@ -273,7 +278,11 @@ export class StdioOutboundTransport implements Transport {
       o.maxStderrLineBytes ?? 16 * 1024,
       (line) => {
         this.stats.stderrLines++
-        this.#log.info('upstream stderr', { line: line.toString('utf8') })
+        // Servers' start-up banners and chatter: debug. What matters is kept for the exit line.
+        const text = line.toString('utf8')
+        if (text.trim() !== '') this.#stderrTail.push(text)
+        if (this.#stderrTail.length > STDERR_TAIL_LINES) this.#stderrTail.shift()
+        this.#log.debug('upstream stderr', { line: text })
       },
       () => {
         this.#log.warn('upstream stderr line too long; skipped')
@@ -355,7 +364,7 @@ export class StdioOutboundTransport implements Transport {
     const status = this.#exitStatus ?? { code: null, signal: null }
     const fields = { code: status.code, signal: status.signal }
     if (expected) this.#log.info('upstream process stopped', fields)
-    else this.#log.warn('upstream process exited', fields)
+    else this.#log.warn('upstream process exited', { ...fields, stderr: this.#stderrTail })
     this.#resolveClosed()
     if (this.#opened) this.onclose?.()
   }

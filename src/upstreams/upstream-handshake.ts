@@ -61,7 +61,9 @@ export async function probeUpstream(
       }),
     options.probeTimeoutMs,
   )
-  options.log.info('upstream era', {
+  // A legacy server answers the probe with "method not found" (-32601): expected, not news.
+  const routine = verdict.era === 'legacy' && verdict.reason.includes('-32601')
+  options.log[routine ? 'debug' : 'info']('upstream era', {
     era: verdict.era,
     ...(verdict.era === 'legacy' ? { reason: verdict.reason } : {}),
   })
