@@ -22,7 +22,7 @@ export interface AuditLogOptions {
   readonly store: AuditStore
   readonly key: AuditKey
   /** Receives one JSON line (with its newline) per committed record. */
-  readonly exportLine?: ((line: string) => void) | undefined
+  readonly export?: ExportSink | undefined
   /** 0: no periodic checkpoints (the CLI, tests). */
   readonly checkpointIntervalMs?: number | undefined
   /** Records older than this many days are pruned; 0 keeps everything. */
@@ -32,6 +32,12 @@ export interface AuditLogOptions {
   readonly now?: () => Date
   /** Told about failures that no caller is waiting on (periodic checkpoint, prune). */
   readonly onError?: ((error: unknown) => void) | undefined
+}
+
+/** Where exported lines go (a file, stdout); closed with the log. */
+export interface ExportSink {
+  write(line: string): void
+  close?(): void
 }
 
 interface Waiting {
@@ -112,11 +118,11 @@ export class AuditLog implements AuditSink {
   }
 
   #export(records: readonly AuditRecord[]): void {
-    const sink = this.#options.exportLine
+    const sink = this.#options.export
     if (!sink) return
     for (const r of records) {
       try {
-        sink(`${exportLine(r)}\n`)
+        sink.write(`${exportLine(r)}\n`)
       } catch (err) {
         this.#options.onError?.(err)
       }
@@ -176,6 +182,7 @@ export class AuditLog implements AuditSink {
     try {
       await this.checkpoint('shutdown', true)
     } finally {
+      this.#options.export?.close?.()
       await this.#store.close()
     }
   }

@@ -100,7 +100,7 @@ export interface Searchable {
 }
 
 export function searchableOf(record: AuditRecord): Searchable {
-  const event = JSON.parse(record.body) as Partial<CallEvent & AdminEvent>
+  const event = JSON.parse(record.body) as Record<string, unknown>
   return {
     type: String(event.type),
     subject: String(event.type === 'admin' ? event.actor : event.subject),

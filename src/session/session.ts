@@ -306,6 +306,7 @@ export class Session {
       route: await resolveRoute(this.#deps.server, request, this.#tasks),
       signal,
       log: this.#log,
+      decisions: [],
     }
     if (modern && headers && method === 'tools/call' && call.route.kind === 'unicast') {
       const mismatch = await paramHeaderReply(this.#deps.server, request, headers)
