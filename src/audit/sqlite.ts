@@ -1,10 +1,18 @@
 /**
  * The embedded audit backend: its own SQLite file beside the pin store (`.barbican/audit.db`),
- * in WAL mode with `synchronous = FULL`, so a committed append has reached the disk (the WAL is
- * fsynced at every commit). Searchable fields are copied into indexed columns; the body is the
- * hashed truth and `barbican audit verify` checks the columns against it.
+ * in WAL mode. Searchable fields are copied into indexed columns; the body is the hashed truth
+ * and reads return a record only if its body agrees with the filter.
+ *
+ * Durability without stalling the gateway: SQLite's own commit fsync would block the event loop
+ * (node:sqlite is synchronous) for the whole flush, ~5 ms per transaction on a shared VM disk.
+ * So commits run with `synchronous = NORMAL` (the transaction reaches the OS at COMMIT, which a
+ * killed process cannot undo) and `append` settles only after an fsync of the WAL file on
+ * libuv's thread pool, shared by every commit made before it started (group commit). A
+ * checkpoint that moves the WAL into the database fsyncs the database first (SQLite does), so
+ * a record is on disk in one file or the other when `append` settles.
  */
 import { mkdirSync } from 'node:fs'
+import { type FileHandle, open } from 'node:fs/promises'
 import { dirname } from 'node:path'
 import type { DatabaseSync, SQLInputValue } from 'node:sqlite'
 import { loadSqlite } from '../store/load-sqlite.ts'
@@ -47,9 +55,58 @@ export async function openSqliteAuditStore(path: string): Promise<AuditStore> {
   // The gateway and the CLI (pins approve) append to one log: wait for the other's lock.
   db.exec('PRAGMA busy_timeout = 5000')
   if (path !== ':memory:') db.exec('PRAGMA journal_mode = WAL')
-  db.exec('PRAGMA synchronous = FULL')
+  db.exec('PRAGMA synchronous = NORMAL')
   db.exec(SCHEMA)
-  return sqliteAuditStore(db)
+  return sqliteAuditStore(db, path === ':memory:' ? undefined : walSync(path))
+}
+
+/**
+ * An fsync of the WAL that covers every commit made before the call: one runs at a time, and
+ * calls made while it runs share the next one.
+ */
+function walSync(path: string): { sync(): Promise<void>; close(): Promise<void> } {
+  let handle: Promise<FileHandle> | undefined
+  let running: Promise<void> | undefined
+  let next: Promise<void> | undefined
+  const fsync = async () => {
+    if (!handle) {
+      // The WAL file exists after the first commit; its directory entry is made durable once.
+      handle = open(`${path}-wal`, 'r')
+      const dir = await open(dirname(path), 'r')
+      try {
+        await dir.sync()
+      } finally {
+        await dir.close()
+      }
+    }
+    await (await handle).sync()
+  }
+  const sync = (): Promise<void> => {
+    if (!running) {
+      running = fsync().finally(() => {
+        running = undefined
+      })
+      return running
+    }
+    next ??= running.then(
+      () => {
+        next = undefined
+        return sync()
+      },
+      () => {
+        next = undefined
+        return sync()
+      },
+    )
+    return next
+  }
+  return {
+    sync,
+    async close() {
+      await running?.catch(() => {})
+      if (handle) await (await handle.catch(() => undefined))?.close()
+    },
+  }
 }
 
 function agrees(r: AuditRecord, q: AuditQuery): boolean {
@@ -62,7 +119,10 @@ function agrees(r: AuditRecord, q: AuditQuery): boolean {
   )
 }
 
-function sqliteAuditStore(db: DatabaseSync): AuditStore {
+function sqliteAuditStore(
+  db: DatabaseSync,
+  wal: { sync(): Promise<void>; close(): Promise<void> } | undefined,
+): AuditStore {
   const lastRecord = db.prepare('SELECT seq, hash FROM audit_records ORDER BY seq DESC LIMIT 1')
   const lastPrune = db.prepare(
     "SELECT seq, hash FROM audit_checkpoints WHERE reason = 'prune' ORDER BY seq DESC LIMIT 1",
@@ -146,6 +206,7 @@ function sqliteAuditStore(db: DatabaseSync): AuditStore {
     },
     async addCheckpoint(checkpoint) {
       addCheckpoint(checkpoint)
+      await wal?.sync()
     },
     async checkpoints() {
       const rows = db.prepare('SELECT * FROM audit_checkpoints ORDER BY seq, at, id').all() as Row[]
@@ -159,13 +220,16 @@ function sqliteAuditStore(db: DatabaseSync): AuditStore {
       }))
     },
     async prune(checkpoint) {
-      return transaction(() => {
-        const removed = db.prepare('DELETE FROM audit_records WHERE seq <= ?').run(checkpoint.seq)
+      const removed = transaction(() => {
+        const deleted = db.prepare('DELETE FROM audit_records WHERE seq <= ?').run(checkpoint.seq)
         addCheckpoint(checkpoint)
-        return Number(removed.changes)
+        return Number(deleted.changes)
       })
+      await wal?.sync()
+      return removed
     },
     async close() {
+      await wal?.close()
       if (db.isOpen) db.close()
     },
   }
