@@ -46,7 +46,7 @@ export async function startServer(
   const auth = config.auth ? new AuthRuntime(config.auth, log.child({ part: 'auth' })) : undefined
   if (auth && audit) auth.audit = audit
   const plan = withAudit(
-    withTrust(planFromConfig(config, log, auth), config, trust, log),
+    withTrust(planFromConfig(config, log, auth), config, { audit, ...trust }, log),
     audit,
     config,
   )

@@ -42,7 +42,12 @@ export async function runStdio(
   }
   if (auth && audit) auth.audit = audit
   const lockfilePath = lockfilePathOf(loaded.source.path)
-  const plan = withTrust(planFromConfig(config, log, auth), config, { store, lockfilePath }, log)
+  const plan = withTrust(
+    planFromConfig(config, log, auth),
+    config,
+    { store, lockfilePath, audit },
+    log,
+  )
   const gateway = new Gateway(withAudit(plan, audit, config), log)
   if (!gateway.hasServer(server)) {
     io.stderr(`barbican: no virtual server named "${server}"\n`)

@@ -137,7 +137,17 @@ describe('the audit log of barbican serve', () => {
     assert.equal(sealed.code, 0, sealed.stdout)
     assert.match(sealed.stdout, /the last \(shutdown\)/)
     assert.doesNotMatch(sealed.stdout, /after the last checkpoint/)
-    const tail = await barbican(['audit', 'tail', '--config', config, '--limit', '100'])
+    const trusted = await barbican(['audit', 'query', '--config', config, '--tool', 'tool:echo'])
+    assert.deepEqual(
+      trusted.stdout
+        .trim()
+        .split('\n')
+        .map((l) => JSON.parse(l) as Record<string, unknown>)
+        .map((r) => [r.type, r.action, r.actor, r.upstream]),
+      [['admin', 'pin.trusted', 'first-sight', 'everything']],
+      'the trust guard records pinning echo at first sight',
+    )
+    const tail = await barbican(['audit', 'tail', '--config', config, '--limit', '1000'])
     const lines = tail.stdout
       .trim()
       .split('\n')
@@ -163,7 +173,7 @@ describe('the audit log of barbican serve', () => {
     const cases: [string, string, number, RegExp][] = [
       [
         'edited',
-        `UPDATE audit_records SET body = replace(body, 'anonymous', 'mallory') WHERE seq = 3`,
+        `UPDATE audit_records SET body = replace(body, '"outcome":"ok"', '"outcome":"error"') WHERE seq = 3`,
         3,
         /edited/,
       ],
