@@ -20,7 +20,8 @@ export function memoryAuditStore(
   }
   return {
     async append(build) {
-      const added = build(head())
+      // Stored as a backend would: the body is the record, nothing else.
+      const added = build(head()).map(({ searchable: _s, ...r }) => r)
       records.push(...added)
       return added
     },

@@ -69,6 +69,8 @@ export interface AuditRecord {
   readonly hash: string
   /** JSON of the AuditEvent. */
   readonly body: string
+  /** The indexed fields, when the writer still has the event (saves parsing `body` again). */
+  readonly searchable?: Searchable | undefined
 }
 
 /** The hash of a record: SHA-256 over a versioned, line-separated form of its fields. */
@@ -86,7 +88,8 @@ export function chainRecord(
 ): AuditRecord {
   const seq = head.seq + 1
   const body = JSON.stringify(event)
-  return { seq, at, prevHash: head.hash, hash: recordHash(seq, at, head.hash, body), body }
+  const hash = recordHash(seq, at, head.hash, body)
+  return { seq, at, prevHash: head.hash, hash, body, searchable: searchableOfEvent(event) }
 }
 
 /** The fields records are searched by, read from the body (backends index them). */
@@ -100,7 +103,11 @@ export interface Searchable {
 }
 
 export function searchableOf(record: AuditRecord): Searchable {
-  const event = JSON.parse(record.body) as Record<string, unknown>
+  return searchableOfEvent(JSON.parse(record.body) as Record<string, unknown>)
+}
+
+function searchableOfEvent(e: AuditEvent | Record<string, unknown>): Searchable {
+  const event = e as Record<string, unknown>
   return {
     type: String(event.type),
     subject: String(event.type === 'admin' ? event.actor : event.subject),

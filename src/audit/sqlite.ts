@@ -156,7 +156,7 @@ function sqliteAuditStore(
       return transaction(() => {
         const added = build(head())
         for (const r of added) {
-          const s = searchableOf(r)
+          const s = r.searchable ?? searchableOf(r)
           insert.run(
             r.seq,
             r.at,
