@@ -26,7 +26,7 @@ import type { CliIo, CommandOptions } from './command.ts'
 import { loadForCommand } from './load.ts'
 
 /** Who is deciding: `--as NAME`, else the login name. */
-function actorOf(options: CommandOptions): string {
+export function actorOf(options: CommandOptions): string {
   if (options.actor) return options.actor
   try {
     return userInfo().username
