@@ -5,6 +5,7 @@
  * `barbican serve` installs it on the HTTP listener; `barbican stdio` only needs the stamps.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http'
+import type { AuditSink } from '../audit/audit-log.ts'
 import type { Logger } from '../common/log.ts'
 import { createGuardedFetch, type GuardedFetch } from '../net/guarded-fetch.ts'
 import { ApiKeyStore } from './api-keys.ts'
@@ -36,6 +37,8 @@ export class AuthRuntime {
   readonly fetch: GuardedFetch
   readonly authenticator: InboundAuthenticator
   readonly log: Logger
+  /** Where account links are recorded (set by the command that opened the audit log). */
+  audit: AuditSink | undefined
   readonly #credentials = new Map<string, CredentialSource>()
   #baseUrl: string | undefined
   #servers: readonly string[] = ['default']

@@ -1,7 +1,17 @@
 /** What `barbican COMMAND --help` prints: each command's synopsis, options and an example. */
 
 /** The commands `barbican` knows, in the order the usage lists them. */
-export const COMMANDS = ['serve', 'stdio', 'check', 'scan', 'pins', 'lock', 'keys', 'seal'] as const
+export const COMMANDS = [
+  'serve',
+  'stdio',
+  'check',
+  'scan',
+  'pins',
+  'lock',
+  'keys',
+  'seal',
+  'audit',
+] as const
 export type CommandName = (typeof COMMANDS)[number]
 
 const CONFIG = `  -c, --config FILE   the configuration (default: barbican.yaml, barbican.yml or
@@ -73,6 +83,26 @@ ${CONFIG}
 
 Example:
   barbican pins diff files && barbican pins approve files --all --as alice
+`,
+  audit: `Usage: barbican audit verify
+       barbican audit tail [--limit N] [FILTERS]
+       barbican audit query [--limit N] [FILTERS]
+
+Check the audit log end to end (hash chain, no gaps, signed checkpoints): exit 0 when intact,
+otherwise 1, naming the first record that does not verify (edited, deleted, reordered or cut
+from the tail). tail prints the newest records (default 20), query every matching one, oldest
+first, as JSON lines (docs/audit.md).
+
+Options:
+${CONFIG}
+  --subject S         records of this caller (or acting operator)
+  --tool T            records of this tool, prompt, URI or pin key
+  --outcome O         ok, error or denied
+  --since T, --until T   ISO 8601 bounds on the record's time
+  --limit N           at most N records
+
+Example:
+  barbican audit verify && barbican audit query --subject alice --outcome denied
 `,
   lock: `Usage: barbican lock [--config FILE]
 

@@ -112,6 +112,23 @@ describe('barbican keys', () => {
     const again = await run(['keys', 'create', 'ci-bot', '--config', file])
     assert.equal(again.code, 1)
     assert.match(again.stderr, /a key "ci-bot" exists already/)
+
+    // Creation and revocation are administrative acts in the audit log.
+    const revoked = await run(['keys', 'revoke', 'ci-bot', '--as', 'ops', '--config', file])
+    assert.equal(revoked.code, 0, revoked.stderr)
+    const audit = await run(['audit', 'query', '--tool', 'ci-bot', '--config', file])
+    assert.deepEqual(
+      audit.stdout
+        .trim()
+        .split('\n')
+        .map((line) => JSON.parse(line))
+        .map((r) => [r.type, r.action, r.target, r.outcome]),
+      [
+        ['admin', 'key.create', 'ci-bot', 'ok'],
+        ['admin', 'key.revoke', 'ci-bot', 'ok'],
+      ],
+    )
+    assert.match(audit.stdout, /"actor":"ops"/)
   })
 
   test('a key revoked with the command is refused by a running gateway on its next request', async () => {

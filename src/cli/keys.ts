@@ -5,12 +5,17 @@
  * Keys listed in the configuration itself are shown but never edited: the command does not
  * rewrite the operator's YAML.
  */
+
+import type { AdminEvent } from '../audit/record.ts'
 import type { ApiKeyEntry } from '../auth/api-keys.ts'
 import { generateApiKey } from '../auth/api-keys.ts'
 import { type ApiKeyFileEntry, readKeysFile, writeKeysFile } from '../auth/api-keys-file.ts'
+import { silentLogger } from '../common/log.ts'
 import type { LoadedConfig } from '../config/config.ts'
+import { openAuditLog } from '../gateway/audit-setup.ts'
 import type { CliIo, CommandOptions } from './command.ts'
 import { loadForCommand } from './load.ts'
+import { actorOf } from './pins.ts'
 
 /** Key ids appear in logs, audit records and `client` of identities: keep them plain. */
 const KEY_ID = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/
@@ -82,6 +87,10 @@ export async function runKeys(
         createdAt: new Date().toISOString(),
       }
       writeKeysFile(file, [...keys, entry])
+      if (!(await recorded(loaded, options, { action: 'key.create', target: keyId }, io))) {
+        writeKeysFile(file, keys)
+        return 1
+      }
       io.stderr(
         `created ${describe(entry)} in ${file}\nThe key is shown once; give it to its holder:\n`,
       )
@@ -99,11 +108,38 @@ export async function runKeys(
       return 1
     }
     writeKeysFile(file, kept)
+    // A revocation stands even when it cannot be recorded: undoing it would re-enable the key.
+    if (!(await recorded(loaded, options, { action: 'key.revoke', target: keyId }, io))) return 1
     io.stdout(`revoked ${keyId}: a running gateway refuses it from its next request\n`)
     return 0
   } catch (err) {
     io.stderr(`barbican: ${(err as Error).message}\n`)
     return 1
+  }
+}
+
+/** Records a key's creation or revocation in the audit log; false (said on stderr) if not. */
+async function recorded(
+  loaded: LoadedConfig,
+  options: CommandOptions,
+  act: Pick<AdminEvent, 'action' | 'target'>,
+  io: CliIo,
+): Promise<boolean> {
+  try {
+    const audit = await openAuditLog(loaded.config, loaded.source.path, {
+      log: silentLogger,
+      running: false,
+      stdoutFree: true,
+    })
+    try {
+      await audit?.record({ type: 'admin', actor: actorOf(options), outcome: 'ok', ...act })
+    } finally {
+      await audit?.close()
+    }
+    return true
+  } catch (err) {
+    io.stderr(`barbican: ${act.action} not recorded in the audit log: ${(err as Error).message}\n`)
+    return false
   }
 }
 

@@ -33,6 +33,9 @@ Commands:
           Manage the API keys of the keys file (auth.apiKeys.file).
   seal    --upstream NAME (--header NAME | --env NAME)   (secret on stdin)
           Encrypt a secret for an upstream's credentials with BARBICAN_SECRET_KEY.
+  audit   verify | tail|query [--subject S] [--tool T] [--outcome O] [--since T] [--until T]
+          [--limit N]      [--config FILE]
+          Check the audit log's chain and signed checkpoints; read it as JSON lines.
 
 Without --config, barbican.yaml, barbican.yml or barbican.json in the working directory is used;
 serve falls back to the embedded demo when none exists. barbican COMMAND --help explains one.
@@ -83,7 +86,11 @@ export async function main(argv: readonly string[], io: CliIo = defaultIo): Prom
     )
     return 2
   }
-  if (positionals.length > 1 && command !== 'pins' && command !== 'keys') {
+  if (
+    positionals.length > (command === 'audit' ? 2 : 1) &&
+    command !== 'pins' &&
+    command !== 'keys'
+  ) {
     io.stderr(`barbican: unexpected argument "${positionals[1]}"\n\n${USAGE}`)
     return 2
   }
@@ -129,6 +136,10 @@ export async function main(argv: readonly string[], io: CliIo = defaultIo): Prom
       const { runPins } = await import('./pins.ts')
       return await runPins(options, positionals.slice(1), io)
     }
+    case 'audit': {
+      const { runAudit } = await import('./audit.ts')
+      return await runAudit(options, positionals.slice(1), values, io)
+    }
     case 'lock': {
       const loading = loadForCommand(options, io, false)
       const { runLock } = await import('./pins.ts')
@@ -167,6 +178,11 @@ function parse(argv: readonly string[]) {
       upstream: { type: 'string' },
       header: { type: 'string' },
       env: { type: 'string' },
+      tool: { type: 'string' },
+      outcome: { type: 'string' },
+      since: { type: 'string' },
+      until: { type: 'string' },
+      limit: { type: 'string' },
       help: { type: 'boolean', short: 'h' },
       version: { type: 'boolean', short: 'v' },
     },

@@ -79,6 +79,19 @@ describe('barbican pins', () => {
     const history = await run(['pins', 'history', 'memory', '--config', file])
     assert.match(history.stdout, /memory tool:read_graph approved by alice/)
     assert.match((await run(['pins', 'list', '--config', file])).stdout, /no pending changes/)
+    // The decision is an administrative act in the audit log, which still verifies.
+    const audit = await run(['audit', 'query', '--config', file, '--subject', 'alice'])
+    assert.equal(audit.code, 0, audit.stderr)
+    const records = audit.stdout
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l))
+    assert.deepEqual(
+      records.map((r) => [r.type, r.action, r.upstream, r.target, r.outcome]),
+      [['admin', 'pin.approve', 'memory', 'tool:read_graph', 'ok']],
+    )
+    const verified = await run(['audit', 'verify', '--config', file])
+    assert.equal(verified.code, 0, verified.stdout)
   })
 
   test('shows a hostile item name escaped, never as raw escape sequences', async () => {

@@ -5,7 +5,10 @@
  */
 import { existsSync } from 'node:fs'
 import { userInfo } from 'node:os'
+import type { AuditLog } from '../audit/audit-log.ts'
+import { jsonLogger } from '../common/log.ts'
 import type { Config, LoadedConfig } from '../config/config.ts'
+import { openAuditLog } from '../gateway/audit-setup.ts'
 import { lockfilePathOf, openStore, storeConfigOf } from '../gateway/trust-setup.ts'
 import { printableName } from '../protocol/item-names.ts'
 import { approveChange, rejectChange, reviewChanges } from '../trust/decisions.ts'
@@ -23,7 +26,7 @@ import type { CliIo, CommandOptions } from './command.ts'
 import { loadForCommand } from './load.ts'
 
 /** Who is deciding: `--as NAME`, else the login name. */
-function actorOf(options: CommandOptions): string {
+export function actorOf(options: CommandOptions): string {
   if (options.actor) return options.actor
   try {
     return userInfo().username
@@ -41,6 +44,8 @@ export async function runPins(
   const loaded = await loadForCommand(options, io, false)
   if (!loaded) return 1
   const store = await openStore(loaded.config, loaded.source.path)
+  // Decisions are administrative acts: each one is recorded in the audit log.
+  let audit: AuditLog | undefined
   try {
     switch (action) {
       case 'list': {
@@ -92,9 +97,18 @@ export async function runPins(
                 .filter((p) => p.status === 'pending')
                 .map((p) => p.key)
         const actor = actorOf(options)
+        audit = await openAudit(loaded)
         for (const k of keys) {
           if (action === 'approve') await approveChange(store.pins, upstream, k, actor)
           else await rejectChange(store.pins, upstream, k, actor)
+          await audit?.record({
+            type: 'admin',
+            action: `pin.${action}`,
+            actor,
+            upstream,
+            target: k,
+            outcome: 'ok',
+          })
           io.stdout(
             `${action === 'approve' ? 'approved' : 'rejected'} ${upstream} ${printableName(k)}\n`,
           )
@@ -114,7 +128,15 @@ export async function runPins(
       }
       case 'baseline': {
         const document = configDocument(loaded.config, lockfilePathOf(loaded.source.path))
+        audit = await openAudit(loaded)
         const baseline = await approveBaseline(store.baselines, document, actorOf(options))
+        await audit?.record({
+          type: 'admin',
+          action: 'config.baseline',
+          actor: actorOf(options),
+          target: baseline.hash,
+          outcome: 'ok',
+        })
         io.stdout(`approved the configuration as baseline ${baseline.hash.slice(0, 12)}\n`)
         return 0
       }
@@ -128,8 +150,18 @@ export async function runPins(
     io.stderr(`barbican: ${(err as Error).message}\n`)
     return 1
   } finally {
+    await audit?.close()
     await store.close()
   }
+}
+
+/** The configuration's audit log, opened for this command's acts (no periodic work). */
+function openAudit(loaded: LoadedConfig): Promise<AuditLog | undefined> {
+  return openAuditLog(loaded.config, loaded.source.path, {
+    log: jsonLogger({ level: 'error' }),
+    running: false,
+    stdoutFree: true,
+  })
 }
 
 /**

@@ -3,12 +3,14 @@
  * readiness and metrics endpoints, until SIGINT or SIGTERM, which drain in-flight requests.
  */
 import type { ServerResponse } from 'node:http'
+import type { AuditLog } from '../audit/audit-log.ts'
 import { AuthRuntime } from '../auth/auth-runtime.ts'
 import { hasInboundAuth } from '../auth/bind-policy.ts'
 import type { Logger } from '../common/log.ts'
 import { VERSION } from '../common/version.ts'
 import type { Config, LoadedConfig } from '../config/config.ts'
 import { isLoopbackHost } from '../config/listen.ts'
+import { openAuditLog, withAudit } from '../gateway/audit-setup.ts'
 import { Gateway } from '../gateway/gateway.ts'
 import { landingPage } from '../gateway/landing-page.ts'
 import { metricsRoute } from '../gateway/metrics-endpoint.ts'
@@ -34,15 +36,22 @@ export interface RunningServer {
 
 /**
  * Starts a gateway and its HTTP listener from a configuration (used by the CLI and tests).
- * `trust` holds the pin store and lockfile; by default pins are kept in memory only.
+ * `trust` holds the pin store and lockfile; by default pins are kept in memory only. `audit`,
+ * when given, records every call (the caller opens and closes it).
  */
 export async function startServer(
   config: Config,
   log: Logger,
   trust: TrustSetup = { store: memoryStore() },
+  audit?: AuditLog,
 ): Promise<RunningServer> {
   const auth = config.auth ? new AuthRuntime(config.auth, log.child({ part: 'auth' })) : undefined
-  const plan = withTrust(planFromConfig(config, log, auth), config, trust, log)
+  if (auth && audit) auth.audit = audit
+  const plan = withAudit(
+    withTrust(planFromConfig(config, log, auth), config, { audit, ...trust }, log),
+    audit,
+    config,
+  )
   // Only `serve` has a /metrics endpoint: other commands never load prom-client.
   const { enabled, maxTools } = config.metrics
   const gateway = new Gateway(enabled ? { ...plan, metrics: { maxTools } } : plan, log)
@@ -127,10 +136,20 @@ export async function runServe(
   }
   const log = loggerFor(config.log)
   const store = await openStore(config, source.path)
-  const server = await startServer(config, log, {
-    store,
-    lockfilePath: lockfilePathOf(source.path),
-  })
+  let audit: AuditLog | undefined
+  try {
+    audit = await openAuditLog(config, source.path, { log, running: true, stdoutFree: true })
+  } catch (err) {
+    await store.close()
+    io.stderr(`barbican: cannot open the audit log: ${(err as Error).message}\n`)
+    return 1
+  }
+  const server = await startServer(
+    config,
+    log,
+    { store, lockfilePath: lockfilePathOf(source.path) },
+    audit,
+  )
   const what =
     source.format === 'demo' ? 'embedded demo configuration' : `${source.path} (${source.format})`
   log.info(`serving ${what} at ${server.url}/mcp (also /sse and /ws)`, {
@@ -158,6 +177,9 @@ export async function runServe(
       logShutdown(log, server)
       server
         .stop()
+        // After the drain: the shutdown checkpoint covers the last call's record.
+        .finally(() => audit?.close())
+        .catch((error: unknown) => log.error('audit shutdown checkpoint failed', { error }))
         .finally(() => store.close())
         .finally(() => {
           log.info('stopped')

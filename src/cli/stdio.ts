@@ -2,8 +2,11 @@
  * `barbican stdio`: one virtual server on stdin/stdout, for hosts that launch MCP servers as
  * processes. Logs go to stderr; stdout carries nothing but JSON-RPC.
  */
+
+import type { AuditLog } from '../audit/audit-log.ts'
 import { AuthRuntime } from '../auth/auth-runtime.ts'
 import type { LoadedConfig } from '../config/config.ts'
+import { openAuditLog, withAudit } from '../gateway/audit-setup.ts'
 import { Gateway } from '../gateway/gateway.ts'
 import { planFromConfig } from '../gateway/plan.ts'
 import { lockfilePathOf, openStore, withTrust } from '../gateway/trust-setup.ts'
@@ -25,11 +28,31 @@ export async function runStdio(
   const log = loggerFor(config.log)
   const auth = config.auth ? new AuthRuntime(config.auth, log.child({ part: 'auth' })) : undefined
   const store = await openStore(config, loaded.source.path)
+  let audit: AuditLog | undefined
+  try {
+    audit = await openAuditLog(config, loaded.source.path, {
+      log,
+      running: true,
+      stdoutFree: false,
+    })
+  } catch (err) {
+    await store.close()
+    io.stderr(`barbican: cannot open the audit log: ${(err as Error).message}\n`)
+    return 1
+  }
+  if (auth && audit) auth.audit = audit
   const lockfilePath = lockfilePathOf(loaded.source.path)
-  const plan = withTrust(planFromConfig(config, log, auth), config, { store, lockfilePath }, log)
-  const gateway = new Gateway(plan, log)
+  const plan = withTrust(
+    planFromConfig(config, log, auth),
+    config,
+    { store, lockfilePath, audit },
+    log,
+  )
+  const gateway = new Gateway(withAudit(plan, audit, config), log)
   if (!gateway.hasServer(server)) {
     io.stderr(`barbican: no virtual server named "${server}"\n`)
+    await audit?.close()
+    await store.close()
     return 1
   }
   // stdio has no tokens: the host that launched Barbican vouches for the configured identity.
@@ -53,6 +76,7 @@ export async function runStdio(
     process.once('SIGINT', () => void transport.close())
   })
   await gateway.stop()
+  await audit?.close()
   await store.close()
   await auth?.close()
   return 0

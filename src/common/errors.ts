@@ -21,6 +21,7 @@ export type ErrorCode =
   | 'ERR_CANCELLED'
   | 'ERR_SHUTTING_DOWN'
   | 'ERR_LAUNCH_REFUSED'
+  | 'ERR_AUDIT_UNAVAILABLE'
   | 'ERR_INTERNAL'
 
 export class BarbicanError extends Error {
@@ -52,6 +53,7 @@ const JSON_RPC_CODES: Readonly<Record<ErrorCode, number>> = {
   ERR_CANCELLED: -32009,
   ERR_SHUTTING_DOWN: -32010,
   ERR_LAUNCH_REFUSED: -32011,
+  ERR_AUDIT_UNAVAILABLE: -32020,
   ERR_INTERNAL: INTERNAL_ERROR,
 }
 

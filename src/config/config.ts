@@ -79,6 +79,17 @@ export interface TrustConfig {
 }
 
 /** Where pins and baselines live; a relative SQLite path is already resolved. */
+/** `audit:`, with paths resolved against the config file's directory. */
+export interface AuditConfig {
+  readonly enabled: boolean
+  /** Absolute; absent: beside the store file (or in memory with a memory store). */
+  readonly path?: string | undefined
+  readonly rawArguments: boolean
+  readonly retentionDays: number
+  readonly checkpointIntervalMs: number
+  readonly export?: { readonly file?: string | undefined; readonly stdout: boolean } | undefined
+}
+
 export type StoreConfig =
   | { readonly kind: 'sqlite'; readonly path: string }
   | { readonly kind: 'memory' }
@@ -187,6 +198,8 @@ export interface Config {
   readonly servers: readonly VirtualServerConfig[]
   /** Where pins live; absent: the SQLite file beside the config (docs/trust.md). */
   readonly store?: StoreConfig | undefined
+  /** The audit log (docs/audit.md); on by default. */
+  readonly audit: AuditConfig
   /** Inbound authentication and identity settings; absent: anonymous callers (loopback only). */
   readonly auth?: AuthConfig | undefined
 }

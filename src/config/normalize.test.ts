@@ -64,6 +64,7 @@ describe('normalizeConfig', () => {
       },
       log: { level: 'info', levels: {}, format: 'auto', redact: [] },
       metrics: { enabled: true, maxTools: 100 },
+      audit: { enabled: true, rawArguments: false, retentionDays: 0, checkpointIntervalMs: 60000 },
       upstreams: [
         {
           name: 'everything',
@@ -379,7 +380,7 @@ describe('validation errors', () => {
     assert.ok(lines.includes('lisen: unknown key (did you mean "listen"?)'), lines.join('\n'))
     const other = problems({ ...one, color: 'blue' })
     assert.deepEqual(other, [
-      'color: unknown key; expected one of: listen, security, limits, log, metrics, auth, upstreams, servers, store',
+      'color: unknown key; expected one of: listen, security, limits, log, metrics, auth, upstreams, servers, store, audit',
     ])
   })
 

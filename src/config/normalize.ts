@@ -6,6 +6,7 @@
 import { isAbsolute, resolve } from 'node:path'
 import type { AuthConfig } from '../auth/auth-config.ts'
 import type {
+  AuditConfig,
   Config,
   ListenAddress,
   SecurityConfig,
@@ -140,6 +141,7 @@ export function buildConfig(native: NativeConfig, options: NormalizeOptions = {}
     upstreams,
     servers,
     ...(native.store === undefined ? {} : { store: resolveStore(native.store, options.baseDir) }),
+    audit: resolveAudit(native.audit, options.baseDir),
     ...(native.auth === undefined ? {} : { auth: resolveAuthPaths(native.auth, options.baseDir) }),
   })
 }
@@ -162,6 +164,26 @@ function resolveAuthPaths(auth: AuthConfig, baseDir: string | undefined): AuthCo
 }
 
 type ServerInput = NonNullable<NativeConfig['servers']>[string]
+
+function resolveAudit(value: NativeConfig['audit'], baseDir: string | undefined): AuditConfig {
+  const at = (path: string) => (isAbsolute(path) ? path : resolve(baseDir ?? process.cwd(), path))
+  const exported = value.export
+  return {
+    enabled: value.enabled,
+    rawArguments: value.rawArguments,
+    retentionDays: value.retentionDays,
+    checkpointIntervalMs: value.checkpointIntervalMs,
+    ...(value.path === undefined ? {} : { path: at(value.path) }),
+    ...(exported === undefined
+      ? {}
+      : {
+          export: {
+            stdout: exported.stdout,
+            ...(exported.file === undefined ? {} : { file: at(exported.file) }),
+          },
+        }),
+  }
+}
 
 function resolveStore(
   value: NonNullable<NativeConfig['store']>,

@@ -6,6 +6,7 @@
  */
 import { z } from 'zod'
 import { authSchema } from '../auth/auth-config.ts'
+import { AUDIT_DEFAULTS, auditSchema } from './audit-schema.ts'
 import { DEFAULT_LIMITS, DEFAULT_METRICS, NAME_PATTERN } from './defaults.ts'
 import { DEFAULT_LISTEN, parseListen } from './listen.ts'
 import { virtualServerSchema } from './server-schema.ts'
@@ -338,6 +339,7 @@ export const nativeConfigSchema = z.strictObject({
       'Default: one server "default" over all upstreams.',
   ),
   store: storeSchema.optional(),
+  audit: auditSchema.default({ ...AUDIT_DEFAULTS }),
 })
 
 /** The native file as written (before defaults). */

@@ -11,6 +11,7 @@
 
 import { randomBytes } from 'node:crypto'
 import type { IncomingMessage, ServerResponse } from 'node:http'
+import type { AuditSink } from '../audit/audit-log.ts'
 import type { AuthorizationServerMetadata } from '../auth/as-metadata.ts'
 import type { CredentialOutcome, CredentialSource } from '../auth/context.ts'
 import type { Identity } from '../auth/identity.ts'
@@ -56,6 +57,8 @@ export interface LinkDeps {
   readonly store: TokenStore
   readonly baseUrl: () => string
   readonly log: Logger
+  /** Where account links are recorded, when an audit log is open. */
+  readonly audit?: (() => AuditSink | undefined) | undefined
 }
 
 interface Ticket {
@@ -223,6 +226,7 @@ export class LinkRegistry {
       )
       await link.save(state.user, state.metadata.issuer, tokens)
       this.#deps.log.info('upstream account linked', { upstream: state.upstream })
+      await this.#audit(state.user, state.upstream, 'ok')
       page(
         res,
         200,
@@ -233,8 +237,30 @@ export class LinkRegistry {
       )
     } catch (err) {
       this.#deps.log.warn('upstream link failed', { upstream: state.upstream, error: err })
+      await this.#audit(state.user, state.upstream, 'error', (err as Error).message)
       const reason = err instanceof OAuthError ? err.message : 'The link could not be completed.'
       page(res, 400, 'Link failed', reason, undefined, clear)
+    }
+  }
+
+  /** Records an account link; a failure to record is logged, the link page still answers. */
+  async #audit(
+    user: string,
+    upstream: string,
+    outcome: 'ok' | 'error',
+    detail?: string,
+  ): Promise<void> {
+    try {
+      await this.#deps.audit?.()?.record({
+        type: 'admin',
+        action: 'account.link',
+        actor: user,
+        upstream,
+        outcome,
+        detail,
+      })
+    } catch (error) {
+      this.#deps.log.error('account link not recorded in the audit log', { upstream, error })
     }
   }
 

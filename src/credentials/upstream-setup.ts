@@ -92,6 +92,7 @@ function credentialSource(
           ),
           baseUrl: () => auth.baseUrl(),
           log: auth.log,
+          audit: () => auth.audit,
         })
         registries.set(auth, registry)
       }

@@ -5,6 +5,7 @@
  * (tests) gets an in-memory store and no lockfile.
  */
 import { dirname, join } from 'node:path'
+import type { AuditSink } from '../audit/audit-log.ts'
 import { toBarbicanError } from '../common/errors.ts'
 import type { Logger } from '../common/log.ts'
 import type { Config, StoreConfig, UpstreamConfig } from '../config/config.ts'
@@ -24,6 +25,8 @@ export interface TrustSetup {
   readonly store: Store
   /** `barbican.lock`; undefined: launches are checked for floating versions only. */
   readonly lockfilePath?: string | undefined
+  /** Where the trust guard records its own decisions. */
+  readonly audit?: AuditSink | undefined
 }
 
 /** The policy of one upstream: its `trust:` or the defaults. */
@@ -61,6 +64,7 @@ export function withTrust(
     store: setup.store.pins,
     policies,
     log: log.child({ part: 'trust' }),
+    audit: setup.audit,
   })
   const byName = new Map(config.upstreams.map((u) => [u.name, u]))
   return {

@@ -41,6 +41,8 @@ type Matcher = (name: string) => boolean
 
 interface CompiledRule {
   readonly rule: PermissionRule
+  /** Where the rule is written (`auth.permissions[2]`), for audit records. */
+  readonly where: string
   readonly server: Matcher
   readonly items: Readonly<Record<ItemKind, Matcher>>
 }
@@ -48,7 +50,7 @@ interface CompiledRule {
 const everything: Matcher = () => true
 const nothing: Matcher = () => false
 
-function compile(rule: PermissionRule): CompiledRule {
+function compile(rule: PermissionRule, index: number): CompiledRule {
   const unrestricted =
     rule.tools === undefined && rule.prompts === undefined && rule.resources === undefined
   const names = (globs: readonly string[] | undefined): Matcher =>
@@ -61,6 +63,7 @@ function compile(rule: PermissionRule): CompiledRule {
       : picomatch(globs.map(globForJudgedUris), { dot: true })
   return {
     rule,
+    where: `auth.permissions[${index}]`,
     server: picomatch(rule.servers as string[]),
     items: { tool: names(rule.tools), prompt: names(rule.prompts), resource: uris(rule.resources) },
   }
@@ -68,7 +71,7 @@ function compile(rule: PermissionRule): CompiledRule {
 
 /** Builds the policy from the operator's rules (`auth.permissions`). */
 export function authorize(rules: readonly PermissionRule[]): Policy {
-  const compiled = rules.map(compile)
+  const compiled = rules.map((rule, i) => compile(rule, i))
   /**
    * The rules granting `identity` something on `server`, worked out once per identity object
    * and server: identities are immutable, and an API key's is the same object on every request.
@@ -107,19 +110,36 @@ export function authorize(rules: readonly PermissionRule[]): Policy {
     async handle(call: Call, next: Next): Promise<Reply> {
       const { identity, request, route } = call
       const grants = grantsFor(identity, call.server)
+      // What was decided and by which rule goes on the call for the audit record.
+      const decide = (grant: CompiledRule | undefined) =>
+        call.decisions?.push({
+          policy: 'authorize',
+          effect: grant ? 'allow' : 'deny',
+          rule: grant?.where,
+        })
       if (grants.length === 0) {
+        decide(undefined)
         throw denied(`${identity.subject} may not use the server "${call.server}"`)
       }
       const permission = permissionOf(request.method)
+      let grant: CompiledRule | undefined = grants[0]
       if (permission?.item) {
         // Judged before existence, so a refusal never tells what exists upstream.
         const item = permission.item(request, route)
         if (item === undefined) {
-          if (route.kind === 'unicast') throw denied(`${request.method} names nothing to judge`)
-        } else if (!mayUse(grants, item)) {
-          throw denied(`${identity.subject} may not ${VERBS[item.kind]} "${item.name}"`)
+          if (route.kind === 'unicast') {
+            decide(undefined)
+            throw denied(`${request.method} names nothing to judge`)
+          }
+        } else {
+          grant = grantFor(grants, item)
+          if (grant === undefined) {
+            decide(undefined)
+            throw denied(`${identity.subject} may not ${VERBS[item.kind]} "${item.name}"`)
+          }
         }
       }
+      decide(grant)
       if (permission?.list && route.kind === 'fanout') {
         return await next({ ...call, route: { ...route, catalog: narrow(route.catalog, grants) } })
       }
@@ -144,8 +164,13 @@ function denied(message: string): BarbicanError {
 }
 
 function mayUse(grants: readonly CompiledRule[], item: Item): boolean {
-  for (const grant of grants) if (grant.items[item.kind](item.name)) return true
-  return false
+  return grantFor(grants, item) !== undefined
+}
+
+/** The first rule that grants `item`. */
+function grantFor(grants: readonly CompiledRule[], item: Item): CompiledRule | undefined {
+  for (const grant of grants) if (grant.items[item.kind](item.name)) return grant
+  return undefined
 }
 
 /** Listen parameters without the resource subscriptions the caller may not read. */

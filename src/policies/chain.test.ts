@@ -2,6 +2,7 @@ import assert from 'node:assert/strict'
 import { describe, test } from 'node:test'
 import { callOf, countingRelay } from '../../test/support/calls.ts'
 import { BarbicanError } from '../common/errors.ts'
+import { auditPolicy } from './audit.ts'
 import { authorize } from './authorize.ts'
 import { compose, deniedBy, ORDER } from './chain.ts'
 import type { Policy } from './policy.ts'
@@ -35,7 +36,8 @@ describe('policy chain', () => {
   })
 
   test('ORDER names exactly the policies that exist', () => {
-    assert.deepEqual(ORDER, [authorize([]).name])
+    const sink = { record: async () => {} }
+    assert.deepEqual(ORDER, [auditPolicy({ sink }).name, authorize([]).name])
   })
 
   test('refuses a policy ORDER does not name with ERR_POLICY_CHAIN', () => {
@@ -43,7 +45,7 @@ describe('policy chain', () => {
     const stranger: Policy = { name: 'rate-limit', handle: (call, next) => next(call) }
     assert.throws(() => compose([stranger], relay), {
       code: 'ERR_POLICY_CHAIN',
-      message: 'Unknown policy "rate-limit"; known: authorize',
+      message: 'Unknown policy "rate-limit"; known: audit, authorize',
     })
   })
 

@@ -6,11 +6,12 @@ import { BarbicanError } from '../common/errors.ts'
 import type { Call, Next, Policy, Reply } from './policy.ts'
 
 /**
- * The order policies run in, outermost first; a policy not named here cannot be installed. Only
+ * The order policies run in, outermost first; a policy not named here cannot be installed.
+ * `audit` is outermost so it sees every call, and every refusal of the policies inside it. Only
  * policies that exist are named: a new one adds its name at its place (see
  * examples/deny-writes.ts).
  */
-export const ORDER = ['authorize'] as const
+export const ORDER = ['audit', 'authorize'] as const
 
 export type PolicyName = (typeof ORDER)[number]
 

@@ -23,6 +23,16 @@ export interface Call {
   readonly route: Route
   readonly signal: AbortSignal
   readonly log: Logger
+  /** What policies decided on this call, in order; the audit policy records them. */
+  readonly decisions?: PolicyDecision[] | undefined
+}
+
+/** One policy's verdict on a call and the rule that made it. */
+export interface PolicyDecision {
+  readonly policy: string
+  readonly effect: 'allow' | 'deny'
+  /** Where the deciding rule is written (`auth.permissions[2]`); absent when none granted. */
+  readonly rule?: string | undefined
 }
 
 export type Reply = Result | ErrorReply

@@ -318,6 +318,7 @@ export class Session {
       route: await resolveRoute(this.#deps.server, request, this.#tasks),
       signal,
       log: about.log,
+      decisions: [],
     }
     if (call.route.kind === 'unicast') about.facts.upstream = call.route.upstream
     if (modern && headers && method === 'tools/call' && call.route.kind === 'unicast') {

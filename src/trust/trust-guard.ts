@@ -4,6 +4,7 @@
  * working. New definitions are pinned (trust on first use) or held for approval; changed ones
  * are recorded as pending changes with their findings, for `barbican pins`.
  */
+import type { AuditSink } from '../audit/audit-log.ts'
 import type { Logger } from '../common/log.ts'
 import type { PendingChange, PinAction, PinnedItem, PinStore } from '../store/store.ts'
 import { canonicalHash } from './canonical.ts'
@@ -44,6 +45,8 @@ export interface TrustGuardOptions {
    * approve`) reaches calls. 0 reads the store on every call.
    */
   readonly revisionMaxAgeMs?: number
+  /** Where the guard's own decisions (trusted on first sight, quarantined) are recorded. */
+  readonly audit?: AuditSink | undefined
 }
 
 /**
@@ -72,12 +75,15 @@ export class TrustGuard {
   /** What the latest review of each upstream hides (for metrics). */
   #hidden = new Map<string, ReadonlyMap<string, Quarantine>>()
 
+  readonly #audit: AuditSink | undefined
+
   constructor(options: TrustGuardOptions) {
     this.store = options.store
     this.#policies = options.policies ?? new Map()
     this.#log = options.log
     this.#now = options.now ?? (() => new Date())
     this.#revisionMaxAgeMs = options.revisionMaxAgeMs ?? REVISION_MAX_AGE_MS
+    this.#audit = options.audit
   }
 
   policy(upstream: string): TrustPolicy {
@@ -296,6 +302,20 @@ export class TrustGuard {
       actor,
       at: this.#now().toISOString(),
     })
+    try {
+      await this.#audit?.record({
+        type: 'admin',
+        action: `pin.${action}`,
+        actor,
+        upstream,
+        target: item.key,
+        outcome: 'ok',
+        detail: item.hash,
+      })
+    } catch (error) {
+      // The decision stands (quarantine fails closed on its own); the missing record is loud.
+      this.#log.error('trust decision not recorded in the audit log', { upstream, error })
+    }
   }
 
   #hide(

@@ -21,6 +21,8 @@ const LAYERS = [
   'net',
   /** Pin and baseline storage. */
   'store',
+  /** The tamper-evident audit log: records, chain, checkpoints, storage. */
+  'audit',
   /** Inbound identity: who a call is for. */
   'auth',
   /** How bytes move; knows identities (inbound) but nothing of routing. */
@@ -58,6 +60,7 @@ const PLACES: Readonly<Record<string, Layer>> = {
   'metrics/': 'metrics',
   'net/': 'net',
   'store/': 'store',
+  'audit/': 'audit',
   'auth/': 'auth',
   'transports/': 'transports',
   'config/': 'config',

@@ -1,0 +1,189 @@
+/**
+ * The audit log: appends events to the hash chain with group commit, signs checkpoints
+ * (periodically, after pruning, and at close), prunes past the retention, and copies every
+ * committed record to the export sink.
+ *
+ * Group commit: `record()` queues the event and returns a promise that settles once the record
+ * is durable. Every event queued while one transaction runs goes into the next one, so under load
+ * one fsync serves many calls (bench/audit.ts measures it) and a reply still never leaves before
+ * its record is on disk.
+ */
+
+import { type AuditKey, signCheckpoint } from './audit-key.ts'
+import type { AuditStore, CheckpointReason } from './audit-store.ts'
+import { type AuditEvent, type AuditRecord, chainRecord, exportLine } from './record.ts'
+
+/** Something that takes audit events; the policy and the admin commands write through it. */
+export interface AuditSink {
+  record(event: AuditEvent): Promise<void>
+}
+
+export interface AuditLogOptions {
+  readonly store: AuditStore
+  readonly key: AuditKey
+  /** Receives one JSON line (with its newline) per committed record. */
+  readonly export?: ExportSink | undefined
+  /** 0: no periodic checkpoints (the CLI, tests). */
+  readonly checkpointIntervalMs?: number | undefined
+  /** Records older than this many days are pruned; 0 keeps everything. */
+  readonly retentionDays?: number | undefined
+  /** Most records in one transaction. */
+  readonly maxBatch?: number | undefined
+  readonly now?: () => Date
+  /** Told about failures that no caller is waiting on (periodic checkpoint, prune). */
+  readonly onError?: ((error: unknown) => void) | undefined
+}
+
+/** Where exported lines go (a file, stdout); closed with the log. */
+export interface ExportSink {
+  write(line: string): void
+  close?(): void
+}
+
+interface Waiting {
+  readonly event: AuditEvent
+  readonly resolve: () => void
+  readonly reject: (error: unknown) => void
+}
+
+const DAY_MS = 86_400_000
+
+export class AuditLog implements AuditSink {
+  readonly #options: AuditLogOptions
+  readonly #store: AuditStore
+  readonly #now: () => Date
+  #queue: Waiting[] = []
+  #draining = false
+  #timer: NodeJS.Timeout | undefined
+  /** Sequence number of the last record a checkpoint of this process covers. */
+  #checkpointed = -1
+  #closed = false
+
+  constructor(options: AuditLogOptions) {
+    this.#options = options
+    this.#store = options.store
+    this.#now = options.now ?? (() => new Date())
+    const every = options.checkpointIntervalMs ?? 0
+    if (every > 0) {
+      this.#timer = setInterval(() => {
+        this.maintain().catch((err: unknown) => options.onError?.(err))
+      }, every)
+      this.#timer.unref()
+    }
+  }
+
+  get store(): AuditStore {
+    return this.#store
+  }
+
+  /** Appends `event`; settles when its record is durable (or rejects when it cannot be). */
+  record(event: AuditEvent): Promise<void> {
+    if (this.#closed) return Promise.reject(new Error('The audit log is closed'))
+    return new Promise((resolve, reject) => {
+      this.#queue.push({ event, resolve, reject })
+      if (!this.#draining) {
+        this.#draining = true
+        // Let the other calls of this turn queue too: they share the transaction.
+        setImmediate(() => void this.#drain())
+      }
+    })
+  }
+
+  async #drain(): Promise<void> {
+    const max = this.#options.maxBatch ?? 1024
+    try {
+      while (this.#queue.length > 0) {
+        const batch = this.#queue.splice(0, max)
+        try {
+          const at = this.#now().toISOString()
+          const written = await this.#store.append((head) => {
+            const records: AuditRecord[] = []
+            let previous = head
+            for (const w of batch) {
+              const r = chainRecord(previous, at, w.event)
+              records.push(r)
+              previous = r
+            }
+            return records
+          })
+          this.#export(written)
+          for (const w of batch) w.resolve()
+        } catch (err) {
+          for (const w of batch) w.reject(err)
+        }
+      }
+    } finally {
+      this.#draining = false
+    }
+  }
+
+  #export(records: readonly AuditRecord[]): void {
+    const sink = this.#options.export
+    if (!sink) return
+    for (const r of records) {
+      try {
+        sink.write(`${exportLine(r)}\n`)
+      } catch (err) {
+        this.#options.onError?.(err)
+      }
+    }
+  }
+
+  /** Waits until every event queued so far is written. */
+  async flush(): Promise<void> {
+    while (this.#draining || this.#queue.length > 0) {
+      await new Promise((resolve) => setImmediate(resolve))
+    }
+  }
+
+  /** Signs a checkpoint for the current head, unless this process's last one covers it. */
+  async checkpoint(reason: CheckpointReason, force = false): Promise<void> {
+    const head = await this.#store.head()
+    if (!force && head.seq === this.#checkpointed) return
+    const at = this.#now().toISOString()
+    await this.#store.addCheckpoint(signCheckpoint(this.#options.key, { ...head, at, reason }))
+    this.#checkpointed = head.seq
+  }
+
+  /**
+   * Removes records older than the retention, keeping the chain verifiable: the last removed
+   * record's hash is kept in a signed `prune` checkpoint that the first remaining one follows.
+   */
+  async prune(): Promise<number> {
+    const days = this.#options.retentionDays ?? 0
+    if (days <= 0) return 0
+    const cutoff = new Date(this.#now().getTime() - days * DAY_MS).toISOString()
+    const old = await this.#store.read({ until: cutoff, newestFirst: true, limit: 1 })
+    const last = old[0]
+    // Records are written in time order, so everything up to the newest old one goes.
+    if (!last) return 0
+    const at = this.#now().toISOString()
+    const checkpoint = signCheckpoint(this.#options.key, {
+      seq: last.seq,
+      hash: last.hash,
+      at,
+      reason: 'prune',
+    })
+    return await this.#store.prune(checkpoint)
+  }
+
+  /** What the timer does: prune, then a periodic checkpoint. */
+  async maintain(): Promise<void> {
+    await this.prune()
+    await this.checkpoint('periodic')
+  }
+
+  /** Writes what is queued, signs the shutdown checkpoint and closes the store. */
+  async close(): Promise<void> {
+    if (this.#closed) return
+    if (this.#timer) clearInterval(this.#timer)
+    await this.flush()
+    this.#closed = true
+    try {
+      await this.checkpoint('shutdown', true)
+    } finally {
+      this.#options.export?.close?.()
+      await this.#store.close()
+    }
+  }
+}

@@ -1,0 +1,64 @@
+/**
+ * Where audit records and checkpoints are kept: a small asynchronous interface, so that the
+ * embedded SQLite backend can be joined by PostgreSQL without touching the chain logic above it
+ * (audit-log.ts). Backends store records exactly as given and never compute hashes; one contract
+ * suite (contract.ts) states what each must do.
+ */
+import type { AuditRecord } from './record.ts'
+
+/** The end of the chain: the last record, or what a prune left (seq 0: empty log). */
+export interface ChainHead {
+  readonly seq: number
+  readonly hash: string
+}
+
+/** Why a checkpoint was signed. */
+export type CheckpointReason = 'periodic' | 'shutdown' | 'prune'
+
+/** A signed statement that record `seq` had hash `hash` at `at`. */
+export interface Checkpoint {
+  readonly seq: number
+  readonly hash: string
+  readonly at: string
+  readonly reason: CheckpointReason
+  /** Which key signed (audit-key.ts `keyId`). */
+  readonly keyId: string
+  /** Ed25519 signature, base64url, over `checkpointPayload`. */
+  readonly signature: string
+}
+
+/** A read of the log; every condition given must hold. */
+export interface AuditQuery {
+  /** Records with a greater sequence number only. */
+  readonly afterSeq?: number | undefined
+  readonly subject?: string | undefined
+  readonly target?: string | undefined
+  readonly outcome?: string | undefined
+  /** ISO 8601 bounds on `at`, inclusive. */
+  readonly since?: string | undefined
+  readonly until?: string | undefined
+  readonly limit?: number | undefined
+  /** Newest first (for tail); oldest first by default. */
+  readonly newestFirst?: boolean | undefined
+}
+
+export interface AuditStore {
+  /**
+   * Appends what `build` makes from the current head, in one transaction: the head is read
+   * inside it, so two processes appending to one log never fork the chain. Durable when the
+   * promise settles.
+   */
+  append(build: (head: ChainHead) => readonly AuditRecord[]): Promise<readonly AuditRecord[]>
+  head(): Promise<ChainHead>
+  read(query?: AuditQuery): Promise<AuditRecord[]>
+  addCheckpoint(checkpoint: Checkpoint): Promise<void>
+  /** Every checkpoint, by sequence number then time. */
+  checkpoints(): Promise<Checkpoint[]>
+  /**
+   * Removes records up to `checkpoint.seq` and stores the checkpoint that vouches for the last
+   * of them, in one transaction, so the remaining chain still starts from a signed hash.
+   * Returns how many records were removed.
+   */
+  prune(checkpoint: Checkpoint): Promise<number>
+  close(): Promise<void>
+}

@@ -1,0 +1,133 @@
+/**
+ * What one audit record says and how records are chained: each record's hash covers its
+ * sequence number, time, the hash of the record before it and its body, so editing, removing or
+ * reordering any record breaks the chain at that record. Pure: no I/O.
+ */
+import { createHash } from 'node:crypto'
+
+/** The `prevHash` of record 1: nothing came before it. */
+export const GENESIS_HASH = '0'.repeat(64)
+
+/** How a call or an act ended. */
+export type Outcome = 'ok' | 'error' | 'denied'
+
+/** One client request that reached routing. */
+export interface CallEvent {
+  readonly type: 'call'
+  /** Gateway-unique call id (session id and call number). */
+  readonly callId: string
+  readonly subject: string
+  readonly tenant?: string | undefined
+  readonly client?: string | undefined
+  readonly transport: string
+  readonly server: string
+  readonly upstream?: string | undefined
+  readonly method: string
+  /** The tool or prompt name, or the resource URI, as the client sent it. */
+  readonly target?: string | undefined
+  /** SHA-256 (hex) of the canonical JSON of the arguments. */
+  readonly argsDigest?: string | undefined
+  /** Redacted arguments, only when `audit.rawArguments` is on. */
+  readonly args?: unknown
+  readonly outcome: Outcome
+  /** Barbican's error code, or the upstream's JSON-RPC error code as a string. */
+  readonly errorCode?: string | undefined
+  readonly latencyMs: number
+  /** What the authorize policy decided: `allow`, `deny`, or `none` (no permissions configured). */
+  readonly decision: 'allow' | 'deny' | 'none'
+  /** The rule that decided (`auth.permissions[2]`), when one did. */
+  readonly rule?: string | undefined
+  /** `quarantined` when trust refused the item; absent when trust did not object. */
+  readonly pinState?: string | undefined
+  /** W3C trace id of the request, when the client sent a traceparent. */
+  readonly traceId?: string | undefined
+}
+
+/** One administrative act: a pin decision, a baseline, an account link. */
+export interface AdminEvent {
+  readonly type: 'admin'
+  /** `pin.approve`, `pin.reject`, `config.baseline`, `account.link`, … */
+  readonly action: string
+  /** Who acted (operator name or the linked user's subject). */
+  readonly actor: string
+  readonly upstream?: string | undefined
+  /** What was acted on (a pin key, a baseline hash). */
+  readonly target?: string | undefined
+  readonly outcome: Outcome
+  readonly detail?: string | undefined
+}
+
+export type AuditEvent = CallEvent | AdminEvent
+
+/** A record as stored: the chain fields and the event as the exact JSON text that was hashed. */
+export interface AuditRecord {
+  /** 1, 2, 3, …: no gaps. */
+  readonly seq: number
+  /** ISO 8601, when the record was written. */
+  readonly at: string
+  readonly prevHash: string
+  readonly hash: string
+  /** JSON of the AuditEvent. */
+  readonly body: string
+  /** The indexed fields, when the writer still has the event (saves parsing `body` again). */
+  readonly searchable?: Searchable | undefined
+}
+
+/** The hash of a record: SHA-256 over a versioned, line-separated form of its fields. */
+export function recordHash(seq: number, at: string, prevHash: string, body: string): string {
+  return createHash('sha256')
+    .update(`barbican-audit v1\n${seq}\n${at}\n${prevHash}\n${body}`)
+    .digest('hex')
+}
+
+/** The record that follows `head`, with its hash. */
+export function chainRecord(
+  head: { readonly seq: number; readonly hash: string },
+  at: string,
+  event: AuditEvent,
+): AuditRecord {
+  const seq = head.seq + 1
+  const body = JSON.stringify(event)
+  const hash = recordHash(seq, at, head.hash, body)
+  return { seq, at, prevHash: head.hash, hash, body, searchable: searchableOfEvent(event) }
+}
+
+/** The fields records are searched by, read from the body (backends index them). */
+export interface Searchable {
+  readonly type: string
+  /** The caller's subject, or the acting operator. */
+  readonly subject: string
+  /** Tool, prompt, URI or pin key. */
+  readonly target: string | null
+  readonly outcome: string
+}
+
+export function searchableOf(record: AuditRecord): Searchable {
+  return searchableOfEvent(JSON.parse(record.body) as Record<string, unknown>)
+}
+
+function searchableOfEvent(e: AuditEvent | Record<string, unknown>): Searchable {
+  const event = e as Record<string, unknown>
+  return {
+    type: String(event.type),
+    subject: String(event.type === 'admin' ? event.actor : event.subject),
+    target: event.target === undefined ? null : String(event.target),
+    outcome: String(event.outcome),
+  }
+}
+
+/**
+ * One JSON line for export (docs/audit.md): flat, with the record's time, sequence and hashes
+ * first, so a SIEM can index it without knowing Barbican's storage.
+ */
+export function exportLine(record: AuditRecord): string {
+  const event = JSON.parse(record.body) as Record<string, unknown>
+  return JSON.stringify({
+    timestamp: record.at,
+    seq: record.seq,
+    hash: record.hash,
+    prevHash: record.prevHash,
+    source: 'barbican',
+    ...event,
+  })
+}

@@ -1,0 +1,69 @@
+import assert from 'node:assert/strict'
+import { mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { after, test } from 'node:test'
+import { loadSqlite } from '../store/load-sqlite.ts'
+import { ephemeralAuditKey } from './audit-key.ts'
+import { AuditLog } from './audit-log.ts'
+import { auditContract, call } from './contract.ts'
+import { openSqliteAuditStore } from './sqlite.ts'
+
+const dir = mkdtempSync(join(tmpdir(), 'barbican-audit-'))
+after(() => rmSync(dir, { recursive: true, force: true }))
+let n = 0
+
+auditContract('sqlite', async () => {
+  const path = join(dir, `t${n++}`, 'audit.db')
+  const store = await openSqliteAuditStore(path)
+  const { DatabaseSync } = await loadSqlite()
+  // A second connection, as an attacker with the file would use.
+  const raw = (sql: string, ...values: (string | number)[]) => {
+    const db = new DatabaseSync(path)
+    try {
+      db.prepare(sql).run(...values)
+    } finally {
+      db.close()
+    }
+  }
+  return {
+    store,
+    tamper: {
+      async editBody(seq, body) {
+        raw('UPDATE audit_records SET body = ? WHERE seq = ?', body, seq)
+      },
+      async deleteRecord(seq) {
+        raw('DELETE FROM audit_records WHERE seq = ?', seq)
+      },
+      async swap(a, b) {
+        raw('UPDATE audit_records SET seq = -1 WHERE seq = ?', a)
+        raw('UPDATE audit_records SET seq = ? WHERE seq = ?', a, b)
+        raw('UPDATE audit_records SET seq = ? WHERE seq = -1', b)
+      },
+      async truncateAfter(seq) {
+        raw('DELETE FROM audit_records WHERE seq > ?', seq)
+      },
+    },
+  }
+})
+
+test('sqlite: two writers on one file continue one chain', async () => {
+  const path = join(dir, 'shared', 'audit.db')
+  const key = ephemeralAuditKey()
+  const gateway = new AuditLog({ store: await openSqliteAuditStore(path), key })
+  const cli = new AuditLog({ store: await openSqliteAuditStore(path), key })
+  try {
+    await gateway.record(call('a', 'x'))
+    await cli.record(call('b', 'y'))
+    await gateway.record(call('c', 'z'))
+    const records = await gateway.store.read()
+    assert.deepEqual(
+      records.map((r) => r.seq),
+      [1, 2, 3],
+    )
+    assert.equal(records[2]!.prevHash, records[1]!.hash)
+  } finally {
+    await gateway.close()
+    await cli.close()
+  }
+})

@@ -1,0 +1,236 @@
+/**
+ * The embedded audit backend: its own SQLite file beside the pin store (`.barbican/audit.db`),
+ * in WAL mode. Searchable fields are copied into indexed columns; the body is the hashed truth
+ * and reads return a record only if its body agrees with the filter.
+ *
+ * Durability without stalling the gateway: SQLite's own commit fsync would block the event loop
+ * (node:sqlite is synchronous) for the whole flush, ~5 ms per transaction on a shared VM disk.
+ * So commits run with `synchronous = NORMAL` (the transaction reaches the OS at COMMIT, which a
+ * killed process cannot undo) and `append` settles only after an fsync of the WAL file on
+ * libuv's thread pool, shared by every commit made before it started (group commit). A
+ * checkpoint that moves the WAL into the database fsyncs the database first (SQLite does), so
+ * a record is on disk in one file or the other when `append` settles.
+ */
+import { mkdirSync } from 'node:fs'
+import { type FileHandle, open } from 'node:fs/promises'
+import { dirname } from 'node:path'
+import type { DatabaseSync, SQLInputValue } from 'node:sqlite'
+import { loadSqlite } from '../store/load-sqlite.ts'
+import type { AuditQuery, AuditStore, ChainHead, Checkpoint } from './audit-store.ts'
+import { type AuditRecord, GENESIS_HASH, searchableOf } from './record.ts'
+
+type Row = Record<string, unknown>
+
+const SCHEMA = `
+  CREATE TABLE IF NOT EXISTS audit_records (
+    seq INTEGER PRIMARY KEY,
+    at TEXT NOT NULL,
+    type TEXT NOT NULL,
+    subject TEXT NOT NULL,
+    target TEXT,
+    outcome TEXT NOT NULL,
+    prev_hash TEXT NOT NULL,
+    hash TEXT NOT NULL,
+    body TEXT NOT NULL
+  );
+  CREATE INDEX IF NOT EXISTS audit_by_subject ON audit_records (subject, seq);
+  CREATE INDEX IF NOT EXISTS audit_by_target ON audit_records (target, seq);
+  CREATE INDEX IF NOT EXISTS audit_by_at ON audit_records (at);
+  CREATE TABLE IF NOT EXISTS audit_checkpoints (
+    id INTEGER PRIMARY KEY,
+    seq INTEGER NOT NULL,
+    hash TEXT NOT NULL,
+    at TEXT NOT NULL,
+    reason TEXT NOT NULL,
+    key_id TEXT NOT NULL,
+    signature TEXT NOT NULL
+  );
+`
+
+/** Opens (creating file, folder and tables as needed) the audit log at `path`. */
+export async function openSqliteAuditStore(path: string): Promise<AuditStore> {
+  const { DatabaseSync } = await loadSqlite()
+  if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true })
+  const db = new DatabaseSync(path)
+  // The gateway and the CLI (pins approve) append to one log: wait for the other's lock.
+  db.exec('PRAGMA busy_timeout = 5000')
+  if (path !== ':memory:') db.exec('PRAGMA journal_mode = WAL')
+  db.exec('PRAGMA synchronous = NORMAL')
+  db.exec(SCHEMA)
+  return sqliteAuditStore(db, path === ':memory:' ? undefined : walSync(path))
+}
+
+/**
+ * An fsync of the WAL that covers every commit made before the call: one runs at a time, and
+ * calls made while it runs share the next one.
+ */
+function walSync(path: string): { sync(): Promise<void>; close(): Promise<void> } {
+  let handle: Promise<FileHandle> | undefined
+  let running: Promise<void> | undefined
+  let next: Promise<void> | undefined
+  const fsync = async () => {
+    if (!handle) {
+      // The WAL file exists after the first commit; its directory entry is made durable once.
+      handle = open(`${path}-wal`, 'r')
+      const dir = await open(dirname(path), 'r')
+      try {
+        await dir.sync()
+      } finally {
+        await dir.close()
+      }
+    }
+    await (await handle).sync()
+  }
+  const sync = (): Promise<void> => {
+    if (!running) {
+      running = fsync().finally(() => {
+        running = undefined
+      })
+      return running
+    }
+    next ??= running.then(
+      () => {
+        next = undefined
+        return sync()
+      },
+      () => {
+        next = undefined
+        return sync()
+      },
+    )
+    return next
+  }
+  return {
+    sync,
+    async close() {
+      await running?.catch(() => {})
+      if (handle) await (await handle.catch(() => undefined))?.close()
+    },
+  }
+}
+
+function agrees(r: AuditRecord, q: AuditQuery): boolean {
+  if (q.subject === undefined && q.target === undefined && q.outcome === undefined) return true
+  const s = searchableOf(r)
+  return (
+    (q.subject === undefined || s.subject === q.subject) &&
+    (q.target === undefined || s.target === q.target) &&
+    (q.outcome === undefined || s.outcome === q.outcome)
+  )
+}
+
+function sqliteAuditStore(
+  db: DatabaseSync,
+  wal: { sync(): Promise<void>; close(): Promise<void> } | undefined,
+): AuditStore {
+  const lastRecord = db.prepare('SELECT seq, hash FROM audit_records ORDER BY seq DESC LIMIT 1')
+  const lastPrune = db.prepare(
+    "SELECT seq, hash FROM audit_checkpoints WHERE reason = 'prune' ORDER BY seq DESC LIMIT 1",
+  )
+  const insert = db.prepare(
+    `INSERT INTO audit_records (seq, at, type, subject, target, outcome, prev_hash, hash, body)
+     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+  )
+  const insertCheckpoint = db.prepare(
+    'INSERT INTO audit_checkpoints (seq, hash, at, reason, key_id, signature) VALUES (?, ?, ?, ?, ?, ?)',
+  )
+  const head = (): ChainHead => {
+    const row = (lastRecord.get() ?? lastPrune.get()) as Row | undefined
+    return row ? { seq: Number(row.seq), hash: String(row.hash) } : { seq: 0, hash: GENESIS_HASH }
+  }
+  const transaction = <T>(work: () => T): T => {
+    db.exec('BEGIN IMMEDIATE')
+    try {
+      const result = work()
+      db.exec('COMMIT')
+      return result
+    } catch (err) {
+      db.exec('ROLLBACK')
+      throw err
+    }
+  }
+  const addCheckpoint = (c: Checkpoint) =>
+    insertCheckpoint.run(c.seq, c.hash, c.at, c.reason, c.keyId, c.signature)
+  return {
+    async append(build) {
+      return transaction(() => {
+        const added = build(head())
+        for (const r of added) {
+          const s = r.searchable ?? searchableOf(r)
+          insert.run(
+            r.seq,
+            r.at,
+            s.type,
+            s.subject,
+            s.target,
+            s.outcome,
+            r.prevHash,
+            r.hash,
+            r.body,
+          )
+        }
+        return added
+      })
+    },
+    async head() {
+      return head()
+    },
+    async read(query: AuditQuery = {}) {
+      const clauses: string[] = []
+      const values: SQLInputValue[] = []
+      const where = (clause: string, value: SQLInputValue | undefined) => {
+        if (value === undefined) return
+        clauses.push(clause)
+        values.push(value)
+      }
+      where('seq > ?', query.afterSeq)
+      where('subject = ?', query.subject)
+      where('target = ?', query.target)
+      where('outcome = ?', query.outcome)
+      where('at >= ?', query.since)
+      where('at <= ?', query.until)
+      const sql =
+        'SELECT seq, at, prev_hash, hash, body FROM audit_records' +
+        (clauses.length > 0 ? ` WHERE ${clauses.join(' AND ')}` : '') +
+        ` ORDER BY seq ${query.newestFirst ? 'DESC' : 'ASC'}` +
+        (query.limit === undefined ? '' : ` LIMIT ${Math.max(0, Math.floor(query.limit))}`)
+      const records = (db.prepare(sql).all(...values) as Row[]).map((row) => ({
+        seq: Number(row.seq),
+        at: String(row.at),
+        prevHash: String(row.prev_hash),
+        hash: String(row.hash),
+        body: String(row.body),
+      }))
+      // The columns are an index; the hashed body is the truth a record is returned on.
+      return records.filter((r) => agrees(r, query))
+    },
+    async addCheckpoint(checkpoint) {
+      addCheckpoint(checkpoint)
+      await wal?.sync()
+    },
+    async checkpoints() {
+      const rows = db.prepare('SELECT * FROM audit_checkpoints ORDER BY seq, at, id').all() as Row[]
+      return rows.map((row) => ({
+        seq: Number(row.seq),
+        hash: String(row.hash),
+        at: String(row.at),
+        reason: String(row.reason) as Checkpoint['reason'],
+        keyId: String(row.key_id),
+        signature: String(row.signature),
+      }))
+    },
+    async prune(checkpoint) {
+      const removed = transaction(() => {
+        const deleted = db.prepare('DELETE FROM audit_records WHERE seq <= ?').run(checkpoint.seq)
+        addCheckpoint(checkpoint)
+        return Number(deleted.changes)
+      })
+      await wal?.sync()
+      return removed
+    },
+    async close() {
+      await wal?.close()
+      if (db.isOpen) db.close()
+    },
+  }
+}

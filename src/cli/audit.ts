@@ -1,0 +1,117 @@
+/**
+ * `barbican audit verify|tail|query`: checks and reads the audit log of a configuration. Only
+ * reads: no checkpoint is signed and no key is created, so running it never changes what it
+ * checks.
+ */
+import { existsSync } from 'node:fs'
+import type { AuditQuery } from '../audit/audit-store.ts'
+import { exportLine } from '../audit/record.ts'
+import { verifyAuditLog } from '../audit/verify.ts'
+import { auditLocationOf, openAuditStore } from '../gateway/audit-setup.ts'
+import type { CliIo, CommandOptions } from './command.ts'
+import { loadForCommand } from './load.ts'
+
+/** What `tail` and `query` filter by (`--subject`, `--tool`, `--outcome`, `--since`, …). */
+export interface AuditFilters {
+  readonly subject?: string | undefined
+  readonly tool?: string | undefined
+  readonly outcome?: string | undefined
+  readonly since?: string | undefined
+  readonly until?: string | undefined
+  readonly limit?: string | undefined
+}
+
+const DEFAULT_TAIL = 20
+
+export async function runAudit(
+  options: CommandOptions,
+  args: readonly string[],
+  filters: AuditFilters,
+  io: CliIo,
+): Promise<number> {
+  const [action] = args
+  if (action !== 'verify' && action !== 'tail' && action !== 'query') {
+    io.stderr(`barbican: audit needs an action: verify, tail or query\n`)
+    return 2
+  }
+  let query: AuditQuery
+  try {
+    query = queryOf(action, filters)
+  } catch (err) {
+    io.stderr(`barbican: ${(err as Error).message}\n`)
+    return 2
+  }
+  const loaded = await loadForCommand(options, io, false)
+  if (!loaded) return 1
+  const location = auditLocationOf(loaded.config, loaded.source.path)
+  if (location.kind === 'memory') {
+    io.stderr('barbican: this configuration keeps its audit log in memory: nothing to read\n')
+    return 1
+  }
+  if (!existsSync(location.path)) {
+    io.stderr(`barbican: no audit log at ${location.path}\n`)
+    return 1
+  }
+  let opened: Awaited<ReturnType<typeof openAuditStore>>
+  try {
+    opened = await openAuditStore(location, false)
+  } catch (err) {
+    io.stderr(`barbican: cannot open the audit log: ${(err as Error).message}\n`)
+    return 1
+  }
+  const { store, key } = opened
+  try {
+    if (action === 'verify') {
+      const r = await verifyAuditLog(store, key)
+      if (!r.ok) {
+        io.stdout(`FAIL  record ${r.problem!.seq}: ${r.problem!.reason}\n`)
+        io.stdout(`      ${location.path} (key ${key.keyId})\n`)
+        return 1
+      }
+      const span =
+        r.records === 0 ? 'no records' : `${r.records} record(s), ${r.firstSeq}–${r.lastSeq}`
+      const last = r.lastCheckpoint
+      io.stdout(
+        `ok    ${span}; ${r.checkpoints} signed checkpoint(s)` +
+          `${last ? `, the last (${last.reason}) at ${last.at} covering record ${last.seq}` : ''}\n`,
+      )
+      if (r.unsealed > 0) {
+        io.stdout(
+          `note  ${r.unsealed} record(s) after the last checkpoint: written since, or the gateway ` +
+            'stopped without its shutdown checkpoint\n',
+        )
+      }
+      io.stdout(`      ${location.path} (key ${key.keyId})\n`)
+      return 0
+    }
+    const records = await store.read(query)
+    if (action === 'tail') records.reverse()
+    for (const r of records) io.stdout(`${exportLine(r)}\n`)
+    return 0
+  } finally {
+    await store.close()
+  }
+}
+
+function queryOf(action: 'verify' | 'tail' | 'query', f: AuditFilters): AuditQuery {
+  const limit = f.limit === undefined ? undefined : Number(f.limit)
+  if (limit !== undefined && (!Number.isInteger(limit) || limit < 1)) {
+    throw new Error(`--limit must be a positive integer, not "${f.limit}"`)
+  }
+  return {
+    subject: f.subject,
+    target: f.tool,
+    outcome: f.outcome,
+    since: instant('--since', f.since),
+    until: instant('--until', f.until),
+    ...(action === 'tail' ? { newestFirst: true, limit: limit ?? DEFAULT_TAIL } : { limit }),
+  }
+}
+
+/** An ISO 8601 time as stored (UTC, milliseconds), so that comparing strings compares times. */
+function instant(flag: string, value: string | undefined): string | undefined {
+  if (value === undefined) return undefined
+  const time = Date.parse(value)
+  if (Number.isNaN(time)) throw new Error(`${flag} must be an ISO 8601 time, not "${value}"`)
+  return new Date(time).toISOString()
+}

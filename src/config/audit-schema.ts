@@ -1,0 +1,72 @@
+/**
+ * `audit:` of the native format: where the audit log lives, what it keeps, how long, and where
+ * its records are exported. Every key has a default; the log is on with no config at all
+ * (docs/audit.md).
+ */
+import { z } from 'zod'
+
+function doc<T extends z.ZodType>(schema: T, title: string, description: string): T {
+  return schema.meta({ title, description })
+}
+
+export const AUDIT_DEFAULTS = Object.freeze({
+  enabled: true,
+  rawArguments: false,
+  retentionDays: 0,
+  checkpointIntervalMs: 60_000,
+})
+
+export const auditSchema = doc(
+  z.strictObject({
+    enabled: doc(
+      z.boolean().default(AUDIT_DEFAULTS.enabled),
+      'Enabled',
+      'Record every call that reaches routing and every administrative act. Default: true.',
+    ),
+    path: doc(
+      z.string().min(1).optional(),
+      'Path',
+      'SQLite file of the audit log; a relative path resolves against the config file ' +
+        'directory. Default: audit.db beside the store file (.barbican/audit.db); in memory ' +
+        'when the store is in memory. The signing key is audit-key.pem beside it.',
+    ),
+    rawArguments: doc(
+      z.boolean().default(AUDIT_DEFAULTS.rawArguments),
+      'Raw arguments',
+      'Keep the arguments of each call (secret-looking keys masked, strings cut at 1024 ' +
+        'characters), not only their SHA-256 digest. Default: false.',
+    ),
+    retentionDays: doc(
+      z.int().min(0).max(36_500).default(AUDIT_DEFAULTS.retentionDays),
+      'Retention (days)',
+      'Records older than this are pruned, behind a signed checkpoint that keeps the rest ' +
+        'verifiable. 0 keeps every record. Default: 0.',
+    ),
+    checkpointIntervalMs: doc(
+      z.int().min(1000).max(86_400_000).default(AUDIT_DEFAULTS.checkpointIntervalMs),
+      'Checkpoint interval (ms)',
+      'How often the gateway signs a checkpoint of the chain (and prunes); one is always ' +
+        'signed at graceful shutdown. Default: 60000.',
+    ),
+    export: doc(
+      z
+        .strictObject({
+          file: doc(
+            z.string().min(1).optional(),
+            'File',
+            'Append every record as one JSON line to this file (relative to the config file).',
+          ),
+          stdout: doc(
+            z.boolean().default(false),
+            'Stdout',
+            'Write every record as one JSON line to stdout.',
+          ),
+        })
+        .optional(),
+      'Export',
+      'JSON lines for a SIEM, with the field set of docs/audit.md. Default: none.',
+    ),
+  }),
+  'Audit',
+  'The tamper-evident audit log (docs/audit.md). Default: on, beside the store.',
+)

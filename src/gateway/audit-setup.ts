@@ -1,0 +1,112 @@
+/**
+ * Opens the audit log a configuration asks for and installs the `audit` policy in a gateway
+ * plan. By default the log is `audit.db` beside the store file, signed with `audit-key.pem`
+ * beside it; with a memory store it lives in memory with a key for this process only.
+ */
+import { closeSync, openSync, writeSync } from 'node:fs'
+import { dirname, join } from 'node:path'
+import { type AuditKey, ephemeralAuditKey, loadAuditKey } from '../audit/audit-key.ts'
+import { AuditLog, type ExportSink } from '../audit/audit-log.ts'
+import type { AuditStore } from '../audit/audit-store.ts'
+import { memoryAuditStore } from '../audit/memory.ts'
+import { openSqliteAuditStore } from '../audit/sqlite.ts'
+import type { Logger } from '../common/log.ts'
+import type { Config } from '../config/config.ts'
+import { auditPolicy } from '../policies/audit.ts'
+import type { GatewayPlan } from './gateway.ts'
+import { storeConfigOf } from './trust-setup.ts'
+
+export const AUDIT_FILE = 'audit.db'
+export const AUDIT_KEY_FILE = 'audit-key.pem'
+
+/** Where the audit log of a configuration is kept. */
+export type AuditLocation =
+  | { readonly kind: 'memory' }
+  | { readonly kind: 'sqlite'; readonly path: string; readonly keyPath: string }
+
+export function auditLocationOf(config: Config, configPath: string | undefined): AuditLocation {
+  if (config.audit.path !== undefined) {
+    return {
+      kind: 'sqlite',
+      path: config.audit.path,
+      keyPath: join(dirname(config.audit.path), AUDIT_KEY_FILE),
+    }
+  }
+  const store = storeConfigOf(config, configPath)
+  if (store.kind === 'memory') return { kind: 'memory' }
+  const dir = dirname(store.path)
+  return { kind: 'sqlite', path: join(dir, AUDIT_FILE), keyPath: join(dir, AUDIT_KEY_FILE) }
+}
+
+/** The store and key at a location; `create` makes the key when it does not exist yet. */
+export async function openAuditStore(
+  location: AuditLocation,
+  create: boolean,
+): Promise<{ store: AuditStore; key: AuditKey }> {
+  if (location.kind === 'memory') return { store: memoryAuditStore(), key: ephemeralAuditKey() }
+  const key = loadAuditKey(location.keyPath, create)
+  return { store: await openSqliteAuditStore(location.path), key }
+}
+
+export interface OpenAuditOptions {
+  readonly log: Logger
+  /** The gateway signs periodic checkpoints and prunes; a CLI command does neither. */
+  readonly running: boolean
+  /** False for `barbican stdio`, whose stdout carries JSON-RPC. */
+  readonly stdoutFree: boolean
+}
+
+/** The audit log of `config`, or undefined when `audit.enabled` is false. */
+export async function openAuditLog(
+  config: Config,
+  configPath: string | undefined,
+  options: OpenAuditOptions,
+): Promise<AuditLog | undefined> {
+  if (!config.audit.enabled) return undefined
+  const exported = config.audit.export
+  if (exported?.stdout && !options.stdoutFree) {
+    throw new Error(
+      'audit.export.stdout cannot be used here: stdout carries JSON-RPC. Use audit.export.file.',
+    )
+  }
+  const { store, key } = await openAuditStore(auditLocationOf(config, configPath), true)
+  const log = new AuditLog({
+    store,
+    key,
+    export: options.running ? exportSink(exported) : undefined,
+    checkpointIntervalMs: options.running ? config.audit.checkpointIntervalMs : 0,
+    retentionDays: config.audit.retentionDays,
+    onError: (error) => options.log.error('audit maintenance failed', { error }),
+  })
+  if (options.running) await log.prune()
+  return log
+}
+
+function exportSink(exported: Config['audit']['export']): ExportSink | undefined {
+  const sinks: ExportSink[] = []
+  if (exported?.file !== undefined) {
+    const fd = openSync(exported.file, 'a', 0o600)
+    sinks.push({ write: (line) => void writeSync(fd, line), close: () => closeSync(fd) })
+  }
+  if (exported?.stdout) sinks.push({ write: (line) => void process.stdout.write(line) })
+  if (sinks.length === 0) return undefined
+  return {
+    write: (line) => {
+      for (const s of sinks) s.write(line)
+    },
+    close: () => {
+      for (const s of sinks) s.close?.()
+    },
+  }
+}
+
+/** The plan with the `audit` policy installed (outermost: policies/chain.ts ORDER). */
+export function withAudit(
+  plan: GatewayPlan,
+  audit: AuditLog | undefined,
+  config: Config,
+): GatewayPlan {
+  if (!audit) return plan
+  const policy = auditPolicy({ sink: audit, rawArguments: config.audit.rawArguments })
+  return { ...plan, policies: [policy, ...(plan.policies ?? [])] }
+}
