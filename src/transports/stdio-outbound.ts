@@ -5,7 +5,8 @@
  * The child runs under `stdio-launcher.ts`, a watchdog that leads its own process group, so that
  * shutdown reaches the whole tree (`npx` → `node` → …) and so that nothing outlives Barbican,
  * however Barbican ends, SIGKILL included. The environment holds only what the config declares
- * plus PATH and HOME: an upstream never sees Barbican's secrets by accident.
+ * plus a short documented list (PATH, HOME, proxies, CA files, locale, timezone; see
+ * `pass-through-env.ts`): an upstream never sees Barbican's secrets by accident.
  */
 import { type ChildProcess, spawn } from 'node:child_process'
 import { extname } from 'node:path'
@@ -24,13 +25,14 @@ import {
   preview,
   protocolFault,
 } from './outbound-payload.ts'
+import { childEnvironment } from './pass-through-env.ts'
 import type { ReceiveInfo, SendOptions, Transport } from './transport.ts'
 
 /** What the config says about one stdio upstream. */
 export interface StdioSpec {
   readonly command: string
   readonly args?: readonly string[] | undefined
-  /** The child's whole environment, besides PATH and HOME (inherited unless given here). */
+  /** The child's environment, besides the pass-through variables (`pass-through-env.ts`). */
   readonly env?: Readonly<Record<string, string>> | undefined
   readonly cwd?: string | undefined
 }
@@ -65,24 +67,6 @@ export interface StdioStats {
   /** Stdout lines that were not valid JSON-RPC (logged and skipped, never fatal). */
   invalidLines: number
   stderrLines: number
-}
-
-/** The environment variables a child inherits from Barbican when its config does not set them. */
-const INHERITED = ['PATH', 'HOME'] as const
-const FALLBACK_PATH = '/usr/local/bin:/usr/bin:/bin'
-
-/** Builds a child's environment: declared variables, plus PATH and HOME and nothing else. */
-export function childEnvironment(
-  declared: Readonly<Record<string, string>> = {},
-  parent: NodeJS.ProcessEnv = process.env,
-): Record<string, string> {
-  const env: Record<string, string> = {}
-  for (const key of INHERITED) {
-    const value = parent[key]
-    if (value !== undefined) env[key] = value
-  }
-  env.PATH ??= FALLBACK_PATH
-  return Object.assign(env, declared)
 }
 
 const here = fileURLToPath(import.meta.url)
