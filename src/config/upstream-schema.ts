@@ -57,7 +57,7 @@ export const stdioUpstreamSchema = doc(
       'Environment',
       'The process environment: these variables plus PATH, HOME, proxies, CA files, locale ' +
         "and timezone (docs/configuration.md); nothing else of Barbican's environment is " +
-        'passed on. Write "${VAR}" to pass a variable through. Default: {}.',
+        `passed on. Write "\${VAR}" to pass a variable through. Default: {}.`,
     ),
     cwd: doc(
       z.string().min(1).optional(),
