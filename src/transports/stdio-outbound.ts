@@ -17,6 +17,7 @@ import type { Logger } from '../common/log.ts'
 import type { JsonLimits } from '../protocol/json-limits.ts'
 import { type JsonRpcMessage, serialize } from '../protocol/jsonrpc.ts'
 import { ResponseIdScanner } from '../protocol/response-id.ts'
+import { exitReport, StderrTail, spawnFailure } from './exit-report.ts'
 import { LineSplitter, type OverflowSink } from './line-splitter.ts'
 import {
   decodePayload,
@@ -115,6 +116,10 @@ export class StdioOutboundTransport implements Transport {
     this.#flush()
   }
   #decoder = new TextDecoder('utf-8', { fatal: true })
+  /** The last stderr lines, quoted when the process ends on its own. */
+  readonly #stderrTail = new StderrTail()
+  /** Why the process went away on its own (exit code or signal, last stderr lines). */
+  #closeError: BarbicanError | undefined
 
   constructor(options: StdioOutboundOptions) {
     this.#options = options
@@ -145,6 +150,10 @@ export class StdioOutboundTransport implements Transport {
   }
   get isOpen(): boolean {
     return this.#state === 'open'
+  }
+  /** Why the process ended on its own, once it did: what callers waiting on it are told. */
+  get closeError(): BarbicanError | undefined {
+    return this.#closeError
   }
 
   /** Spawns the command; resolves once it runs, rejects if it cannot be started. */
@@ -179,7 +188,7 @@ export class StdioOutboundTransport implements Transport {
       throw err
     }
     if (this.#state !== 'starting') {
-      throw upstreamClosed(this.name, 'exited at start')
+      throw this.#closeError ?? upstreamClosed(this.name, 'exited at start')
     }
     this.#state = 'open'
     this.#opened = true
@@ -209,7 +218,11 @@ export class StdioOutboundTransport implements Transport {
       }
       const ok = settle(resolve)
       const fail = settle(refuse)
-      child.once('error', (err) => fail(err.message))
+      const path = env.PATH
+      const cwd = o.cwd === undefined ? {} : { cwd: o.cwd }
+      const why = (code: string | undefined, message: string) =>
+        spawnFailure(code, message, { command: o.command, path, ...cwd })
+      child.once('error', (err: NodeJS.ErrnoException) => fail(why(err.code, err.message)))
       child.once('exit', (code, signal) => fail(`exited at once (${signal ?? code})`))
       if (!POSIX) {
         child.once('spawn', () => ok(child.pid ?? 0))
@@ -231,7 +244,7 @@ export class StdioOutboundTransport implements Transport {
           error?: { code: string; message: string }
         }
         if (reply.spawned !== undefined) ok(reply.spawned)
-        else fail(reply.error?.message ?? 'unknown launcher error')
+        else fail(why(reply.error?.code, reply.error?.message ?? 'unknown launcher error'))
       })
       control.on('error', () => {})
       control.write(
@@ -257,7 +270,9 @@ export class StdioOutboundTransport implements Transport {
       o.maxStderrLineBytes ?? 16 * 1024,
       (line) => {
         this.stats.stderrLines++
-        this.#log.info('upstream stderr', { line: line.toString('utf8') })
+        const text = line.toString('utf8')
+        this.#stderrTail.push(text)
+        this.#log.info('upstream stderr', { line: text })
       },
       () => {
         this.#log.warn('upstream stderr line too long; skipped')
@@ -333,13 +348,19 @@ export class StdioOutboundTransport implements Transport {
   #onClosed(): void {
     const expected = this.#state === 'closing'
     this.#state = 'closed'
-    const error = upstreamClosed(this.name, 'exited')
+    const status = this.#exitStatus ?? { code: null, signal: null }
+    const stderr = [...this.#stderrTail.lines]
+    const error = expected
+      ? upstreamClosed(this.name, 'exited')
+      : upstreamClosed(this.name, exitReport(status, stderr), {
+          data: { exitCode: status.code, signal: status.signal, stderr },
+        })
+    if (!expected) this.#closeError = error
     for (const item of this.#queue.splice(0)) item.reject(error)
     this.#queuedBytes = 0
-    const status = this.#exitStatus ?? { code: null, signal: null }
     const fields = { code: status.code, signal: status.signal }
     if (expected) this.#log.info('upstream process stopped', fields)
-    else this.#log.warn('upstream process exited', fields)
+    else this.#log.warn('upstream process exited', { ...fields, stderr })
     this.#resolveClosed()
     if (this.#opened) this.onclose?.()
   }
@@ -351,7 +372,7 @@ export class StdioOutboundTransport implements Transport {
   send(message: JsonRpcMessage, _options?: SendOptions): Promise<void> {
     const stdin = this.#child?.stdin
     if (this.#state !== 'open' || !stdin) {
-      return Promise.reject(upstreamClosed(this.name, 'is not running'))
+      return Promise.reject(this.#closeError ?? upstreamClosed(this.name, 'is not running'))
     }
     const line = `${serialize(message)}\n`
     const bytes = Buffer.byteLength(line, 'utf8')
