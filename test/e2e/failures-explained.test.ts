@@ -156,10 +156,12 @@ describe('barbican check explains why an upstream failed', () => {
   })
 
   test('a host DNS cannot resolve: names the host, and is not called a refusal', async () => {
-    const { outcome, line } = await checkOne({ url: 'http://nonexistent.invalid/mcp' })
-    assert.equal(outcome.code, 1)
-    assert.match(line, /cannot resolve "nonexistent\.invalid"/)
-    assert.doesNotMatch(line, /refus/i)
+    for (const url of ['http://nonexistent.invalid/mcp', 'ws://nonexistent.invalid/mcp']) {
+      const { outcome, line } = await checkOne({ url })
+      assert.equal(outcome.code, 1)
+      assert.match(line, /cannot resolve "nonexistent\.invalid"/, url)
+      assert.doesNotMatch(line, /refus/i, url)
+    }
   })
 })
 
