@@ -93,7 +93,12 @@ export async function startServer(
       token: config.metrics.token,
     }),
   )
-  await http.listen()
+  try {
+    await http.listen()
+  } catch (err) {
+    await auth?.close()
+    throw err
+  }
   auth?.install(
     http,
     config.servers.map((s) => s.name),
@@ -144,12 +149,22 @@ export async function runServe(
     io.stderr(`barbican: cannot open the audit log: ${(err as Error).message}\n`)
     return 1
   }
-  const server = await startServer(
-    config,
-    log,
-    { store, lockfilePath: lockfilePathOf(source.path) },
-    audit,
-  )
+  let server: RunningServer
+  try {
+    server = await startServer(
+      config,
+      log,
+      { store, lockfilePath: lockfilePathOf(source.path) },
+      audit,
+    )
+  } catch (err) {
+    const why = listenFailure(err, config.listen.host, config.listen.port)
+    if (why === undefined) throw err
+    await audit?.close()
+    await store.close()
+    io.stderr(`barbican: ${why}\n`)
+    return 1
+  }
   const what =
     source.format === 'demo' ? 'embedded demo configuration' : `${source.path} (${source.format})`
   log.info(`serving ${what} at ${server.url}/mcp (also /sse and /ws)`, {
@@ -214,6 +229,22 @@ function logShutdown(log: Logger, server: RunningServer): void {
     sessions,
     upstreams: running,
   })
+}
+
+/** One line for an address that cannot be bound, with what to do; undefined for other errors. */
+export function listenFailure(err: unknown, host: string, port: number): string | undefined {
+  const code = (err as { code?: unknown } | undefined)?.code
+  const address = host.includes(':') ? `[${host}]:${port}` : `${host}:${port}`
+  switch (code) {
+    case 'EADDRINUSE':
+      return `cannot listen on ${address}: the port is already in use (another barbican serve?); stop that process or choose another port with --listen HOST:PORT or listen: in the config`
+    case 'EACCES':
+      return `cannot listen on ${address}: permission denied (ports below 1024 need privileges); choose another port with --listen HOST:PORT or listen: in the config`
+    case 'EADDRNOTAVAIL':
+      return `cannot listen on ${address}: no network interface has that address; choose another with --listen HOST:PORT or listen: in the config`
+    default:
+      return undefined
+  }
 }
 
 function sendJson(res: ServerResponse, status: number, body: unknown): void {

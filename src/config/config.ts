@@ -100,7 +100,7 @@ export interface StdioUpstreamConfig {
   readonly transport: 'stdio'
   readonly command: string
   readonly args: readonly string[]
-  /** The process environment besides PATH and HOME, which the stdio transport adds. */
+  /** The process environment besides the pass-through variables the stdio transport adds. */
   readonly env: Readonly<Record<string, string>>
   /** Absolute working directory; absent means the gateway's own. */
   readonly cwd?: string

@@ -55,9 +55,9 @@ export const stdioUpstreamSchema = doc(
     env: doc(
       z.record(z.string().min(1), scalar).default({}),
       'Environment',
-      'The process environment: these variables plus PATH and HOME; nothing else of ' +
-        `Barbican's environment is passed on. Write "\${VAR}" to pass a variable through. ` +
-        'Default: {}.',
+      'The process environment: these variables plus PATH, HOME, proxies, CA files, locale ' +
+        "and timezone (docs/configuration.md); nothing else of Barbican's environment is " +
+        `passed on. Write "\${VAR}" to pass a variable through. Default: {}.`,
     ),
     cwd: doc(
       z.string().min(1).optional(),

@@ -193,7 +193,10 @@ export class Gateway implements InboundHandler {
     for (const s of this.sessions) yield { server: s.info.server, transport: s.info.kind }
   }
 
-  /** Connects every upstream that is not lazy; failures are logged and retried on use. */
+  /**
+   * Connects every upstream that is not lazy; failures are logged and retried in the background
+   * with the backoff until they succeed.
+   */
   async start(): Promise<void> {
     if (this.#plan.trust) {
       await this.#plan.trust.load()
@@ -204,7 +207,7 @@ export class Gateway implements InboundHandler {
       this.#trustTimer.unref()
     }
     const eager = this.#plan.upstreams.filter((u) => !u.lazy)
-    await Promise.allSettled(eager.map((u) => this.upstreams.get(u.name)!.connect()))
+    await Promise.all(eager.map((u) => this.upstreams.get(u.name)!.start()))
   }
 
   async stop(): Promise<void> {
@@ -242,7 +245,7 @@ export class Gateway implements InboundHandler {
     this.upstreams.set(plan.name, fresh)
     for (const server of this.#serversOf.get(plan.name) ?? []) server.replaceUpstream(fresh)
     await old.stop()
-    if (!plan.lazy) void fresh.connect().catch(() => {})
+    if (!plan.lazy) void fresh.start()
     return true
   }
 

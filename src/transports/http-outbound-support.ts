@@ -69,12 +69,49 @@ export function networkError(err: unknown, upstream: string): BarbicanError {
       },
     )
   }
-  const reason = (err as { code?: string; message?: string } | undefined)?.code ?? String(err)
   return new BarbicanError(
     'ERR_UPSTREAM_UNAVAILABLE',
-    `Upstream "${upstream}" is unreachable: ${reason}`,
+    `Upstream "${upstream}" is unreachable: ${networkReason(err)}`,
     { cause: err },
   )
+}
+
+/** The socket error's facts, on the error itself (node:http) or its cause (fetch). */
+interface SocketFault {
+  readonly code?: string
+  readonly hostname?: string
+  readonly address?: string
+  readonly port?: number
+  readonly cause?: unknown
+}
+
+/**
+ * What went wrong on the network, in words: a name DNS cannot resolve is named as such (it is
+ * not a refusal: nothing was reached), a refused connection names the address.
+ */
+export function networkReason(err: unknown): string {
+  const outer = (err ?? {}) as SocketFault
+  const fault = outer.code === undefined && outer.cause ? (outer.cause as SocketFault) : outer
+  const code = fault.code
+  const host = fault.hostname !== undefined ? `"${fault.hostname}"` : 'the host name'
+  const where = fault.address === undefined ? '' : ` at ${fault.address}:${fault.port ?? ''}`
+  switch (code) {
+    case 'ENOTFOUND':
+      return `cannot resolve ${host}: DNS has no such name (ENOTFOUND)`
+    case 'EAI_AGAIN':
+      return `cannot resolve ${host}: DNS did not answer (EAI_AGAIN); check the network and DNS server`
+    case 'ECONNREFUSED':
+      return `connection refused${where}: nothing listens there (ECONNREFUSED)`
+    case 'ETIMEDOUT':
+    case 'ECONNRESET':
+    case 'EHOSTUNREACH':
+    case 'ENETUNREACH':
+      return `${code}${where}`
+    case undefined:
+      return err instanceof Error ? err.message : String(err)
+    default:
+      return code
+  }
 }
 
 /**

@@ -59,6 +59,9 @@ class StampedTransport implements Transport {
   get sessionId(): string | undefined {
     return this.#inner.sessionId
   }
+  get closeError(): Error | undefined {
+    return this.#inner.closeError
+  }
 
   start(): Promise<void> {
     return this.#inner.start()

@@ -14,6 +14,7 @@ import { hasCode } from '../../test/support/errors.ts'
 import { silentLogger } from '../common/log.ts'
 import { DEFAULT_JSON_LIMITS, type JsonLimits } from '../protocol/json-limits.ts'
 import { LostReplyFault } from './outbound-payload.ts'
+import { isPassedThrough } from './pass-through-env.ts'
 import { type StdioOutboundOptions, StdioOutboundTransport } from './stdio-outbound.ts'
 
 const LINE_SERVER = fixture('upstream-line-server.ts')
@@ -67,9 +68,18 @@ describe('stdio outbound transport', () => {
     }
   })
 
-  test('gives the child only its declared environment plus PATH and HOME', async () => {
-    process.env.BARBICAN_TEST_SECRET = 'must not leak'
-    const transport = lineServer([], { env: { UPSTREAM_TOKEN: 't0ken' } })
+  test('gives the child its declared environment plus the pass-through list, nothing else', async () => {
+    const set = {
+      BARBICAN_TEST_SECRET: 'must not leak',
+      HTTPS_PROXY: 'http://proxy.example:3128',
+      no_proxy: 'localhost',
+      NODE_EXTRA_CA_CERTS: '/etc/ssl/inspecting-proxy.pem',
+      LC_TIME: 'C',
+      TZ: 'Europe/Paris',
+    }
+    const saved = Object.fromEntries(Object.keys(set).map((k) => [k, process.env[k]]))
+    Object.assign(process.env, set)
+    const transport = lineServer([], { env: { UPSTREAM_TOKEN: 't0ken', TZ: 'UTC' } })
     const inbox = new Inbox(transport)
     await transport.start()
     try {
@@ -77,14 +87,25 @@ describe('stdio outbound transport', () => {
       const reply = await inbox.response(1)
       assert.ok('result' in reply)
       const env = reply.result.env as Record<string, string>
-      const expected = ['HOME', 'PATH', 'UPSTREAM_TOKEN'].filter(
-        (k) => k !== 'HOME' || process.env.HOME !== undefined,
-      )
+      const expected = Object.keys(process.env)
+        .filter((k) => isPassedThrough(k))
+        .concat('UPSTREAM_TOKEN')
+        .sort()
       assert.deepEqual(Object.keys(env).sort(), expected)
+      assert.equal(env.BARBICAN_TEST_SECRET, undefined)
       assert.equal(env.UPSTREAM_TOKEN, 't0ken')
       assert.equal(env.PATH, process.env.PATH)
+      assert.equal(env.HTTPS_PROXY, 'http://proxy.example:3128')
+      assert.equal(env.no_proxy, 'localhost')
+      assert.equal(env.NODE_EXTRA_CA_CERTS, '/etc/ssl/inspecting-proxy.pem')
+      assert.equal(env.LC_TIME, 'C')
+      // What the config declares wins over what is passed through.
+      assert.equal(env.TZ, 'UTC')
     } finally {
-      delete process.env.BARBICAN_TEST_SECRET
+      for (const [k, v] of Object.entries(saved)) {
+        if (v === undefined) delete process.env[k]
+        else process.env[k] = v
+      }
       await transport.close()
     }
   })

@@ -5,7 +5,8 @@
  * The child runs under `stdio-launcher.ts`, a watchdog that leads its own process group, so that
  * shutdown reaches the whole tree (`npx` → `node` → …) and so that nothing outlives Barbican,
  * however Barbican ends, SIGKILL included. The environment holds only what the config declares
- * plus PATH and HOME: an upstream never sees Barbican's secrets by accident.
+ * plus a short documented list (PATH, HOME, proxies, CA files, locale, timezone; see
+ * `pass-through-env.ts`): an upstream never sees Barbican's secrets by accident.
  */
 import { type ChildProcess, spawn } from 'node:child_process'
 import { extname } from 'node:path'
@@ -16,6 +17,7 @@ import type { Logger } from '../common/log.ts'
 import type { JsonLimits } from '../protocol/json-limits.ts'
 import { type JsonRpcMessage, serialize } from '../protocol/jsonrpc.ts'
 import { ResponseIdScanner } from '../protocol/response-id.ts'
+import { exitReport, StderrTail, spawnFailure } from './exit-report.ts'
 import { LineSplitter, type OverflowSink } from './line-splitter.ts'
 import {
   decodePayload,
@@ -24,13 +26,14 @@ import {
   preview,
   protocolFault,
 } from './outbound-payload.ts'
+import { childEnvironment } from './pass-through-env.ts'
 import type { ReceiveInfo, SendOptions, Transport } from './transport.ts'
 
 /** What the config says about one stdio upstream. */
 export interface StdioSpec {
   readonly command: string
   readonly args?: readonly string[] | undefined
-  /** The child's whole environment, besides PATH and HOME (inherited unless given here). */
+  /** The child's environment, besides the pass-through variables (`pass-through-env.ts`). */
   readonly env?: Readonly<Record<string, string>> | undefined
   readonly cwd?: string | undefined
 }
@@ -67,24 +70,6 @@ export interface StdioStats {
   stderrLines: number
 }
 
-/** The environment variables a child inherits from Barbican when its config does not set them. */
-const INHERITED = ['PATH', 'HOME'] as const
-const FALLBACK_PATH = '/usr/local/bin:/usr/bin:/bin'
-
-/** Builds a child's environment: declared variables, plus PATH and HOME and nothing else. */
-export function childEnvironment(
-  declared: Readonly<Record<string, string>> = {},
-  parent: NodeJS.ProcessEnv = process.env,
-): Record<string, string> {
-  const env: Record<string, string> = {}
-  for (const key of INHERITED) {
-    const value = parent[key]
-    if (value !== undefined) env[key] = value
-  }
-  env.PATH ??= FALLBACK_PATH
-  return Object.assign(env, declared)
-}
-
 const here = fileURLToPath(import.meta.url)
 /** The watchdog script, beside this module in `src/` (.ts) or in a build (.js). */
 const LAUNCHER = fileURLToPath(new URL(`./stdio-launcher${extname(here)}`, import.meta.url))
@@ -100,9 +85,6 @@ interface QueuedWrite {
 }
 
 /** One stdio upstream process. Create it unstarted; `start()` spawns; `close()` shuts it down. */
-/** How many of a server's last stderr lines the line about its unexpected exit quotes. */
-const STDERR_TAIL_LINES = 10
-
 export class StdioOutboundTransport implements Transport {
   onmessage?: (message: JsonRpcMessage, info?: ReceiveInfo) => void
   onclose?: () => void
@@ -134,8 +116,10 @@ export class StdioOutboundTransport implements Transport {
     this.#flush()
   }
   #decoder = new TextDecoder('utf-8', { fatal: true })
-  /** The server's last stderr lines, logged with an unexpected exit (they often say why). */
-  #stderrTail: string[] = []
+  /** The last stderr lines, quoted when the process ends on its own. */
+  readonly #stderrTail = new StderrTail()
+  /** Why the process went away on its own (exit code or signal, last stderr lines). */
+  #closeError: BarbicanError | undefined
 
   constructor(options: StdioOutboundOptions) {
     this.#options = options
@@ -166,6 +150,10 @@ export class StdioOutboundTransport implements Transport {
   }
   get isOpen(): boolean {
     return this.#state === 'open'
+  }
+  /** Why the process ended on its own, once it did: what callers waiting on it are told. */
+  get closeError(): BarbicanError | undefined {
+    return this.#closeError
   }
 
   /** Spawns the command; resolves once it runs, rejects if it cannot be started. */
@@ -200,7 +188,7 @@ export class StdioOutboundTransport implements Transport {
       throw err
     }
     if (this.#state !== 'starting') {
-      throw upstreamClosed(this.name, 'exited at start')
+      throw this.#closeError ?? upstreamClosed(this.name, 'exited at start')
     }
     this.#state = 'open'
     this.#opened = true
@@ -230,7 +218,11 @@ export class StdioOutboundTransport implements Transport {
       }
       const ok = settle(resolve)
       const fail = settle(refuse)
-      child.once('error', (err) => fail(err.message))
+      const path = env.PATH
+      const cwd = o.cwd === undefined ? {} : { cwd: o.cwd }
+      const why = (code: string | undefined, message: string) =>
+        spawnFailure(code, message, { command: o.command, path, ...cwd })
+      child.once('error', (err: NodeJS.ErrnoException) => fail(why(err.code, err.message)))
       child.once('exit', (code, signal) => fail(`exited at once (${signal ?? code})`))
       if (!POSIX) {
         child.once('spawn', () => ok(child.pid ?? 0))
@@ -252,7 +244,7 @@ export class StdioOutboundTransport implements Transport {
           error?: { code: string; message: string }
         }
         if (reply.spawned !== undefined) ok(reply.spawned)
-        else fail(reply.error?.message ?? 'unknown launcher error')
+        else fail(why(reply.error?.code, reply.error?.message ?? 'unknown launcher error'))
       })
       control.on('error', () => {})
       control.write(
@@ -278,10 +270,9 @@ export class StdioOutboundTransport implements Transport {
       o.maxStderrLineBytes ?? 16 * 1024,
       (line) => {
         this.stats.stderrLines++
-        // Servers' start-up banners and chatter: debug. What matters is kept for the exit line.
         const text = line.toString('utf8')
-        if (text.trim() !== '') this.#stderrTail.push(text)
-        if (this.#stderrTail.length > STDERR_TAIL_LINES) this.#stderrTail.shift()
+        this.#stderrTail.push(text)
+        // Servers' start-up banners and chatter: debug. The tail is quoted when the process exits.
         this.#log.debug('upstream stderr', { line: text })
       },
       () => {
@@ -358,13 +349,19 @@ export class StdioOutboundTransport implements Transport {
   #onClosed(): void {
     const expected = this.#state === 'closing'
     this.#state = 'closed'
-    const error = upstreamClosed(this.name, 'exited')
+    const status = this.#exitStatus ?? { code: null, signal: null }
+    const stderr = [...this.#stderrTail.lines]
+    const error = expected
+      ? upstreamClosed(this.name, 'exited')
+      : upstreamClosed(this.name, exitReport(status, stderr), {
+          data: { exitCode: status.code, signal: status.signal, stderr },
+        })
+    if (!expected) this.#closeError = error
     for (const item of this.#queue.splice(0)) item.reject(error)
     this.#queuedBytes = 0
-    const status = this.#exitStatus ?? { code: null, signal: null }
     const fields = { code: status.code, signal: status.signal }
     if (expected) this.#log.info('upstream process stopped', fields)
-    else this.#log.warn('upstream process exited', { ...fields, stderr: this.#stderrTail })
+    else this.#log.warn('upstream process exited', { ...fields, stderr })
     this.#resolveClosed()
     if (this.#opened) this.onclose?.()
   }
@@ -376,7 +373,7 @@ export class StdioOutboundTransport implements Transport {
   send(message: JsonRpcMessage, _options?: SendOptions): Promise<void> {
     const stdin = this.#child?.stdin
     if (this.#state !== 'open' || !stdin) {
-      return Promise.reject(upstreamClosed(this.name, 'is not running'))
+      return Promise.reject(this.#closeError ?? upstreamClosed(this.name, 'is not running'))
     }
     const line = `${serialize(message)}\n`
     const bytes = Buffer.byteLength(line, 'utf8')

@@ -60,6 +60,12 @@ export interface Transport {
    */
   setProtocolVersion?(revision: Revision): void
 
+  /**
+   * Outbound transports: why the peer went away on its own, once it did (a stdio upstream's
+   * exit code or signal and last stderr lines), for the requests it leaves unanswered.
+   */
+  readonly closeError?: Error | undefined
+
   /** Legacy Streamable HTTP session id, once known. */
   readonly sessionId?: string | undefined
 }

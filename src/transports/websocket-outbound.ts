@@ -9,6 +9,7 @@ import { ws } from '../common/lazy-deps.ts'
 import type { Logger } from '../common/log.ts'
 import type { JsonLimits } from '../protocol/json-limits.ts'
 import { type JsonRpcMessage, serialize } from '../protocol/jsonrpc.ts'
+import { networkReason } from './http-outbound-support.ts'
 import { decodePayload, protocolFault } from './outbound-payload.ts'
 import type { ReceiveInfo, SendOptions, Transport } from './transport.ts'
 
@@ -83,7 +84,7 @@ export class WebSocketOutboundTransport implements Transport {
       socket.terminate()
       throw new BarbicanError(
         'ERR_UPSTREAM_UNAVAILABLE',
-        `Cannot connect to upstream "${this.name}": ${(err as Error).message}`,
+        `Cannot connect to upstream "${this.name}": ${networkReason(err)}`,
         { cause: err },
       )
     }

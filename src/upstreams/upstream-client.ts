@@ -162,10 +162,14 @@ export class UpstreamClient {
   get inFlight(): number {
     return this.#pending.size
   }
+  /** Why the upstream went away on its own, when its transport knows (a stdio exit report). */
+  get closeError(): Error | undefined {
+    return this.#transport.closeError
+  }
 
   async request(method: string, params: JsonObject | undefined, options: RequestOptions = {}) {
     if (this.#closed) {
-      throw upstreamClosed(this.name, 'is not connected')
+      throw this.closeError ?? upstreamClosed(this.name, 'is not connected')
     }
     const { signal } = options
     if (signal?.aborted) throw new BarbicanError('ERR_CANCELLED', 'Request cancelled')
@@ -304,7 +308,7 @@ export class UpstreamClient {
   #onClose(): void {
     if (this.#closed) return
     this.#closed = true
-    const error = upstreamClosed(this.name, 'closed the connection')
+    const error = this.closeError ?? upstreamClosed(this.name, 'closed the connection')
     for (const pending of this.#pending.values()) {
       pending.cleanup()
       pending.reject(error)

@@ -11,7 +11,7 @@ import {
   withEnvelope,
 } from '../bridge/envelope.ts'
 import { type EraVerdict, probeEra } from '../bridge/probe.ts'
-import { BarbicanError } from '../common/errors.ts'
+import { BarbicanError, type ErrorCode } from '../common/errors.ts'
 import type { Logger } from '../common/log.ts'
 import { isPlainObject, type JsonObject } from '../protocol/jsonrpc.ts'
 import { isRevision, LATEST_LEGACY_REVISION, type Revision } from '../protocol/revisions.ts'
@@ -97,6 +97,9 @@ export async function initializeLegacy(
     { timeoutMs: options.connectTimeoutMs },
   )
   if (reply.kind === 'error') {
+    // Barbican's own transport failed (unreachable, closed, timed out): nothing refused.
+    const own = transportFailure(reply.data)
+    if (own !== undefined) throw new BarbicanError(own, reply.message)
     throw new BarbicanError(
       'ERR_UPSTREAM_PROTOCOL',
       `Upstream "${options.name}" refused initialize: ${reply.message} (${reply.code})`,
@@ -119,4 +122,17 @@ export async function initializeLegacy(
   }
   await client.notify('notifications/initialized')
   return info
+}
+
+/** Codes of the error replies Barbican's own transports make when the upstream is not reached. */
+const TRANSPORT_FAILURES: readonly ErrorCode[] = [
+  'ERR_UPSTREAM_UNAVAILABLE',
+  'ERR_UPSTREAM_CLOSED',
+  'ERR_UPSTREAM_TIMEOUT',
+]
+
+/** The Barbican code of an error reply that stands for a transport failure, if it is one. */
+function transportFailure(data: unknown): ErrorCode | undefined {
+  const code = isPlainObject(data) ? data.barbicanCode : undefined
+  return TRANSPORT_FAILURES.find((c) => c === code)
 }

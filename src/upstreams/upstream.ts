@@ -108,6 +108,8 @@ export class Upstream extends EventEmitter<UpstreamEvents> {
   #idleTimer: NodeJS.Timeout | undefined
   #idleClosing = false
   #restartTimer: NodeJS.Timeout | undefined
+  /** Set by start(): a failed attempt is retried in the background (eager upstreams). */
+  #keepTrying = false
   #lists = new Map<ListKey, Promise<JsonObject[]>>()
   #stopped = false
   /** The era verdict, kept across reconnects (era is a property of the server). */
@@ -153,8 +155,26 @@ export class Upstream extends EventEmitter<UpstreamEvents> {
     return this.#verdict?.era
   }
 
+  /**
+   * Connects now and, if that fails, keeps trying in the background with the backoff until it
+   * succeeds, so an eager upstream that was down at startup (a remote host not reachable yet)
+   * becomes ready without a client asking. Settles after the first attempt; never rejects.
+   */
+  async start(): Promise<void> {
+    this.#keepTrying = this.#options.restartOnExit === true
+    await this.connect().catch(() => {})
+  }
+
   /** Connects (once at a time) and runs the handshake; fails fast while backing off. */
-  async connect(): Promise<UpstreamClient> {
+  connect(): Promise<UpstreamClient> {
+    return this.#connect(false)
+  }
+
+  /**
+   * `background`: a retry nobody waits for. The state stays 'failed' (with its last error) until
+   * the retry succeeds, so readiness does not flap between 'failed' and 'connecting'.
+   */
+  async #connect(background: boolean): Promise<UpstreamClient> {
     if (this.#client && !this.#client.closed) return this.#client
     if (this.#connecting) return this.#connecting
     if (this.#stopped) throw new BarbicanError('ERR_SHUTTING_DOWN', 'Barbican is shutting down')
@@ -165,7 +185,7 @@ export class Upstream extends EventEmitter<UpstreamEvents> {
         `Upstream "${this.name}" is unavailable (${this.#lastError ?? 'failed'}); next attempt in ${wait} ms`,
       )
     }
-    this.#setState('connecting')
+    if (!background || this.#state !== 'failed') this.#setState('connecting')
     this.#connecting = this.#open().finally(() => {
       this.#connecting = undefined
     })
@@ -242,6 +262,7 @@ export class Upstream extends EventEmitter<UpstreamEvents> {
       this.#opening = undefined
       if (this.#stopped) throw new BarbicanError('ERR_SHUTTING_DOWN', 'Barbican is shutting down')
       this.#fail(err)
+      if (this.#keepTrying) this.#scheduleRestart()
       throw err instanceof BarbicanError
         ? err
         : new BarbicanError(
@@ -281,7 +302,7 @@ export class Upstream extends EventEmitter<UpstreamEvents> {
     if (this.#stopped) return
     // An upstream that dies is retried at once, then with growing delays if it keeps dying.
     if (Date.now() - this.#connectedAt >= STABLE_AFTER_MS) this.#failures = 0
-    this.#fail(new Error('connection closed'))
+    this.#fail(client.closeError ?? new Error('connection closed'))
     if (this.#options.restartOnExit) this.#scheduleRestart()
     this.emit('listChanged', [...ALL_LIST_KEYS])
   }
@@ -291,7 +312,7 @@ export class Upstream extends EventEmitter<UpstreamEvents> {
     this.#restartTimer = setTimeout(
       () => {
         if (this.#stopped || this.#client) return
-        this.connect().catch(() => {
+        this.#connect(true).catch(() => {
           // #fail recorded it and grew the delay; keep trying in the background.
           if (!this.#stopped) this.#scheduleRestart()
         })

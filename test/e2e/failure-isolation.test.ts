@@ -48,7 +48,7 @@ describe('failure isolation between upstreams', () => {
     const pidBefore = before.split(':')[2]
     await assert.rejects(
       client.callTool({ name: 'crashy__crash', arguments: {} }),
-      /closed the connection/,
+      /exited with code 3/,
     )
     // An eager upstream is restarted in the background, before anyone calls it again.
     const crashy = server.gateway.upstreams.get('crashy')!
