@@ -7,6 +7,7 @@ import { AuthRuntime } from '../auth/auth-runtime.ts'
 import { hasInboundAuth } from '../auth/bind-policy.ts'
 import { jsonLogger, type Logger } from '../common/log.ts'
 import { VERSION } from '../common/version.ts'
+import { startTracing, stopTracing } from '../common/tracing.ts'
 import type { Config, LoadedConfig } from '../config/config.ts'
 import { isLoopbackHost } from '../config/listen.ts'
 import { Gateway } from '../gateway/gateway.ts'
@@ -124,6 +125,12 @@ export async function runServe(
     return 1
   }
   const log = jsonLogger({ level: config.log.level })
+  try {
+    if (await startTracing(process.env, log)) log.info('tracing on: spans exported over OTLP')
+  } catch (error) {
+    io.stderr(`barbican: ${(error as Error).message}\n`)
+    return 1
+  }
   const store = await openStore(config, source.path)
   const server = await startServer(config, log, {
     store,
@@ -141,6 +148,8 @@ export async function runServe(
       server
         .stop()
         .finally(() => store.close())
+        // Last: the spans of the requests the drain let finish are exported too.
+        .finally(() => stopTracing())
         .finally(resolve)
     }
     process.on('SIGINT', stop)

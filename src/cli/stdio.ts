@@ -4,6 +4,7 @@
  */
 import { AuthRuntime } from '../auth/auth-runtime.ts'
 import { jsonLogger } from '../common/log.ts'
+import { startTracing, stopTracing } from '../common/tracing.ts'
 import type { LoadedConfig } from '../config/config.ts'
 import { Gateway } from '../gateway/gateway.ts'
 import { planFromConfig } from '../gateway/plan.ts'
@@ -23,6 +24,12 @@ export async function runStdio(
   const { config } = loaded
   const server = options.server ?? config.servers[0]?.name ?? 'default'
   const log = jsonLogger({ level: config.log.level })
+  try {
+    await startTracing(process.env, log)
+  } catch (error) {
+    io.stderr(`barbican: ${(error as Error).message}\n`)
+    return 1
+  }
   const auth = config.auth ? new AuthRuntime(config.auth, log.child({ part: 'auth' })) : undefined
   const store = await openStore(config, loaded.source.path)
   const lockfilePath = lockfilePathOf(loaded.source.path)
@@ -55,5 +62,6 @@ export async function runStdio(
   await gateway.stop()
   await store.close()
   await auth?.close()
+  await stopTracing()
   return 0
 }

@@ -13,6 +13,13 @@ import { BarbicanError, errorData, jsonRpcCodeOf, toBarbicanError } from '../com
 import type { Logger } from '../common/log.ts'
 import { DENIED, outcomeOfError, outcomeOfReply, type ServerMetrics } from '../metrics/metrics.ts'
 import { compose, deniedBy } from '../policies/chain.ts'
+import {
+  endSpan,
+  replyOutcome,
+  startClientSpan,
+  tracingOn,
+  withClientSpan,
+} from '../common/tracing.ts'
 import type { Call, Next, Policy } from '../policies/policy.ts'
 import type { Codec } from '../protocol/codec.ts'
 import { codecFor } from '../protocol/codecs.ts'
@@ -234,10 +241,28 @@ export class Session {
     const controller = new AbortController()
     info?.signal?.addEventListener('abort', () => controller.abort(), { once: true })
     this.#inflight.set(wire.id, controller)
+    // The request's span (tracing on only): upstream requests made for it become its children.
+    const span = tracingOn()
+      ? startClientSpan({
+          method: wire.method,
+          id: wire.id,
+          params: request.params,
+          sessionId: this.transport.sessionId,
+          protocolVersion: modern ? claimed : this.#revision,
+          transport: this.info.kind,
+          headers: info?.headers,
+        })
+      : undefined
     try {
-      const reply = await this.#dispatch(request, modern, controller.signal, info?.headers)
+      const reply = await (span
+        ? withClientSpan(span, () =>
+            this.#dispatch(request, modern, controller.signal, info?.headers),
+          )
+        : this.#dispatch(request, modern, controller.signal, info?.headers))
       reply.id = wire.id
-      await this.#send(codec.encode(reply, { method: request.method }), wire.id)
+      const encoded = codec.encode(reply, { method: request.method })
+      endSpan(span, replyOutcome(reply))
+      await this.#send(encoded, wire.id)
     } catch (err) {
       const e = toBarbicanError(err)
       const reply: ErrorReply = {
@@ -247,6 +272,7 @@ export class Session {
         message: e.message,
         data: errorData(e),
       }
+      endSpan(span, { rpcCode: reply.code, errorType: e.code })
       // A failure from below (it has a cause) is logged with its cause chain under a reference
       // the client also gets, so what the client reports leads to the line that says why.
       if (e.code === 'ERR_INTERNAL' || e.cause !== undefined) {
