@@ -8,9 +8,13 @@
  * 2026-07-28 call, a refused call, and with auth on (the context stamp passes the span on).
  */
 import assert from 'node:assert/strict'
+import { createServer, type IncomingHttpHeaders } from 'node:http'
+import type { AddressInfo } from 'node:net'
 import { after, before, describe, test } from 'node:test'
+import { toNodeHandler } from '@modelcontextprotocol/node'
 import { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
+import { createMcpHandler, McpServer } from '@modelcontextprotocol/server'
 import { generateApiKey } from '../../src/auth/api-keys.ts'
 import { type RunningServer, startServer } from '../../src/cli/serve.ts'
 import { silentLogger } from '../../src/common/log.ts'
@@ -111,26 +115,35 @@ async function statelessCall(
   return final
 }
 
+let receiver: OtlpReceiver
+const saved = { ...process.env }
+
+before(async () => {
+  receiver = await startOtlpReceiver()
+  // What an operator sets; the exporter reads the same environment.
+  Object.assign(process.env, {
+    OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url,
+    OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json',
+    OTEL_SERVICE_NAME: 'barbican-under-test',
+    OTEL_TRACES_SAMPLER: 'always_on',
+    OTEL_BSP_SCHEDULE_DELAY: '50',
+  })
+  assert.equal(await startTracing(process.env, silentLogger), true)
+})
+after(async () => {
+  await stopTracing()
+  await receiver?.close()
+  process.env = saved
+})
+
 describe('OpenTelemetry traces over OTLP/HTTP', () => {
-  let receiver: OtlpReceiver
   let upstream: RecordingUpstream
   let server: RunningServer
   let secured: RunningServer
   const alice = generateApiKey()
-  const saved = { ...process.env }
 
   before(async () => {
-    receiver = await startOtlpReceiver()
     upstream = await startRecordingUpstream()
-    // What an operator sets; the exporter reads the same environment.
-    Object.assign(process.env, {
-      OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url,
-      OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json',
-      OTEL_SERVICE_NAME: 'barbican-under-test',
-      OTEL_TRACES_SAMPLER: 'always_on',
-      OTEL_BSP_SCHEDULE_DELAY: '50',
-    })
-    assert.equal(await startTracing(process.env, silentLogger), true)
     const upstreams = { rec: { url: upstream.url, transport: 'streamable-http' } }
     server = await startServer(
       parseConfigText(JSON.stringify({ listen: '127.0.0.1:0', upstreams })).config,
@@ -146,10 +159,7 @@ describe('OpenTelemetry traces over OTLP/HTTP', () => {
   after(async () => {
     await server?.stop()
     await secured?.stop()
-    await stopTracing()
     await upstream?.close()
-    await receiver?.close()
-    process.env = saved
   })
 
   test('a legacy session: client traceparent → gateway span → upstream span → upstream', async () => {
@@ -271,5 +281,69 @@ describe('OpenTelemetry traces over OTLP/HTTP', () => {
     const context = seen.meta['dev.barbican/context'] as { traceparent: string; user: string }
     assert.equal(context.user, 'alice')
     assert.equal(context.traceparent, traceparent(trace, hop.spanId))
+  })
+})
+
+describe('OpenTelemetry traces to a 2026-07-28 upstream', () => {
+  let server: RunningServer
+  let http: ReturnType<typeof createServer>
+  /** The headers of every HTTP request the upstream (the official SDK v2 server) received. */
+  const heard: IncomingHttpHeaders[] = []
+
+  before(async () => {
+    const handler = createMcpHandler(() => {
+      const mcp = new McpServer({ name: 'modern', version: '1.0.0' })
+      mcp.registerTool('pong', { description: 'Answers pong' }, async () => ({
+        content: [{ type: 'text', text: 'pong' }],
+      }))
+      return mcp
+    })
+    const listener = toNodeHandler(handler)
+    http = createServer((req, res) => {
+      heard.push(req.headers)
+      void listener(req as never, res as never)
+    })
+    await new Promise<void>((resolve) => http.listen(0, '127.0.0.1', resolve))
+    const { port } = http.address() as AddressInfo
+    const config = {
+      listen: '127.0.0.1:0',
+      upstreams: { modern: { url: `http://127.0.0.1:${port}/mcp`, transport: 'streamable-http' } },
+    }
+    server = await startServer(parseConfigText(JSON.stringify(config)).config, silentLogger)
+  })
+  after(async () => {
+    await server?.stop()
+    http?.closeAllConnections()
+    await new Promise((resolve) => http?.close(resolve))
+  })
+
+  test('the traceparent header travels beside the 2026 routing headers', async () => {
+    const trace = traceId()
+    const { client } = await connect(`${server.url}/mcp`, { traceparent: traceparent(trace) })
+    try {
+      const tool = (await client.listTools()).tools.find((t) => t.name.endsWith('pong'))!.name
+      await client.callTool({ name: tool, arguments: {} })
+    } finally {
+      await client.close()
+    }
+    assert.equal(server.gateway.upstreams.get('modern')?.era, 'modern')
+    await receiver.waitFor((spans) =>
+      spans.some(
+        (s) =>
+          s.traceId === trace &&
+          s.kind === OTLP_KIND.client &&
+          s.attributes['mcp.method.name'] === 'tools/call',
+      ),
+    )
+    const hop = receiver.spans.find(
+      (s) =>
+        s.traceId === trace &&
+        s.kind === OTLP_KIND.client &&
+        s.attributes['mcp.method.name'] === 'tools/call',
+    )!
+    const call = heard.find((h) => h['mcp-method'] === 'tools/call')
+    assert.ok(call, 'the upstream received the 2026 routing headers')
+    assert.equal(call['mcp-name'], 'pong')
+    assert.equal(call.traceparent, traceparent(trace, hop.spanId))
   })
 })
