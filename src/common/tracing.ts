@@ -6,7 +6,6 @@
  * gateway without tracing never reads a line of it). Every function here starts with
  * `if (active === undefined)`: that test is the whole cost of tracing when it is off.
  */
-import { AsyncLocalStorage } from 'node:async_hooks'
 import type { Span, SpanContext } from '@opentelemetry/api'
 import type { JsonObject, JsonRpcId } from '../protocol/jsonrpc.ts'
 import type { Logger } from './log.ts'
@@ -18,8 +17,8 @@ const SPAN_KIND_CLIENT = 2
 const STATUS_ERROR = 2
 
 let active: TracingRuntime | undefined
-/** The client request span the current async work belongs to (created with the runtime). */
-let current: AsyncLocalStorage<Span> | undefined
+/** Where a failed flush at shutdown is reported. */
+let activeLog: Logger | undefined
 
 /** Whether spans are being made. */
 export function tracingOn(): boolean {
@@ -51,17 +50,23 @@ export async function startTracing(env: NodeJS.ProcessEnv, log: Logger): Promise
   if (active !== undefined || !tracingRequested(env)) return active !== undefined
   const { createTracingRuntime } = await import('./otel-sdk.ts')
   active = createTracingRuntime(env, log)
-  current = new AsyncLocalStorage<Span>()
+  activeLog = log
   return true
 }
 
-/** Flushes and stops tracing (graceful shutdown); a no-op when it is off. */
+/**
+ * Flushes and stops tracing (graceful shutdown); a no-op when it is off. A collector that is
+ * down or slow loses the last spans, never the shutdown: the failure is logged, not thrown.
+ */
 export async function stopTracing(): Promise<void> {
   const runtime = active
   if (runtime === undefined) return
   active = undefined
-  current = undefined
-  await runtime.shutdown()
+  try {
+    await runtime.shutdown()
+  } catch (error) {
+    activeLog?.warn('the last spans could not be exported', { error })
+  }
 }
 
 /** What the session knows about one client request, for its span. */
@@ -112,12 +117,6 @@ export function startClientSpan(facts: ClientRequestFacts): Span | undefined {
   )
 }
 
-/** Runs `work` with `span` as the current client request span (a no-op wrapper without one). */
-export function withClientSpan<T>(span: Span | undefined, work: () => Promise<T>): Promise<T> {
-  if (span === undefined || current === undefined) return work()
-  return current.run(span, work)
-}
-
 /** What one upstream request is, for its span. */
 export interface UpstreamRequestFacts {
   readonly upstream: string
@@ -127,10 +126,13 @@ export interface UpstreamRequestFacts {
 }
 
 /**
- * The span of one request to an upstream, a child of the current client request span, or
+ * The span of one request to an upstream, a child of `parent` (the client request's span), or
  * undefined when tracing is off.
  */
-export function startUpstreamSpan(facts: UpstreamRequestFacts): Span | undefined {
+export function startUpstreamSpan(
+  facts: UpstreamRequestFacts,
+  parent: Span | undefined,
+): Span | undefined {
   if (active === undefined) return undefined
   const attributes: Record<string, string | number> = {
     'mcp.method.name': facts.method,
@@ -140,7 +142,7 @@ export function startUpstreamSpan(facts: UpstreamRequestFacts): Span | undefined
   return active.tracer.startSpan(
     target === undefined ? facts.method : `${facts.method} ${target}`,
     { kind: SPAN_KIND_CLIENT, attributes },
-    active.parentContext(current?.getStore()),
+    active.parentContext(parent),
   )
 }
 

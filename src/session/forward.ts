@@ -4,6 +4,7 @@
  * recorded so upstream→client requests find their way back, and the bridge between eras applied
  * when the client and the upstream speak different revisions.
  */
+import type { Span } from '@opentelemetry/api'
 import type { Caller } from '../auth/context.ts'
 import { modernCapabilities, type UpstreamEnvelope } from '../bridge/envelope.ts'
 import type { ClientRequester } from '../bridge/held-call.ts'
@@ -49,6 +50,8 @@ export interface ForwardContext {
   readonly logs: RequestLogs
   /** What a 2026-07-28 upstream is told about the client of this request. */
   readonly envelope: UpstreamEnvelope
+  /** The client request's span (tracing on): the parent of each upstream request's span. */
+  readonly span?: Span | undefined
 }
 
 /** What the session knows about its client, for requests that carry no envelope of their own. */
@@ -127,7 +130,7 @@ export async function forwardToUpstream(
         upstreamEra: upstream.era ?? 'legacy',
         progress: relay,
         send: (p, heldCall, s) =>
-          tracedRequest(upstream, request.method, p, {
+          tracedRequest(ctx.span, upstream, request.method, p, {
             signal: s,
             owner: heldCall
               ? ({ session: heldCall, requestId: request.id, caller } satisfies CallOwner)
@@ -138,7 +141,7 @@ export async function forwardToUpstream(
       })
     }
     const send = (p: JsonObject | undefined) =>
-      tracedRequest(upstream, request.method, p, { signal, owner, envelope, sessionKey })
+      tracedRequest(ctx.span, upstream, request.method, p, { signal, owner, envelope, sessionKey })
     let reply = await send(outParams)
     if (bridge && !request.envelope && upstream.era === 'modern') {
       if (reply.kind === 'result' && reply.resultType === 'input_required') {
@@ -162,12 +165,13 @@ export async function forwardToUpstream(
  * HTTP, in the `traceparent` header (the client's `tracestate` goes along unchanged).
  */
 function tracedRequest(
+  parent: Span | undefined,
   upstream: Upstream,
   method: string,
   params: JsonObject | undefined,
   options: ModernRequestOptions & { readonly owner: CallOwner },
 ): Promise<UpstreamReply> {
-  const span = startUpstreamSpan({ upstream: upstream.name, method, params })
+  const span = startUpstreamSpan({ upstream: upstream.name, method, params }, parent)
   if (span === undefined) return upstream.request(method, params, options)
   const traceparent = traceparentOf(span)
   const meta = isPlainObject(params?._meta) ? params._meta : undefined

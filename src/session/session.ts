@@ -5,21 +5,16 @@
  * and brings replies, notifications and upstream→client requests back to this client only.
  */
 import { randomBytes } from 'node:crypto'
+import type { Span } from '@opentelemetry/api'
 import { withoutBarbicanMeta } from '../auth/client-meta.ts'
 import { ANONYMOUS, type Identity } from '../auth/identity.ts'
 import type { UpstreamEnvelope } from '../bridge/envelope.ts'
 import type { MrtrBridge } from '../bridge/mrtr.ts'
 import { BarbicanError, errorData, jsonRpcCodeOf, toBarbicanError } from '../common/errors.ts'
 import type { Logger } from '../common/log.ts'
+import { endSpan, replyOutcome, startClientSpan, tracingOn } from '../common/tracing.ts'
 import { DENIED, outcomeOfError, outcomeOfReply, type ServerMetrics } from '../metrics/metrics.ts'
 import { compose, deniedBy } from '../policies/chain.ts'
-import {
-  endSpan,
-  replyOutcome,
-  startClientSpan,
-  tracingOn,
-  withClientSpan,
-} from '../common/tracing.ts'
 import type { Call, Next, Policy } from '../policies/policy.ts'
 import type { Codec } from '../protocol/codec.ts'
 import { codecFor } from '../protocol/codecs.ts'
@@ -111,6 +106,8 @@ export class Session {
   /** Notifications to the client, gated by its handshake and log level. */
   #notifications: ClientNotifications
   #inflight = new Map<JsonRpcId, AbortController>()
+  /** The spans of requests in flight, by request id: only while tracing is on. */
+  #spans: Map<JsonRpcId, Span> | undefined
   #clientRequests: ClientRequests
   /** Exposed URI → upstream target, for resources/updated routing. */
   #subscriptions = new Map<string, WatchTarget>()
@@ -253,12 +250,12 @@ export class Session {
           headers: info?.headers,
         })
       : undefined
+    if (span) {
+      this.#spans ??= new Map()
+      this.#spans.set(wire.id, span)
+    }
     try {
-      const reply = await (span
-        ? withClientSpan(span, () =>
-            this.#dispatch(request, modern, controller.signal, info?.headers),
-          )
-        : this.#dispatch(request, modern, controller.signal, info?.headers))
+      const reply = await this.#dispatch(request, modern, controller.signal, info?.headers)
       reply.id = wire.id
       const encoded = codec.encode(reply, { method: request.method })
       endSpan(span, replyOutcome(reply))
@@ -286,6 +283,7 @@ export class Session {
       await this.#sendError(wire.id, codec, reply)
     } finally {
       this.#inflight.delete(wire.id)
+      if (span) this.#spans?.delete(wire.id)
     }
   }
 
@@ -447,6 +445,7 @@ export class Session {
       bridge: this.#deps.bridge,
       logs: this.#requestLogs,
       envelope,
+      span: this.#spans?.get(request.id),
     }
     return forwardToUpstream(context, upstream, request, params, signal)
   }
