@@ -170,3 +170,20 @@ describe('parseTraceparent', () => {
     }
   })
 })
+
+describe('replyOutcome', () => {
+  test('an error reply: its JSON-RPC code as error type and status code', () => {
+    assert.deepEqual(tracing.replyOutcome({ kind: 'error', code: -32602 }), {
+      rpcCode: -32602,
+      errorType: '-32602',
+    })
+  })
+  test('a tool result with isError: tool_error; any other result: no error', () => {
+    assert.deepEqual(
+      tracing.replyOutcome({ kind: 'result', result: { isError: true, content: [] } }),
+      { errorType: 'tool_error' },
+    )
+    assert.equal(tracing.replyOutcome({ kind: 'result', result: { content: [] } }), undefined)
+    assert.equal(tracing.replyOutcome({ kind: 'result', result: { isError: 'yes' } }), undefined)
+  })
+})
