@@ -7,9 +7,13 @@
  *
  * Usage: node [--cpu-prof] bench/hot-path.ts [calls] [concurrency] [--metrics]
  * (`--metrics`: with Prometheus metrics on, as `barbican serve` runs by default).
+ *
+ * With the OTEL_* variables that switch tracing on (docs/observability.md), every call is traced
+ * and exported as in `barbican serve`: the figure then includes the spans and their export.
  */
 
-import { silentLogger } from '../src/common/log.ts'
+import { jsonLogger, silentLogger } from '../src/common/log.ts'
+import { startTracing, stopTracing } from '../src/common/tracing.ts'
 import { Gateway } from '../src/gateway/gateway.ts'
 import type { JsonRpcMessage, JsonRpcRequest } from '../src/protocol/jsonrpc.ts'
 import type { Transport } from '../src/transports/transport.ts'
@@ -169,8 +173,11 @@ if (import.meta.main) {
   const args = process.argv.slice(2)
   const metrics = args.includes('--metrics')
   const [callsArg, concurrencyArg] = args.filter((a) => !a.startsWith('--'))
+  // Warnings (spans dropped from a full queue, failed exports) show: the figure must cover them all.
+  const tracing = await startTracing(process.env, jsonLogger({ level: 'warn' }))
   const result = await hotPath(Number(callsArg ?? 100_000), Number(concurrencyArg ?? 16), {
     metrics,
   })
-  process.stdout.write(`${JSON.stringify(result)}\n`)
+  await stopTracing()
+  process.stdout.write(`${JSON.stringify({ ...result, tracing })}\n`)
 }

@@ -35,6 +35,8 @@ export interface Caller {
 /** The owner forwarding records on upstream requests: only what the stamp reads. */
 interface OwnerShape {
   readonly caller: Caller
+  /** The trace context of the upstream request's own span (tracing on): passed on as is. */
+  readonly traceparent?: string | undefined
 }
 
 /** What Barbican presents to an upstream on a user's behalf, or why it cannot yet. */
@@ -78,7 +80,8 @@ export interface StampOptions {
 /** Builds the stamp of one upstream. */
 export function createStamp(options: StampOptions): Stamp {
   return async (_method, params, owner) => {
-    const caller = isOwner(owner) ? owner.caller : undefined
+    const known = isOwner(owner) ? owner : undefined
+    const caller = known?.caller
     const identity = caller?.identity ?? ANONYMOUS
     const headers: Record<string, string> = {}
     const source = options.credentials
@@ -102,9 +105,9 @@ export function createStamp(options: StampOptions): Stamp {
     }
     const meta = isPlainObject(params?._meta) ? params._meta : undefined
     const incoming = meta?.traceparent
-    const traceparent = childTraceparent(
-      typeof incoming === 'string' ? incoming : header(caller, 'traceparent'),
-    )
+    const traceparent =
+      known?.traceparent ??
+      childTraceparent(typeof incoming === 'string' ? incoming : header(caller, 'traceparent'))
     const assertion = await options.signer.assertion({ identity, audience: options.audience })
     const context: JsonObject = { user: identity.subject }
     if (identity.tenant !== undefined) context.tenant = identity.tenant

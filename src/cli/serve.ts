@@ -7,6 +7,7 @@ import type { AuditLog } from '../audit/audit-log.ts'
 import { AuthRuntime } from '../auth/auth-runtime.ts'
 import { hasInboundAuth } from '../auth/bind-policy.ts'
 import type { Logger } from '../common/log.ts'
+import { startTracing, stopTracing } from '../common/tracing.ts'
 import { VERSION } from '../common/version.ts'
 import type { Config, LoadedConfig } from '../config/config.ts'
 import { isLoopbackHost } from '../config/listen.ts'
@@ -140,6 +141,12 @@ export async function runServe(
     return 1
   }
   const log = loggerFor(config.log)
+  try {
+    if (await startTracing(process.env, log)) log.info('tracing on: spans exported over OTLP')
+  } catch (error) {
+    io.stderr(`barbican: ${(error as Error).message}\n`)
+    return 1
+  }
   const store = await openStore(config, source.path)
   let audit: AuditLog | undefined
   try {
@@ -196,6 +203,8 @@ export async function runServe(
         .finally(() => audit?.close())
         .catch((error: unknown) => log.error('audit shutdown checkpoint failed', { error }))
         .finally(() => store.close())
+        // Last: the spans of the requests the drain let finish are exported too.
+        .finally(() => stopTracing())
         .finally(() => {
           log.info('stopped')
           resolve()

@@ -5,6 +5,7 @@
 
 import type { AuditLog } from '../audit/audit-log.ts'
 import { AuthRuntime } from '../auth/auth-runtime.ts'
+import { startTracing, stopTracing } from '../common/tracing.ts'
 import type { LoadedConfig } from '../config/config.ts'
 import { openAuditLog, withAudit } from '../gateway/audit-setup.ts'
 import { Gateway } from '../gateway/gateway.ts'
@@ -26,6 +27,12 @@ export async function runStdio(
   const { config } = loaded
   const server = options.server ?? config.servers[0]?.name ?? 'default'
   const log = loggerFor(config.log)
+  try {
+    await startTracing(process.env, log)
+  } catch (error) {
+    io.stderr(`barbican: ${(error as Error).message}\n`)
+    return 1
+  }
   const auth = config.auth ? new AuthRuntime(config.auth, log.child({ part: 'auth' })) : undefined
   const store = await openStore(config, loaded.source.path)
   let audit: AuditLog | undefined
@@ -79,5 +86,6 @@ export async function runStdio(
   await audit?.close()
   await store.close()
   await auth?.close()
+  await stopTracing()
   return 0
 }

@@ -4,16 +4,20 @@
  * recorded so upstream→client requests find their way back, and the bridge between eras applied
  * when the client and the upstream speak different revisions.
  */
+import type { Span } from '@opentelemetry/api'
 import type { Caller } from '../auth/context.ts'
 import { modernCapabilities, type UpstreamEnvelope } from '../bridge/envelope.ts'
 import type { ClientRequester } from '../bridge/held-call.ts'
 import { MRTR_METHODS, type MrtrBridge } from '../bridge/mrtr.ts'
 import { ProgressRelay } from '../bridge/progress-relay.ts'
 import { subjectOf } from '../bridge/request-state.ts'
+import { toBarbicanError } from '../common/errors.ts'
+import { endSpan, replyOutcome, startUpstreamSpan, traceparentOf } from '../common/tracing.ts'
 import { isPlainObject, type JsonObject, type JsonRpcId } from '../protocol/jsonrpc.ts'
 import type { ErrorReply, Request, Result } from '../protocol/model.ts'
 import type { ProgressRouter, ProgressSink } from '../relay/progress.ts'
-import type { Upstream } from '../upstreams/upstream.ts'
+import type { ModernRequestOptions, Upstream } from '../upstreams/upstream.ts'
+import type { UpstreamReply } from '../upstreams/upstream-client.ts'
 import type { RequestLogs } from './request-logs.ts'
 
 /**
@@ -26,6 +30,11 @@ export interface CallOwner {
   readonly requestId: JsonRpcId
   /** The client's caller; a held call keeps the one of the request that started it. */
   readonly caller: Caller
+  /**
+   * The W3C trace context of this upstream request's own span, when tracing is on: the stamp
+   * (auth/context.ts) passes it on as is instead of making up a span id of its own.
+   */
+  readonly traceparent?: string | undefined
 }
 
 /** What forwarding needs from the client's session. */
@@ -41,6 +50,8 @@ export interface ForwardContext {
   readonly logs: RequestLogs
   /** What a 2026-07-28 upstream is told about the client of this request. */
   readonly envelope: UpstreamEnvelope
+  /** The client request's span (tracing on): the parent of each upstream request's span. */
+  readonly span?: Span | undefined
 }
 
 /** What the session knows about its client, for requests that carry no envelope of their own. */
@@ -119,7 +130,7 @@ export async function forwardToUpstream(
         upstreamEra: upstream.era ?? 'legacy',
         progress: relay,
         send: (p, heldCall, s) =>
-          upstream.request(request.method, p, {
+          tracedRequest(ctx.span, upstream, request.method, p, {
             signal: s,
             owner: heldCall
               ? ({ session: heldCall, requestId: request.id, caller } satisfies CallOwner)
@@ -130,7 +141,7 @@ export async function forwardToUpstream(
       })
     }
     const send = (p: JsonObject | undefined) =>
-      upstream.request(request.method, p, { signal, owner, envelope, sessionKey })
+      tracedRequest(ctx.span, upstream, request.method, p, { signal, owner, envelope, sessionKey })
     let reply = await send(outParams)
     if (bridge && !request.envelope && upstream.era === 'modern') {
       if (reply.kind === 'result' && reply.resultType === 'input_required') {
@@ -146,4 +157,49 @@ export async function forwardToUpstream(
     release?.()
     ctx.logs.untrack(request.id)
   }
+}
+
+/**
+ * One request to an upstream, in a span of its own when tracing is on: a child of the client
+ * request's span, whose trace context the upstream receives in `params._meta.traceparent` and, over
+ * HTTP, in the `traceparent` header (the client's `tracestate` goes along unchanged).
+ */
+function tracedRequest(
+  parent: Span | undefined,
+  upstream: Upstream,
+  method: string,
+  params: JsonObject | undefined,
+  options: ModernRequestOptions & { readonly owner: CallOwner },
+): Promise<UpstreamReply> {
+  const span = startUpstreamSpan({ upstream: upstream.name, method, params }, parent)
+  if (span === undefined) return upstream.request(method, params, options)
+  const traceparent = traceparentOf(span)
+  const meta = isPlainObject(params?._meta) ? params._meta : undefined
+  const headers: Record<string, string> = { traceparent }
+  const tracestate = options.owner.caller.headers?.tracestate
+  if (typeof tracestate === 'string') headers.tracestate = tracestate
+  const previous = (options.send as { headers?: Record<string, string> } | undefined)?.headers
+  return upstream
+    .request(
+      method,
+      { ...params, _meta: { ...meta, traceparent } },
+      {
+        ...options,
+        owner: { ...options.owner, traceparent },
+        send: {
+          ...options.send,
+          headers: { ...previous, ...headers },
+        } as ModernRequestOptions['send'],
+      },
+    )
+    .then(
+      (reply) => {
+        endSpan(span, replyOutcome(reply))
+        return reply
+      },
+      (error: unknown) => {
+        endSpan(span, { errorType: toBarbicanError(error).code })
+        throw error
+      },
+    )
 }

@@ -5,12 +5,14 @@
  * and brings replies, notifications and upstream→client requests back to this client only.
  */
 import { randomBytes } from 'node:crypto'
+import type { Span } from '@opentelemetry/api'
 import { withoutBarbicanMeta } from '../auth/client-meta.ts'
 import { ANONYMOUS, type Identity } from '../auth/identity.ts'
 import type { UpstreamEnvelope } from '../bridge/envelope.ts'
 import type { MrtrBridge } from '../bridge/mrtr.ts'
 import { BarbicanError, errorData, jsonRpcCodeOf, toBarbicanError } from '../common/errors.ts'
 import type { Logger } from '../common/log.ts'
+import { endSpan, replyOutcome, startClientSpan, tracingOn } from '../common/tracing.ts'
 import { DENIED, outcomeOfError, outcomeOfReply, type ServerMetrics } from '../metrics/metrics.ts'
 import { compose, deniedBy } from '../policies/chain.ts'
 import type { Call, Next, Policy } from '../policies/policy.ts'
@@ -105,6 +107,8 @@ export class Session {
   /** Notifications to the client, gated by its handshake and log level. */
   #notifications: ClientNotifications
   #inflight = new Map<JsonRpcId, AbortController>()
+  /** The spans of requests in flight, by request id: only while tracing is on. */
+  #spans: Map<JsonRpcId, Span> | undefined
   #clientRequests: ClientRequests
   /** Exposed URI → upstream target, for resources/updated routing. */
   #subscriptions = new Map<string, WatchTarget>()
@@ -239,6 +243,22 @@ export class Session {
     const startedAt = performance.now()
     const log = this.#log.child(requestFields(wire.id, traceIdOf(info?.headers, wire.params)))
     const facts: { upstream?: string; outcome: string } = { outcome: 'ok' }
+    // The request's span (tracing on only): upstream requests made for it become its children.
+    const span = tracingOn()
+      ? startClientSpan({
+          method: wire.method,
+          id: wire.id,
+          params: request.params,
+          sessionId: this.transport.sessionId,
+          protocolVersion: modern ? claimed : this.#revision,
+          transport: this.info.kind,
+          headers: info?.headers,
+        })
+      : undefined
+    if (span) {
+      this.#spans ??= new Map()
+      this.#spans.set(wire.id, span)
+    }
     try {
       const reply = await this.#dispatch(request, modern, controller.signal, info?.headers, {
         log,
@@ -246,7 +266,9 @@ export class Session {
       })
       reply.id = wire.id
       if (reply.kind === 'error') facts.outcome = `error ${reply.code}`
-      await this.#send(codec.encode(reply, { method: request.method }), wire.id)
+      const encoded = codec.encode(reply, { method: request.method })
+      endSpan(span, replyOutcome(reply))
+      await this.#send(encoded, wire.id)
     } catch (err) {
       const e = toBarbicanError(err)
       const reply: ErrorReply = {
@@ -256,6 +278,7 @@ export class Session {
         message: e.message,
         data: errorData(e),
       }
+      endSpan(span, { rpcCode: reply.code, errorType: e.code })
       // A failure from below (it has a cause) is logged with its cause chain under a reference
       // the client also gets, so what the client reports leads to the line that says why.
       facts.outcome = e.code
@@ -271,6 +294,7 @@ export class Session {
     } finally {
       this.#inflight.delete(wire.id)
       logCall(log, { method: wire.method, params: wire.params, ...facts, startedAt })
+      if (span) this.#spans?.delete(wire.id)
     }
   }
 
@@ -435,6 +459,7 @@ export class Session {
       bridge: this.#deps.bridge,
       logs: this.#requestLogs,
       envelope,
+      span: this.#spans?.get(request.id),
     }
     return forwardToUpstream(context, upstream, request, params, signal)
   }

@@ -360,9 +360,14 @@ export class Upstream extends EventEmitter<UpstreamEvents> {
       const name = method === 'tools/call' ? params?.name : undefined
       const schema = typeof name === 'string' ? this.#toolSchemas.get(name) : undefined
       const headers = modernHeaders(method, out, schema)
+      // Headers the caller set (the trace context of its span) travel beside the routing ones.
+      const own = (options?.send as { headers?: Record<string, string> } | undefined)?.headers
       return await client.request(method, out, {
         ...options,
-        send: { ...options?.send, headers } as RequestOptions['send'],
+        send: {
+          ...options?.send,
+          headers: own ? { ...own, ...headers } : headers,
+        } as RequestOptions['send'],
       })
     } finally {
       this.#armIdleTimer(client)

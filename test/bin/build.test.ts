@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict'
-import { execFileSync } from 'node:child_process'
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
+import { execFileSync, spawn } from 'node:child_process'
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { createServer } from 'node:http'
 import { createRequire } from 'node:module'
 import { tmpdir } from 'node:os'
@@ -135,6 +135,101 @@ describe('scripts/build.js', () => {
     } finally {
       await agent.close()
       server.close()
+    }
+  })
+
+  test('the OpenTelemetry SDK is in a chunk that main.js and its static imports never load', () => {
+    const marker = /BatchSpanProcessor/
+    const staticClosure = new Set<string>()
+    const pending = ['main.js']
+    for (let file = pending.pop(); file !== undefined; file = pending.pop()) {
+      if (staticClosure.has(file)) continue
+      staticClosure.add(file)
+      const code = readFileSync(join(out, file), 'utf8')
+      for (const m of code.matchAll(/\bfrom\s*["']\.\/(chunk-[A-Z0-9]+\.js)["']/g))
+        pending.push(m[1]!)
+    }
+    for (const file of staticClosure) {
+      assert.doesNotMatch(readFileSync(join(out, file), 'utf8'), marker, file)
+    }
+    const chunks = readdirSync(out).filter((f) => f.startsWith('chunk-') && f.endsWith('.js'))
+    assert.ok(chunks.some((f) => marker.test(readFileSync(join(out, f), 'utf8'))))
+  })
+
+  test('the build exports spans over OTLP/HTTP protobuf by default, flushed at SIGTERM', async () => {
+    const received: { path: string | undefined; type: string | undefined; bytes: number }[] = []
+    const receiver = createServer((req, res) => {
+      let bytes = 0
+      req.on('data', (chunk: Buffer) => {
+        bytes += chunk.length
+      })
+      req.on('end', () => {
+        received.push({ path: req.url, type: req.headers['content-type'], bytes })
+        res.writeHead(200, { 'content-type': 'application/x-protobuf' }).end()
+      })
+    })
+    await new Promise<void>((resolve) => receiver.listen(0, '127.0.0.1', resolve))
+    const { port } = receiver.address() as { port: number }
+    const config = join(out, 'traced.json')
+    writeFileSync(
+      config,
+      JSON.stringify({
+        listen: '127.0.0.1:0',
+        upstreams: { gone: { url: 'http://127.0.0.1:9/mcp' } },
+      }),
+    )
+    // A file, not `-e`: the config loader's worker thread inherits the process's flags.
+    const runner = join(out, 'run-traced.mjs')
+    writeFileSync(
+      runner,
+      `const { main } = await import('./main.js'); process.exitCode = await main(['serve', '--config', ${JSON.stringify(config)}])\n`,
+    )
+    const child = spawn(process.execPath, [runner], {
+      env: { ...process.env, OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${port}` },
+      stdio: ['ignore', 'ignore', 'pipe'],
+    })
+    try {
+      let stderr = ''
+      const url = await new Promise<string>((resolve, reject) => {
+        const timer = setTimeout(() => reject(new Error(`no URL: ${stderr}`)), 20_000)
+        child.stderr.on('data', (chunk: Buffer) => {
+          stderr += chunk.toString()
+          const match = /serving .* at (http:\/\/\S+)\/mcp/.exec(stderr)
+          if (match) {
+            clearTimeout(timer)
+            resolve(match[1]!)
+          }
+        })
+      })
+      assert.match(stderr, /tracing on/)
+      const res = await fetch(`${url}/mcp`, {
+        method: 'POST',
+        headers: {
+          'content-type': 'application/json',
+          accept: 'application/json, text/event-stream',
+        },
+        body: JSON.stringify({
+          jsonrpc: '2.0',
+          id: 1,
+          method: 'initialize',
+          params: {
+            protocolVersion: '2025-11-25',
+            capabilities: {},
+            clientInfo: { name: 'build-test', version: '1.0.0' },
+          },
+        }),
+      })
+      assert.equal(res.status, 200, await res.text())
+      const exited = new Promise((resolve) => child.once('exit', resolve))
+      child.kill('SIGTERM')
+      await exited
+      assert.equal(received.length, 1, JSON.stringify(received))
+      assert.equal(received[0]!.path, '/v1/traces')
+      assert.equal(received[0]!.type, 'application/x-protobuf')
+      assert.ok(received[0]!.bytes > 0)
+    } finally {
+      child.kill()
+      receiver.close()
     }
   })
 })
