@@ -242,13 +242,15 @@ describe('barbican serve on a port already in use', () => {
       assert.equal(outcome.code, 1)
       const lines = outcome.stderr.trim().split('\n')
       assert.equal(lines.length, 1, outcome.stderr)
+      // Piped, the CLI speaks JSON lines only (ADR 029): one error line, no stack.
+      const line = JSON.parse(lines[0]!) as { level: string; msg: string; stack?: unknown }
+      assert.equal(line.level, 'error')
+      assert.equal(line.stack, undefined, 'no stack trace')
       assert.match(
-        lines[0]!,
-        new RegExp(
-          `^barbican: cannot listen on 127\\.0\\.0\\.1:${port}: the port is already in use`,
-        ),
+        line.msg,
+        new RegExp(`^cannot listen on 127\\.0\\.0\\.1:${port}: the port is already in use`),
       )
-      assert.match(lines[0]!, /--listen HOST:PORT/)
+      assert.match(line.msg, /--listen HOST:PORT/)
     } finally {
       await new Promise((resolve) => blocker.close(resolve))
     }
