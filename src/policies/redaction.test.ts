@@ -58,4 +58,24 @@ describe('Redactor', () => {
     assert.equal(out.clean, clean)
     assert.equal(new Redactor().redactDeep(clean, counts), clean)
   })
+
+  test('leaves base64 payloads of images, audio and blobs alone', () => {
+    const counts: RedactionCounts = new Map()
+    const key = 'AKIAIOSFODNN7EXAMPLE'
+    const value = {
+      content: [
+        { type: 'image', data: key, mimeType: 'image/png' },
+        { type: 'audio', data: key, mimeType: 'audio/wav' },
+        { type: 'resource', resource: { uri: 'file:///k', blob: key, text: key } },
+      ],
+    }
+    const out = new Redactor().redactDeep(value, counts) as typeof value
+    assert.equal(out.content[0]!.data, key)
+    assert.equal(out.content[1]!.data, key)
+    assert.deepEqual(out.content[2]!.resource, {
+      uri: 'file:///k',
+      blob: key,
+      text: '[REDACTED:aws-access-key]',
+    })
+  })
 })

@@ -54,7 +54,10 @@ export class Redactor {
     return out
   }
 
-  /** Every string inside `value` redacted (objects and arrays copied only where they change). */
+  /**
+   * Every string inside `value` redacted (objects and arrays copied only where they change),
+   * except base64 payloads: `blob` of resource contents, `data` of image and audio blocks.
+   */
   redactDeep(value: unknown, counts: RedactionCounts): unknown {
     if (typeof value === 'string') return this.redact(value, counts)
     if (Array.isArray(value)) {
@@ -69,8 +72,12 @@ export class Redactor {
     if (value !== null && typeof value === 'object') {
       let changed = false
       const out: Record<string, unknown> = {}
+      const binary = (value as { type?: unknown }).type
       for (const [key, item] of Object.entries(value)) {
-        const next = this.redactDeep(item, counts)
+        // Base64 payloads are not text: a pattern matching inside one would corrupt the file.
+        const opaque =
+          key === 'blob' || (key === 'data' && (binary === 'image' || binary === 'audio'))
+        const next = opaque ? item : this.redactDeep(item, counts)
         if (next !== item) changed = true
         out[key] = next
       }
