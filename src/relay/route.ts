@@ -57,9 +57,8 @@ type Resolver = (
 /** How each kind of target (protocol/methods.ts `Target`) finds the upstream that owns it. */
 const RESOLVERS: { readonly [K in Target['kind']]: Resolver } = {
   tool: async (server, params) => {
-    const resolved = await server.resolveTool(stringParam(params, 'name'))
-    // The catalog the server serves now (cached there), where guards find the definition.
-    return { ...unicast(resolved), catalog: (await server.catalog()).catalog }
+    const { upstream, target, catalog } = await server.resolveTool(stringParam(params, 'name'))
+    return { kind: 'unicast', upstream: upstream.name, original: target.original, catalog }
   },
   prompt: async (server, params) =>
     unicast(await server.resolvePrompt(stringParam(params, 'name'))),
