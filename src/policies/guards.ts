@@ -74,12 +74,11 @@ export function guards(config: GuardsConfig): Policy {
         const counts: RedactionCounts = new Map()
         result = redactor.redactDeep(result, counts) as JsonObject
         if (counts.size > 0) {
+          const kinds = Object.fromEntries(counts)
           const count = [...counts.values()].reduce((a, b) => a + b, 0)
-          call.log.info('redacted secrets in a result', {
-            tool: exposed,
-            count,
-            kinds: Object.fromEntries(counts),
-          })
+          call.log.info('redacted secrets in a result', { tool: exposed, count, kinds })
+          // The audit record of the call carries the counts too.
+          call.decisions?.push({ policy: 'guards', effect: 'allow', redactions: kinds })
         }
       }
       if (sized) result = limitSize(result, config, exposed, call.log.warn.bind(call.log))

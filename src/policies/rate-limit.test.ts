@@ -122,12 +122,16 @@ describe('rate-limit policy', () => {
     const chain = compose([policy], countingRelay().relay)
     await chain(toolCall('x', who('a')))
     now = 1000
-    await assert.rejects(chain(toolCall('x', who('a'))), (err: BarbicanError) => {
+    const refused = { ...toolCall('x', who('a')), decisions: [] }
+    await assert.rejects(chain(refused), (err: BarbicanError) => {
       assert.equal(err.code, 'ERR_RATE_LIMITED')
       assert.deepEqual(err.data, { limit: 'slow', retryAfterMs: 1500, retryAfterSeconds: 2 })
       assert.match(err.message, /Rate limit "slow" exceeded; retry after 2s/)
       return true
     })
+    assert.deepEqual(refused.decisions, [
+      { policy: 'rate-limit', effect: 'deny', rule: 'rateLimits.slow' },
+    ])
     assert.equal(jsonRpcCodeOf('ERR_RATE_LIMITED'), -32029)
     now = 2500
     await chain(toolCall('x', who('a')))

@@ -65,7 +65,11 @@ export function rateLimit(
         // JSON keeps the parts apart whatever characters a subject or tool name holds.
         const key = JSON.stringify([limit.config.name, call.server, ...values])
         const decision = await store.take(key, limit.config, now())
-        if (!decision.allowed) throw rateLimited(limit.config.name, decision.retryAfterMs)
+        if (!decision.allowed) {
+          const rule = `rateLimits.${limit.config.name}`
+          call.decisions?.push({ policy: 'rate-limit', effect: 'deny', rule })
+          throw rateLimited(limit.config.name, decision.retryAfterMs)
+        }
       }
       return await next(call)
     },
