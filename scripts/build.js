@@ -9,7 +9,7 @@
 //   first use;
 // - config-worker.js: the worker thread that loads the configuration, with yaml and zod inside;
 // - stdio-launcher.js: the watchdog script stdio upstreams are launched through;
-// - undici.cjs, ws.cjs, jose.cjs: one-file copies of the dependencies src/common/lazy-deps.ts loads on
+// - undici.cjs, ws.cjs, jose.cjs, ajv.cjs: one-file copies of the dependencies src/common/lazy-deps.ts loads on
 //   first use, each bundled from the package's public entry (one file to read and compile
 //   instead of dozens of modules); prom-client.cjs: the five prom-client modules it uses.
 import { mkdirSync, rmSync, writeFileSync } from 'node:fs'
@@ -130,10 +130,11 @@ try {
   })
   // The file `require(name)` loads from the sources (ws's CommonJS entry, not its ES wrapper).
   const resolve = createRequire(import.meta.url).resolve
-  for (const name of ['undici', 'ws', 'jose']) {
+  const lazy = { undici: 'undici', ws: 'ws', jose: 'jose', ajv: 'ajv/dist/2020' }
+  for (const [name, entry] of Object.entries(lazy)) {
     await esbuild.build({
       ...common,
-      entryPoints: [resolve(name)],
+      entryPoints: [resolve(entry)],
       outfile: `${dist}${name}.cjs`,
       format: 'cjs',
     })

@@ -41,6 +41,8 @@ export interface CallEvent {
   readonly pinState?: string | undefined
   /** W3C trace id of the request, when the client sent a traceparent. */
   readonly traceId?: string | undefined
+  /** Secrets the guards policy redacted from the result, by kind (docs/policy.md). */
+  readonly redactions?: Readonly<Record<string, number>> | undefined
 }
 
 /** One administrative act: a pin decision, a baseline, an account link. */

@@ -72,3 +72,17 @@ export function promClient(): PromClientParts {
   }
   return promClientParts
 }
+
+/** The Ajv class for JSON Schema 2020-12 (the MCP default dialect), for the guards policy. */
+export type AjvClass = typeof import('ajv/dist/2020.js').default
+
+let ajvClass: AjvClass | undefined
+
+/** Ajv, loaded only when argument or output guards are configured. */
+export function ajv(): AjvClass {
+  if (ajvClass === undefined) {
+    const module = require(BUILT ? './ajv.cjs' : 'ajv/dist/2020') as { default: AjvClass }
+    ajvClass = module.default
+  }
+  return ajvClass
+}

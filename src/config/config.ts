@@ -179,6 +179,41 @@ export interface VirtualServerConfig {
   readonly resources: ItemFilterConfig
 }
 
+/** One quota (docs/policy.md): which calls it counts, keyed by what, and how many per window. */
+export interface RateLimitConfig {
+  /** Names the limit in errors and logs. */
+  readonly name: string
+  /** What each counter is keyed by besides the virtual server; none: one counter per server. */
+  readonly per: readonly ('subject' | 'tenant' | 'upstream' | 'tool')[]
+  readonly limit: number
+  readonly windowMs: number
+  readonly algorithm: 'token-bucket' | 'fixed-window'
+  /** Methods counted (exact names). */
+  readonly methods: readonly string[]
+  /** Virtual servers, upstreams and tools (exposed names) counted, by glob; absent: all. */
+  readonly servers?: readonly string[] | undefined
+  readonly upstreams?: readonly string[] | undefined
+  readonly tools?: readonly string[] | undefined
+}
+
+export type GuardMode = 'off' | 'warn' | 'enforce'
+
+/** Checks on tools/call arguments and results (docs/policy.md). */
+export interface GuardsConfig {
+  readonly arguments: GuardMode
+  readonly output: GuardMode
+  /** Largest result, in bytes of its JSON; absent: no limit. */
+  readonly maxResultBytes?: number | undefined
+  /** Largest result in estimated tokens (JSON characters / 4); absent: no limit. */
+  readonly maxResultTokens?: number | undefined
+  /** Over a size limit: cut the text content and add a note, or refuse the result. */
+  readonly oversize: 'truncate' | 'error'
+  /** Redact the built-in secret kinds and `redactPatterns`. */
+  readonly redact: boolean
+  /** Extra regular expressions (JavaScript syntax) whose matches are redacted. */
+  readonly redactPatterns: readonly string[]
+}
+
 /** The whole validated configuration. */
 export interface Config {
   readonly listen: ListenAddress
@@ -202,6 +237,10 @@ export interface Config {
   readonly audit: AuditConfig
   /** Inbound authentication and identity settings; absent: anonymous callers (loopback only). */
   readonly auth?: AuthConfig | undefined
+  /** Quotas, in the order they were declared (docs/policy.md); absent: none. */
+  readonly rateLimits?: readonly RateLimitConfig[] | undefined
+  /** Checks on tool arguments and results (docs/policy.md); absent: none. */
+  readonly guards?: GuardsConfig | undefined
 }
 
 /** The file formats Barbican reads; `demo` is the embedded configuration. */

@@ -143,6 +143,10 @@ export function buildConfig(native: NativeConfig, options: NormalizeOptions = {}
     ...(native.store === undefined ? {} : { store: resolveStore(native.store, options.baseDir) }),
     audit: resolveAudit(native.audit, options.baseDir),
     ...(native.auth === undefined ? {} : { auth: resolveAuthPaths(native.auth, options.baseDir) }),
+    ...(native.rateLimits === undefined
+      ? {}
+      : { rateLimits: Object.entries(native.rateLimits).map(([name, r]) => ({ name, ...r })) }),
+    ...(native.guards === undefined ? {} : { guards: native.guards }),
   })
 }
 

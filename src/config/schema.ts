@@ -9,6 +9,7 @@ import { authSchema } from '../auth/auth-config.ts'
 import { AUDIT_DEFAULTS, auditSchema } from './audit-schema.ts'
 import { DEFAULT_LIMITS, DEFAULT_METRICS, NAME_PATTERN } from './defaults.ts'
 import { DEFAULT_LISTEN, parseListen } from './listen.ts'
+import { guardsSchema, rateLimitsSchema } from './policy-schema.ts'
 import { virtualServerSchema } from './server-schema.ts'
 import { storeSchema } from './trust-schema.ts'
 import { upstreamSchema } from './upstream-schema.ts'
@@ -340,6 +341,8 @@ export const nativeConfigSchema = z.strictObject({
   ),
   store: storeSchema.optional(),
   audit: auditSchema.default({ ...AUDIT_DEFAULTS }),
+  rateLimits: rateLimitsSchema.optional(),
+  guards: guardsSchema.optional(),
 })
 
 /** The native file as written (before defaults). */

@@ -14,6 +14,10 @@ import type {
 } from '../config/config.ts'
 import { securedTransportFactory } from '../credentials/upstream-setup.ts'
 import { authorize } from '../policies/authorize.ts'
+import { guards } from '../policies/guards.ts'
+import type { Policy } from '../policies/policy.ts'
+import { MemoryRateCounterStore } from '../policies/rate-counter-store.ts'
+import { rateLimit } from '../policies/rate-limit.ts'
 import type { CatalogRules, ItemRules } from '../relay/catalog.ts'
 import { prefixUri } from '../relay/names.ts'
 import { compileUriFilter, tryJudged } from '../relay/resource-uri.ts'
@@ -27,7 +31,7 @@ import type { GatewayPlan, ServerPlan, UpstreamPlan } from './gateway.ts'
 export function planFromConfig(config: Config, log: Logger, auth?: AuthRuntime): GatewayPlan {
   return {
     upstreams: config.upstreams.map((u) => upstreamPlan(u, config, log, auth)),
-    ...(config.auth?.permissions ? { policies: [authorize(config.auth.permissions)] } : {}),
+    policies: policiesFromConfig(config),
     servers: config.servers.map(serverPlan),
     clientRequestTimeoutMs: config.limits.requestTimeoutMs,
     listPageSize: config.limits.listPageSize,
@@ -39,6 +43,20 @@ export function planFromConfig(config: Config, log: Logger, auth?: AuthRuntime):
       listRetryMaxMs: config.limits.listRetryMaxMs,
     },
   }
+}
+
+/**
+ * The policies the configuration asks for, and only those: a gateway without quotas or guards
+ * has no such policy in its chain, so it pays nothing for them per call.
+ */
+function policiesFromConfig(config: Config): Policy[] {
+  const policies: Policy[] = []
+  if (config.rateLimits && config.rateLimits.length > 0) {
+    policies.push(rateLimit(config.rateLimits, new MemoryRateCounterStore()))
+  }
+  if (config.auth?.permissions) policies.push(authorize(config.auth.permissions))
+  if (config.guards) policies.push(guards(config.guards))
+  return policies
 }
 
 function upstreamPlan(

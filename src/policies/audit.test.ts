@@ -7,6 +7,7 @@ import { BarbicanError } from '../common/errors.ts'
 import { auditPolicy, redact } from './audit.ts'
 import { authorize } from './authorize.ts'
 import { compose } from './chain.ts'
+import { guards } from './guards.ts'
 import type { Call } from './policy.ts'
 
 function collecting(): AuditSink & { events: AuditEvent[] } {
@@ -156,5 +157,31 @@ describe('audit policy', () => {
       z: null,
       list: [{ token: '[REDACTED]' }],
     })
+  })
+
+  test('records the secrets guards redacted from the result, by kind', async () => {
+    const sink = collecting()
+    const chain = compose(
+      [
+        auditPolicy({ sink }),
+        guards({
+          arguments: 'off',
+          output: 'off',
+          oversize: 'error',
+          redact: true,
+          redactPatterns: [],
+        }),
+      ],
+      async (call) => ({
+        kind: 'result' as const,
+        id: call.request.id,
+        resultType: 'complete',
+        result: { content: [{ type: 'text', text: 'AKIAIOSFODNN7EXAMPLE AKIAIOSFODNN7EXAMPLF' }] },
+      }),
+    )
+    await chain(toolCall('files__read', {}))
+    assert.deepEqual((sink.events[0] as CallEvent).redactions, { 'aws-access-key': 2 })
+    await compose([auditPolicy({ sink })], countingRelay().relay)(toolCall('files__read', {}))
+    assert.equal((sink.events[1] as CallEvent).redactions, undefined)
   })
 })

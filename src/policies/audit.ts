@@ -93,6 +93,7 @@ function callEvent(
     rule: decision?.rule,
     pinState: errorCode === 'ERR_TOOL_QUARANTINED' ? 'quarantined' : undefined,
     traceId: traceIdOf(params),
+    redactions: call.decisions?.find((d) => d.redactions !== undefined)?.redactions,
   }
 }
 

@@ -5,7 +5,10 @@ import { BarbicanError } from '../common/errors.ts'
 import { auditPolicy } from './audit.ts'
 import { authorize } from './authorize.ts'
 import { compose, deniedBy, ORDER } from './chain.ts'
+import { guards } from './guards.ts'
 import type { Policy } from './policy.ts'
+import { MemoryRateCounterStore } from './rate-counter-store.ts'
+import { rateLimit } from './rate-limit.ts'
 
 /** A policy named like an installed one that passes each call on twice. */
 const twice: Policy = {
@@ -36,16 +39,31 @@ describe('policy chain', () => {
   })
 
   test('ORDER names exactly the policies that exist', () => {
+    const quotas = rateLimit([], new MemoryRateCounterStore())
+    const checks = guards({
+      arguments: 'off',
+      output: 'off',
+      oversize: 'error',
+      redact: false,
+      redactPatterns: [],
+    })
+    // Quotas right after audit (a refused call costs nothing more but its record), guards innermost (they see only
+    // authorized calls and the result as the upstream sent it).
     const sink = { record: async () => {} }
-    assert.deepEqual(ORDER, [auditPolicy({ sink }).name, authorize([]).name])
+    assert.deepEqual(ORDER, [
+      auditPolicy({ sink }).name,
+      quotas.name,
+      authorize([]).name,
+      checks.name,
+    ])
   })
 
   test('refuses a policy ORDER does not name with ERR_POLICY_CHAIN', () => {
     const { relay } = countingRelay()
-    const stranger: Policy = { name: 'rate-limit', handle: (call, next) => next(call) }
+    const stranger: Policy = { name: 'cedar', handle: (call, next) => next(call) }
     assert.throws(() => compose([stranger], relay), {
       code: 'ERR_POLICY_CHAIN',
-      message: 'Unknown policy "rate-limit"; known: audit, authorize',
+      message: `Unknown policy "cedar"; known: ${ORDER.join(', ')}`,
     })
   })
 

@@ -33,6 +33,8 @@ export interface PolicyDecision {
   readonly effect: 'allow' | 'deny'
   /** Where the deciding rule is written (`auth.permissions[2]`); absent when none granted. */
   readonly rule?: string | undefined
+  /** Secrets the guards policy redacted from the result, counted by kind. */
+  readonly redactions?: Readonly<Record<string, number>> | undefined
 }
 
 export type Reply = Result | ErrorReply

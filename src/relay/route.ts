@@ -26,6 +26,8 @@ export type Route =
       readonly original: string
       /** For a task: the exposed tool whose call created it, which policies judge it by. */
       readonly createdBy?: string
+      /** For a tool: the catalog it was found in, where policies read its definition. */
+      readonly catalog?: Catalog
     }
   /** A merged list over the virtual server's catalog. */
   | {
@@ -54,7 +56,10 @@ type Resolver = (
 
 /** How each kind of target (protocol/methods.ts `Target`) finds the upstream that owns it. */
 const RESOLVERS: { readonly [K in Target['kind']]: Resolver } = {
-  tool: async (server, params) => unicast(await server.resolveTool(stringParam(params, 'name'))),
+  tool: async (server, params) => {
+    const { upstream, target, catalog } = await server.resolveTool(stringParam(params, 'name'))
+    return { kind: 'unicast', upstream: upstream.name, original: target.original, catalog }
+  },
   prompt: async (server, params) =>
     unicast(await server.resolvePrompt(stringParam(params, 'name'))),
   resource: async (server, params) =>

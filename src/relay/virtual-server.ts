@@ -292,10 +292,13 @@ export class VirtualServer extends EventEmitter<VirtualServerEvents> {
     }
   }
 
-  async resolveTool(name: string): Promise<{ upstream: Upstream; target: Target }> {
+  /** Also returns the catalog it was resolved in, where policies find the tool's definition. */
+  async resolveTool(
+    name: string,
+  ): Promise<{ upstream: Upstream; target: Target; catalog: Catalog }> {
     const view = await this.catalog()
     refuseQuarantined(view, 'tool', name)
-    return this.#resolve(view.catalog.toolTargets, name, 'tool')
+    return { ...this.#resolve(view.catalog.toolTargets, name, 'tool'), catalog: view.catalog }
   }
 
   async resolvePrompt(name: string): Promise<{ upstream: Upstream; target: Target }> {

@@ -53,6 +53,8 @@ describe('2026-07-28 header helpers', () => {
     assert.equal(statusForReply(error(-32020)), 400)
     assert.equal(statusForReply(error(-32022)), 400)
     assert.equal(statusForReply(error(-32603)), 200)
+    // A rate-limited request is refused as a whole (policies/rate-limit.ts).
+    assert.equal(statusForReply(error(-32029)), 429)
     assert.equal(statusForReply({ jsonrpc: '2.0', id: 1, result: {} }), 200)
   })
 })

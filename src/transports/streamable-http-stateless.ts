@@ -8,6 +8,7 @@
  */
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import { requestIdentity } from '../auth/request-identity.ts'
+import { jsonRpcCodeOf } from '../common/errors.ts'
 import type { Logger } from '../common/log.ts'
 import { HEADER_MISMATCH } from '../protocol/error-codes.ts'
 import {
@@ -122,7 +123,19 @@ export function statusForReply(message: JsonRpcMessage): number {
   if (code === METHOD_NOT_FOUND) return 404
   // -32020 header mismatch, -32021 missing client capability, -32022 unsupported version.
   if (code <= -32020 && code >= -32022) return 400
+  // The whole HTTP request was refused by a rate limit (policies/rate-limit.ts).
+  if (code === RATE_LIMITED) return 429
   return 200
+}
+
+const RATE_LIMITED = jsonRpcCodeOf('ERR_RATE_LIMITED')
+
+/** The Retry-After header of a rate-limited reply, from the seconds its data carries. */
+function retryAfterHeader(message: JsonRpcMessage): Record<string, string> {
+  if (!isErrorResponse(message) || message.error.code !== RATE_LIMITED) return {}
+  const data = message.error.data as { details?: { retryAfterSeconds?: unknown } } | undefined
+  const seconds = data?.details?.retryAfterSeconds
+  return typeof seconds === 'number' ? { 'retry-after': String(seconds) } : {}
 }
 
 export interface StatelessContext {
@@ -227,7 +240,7 @@ export class StatelessTransport implements Transport {
         this.#stream.write(formatEvent(serialize(message)))
         this.#stream.end()
       } else {
-        sendJson(this.#res, statusForReply(message), serialize(message))
+        sendJson(this.#res, statusForReply(message), serialize(message), retryAfterHeader(message))
       }
       void this.close()
       return Promise.resolve()
