@@ -37,6 +37,8 @@ export interface CallEvent {
   readonly decision: 'allow' | 'deny' | 'none'
   /** The rule that decided (`auth.permissions[2]`), when one did. */
   readonly rule?: string | undefined
+  /** A human's answer when the confirm policy asked (`accept`, `decline`, `cancel`, …). */
+  readonly confirmation?: string | undefined
   /** `quarantined` when trust refused the item; absent when trust did not object. */
   readonly pinState?: string | undefined
   /** W3C trace id of the request, when the client sent a traceparent. */

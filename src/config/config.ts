@@ -7,6 +7,7 @@
 import type { AuthConfig, CredentialsConfig } from '../auth/auth-config.ts'
 import type { LogLevel } from '../common/log.ts'
 import type { JsonLimits } from '../protocol/json-limits.ts'
+import type { ConfirmConfig, ContextsConfig } from './confirm-schema.ts'
 
 /** Where the HTTP listener binds. `host` is bare (`::1`, never `[::1]`). */
 export interface ListenAddress {
@@ -241,6 +242,10 @@ export interface Config {
   readonly rateLimits?: readonly RateLimitConfig[] | undefined
   /** Checks on tool arguments and results (docs/policy.md); absent: none. */
   readonly guards?: GuardsConfig | undefined
+  /** Tool calls a human must confirm (docs/policy.md); absent: none. */
+  readonly confirm?: ConfirmConfig | undefined
+  /** Operator labels and secure contexts (docs/policy.md); absent: none. */
+  readonly contexts?: ContextsConfig | undefined
 }
 
 /** The file formats Barbican reads; `demo` is the embedded configuration. */

@@ -147,6 +147,8 @@ export function buildConfig(native: NativeConfig, options: NormalizeOptions = {}
       ? {}
       : { rateLimits: Object.entries(native.rateLimits).map(([name, r]) => ({ name, ...r })) }),
     ...(native.guards === undefined ? {} : { guards: native.guards }),
+    ...(native.confirm === undefined ? {} : { confirm: native.confirm }),
+    ...(native.contexts === undefined ? {} : { contexts: native.contexts }),
   })
 }
 

@@ -7,6 +7,7 @@
 import { z } from 'zod'
 import { authSchema } from '../auth/auth-config.ts'
 import { AUDIT_DEFAULTS, auditSchema } from './audit-schema.ts'
+import { confirmSchema, contextsSchema } from './confirm-schema.ts'
 import { DEFAULT_LIMITS, DEFAULT_METRICS, NAME_PATTERN } from './defaults.ts'
 import { DEFAULT_LISTEN, parseListen } from './listen.ts'
 import { guardsSchema, rateLimitsSchema } from './policy-schema.ts'
@@ -343,6 +344,8 @@ export const nativeConfigSchema = z.strictObject({
   audit: auditSchema.default({ ...AUDIT_DEFAULTS }),
   rateLimits: rateLimitsSchema.optional(),
   guards: guardsSchema.optional(),
+  confirm: confirmSchema.optional(),
+  contexts: contextsSchema.optional(),
 })
 
 /** The native file as written (before defaults). */

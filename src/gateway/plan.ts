@@ -14,6 +14,7 @@ import type {
 } from '../config/config.ts'
 import { securedTransportFactory } from '../credentials/upstream-setup.ts'
 import { authorize } from '../policies/authorize.ts'
+import { confirmPolicy } from '../policies/confirm.ts'
 import { guards } from '../policies/guards.ts'
 import type { Policy } from '../policies/policy.ts'
 import { MemoryRateCounterStore } from '../policies/rate-counter-store.ts'
@@ -55,6 +56,15 @@ function policiesFromConfig(config: Config): Policy[] {
     policies.push(rateLimit(config.rateLimits, new MemoryRateCounterStore()))
   }
   if (config.auth?.permissions) policies.push(authorize(config.auth.permissions))
+  if (config.confirm || config.contexts) {
+    policies.push(
+      confirmPolicy({
+        rule: config.confirm,
+        contexts: config.contexts,
+        answerMs: config.limits.heldCallTimeoutMs,
+      }),
+    )
+  }
   if (config.guards) policies.push(guards(config.guards))
   return policies
 }

@@ -91,6 +91,7 @@ function callEvent(
     latencyMs,
     decision: decision?.effect ?? 'none',
     rule: decision?.rule,
+    confirmation: call.decisions?.find((d) => d.policy === 'confirm')?.answer,
     pinState: errorCode === 'ERR_TOOL_QUARANTINED' ? 'quarantined' : undefined,
     traceId: traceIdOf(params),
     redactions: call.decisions?.find((d) => d.redactions !== undefined)?.redactions,

@@ -7,11 +7,12 @@ import type { Call, Next, Policy, Reply } from './policy.ts'
 
 /**
  * The order policies run in, outermost first; a policy not named here cannot be installed.
- * `audit` is outermost so it sees every call, and every refusal of the policies inside it. Only
+ * `audit` is outermost so it sees every call, and every refusal of the policies inside it;
+ * `confirm` follows `authorize`, so nobody is asked to confirm a call that would be refused. Only
  * policies that exist are named: a new one adds its name at its place (see
  * examples/deny-writes.ts).
  */
-export const ORDER = ['audit', 'rate-limit', 'authorize', 'guards'] as const
+export const ORDER = ['audit', 'rate-limit', 'authorize', 'confirm', 'guards'] as const
 
 export type PolicyName = (typeof ORDER)[number]
 

@@ -7,6 +7,7 @@
  */
 import type { Identity } from '../auth/identity.ts'
 import type { Logger } from '../common/log.ts'
+import type { JsonObject } from '../protocol/jsonrpc.ts'
 import type { ErrorReply, Request, Result } from '../protocol/model.ts'
 import type { Route } from '../relay/route.ts'
 import type { InboundKind } from '../transports/inbound.ts'
@@ -25,6 +26,26 @@ export interface Call {
   readonly log: Logger
   /** What policies decided on this call, in order; the audit policy records them. */
   readonly decisions?: PolicyDecision[] | undefined
+  /** The client that sent the call, for policies that must ask it something (confirm). */
+  readonly peer?: CallPeer | undefined
+}
+
+/** The calling client as a policy can reach it. */
+export interface CallPeer {
+  /**
+   * `legacy`: a 2025 client with a session Barbican can send requests on; `modern`: a
+   * 2026-07-28 client, asked with an `input_required` result; `none`: neither (a legacy client
+   * over stateless HTTP), so it cannot be asked anything.
+   */
+  readonly era: 'legacy' | 'modern' | 'none'
+  /** What the client declared (initialize, or the request's envelope). */
+  readonly capabilities: JsonObject
+  /** The legacy session's id; undefined when there is no lasting session. */
+  readonly sessionId: string | undefined
+  /** Sends a request to a legacy client and waits for its answer (never rejects). */
+  ask(method: string, params: JsonObject, signal: AbortSignal): Promise<Result | ErrorReply>
+  /** The exposed definition of a tool of the called virtual server (annotations included). */
+  tool(name: string): Promise<JsonObject | undefined>
 }
 
 /** One policy's verdict on a call and the rule that made it. */
@@ -35,7 +56,12 @@ export interface PolicyDecision {
   readonly rule?: string | undefined
   /** Secrets the guards policy redacted from the result, counted by kind. */
   readonly redactions?: Readonly<Record<string, number>> | undefined
+  /** A human's answer to a confirmation question (confirm policy). */
+  readonly answer?: ConfirmationAnswer | undefined
 }
+
+/** `unavailable`: the client cannot be asked; `failed`: asking failed (timeout, disconnect). */
+export type ConfirmationAnswer = 'accept' | 'decline' | 'cancel' | 'unavailable' | 'failed'
 
 export type Reply = Result | ErrorReply
 

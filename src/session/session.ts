@@ -15,7 +15,7 @@ import type { Logger } from '../common/log.ts'
 import { endSpan, replyOutcome, startClientSpan, tracingOn } from '../common/tracing.ts'
 import { DENIED, outcomeOfError, outcomeOfReply, type ServerMetrics } from '../metrics/metrics.ts'
 import { compose, deniedBy } from '../policies/chain.ts'
-import type { Call, Next, Policy } from '../policies/policy.ts'
+import type { Call, CallPeer, Next, Policy } from '../policies/policy.ts'
 import type { Codec } from '../protocol/codec.ts'
 import { codecFor } from '../protocol/codecs.ts'
 import {
@@ -26,7 +26,7 @@ import {
   type JsonRpcRequest,
 } from '../protocol/jsonrpc.ts'
 import { definedParams, type LocalMethod } from '../protocol/methods.ts'
-import type { ErrorReply, Request, Result } from '../protocol/model.ts'
+import type { ErrorReply, Message, Request, Result } from '../protocol/model.ts'
 import {
   DEFAULT_HTTP_LEGACY_REVISION,
   negotiateLegacy,
@@ -343,6 +343,7 @@ export class Session {
       signal,
       log: about.log,
       decisions: [],
+      peer: this.#peer(modern, request),
     }
     if (call.route.kind === 'unicast') about.facts.upstream = call.route.upstream
     if (modern && headers && method === 'tools/call' && call.route.kind === 'unicast') {
@@ -352,6 +353,31 @@ export class Session {
     const metrics = this.#deps.metrics
     if (metrics === undefined) return await this.#chain(call)
     return await this.#counted(call, metrics)
+  }
+
+  /** The client as policies reach it (policies/policy.ts CallPeer). */
+  #peer(modern: boolean, request: Request): CallPeer {
+    const stateless = this.info.kind === 'streamable-http-stateless'
+    return {
+      era: modern ? 'modern' : stateless || this.#revision === undefined ? 'none' : 'legacy',
+      capabilities: this.#clientCapabilities,
+      sessionId: modern || stateless ? undefined : this.#id,
+      ask: (method, params, signal) =>
+        this.#clientRequests.request(
+          method,
+          (id) =>
+            this.#codecForLegacy().encode({
+              kind: 'request',
+              id,
+              method,
+              params,
+            } satisfies Message),
+          request.id,
+          signal,
+        ),
+      tool: async (name) =>
+        (await this.#deps.server.catalog()).catalog.tools.find((t) => t.name === name),
+    }
   }
 
   /** The chain, with the call counted and timed by virtual server, upstream, tool and outcome. */
