@@ -133,6 +133,7 @@ export function confirmPolicy(options: ConfirmOptions): Policy {
       const digest = requestDigest(call.request.method, params)
       const opened = openState(params.requestState, call, digest)
       if (opened?.asked === true) {
+        spend(opened.nonce, opened.exp)
         const answer = answerOf(params.inputResponses)
         if (answer !== 'accept') throw refusal(call, answer, declined(tool, answer))
         call.decisions?.push({ policy: 'confirm', effect: 'allow', answer })
@@ -183,7 +184,7 @@ export function confirmPolicy(options: ConfirmOptions): Policy {
   }
 
   /**
-   * Our state, opened: a question (`asked`, answered at most once) or a confirmed call's
+   * Our state, opened: a question (`asked`, to be answered at most once: `spend`) or a confirmed call's
    * continuation. Undefined when it is not ours, not this caller's or this request's, or
    * expired: the call is then judged afresh (and asked again), never passed on that account.
    */
@@ -191,7 +192,10 @@ export function confirmPolicy(options: ConfirmOptions): Policy {
     token: unknown,
     call: Call,
     digest: string,
-  ): { asked: true } | { asked: false; inner: string | undefined } | undefined {
+  ):
+    | { asked: true; nonce: string; exp: number }
+    | { asked: false; inner: string | undefined }
+    | undefined {
     if (token === undefined) return undefined
     let payload: ReturnType<RequestStateSealer['open']>
     try {
@@ -199,20 +203,22 @@ export function confirmPolicy(options: ConfirmOptions): Policy {
     } catch {
       return undefined
     }
-    const now = Date.now()
-    if (payload.c?.startsWith('ask:')) {
-      for (const [nonce, exp] of answered) if (exp <= now) answered.delete(nonce)
-      if (answered.has(payload.c)) {
-        throw new BarbicanError(
-          'ERR_INVALID_PARAMS',
-          'This confirmation was already answered; call again to be asked again',
-        )
-      }
-      answered.set(payload.c, payload.exp)
-      return { asked: true }
-    }
+    if (payload.c?.startsWith('ask:')) return { asked: true, nonce: payload.c, exp: payload.exp }
     if (payload.c === 'ok') return { asked: false, inner: payload.s }
     return undefined
+  }
+
+  /** Marks a question answered; a second answer to it is refused (no replay of an accept). */
+  function spend(nonce: string, exp: number): void {
+    const now = Date.now()
+    for (const [n, e] of answered) if (e <= now) answered.delete(n)
+    if (answered.has(nonce)) {
+      throw new BarbicanError(
+        'ERR_INVALID_PARAMS',
+        'This confirmation was already answered; call again to be asked again',
+      )
+    }
+    answered.set(nonce, exp)
   }
 
   /**
