@@ -5,6 +5,7 @@ import { BarbicanError } from '../common/errors.ts'
 import { auditPolicy } from './audit.ts'
 import { authorize } from './authorize.ts'
 import { compose, deniedBy, ORDER } from './chain.ts'
+import { confirmPolicy } from './confirm.ts'
 import { guards } from './guards.ts'
 import type { Policy } from './policy.ts'
 import { MemoryRateCounterStore } from './rate-counter-store.ts'
@@ -54,6 +55,7 @@ describe('policy chain', () => {
       auditPolicy({ sink }).name,
       quotas.name,
       authorize([]).name,
+      confirmPolicy({ answerMs: 1000 }).name,
       checks.name,
     ])
   })
