@@ -108,7 +108,7 @@ try {
     splitting: true,
     chunkNames: 'chunk-[hash]',
     // Loaded through src/common/lazy-deps.ts from their own one-file copies below.
-    external: ['undici', 'ws', 'jose', 'prom-client', 'prom-client/*'],
+    external: ['undici', 'ws', 'jose', 'prom-client', 'prom-client/*', '@extism/extism'],
     plugins: [builtinsPlugin, zodLocalesPlugin],
   })
   // The config loader's worker thread (src/config/load-worker.ts), with yaml, zod and the config

@@ -11,6 +11,7 @@ import type { Config, LoadedConfig } from '../config/config.ts'
 import { openAuditLog } from '../gateway/audit-setup.ts'
 import { lockfilePathOf, openStore, storeConfigOf } from '../gateway/trust-setup.ts'
 import { printableName } from '../protocol/item-names.ts'
+import { wasmModuleHash } from '../transports/wasm-outbound.ts'
 import { approveChange, rejectChange, reviewChanges } from '../trust/decisions.ts'
 import { formatChanges } from '../trust/diff.ts'
 import { approveBaseline, configDocument, configDrift } from '../trust/drift.ts'
@@ -186,6 +187,19 @@ export async function runLock(
   const upstreams: Record<string, LockEntry> = {}
   let failed = 0
   for (const u of loaded.config.upstreams) {
+    if (u.transport === 'wasm') {
+      try {
+        const sha256 = await wasmModuleHash(u.source, u.maxModuleBytes)
+        upstreams[u.name] = { runner: 'wasm', path: u.source, sha256, files: '' }
+        const was = previous?.upstreams[u.name]
+        const note = was === undefined ? 'added' : was.sha256 === sha256 ? 'unchanged' : 'updated'
+        io.stdout(`locked  ${u.name}: ${u.source} sha256 ${sha256} (${note})\n`)
+      } catch (err) {
+        failed++
+        io.stdout(`FAIL    ${u.name}: ${(err as Error).message}\n`)
+      }
+      continue
+    }
     if (u.transport !== 'stdio') continue
     const launch = launchOf(u.command, u.args, u.env)
     if (!launch) continue

@@ -137,8 +137,28 @@ export interface RemoteUpstreamConfig {
   readonly credentials?: CredentialsConfig | undefined
 }
 
+/** An MCP servlet compiled to Wasm, run in-process with Extism (ADR 036). */
+export interface WasmUpstreamConfig {
+  readonly name: string
+  readonly transport: 'wasm'
+  /** Absolute path or https:// URL of the module. */
+  readonly source: string
+  readonly allowedHosts: readonly string[]
+  /** Absolute host directory → path the module sees. */
+  readonly allowedPaths: Readonly<Record<string, string>>
+  readonly config: Readonly<Record<string, string>>
+  readonly maxMemoryMb: number
+  readonly maxModuleBytes: number
+  /** Also the deadline of one call into the module. */
+  readonly requestTimeoutMs: number
+  readonly sessions?: undefined
+  readonly trust?: TrustConfig | undefined
+  /** A module holds no credentials of Barbican's. */
+  readonly credentials?: undefined
+}
+
 /** One upstream server, discriminated by `transport`. */
-export type UpstreamConfig = StdioUpstreamConfig | RemoteUpstreamConfig
+export type UpstreamConfig = StdioUpstreamConfig | RemoteUpstreamConfig | WasmUpstreamConfig
 
 /** How names from several upstreams are kept apart; `auto` is already resolved here. */
 export interface NamespacingConfig {

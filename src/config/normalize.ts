@@ -91,6 +91,24 @@ export function buildConfig(native: NativeConfig, options: NormalizeOptions = {}
         ...(entry.credentials === undefined ? {} : { credentials: entry.credentials }),
       }
     }
+    if ('wasm' in entry) {
+      const base = options.baseDir ?? process.cwd()
+      const local = (path: string) => (isAbsolute(path) ? path : resolve(base, path))
+      return {
+        name,
+        transport: 'wasm',
+        source: /^https:\/\//i.test(entry.wasm) ? entry.wasm : local(entry.wasm),
+        allowedHosts: entry.allowedHosts,
+        allowedPaths: Object.fromEntries(
+          Object.entries(entry.allowedPaths).map(([host, guest]) => [local(host), guest]),
+        ),
+        config: entry.config,
+        maxMemoryMb: entry.maxMemoryMb,
+        maxModuleBytes: entry.maxModuleBytes,
+        requestTimeoutMs,
+        ...(entry.trust === undefined ? {} : { trust: entry.trust }),
+      }
+    }
     // WebSocket is the only transport a ws:// URL can mean, so `auto` resolves here.
     const transport =
       entry.transport === 'auto' && /^wss?:/i.test(entry.url) ? 'websocket' : entry.transport

@@ -119,5 +119,67 @@ export const remoteUpstreamSchema = doc(
   'An MCP server reached over the network.',
 )
 
-/** Either kind; which one is decided by the presence of `command` or `url`. */
-export const upstreamSchema = z.union([stdioUpstreamSchema, remoteUpstreamSchema])
+/** A Wasm module run in-process with Extism; recognized by its `wasm` key (ADR 036). */
+export const wasmUpstreamSchema = doc(
+  z.strictObject({
+    wasm: doc(
+      z
+        .string()
+        .min(1)
+        .refine((v) => !/^[a-z][a-z0-9+.-]*:\/\//i.test(v) || /^https:\/\//i.test(v), {
+          message: 'a Wasm module URL must use https://',
+        }),
+      'Wasm module',
+      "Path of the module (relative paths resolve against the config file's directory) or its " +
+        'https:// URL. Its SHA-256 must be pinned in barbican.lock (`barbican lock`).',
+    ),
+    allowedHosts: doc(
+      z.array(z.string().min(1)).default([]),
+      'Allowed hosts',
+      'Hosts the module may reach with HTTP requests (`*.example.com` matches subdomains); ' +
+        'loopback and private addresses only when listed. Default: [] (no network).',
+    ),
+    allowedPaths: doc(
+      z.record(z.string().min(1), z.string().min(1)).default({}),
+      'Allowed paths',
+      'Host directories the module may use, each mapped to the path it sees it at. ' +
+        'Default: {} (no files).',
+    ),
+    config: doc(
+      z.record(z.string().min(1), scalar).default({}),
+      'Module config',
+      "Values the module reads with Extism's config_get. Default: {}.",
+    ),
+    maxMemoryMb: doc(
+      z.int().min(1).max(4096).default(64),
+      'Memory limit (MiB)',
+      'The module must declare a memory maximum no larger than this, or it is refused. ' +
+        'Default: 64.',
+    ),
+    maxModuleBytes: doc(
+      z
+        .int()
+        .min(1)
+        .max(1024 * 1024 * 1024)
+        .default(50 * 1024 * 1024),
+      'Module size limit (bytes)',
+      'Largest module read or downloaded. Default: 52428800 (50 MiB).',
+    ),
+    requestTimeoutMs: doc(
+      positiveMs.optional(),
+      'Request timeout (ms)',
+      'Longest one call into the module may run; past it the module is stopped. ' +
+        'Default: limits.upstreamRequestTimeoutMs (60000).',
+    ),
+    trust: trustSchema,
+  }),
+  'Wasm upstream',
+  'An MCP servlet compiled to WebAssembly (exports describe and call), run in-process with Extism.',
+)
+
+/** Any kind; which one is decided by the presence of `command`, `url` or `wasm`. */
+export const upstreamSchema = z.union([
+  stdioUpstreamSchema,
+  remoteUpstreamSchema,
+  wasmUpstreamSchema,
+])

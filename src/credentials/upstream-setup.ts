@@ -72,7 +72,7 @@ function credentialSource(
   credentials: Exclude<CredentialsConfig, { mode: 'none' } | { mode: 'static' }>,
   auth: AuthRuntime,
 ): CredentialSource {
-  const resource = credentials.resource ?? (u.transport === 'stdio' ? undefined : u.url)
+  const resource = credentials.resource ?? ('url' in u ? u.url : undefined)
   if (resource === undefined) {
     throw new Error(`Upstream "${u.name}": credentials need a "resource" for a stdio upstream`)
   }
@@ -103,9 +103,9 @@ function credentialSource(
   }
 }
 
-/** What assertions for this upstream name as audience: its URL, or a name-based URN for stdio. */
+/** What assertions for this upstream name as audience: its URL, or a name-based URN for local ones. */
 export function audienceOf(u: UpstreamConfig): string {
-  return u.transport === 'stdio' ? `urn:barbican:upstream:${u.name}` : u.url
+  return 'url' in u ? u.url : `urn:barbican:upstream:${u.name}`
 }
 
 function sealAll(
@@ -141,6 +141,7 @@ async function withSecrets(u: UpstreamConfig, secrets: SealedSecrets): Promise<U
   }
   if (u.transport === 'stdio')
     return { ...u, env: { ...u.env, ...(await open('env', secrets.env)) } }
+  if (u.transport === 'wasm') return u
   return { ...u, headers: { ...u.headers, ...(await open('header', secrets.headers)) } }
 }
 

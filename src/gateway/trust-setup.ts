@@ -6,13 +6,14 @@
  */
 import { dirname, join } from 'node:path'
 import type { AuditSink } from '../audit/audit-log.ts'
-import { toBarbicanError } from '../common/errors.ts'
+import { BarbicanError, toBarbicanError } from '../common/errors.ts'
 import type { Logger } from '../common/log.ts'
 import type { Config, StoreConfig, UpstreamConfig } from '../config/config.ts'
 import { DEFAULT_STORE_PATH } from '../config/defaults.ts'
 import { memoryStore } from '../store/memory.ts'
 import { openSqliteStore } from '../store/sqlite.ts'
 import type { Store } from '../store/store.ts'
+import { createOutboundTransport } from '../transports/connect-outbound.ts'
 import type { Transport } from '../transports/transport.ts'
 import { checkLaunch } from '../trust/launch-check.ts'
 import { LOCKFILE_NAME, readLockfile } from '../trust/lockfile.ts'
@@ -72,6 +73,13 @@ export function withTrust(
     trust,
     upstreams: plan.upstreams.map((p): UpstreamPlan => {
       const u = byName.get(p.name)
+      if (u?.transport === 'wasm') {
+        const wasmLog = log.child({ part: 'upstream', upstream: u.name })
+        return {
+          ...p,
+          createTransport: () => pinnedWasm(u, setup.lockfilePath, config, wasmLog),
+        }
+      }
       if (u?.transport !== 'stdio') return p
       return {
         ...p,
@@ -101,6 +109,35 @@ function checkedLaunch(
     return refusedTransport(toBarbicanError(err))
   }
   return create()
+}
+
+/**
+ * A Wasm upstream is loaded only with the SHA-256 `barbican.lock` pins for it (ADR 036); the
+ * transport refuses a module without a pin, or with other bytes, before instantiating it.
+ */
+function pinnedWasm(
+  u: Extract<UpstreamConfig, { transport: 'wasm' }>,
+  lockfilePath: string | undefined,
+  config: Config,
+  log: Logger,
+): Transport {
+  let sha256: string | undefined
+  try {
+    // Read at every start, so `barbican lock` takes effect at the next restart.
+    const entry =
+      lockfilePath === undefined ? undefined : readLockfile(lockfilePath)?.upstreams[u.name]
+    if (entry !== undefined && (entry.runner !== 'wasm' || entry.path !== u.source)) {
+      throw new BarbicanError(
+        'ERR_LAUNCH_REFUSED',
+        `barbican.lock pins ${entry.path ?? entry.package ?? entry.runner} for "${u.name}", ` +
+          `but the config names ${u.source}; run \`barbican lock\``,
+      )
+    }
+    sha256 = entry?.sha256
+  } catch (err) {
+    return refusedTransport(toBarbicanError(err))
+  }
+  return createOutboundTransport({ ...u, sha256 }, { name: u.name, log, limits: config.limits })
 }
 
 function refusedTransport(error: Error): Transport {

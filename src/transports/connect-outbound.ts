@@ -19,6 +19,7 @@ import {
   type StdioSpec,
 } from './stdio-outbound.ts'
 import type { ReceiveInfo, Transport } from './transport.ts'
+import { WasmOutboundTransport, type WasmSpec } from './wasm-outbound.ts'
 import { WebSocketOutboundTransport } from './websocket-outbound.ts'
 
 export type RemoteTransportKind = 'streamable-http' | 'sse' | 'websocket' | 'auto'
@@ -31,6 +32,14 @@ export type OutboundSpec =
       readonly url: string
       readonly headers?: Readonly<Record<string, string>> | undefined
     }
+  | ({
+      readonly transport: 'wasm'
+      /** Also the deadline of one call into the module. */
+      readonly requestTimeoutMs: number
+    } & Omit<WasmSpec, 'sha256'> & {
+        /** The pin from `barbican.lock`; absent, the module is refused (src/gateway/trust-setup.ts). */
+        readonly sha256?: string | undefined
+      })
 
 /** What every outbound transport needs besides its spec. */
 export interface OutboundDeps {
@@ -64,6 +73,15 @@ export function createOutboundTransport(spec: OutboundSpec, deps: OutboundDeps):
   const common = { name: deps.name, log: deps.log, limits: deps.limits }
   if (spec.transport === 'stdio') {
     return new StdioOutboundTransport({ ...common, ...deps.stdio, ...spec })
+  }
+  if (spec.transport === 'wasm') {
+    return new WasmOutboundTransport({
+      ...spec,
+      name: deps.name,
+      log: deps.log,
+      sha256: spec.sha256,
+      callTimeoutMs: spec.requestTimeoutMs,
+    })
   }
   const remote = {
     ...common,

@@ -23,7 +23,9 @@ export interface LockEntry {
   readonly integrity?: string
   /** Script launches: the script as the config names it. */
   readonly path?: string
-  /** `sha256-…` over what runs; empty where it cannot be found before launch (uvx). */
+  /** Wasm modules: the module's SHA-256, in hex as `sha256sum` prints it. */
+  readonly sha256?: string
+  /** `sha256-…` over what runs; empty where it cannot be found before launch (uvx, Wasm). */
   readonly files: string
   /** Package launches: every other package installed beside it (`npx -p`, `uvx --with`). */
   readonly with?: readonly LockEntry[]
