@@ -150,7 +150,7 @@ describe('Claude Desktop, Cursor and Windsurf files (mcpServers)', () => {
     )
     assert.deepEqual(lines.sort(), [
       'mcpServers.files.args[1]: expected a string, number or boolean, got a mapping',
-      'mcpServers.neither: expected a mapping with "command" or "url"',
+      'mcpServers.neither: expected a mapping with "command", "url" or "wasm"',
       'mcpServers.web.type: expected one of "stdio", "http", "streamable-http", "streamableHttp", "sse", "ws", "websocket"',
       'mcpServers.ws.type: is "websocket" but the url is http(s)://; use a ws:// or wss:// url',
     ])

@@ -309,7 +309,7 @@ describe('validation errors', () => {
       text,
       /upstreams\.files\.args\[1\]: expected a string, number or boolean, got a mapping/,
     )
-    assert.match(text, /upstreams\.empty: expected a mapping with "command" or "url"/)
+    assert.match(text, /upstreams\.empty: expected a mapping with "command", "url" or "wasm"/)
     assert.match(text, /log\.level: expected one of "debug", "info", "warn", "error", got "loud"/)
     assert.match(text, /limits\.maxDepth: expected an integer, got the fraction 1.5/)
     assert.match(text, /limits\.requestTimeoutMs: must be at least 1/)
