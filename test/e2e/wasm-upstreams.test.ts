@@ -5,7 +5,14 @@
  * same module, so their tools are namespaced like any other upstream's.
  */
 import assert from 'node:assert/strict'
-import { copyFileSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import {
+  appendFileSync,
+  copyFileSync,
+  mkdtempSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, before, describe, test } from 'node:test'
@@ -102,4 +109,45 @@ describe('Wasm upstreams through Barbican', () => {
       }
     })
   }
+})
+
+describe('a Wasm module that no longer matches barbican.lock', () => {
+  test('is refused, and the other upstreams keep working', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'barbican-wasm-tampered-'))
+    try {
+      copyFileSync(join(root, 'test/fixtures/wasm/servlet.wasm'), join(dir, 'good.wasm'))
+      copyFileSync(join(root, 'test/fixtures/wasm/servlet.wasm'), join(dir, 'tampered.wasm'))
+      const configFile = join(dir, 'barbican.json')
+      const text = JSON.stringify({
+        listen: '127.0.0.1:0',
+        log: { level: 'error' },
+        upstreams: {
+          good: { wasm: './good.wasm', maxMemoryMb: 1 },
+          tampered: { wasm: './tampered.wasm', maxMemoryMb: 1 },
+        },
+      })
+      writeFileSync(configFile, text)
+      assert.equal((await runCli(['lock', '--config', configFile])).code, 0)
+      appendFileSync(join(dir, 'tampered.wasm'), Buffer.from([0]))
+      const { config } = parseConfigText(text, { file: configFile })
+      const server = await startServer(config, silentLogger, {
+        store: memoryStore(),
+        lockfilePath: join(dir, 'barbican.lock'),
+      })
+      const client = new Client({ name: 'wasm-e2e', version: '1.0.0' })
+      try {
+        await client.connect(new StreamableHTTPClientTransport(new URL(`${server.url}/mcp`)))
+        const names = (await client.listTools()).tools.map((t) => t.name)
+        assert.ok(names.includes('good__echo'), names.join(', '))
+        assert.ok(!names.some((n) => n.startsWith('tampered__')), names.join(', '))
+        const ready = await fetch(`${server.url}/readyz`)
+        assert.match(await ready.text(), /tampered.*sha256.*barbican\.lock pins/s)
+      } finally {
+        await client.close()
+        await server.stop()
+      }
+    } finally {
+      rmSync(dir, { recursive: true, force: true })
+    }
+  })
 })
