@@ -104,6 +104,30 @@ describe('Wasm outbound transport', () => {
     }
   })
 
+  test('a granted host is reached, through the guarded fetch', async () => {
+    const { createServer: createHttpServer } = await import('node:http')
+    const paths: string[] = []
+    const listener = createHttpServer((req, res) => {
+      paths.push(req.url ?? '')
+      res.end('ok')
+    })
+    await new Promise<void>((resolve) => listener.listen(0, '127.0.0.1', resolve))
+    const port = (listener.address() as { port: number }).port
+    // Loopback is special: reachable only because the entry lists it.
+    const { transport, request } = await open({ allowedHosts: ['127.0.0.1'] })
+    try {
+      const reply = await request('tools/call', {
+        name: 'fetch',
+        arguments: { url: `http://127.0.0.1:${port}/granted` },
+      })
+      assert.equal(textOf(reply), 'fetched')
+      assert.deepEqual(paths, ['/granted'])
+    } finally {
+      await transport.close()
+      listener.close()
+    }
+  })
+
   test('a call past the time limit is stopped with ERR_UPSTREAM_TIMEOUT', async () => {
     const { transport, request } = await open({ callTimeoutMs: 300 })
     try {
