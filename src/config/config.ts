@@ -7,6 +7,7 @@
 import type { AuthConfig, CredentialsConfig } from '../auth/auth-config.ts'
 import type { LogLevel } from '../common/log.ts'
 import type { JsonLimits } from '../protocol/json-limits.ts'
+import type { SandboxSpec } from '../transports/sandbox.ts'
 
 /** Where the HTTP listener binds. `host` is bare (`::1`, never `[::1]`). */
 export interface ListenAddress {
@@ -115,6 +116,8 @@ export interface StdioUpstreamConfig {
   readonly trust?: TrustConfig | undefined
   /** Barbican's own credentials for this upstream (docs/security.md); absent: none. */
   readonly credentials?: CredentialsConfig | undefined
+  /** Its confinement (docs/sandbox.md), or 'none' when the entry opts out. */
+  readonly sandbox: SandboxSpec | 'none'
 }
 
 /** How a remote upstream is reached; `auto` tries Streamable HTTP, then falls back to SSE. */

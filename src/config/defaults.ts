@@ -52,3 +52,6 @@ export const DEFAULT_SEPARATOR = '__'
 
 /** The default store path, relative to the config file's directory. */
 export const DEFAULT_STORE_PATH = '.barbican/barbican.db'
+
+/** Where each confined upstream's state directory goes, beside the config (docs/sandbox.md). */
+export const DEFAULT_STATE_ROOT = '.barbican/state'

@@ -17,6 +17,7 @@ import {
   constants,
   existsSync,
   mkdirSync,
+  readlinkSync,
   realpathSync,
   statSync,
 } from 'node:fs'
@@ -160,6 +161,17 @@ export function packageRootOf(file: string): string {
 
 const SYSTEM_DIRS = ['/usr', '/etc', '/bin', '/sbin', '/lib', '/lib32', '/lib64', '/libx32']
 
+/** Every folder above `paths` (not `/`, not the system folders), parents first. */
+function ancestorsOf(paths: readonly string[]): string[] {
+  const found = new Set<string>()
+  for (const path of paths) {
+    for (let dir = dirname(path); dir !== dirname(dir); dir = dirname(dir)) {
+      if (!SYSTEM_DIRS.some((s) => within(dir, s)) && dir !== '/tmp') found.add(dir)
+    }
+  }
+  return [...found].sort((a, b) => a.split(sep).length - b.split(sep).length)
+}
+
 /** True when `inner` is `outer` or inside it. */
 function within(inner: string, outer: string): boolean {
   return inner === outer || inner.startsWith(outer.endsWith(sep) ? outer : outer + sep)
@@ -173,11 +185,41 @@ function realOrNull(path: string): string | undefined {
   }
 }
 
+/**
+ * The symlinks on the way to `path` (`/work/wt/node_modules` → `/work/main/node_modules`), so
+ * the path the server was given still leads to what is bound at its real location.
+ */
+export function symlinksOn(path: string): Array<readonly [link: string, target: string]> {
+  const links: Array<readonly [string, string]> = []
+  const parts = resolve(path)
+    .split(sep)
+    .filter((p) => p !== '')
+  let current = ''
+  for (const part of parts) {
+    const next = `${current}${sep}${part}`
+    let target: string | undefined
+    try {
+      target = readlinkSync(next)
+    } catch {
+      target = undefined
+    }
+    if (target !== undefined) {
+      links.push([next, resolve(dirname(next), target)])
+      const real = realOrNull(next)
+      if (real === undefined) return links
+      current = real
+    } else current = next
+  }
+  return links
+}
+
 /** The bind mounts of one sandbox, before they become bwrap arguments. */
 export interface SandboxView {
   readonly readOnly: readonly string[]
   readonly readWrite: readonly string[]
   readonly masked: readonly string[]
+  /** Symlinks recreated inside, outside the system folders. */
+  readonly links: ReadonlyArray<readonly [string, string]>
 }
 
 /**
@@ -189,6 +231,10 @@ export function sandboxView(launch: Launch, resolved: string, spec: SandboxSpec)
   const cwd = launch.cwd ?? process.cwd()
   const readOnly = new Set<string>()
   const readWrite = new Set<string>([spec.stateDir])
+  const links = new Map<string, string>()
+  const follow = (path: string) => {
+    for (const [link, target] of symlinksOn(path)) links.set(link, target)
+  }
   const addPackage = (file: string) => {
     const root = packageRootOf(file)
     readOnly.add(root)
@@ -197,16 +243,21 @@ export function sandboxView(launch: Launch, resolved: string, spec: SandboxSpec)
     if (modules !== undefined && modules !== join(root, 'node_modules')) readOnly.add(modules)
   }
   addPackage(resolved)
-  if (launch.cwd !== undefined) readOnly.add(realOrNull(launch.cwd) ?? launch.cwd)
+  if (launch.cwd !== undefined) {
+    readOnly.add(realOrNull(launch.cwd) ?? launch.cwd)
+    follow(launch.cwd)
+  }
   for (const arg of launch.args) {
     if (arg.startsWith('-') || arg.includes('\n')) continue
     const candidate = isAbsolute(arg) ? arg : arg.includes('/') ? resolve(cwd, arg) : undefined
     if (candidate === undefined) continue
     const real = realOrNull(candidate)
     if (real === undefined) continue
+    follow(candidate)
     if (statSync(real).isDirectory()) readWrite.add(real)
     else addPackage(real)
   }
+  for (const path of [...spec.read, ...spec.write]) follow(path)
   for (const path of spec.read) readOnly.add(realOrNull(path) ?? path)
   for (const path of spec.write) readWrite.add(realOrNull(path) ?? path)
   const bound = [...SYSTEM_DIRS, ...readOnly, ...readWrite]
@@ -217,6 +268,8 @@ export function sandboxView(launch: Launch, resolved: string, spec: SandboxSpec)
     readOnly: [...readOnly].filter((p) => !SYSTEM_DIRS.some((s) => within(p, s))),
     readWrite: [...readWrite],
     masked,
+    // A link inside a bound folder is there already (and that folder may be read-only).
+    links: [...links].filter(([link]) => !bound.some((dir) => within(link, dir))),
   }
 }
 
@@ -264,8 +317,12 @@ export function confinedLaunch(name: string, launch: Launch, spec: SandboxSpec):
     else args.push('--ro-bind', dir, dir)
   }
   args.push('--proc', '/proc', '--dev', '/dev', '--perms', '1777', '--tmpfs', '/tmp')
+  // bwrap makes missing parent folders 0700 (root's), which the sandbox uid could not cross.
+  const targets = [...view.readOnly, ...view.readWrite, ...view.links.map(([link]) => link)]
+  for (const dir of ancestorsOf(targets)) args.push('--perms', '0755', '--dir', dir)
   for (const dir of view.readOnly) args.push('--ro-bind-try', dir, dir)
   for (const dir of view.readWrite) args.push('--bind-try', dir, dir)
+  for (const [link, target] of view.links) args.push('--symlink', target, link)
   for (const path of view.masked) {
     if (statSync(path).isDirectory()) args.push('--tmpfs', path)
     else args.push('--ro-bind', '/dev/null', path)

@@ -42,8 +42,8 @@ export interface StdioSpec {
   /** The child's environment, besides the pass-through variables (`pass-through-env.ts`). */
   readonly env?: Readonly<Record<string, string>> | undefined
   readonly cwd?: string | undefined
-  /** The confinement to run it in (src/transports/sandbox.ts); absent: unconfined. */
-  readonly sandbox?: SandboxSpec | undefined
+  /** The confinement to run it in (src/transports/sandbox.ts); 'none' or absent: unconfined. */
+  readonly sandbox?: SandboxSpec | 'none' | undefined
 }
 
 export interface StdioOutboundOptions extends StdioSpec {
@@ -197,6 +197,7 @@ export class StdioOutboundTransport implements Transport {
     const o = this.#options
     const env = childEnvironment(o.env)
     const args = [...(o.args ?? [])]
+    const confined = o.sandbox !== undefined && o.sandbox !== 'none'
     let launch: Launch
     try {
       launch = this.#launchOf({ command: o.command, args, env, cwd: o.cwd })
@@ -246,7 +247,7 @@ export class StdioOutboundTransport implements Transport {
     this.#log.info('upstream process started', {
       pid: child.pid,
       serverPid: this.#serverPid,
-      sandbox: o.sandbox === undefined ? 'none' : MECHANISM,
+      sandbox: confined ? MECHANISM : 'none',
     })
   }
 
@@ -257,7 +258,9 @@ export class StdioOutboundTransport implements Transport {
    */
   #launchOf(launch: Launch): Launch {
     const o = this.#options
-    if (o.sandbox !== undefined) return confinedLaunch(this.name, launch, o.sandbox)
+    if (o.sandbox !== undefined && o.sandbox !== 'none') {
+      return confinedLaunch(this.name, launch, o.sandbox)
+    }
     if (!POSIX) return launch
     const resolved = resolveCommand(launch.command, launch.cwd ?? process.cwd(), launch.env.PATH)
     return {
