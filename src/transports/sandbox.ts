@@ -333,7 +333,8 @@ export function confinedLaunch(name: string, launch: Launch, spec: SandboxSpec):
     found.prlimit,
     `--nproc=${l.processes}`,
     `--data=${l.memoryBytes}`,
-    `--cpu=${l.cpuSeconds}`,
+    // SIGXCPU at the limit says why; SIGKILL a second later if the process ignores it.
+    `--cpu=${l.cpuSeconds}:${l.cpuSeconds + 1}`,
     `--fsize=${l.fileBytes}`,
     '--',
   )
