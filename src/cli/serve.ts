@@ -20,6 +20,7 @@ import { startupSummary } from '../gateway/startup-summary.ts'
 import { lockfilePathOf, openStore, type TrustSetup, withTrust } from '../gateway/trust-setup.ts'
 import { memoryStore } from '../store/memory.ts'
 import { createHttpInbound, type HttpInbound } from '../transports/http-inbound.ts'
+import { describeConfinement } from '../transports/sandbox.ts'
 import type { CliIo, CommandOptions } from './command.ts'
 import { loadForCommand } from './load.ts'
 import { loggerFor } from './logging.ts'
@@ -146,6 +147,13 @@ export async function runServe(
   } catch (error) {
     io.stderr(`barbican: ${(error as Error).message}\n`)
     return 1
+  }
+  for (const u of config.upstreams) {
+    if (u.transport !== 'stdio') continue
+    log.info('upstream sandbox', {
+      upstream: u.name,
+      sandbox: describeConfinement(u.name, u.sandbox),
+    })
   }
   const store = await openStore(config, source.path)
   let audit: AuditLog | undefined

@@ -111,6 +111,23 @@ export const NOT_COVERED =
   'no egress proxy yet: network.allow is refused'
 
 /**
+ * How an upstream is confined, in one line for the startup log and `barbican check`: the
+ * mechanism and what it leaves open, the explicit opt-out, or the facility the host lacks.
+ */
+export function describeConfinement(
+  name: string,
+  sandbox: SandboxSpec | 'none' | undefined,
+): string {
+  if (sandbox === undefined || sandbox === 'none') {
+    return "none (sandbox: none; runs with Barbican's own rights)"
+  }
+  const found = sandboxFacility()
+  if ('missing' in found) return `refused: this host lacks ${found.missing}`
+  const uid = runsAsRoot() ? `, uid ${sandboxUid(name)}` : ''
+  return `${MECHANISM}${uid}, state ${sandbox.stateDir}; not covered: ${NOT_COVERED}`
+}
+
+/**
  * The unprivileged uid a root gateway runs `name` as: one per upstream, so two upstreams cannot
  * signal or read each other, in a range no distribution hands out to people.
  */
@@ -278,8 +295,12 @@ export function sandboxView(launch: Launch, resolved: string, spec: SandboxSpec)
  * (owned by the sandbox uid when Barbican is root). Throws ERR_LAUNCH_REFUSED when the host
  * lacks a facility; never falls back to running unconfined.
  */
-export function confinedLaunch(name: string, launch: Launch, spec: SandboxSpec): Launch {
-  const found = sandboxFacility()
+export function confinedLaunch(
+  name: string,
+  launch: Launch,
+  spec: SandboxSpec,
+  found: SandboxFacility | { missing: string } = sandboxFacility(),
+): Launch {
   if ('missing' in found) {
     throw new BarbicanError(
       'ERR_LAUNCH_REFUSED',
