@@ -103,7 +103,8 @@ function checkedLaunch(
   return create()
 }
 
-function refusedTransport(error: Error): Transport {
+/** A transport whose start fails with `error`: how a launch refusal reaches the upstream. */
+export function refusedTransport(error: Error): Transport {
   return {
     start: () => Promise.reject(error),
     send: () => Promise.reject(error),

@@ -152,3 +152,33 @@ describe('a hostile upstream in the default sandbox', () => {
     }
   })
 })
+
+describe('an npx upstream in the default sandbox', () => {
+  test('runs the package installed outside, with no network inside', async () => {
+    const manifest = join(root, 'node_modules/@modelcontextprotocol/server-everything/package.json')
+    const { version } = JSON.parse(readFileSync(manifest, 'utf8')) as { version: string }
+    const dir = realpathSync(mkdtempSync(join(tmpdir(), 'barbican-sandbox-npx-')))
+    const text = JSON.stringify({
+      listen: '127.0.0.1:0',
+      upstreams: {
+        npx: {
+          command: 'npx',
+          args: ['-y', `@modelcontextprotocol/server-everything@${version}`, 'stdio'],
+          cwd: root,
+        },
+      },
+    })
+    const { config } = parseConfigText(text, { file: join(dir, 'barbican.json') })
+    const gateway = await startServer(config, silentLogger)
+    const npxClient = new Client({ name: 'sandbox-npx', version: '1.0.0' })
+    try {
+      await npxClient.connect(new StreamableHTTPClientTransport(new URL(`${gateway.url}/mcp`)))
+      const echo = await npxClient.callTool({ name: 'echo', arguments: { message: 'via npx' } })
+      assert.match(textOf(echo), /via npx/)
+    } finally {
+      await npxClient.close()
+      await gateway.stop()
+      rmSync(dir, { recursive: true, force: true })
+    }
+  })
+})
