@@ -59,6 +59,8 @@ export interface LimitsConfig extends JsonLimits {
   readonly listRetryMs: number
   /** Longest delay between two such retries (the delay doubles up to it). */
   readonly listRetryMaxMs: number
+  /** Most bytes waiting for one stdio upstream to read them (memory bound per upstream). */
+  readonly upstreamMaxQueuedBytes: number
 }
 
 /** Prometheus metrics at `/metrics` (docs/observability.md). */

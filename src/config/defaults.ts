@@ -43,6 +43,7 @@ export const DEFAULT_LIMITS = Object.freeze({
   handshakeWaitMs: 500,
   listRetryMs: 1_000,
   listRetryMaxMs: 60_000,
+  upstreamMaxQueuedBytes: 8 * 1024 * 1024,
 })
 
 /** `metrics:` defaults (docs/observability.md). */

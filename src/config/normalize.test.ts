@@ -62,6 +62,7 @@ describe('normalizeConfig', () => {
         handshakeWaitMs: 500,
         listRetryMs: 1000,
         listRetryMaxMs: 60000,
+        upstreamMaxQueuedBytes: 8388608,
       },
       log: { level: 'info', levels: {}, format: 'auto', redact: [] },
       metrics: { enabled: true, maxTools: 100 },

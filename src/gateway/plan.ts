@@ -88,6 +88,7 @@ function upstreamPlan(
         log: upstreamLog,
         limits: config.limits,
         requestTimeoutMs: u.requestTimeoutMs,
+        stdio: { maxQueuedBytes: config.limits.upstreamMaxQueuedBytes },
       })
     }),
   }

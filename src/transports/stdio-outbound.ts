@@ -440,7 +440,9 @@ export class StdioOutboundTransport implements Transport {
       return Promise.reject(
         new BarbicanError(
           'ERR_UPSTREAM_UNAVAILABLE',
-          `Upstream "${this.name}" is not reading its input (${this.#queuedBytes} bytes waiting)`,
+          `Upstream "${this.name}" is not reading its input: ${this.#queuedBytes} bytes waiting, ` +
+            `and ${bytes} more would pass limits.upstreamMaxQueuedBytes (${limit})`,
+          { data: { limit: 'upstreamMaxQueuedBytes', maxQueuedBytes: limit } },
         ),
       )
     }
