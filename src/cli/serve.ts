@@ -148,13 +148,6 @@ export async function runServe(
     io.stderr(`barbican: ${(error as Error).message}\n`)
     return 1
   }
-  for (const u of config.upstreams) {
-    if (u.transport !== 'stdio') continue
-    log.info('upstream sandbox', {
-      upstream: u.name,
-      sandbox: describeConfinement(u.name, u.sandbox),
-    })
-  }
   const store = await openStore(config, source.path)
   let audit: AuditLog | undefined
   try {
@@ -186,6 +179,13 @@ export async function runServe(
     url: server.url,
     config: what,
   })
+  for (const u of config.upstreams) {
+    if (u.transport !== 'stdio') continue
+    log.info('upstream sandbox', {
+      upstream: u.name,
+      sandbox: describeConfinement(u.name, u.sandbox),
+    })
+  }
   let stopping = false
   // Once every eager upstream has connected or failed: one line that says how start-up went.
   void server.started

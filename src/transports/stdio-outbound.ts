@@ -10,6 +10,7 @@
  * timezone; see `pass-through-env.ts`): an upstream never sees Barbican's secrets by accident.
  */
 import { type ChildProcess, spawn } from 'node:child_process'
+import { constants } from 'node:os'
 import { Duplex } from 'node:stream'
 import { BarbicanError, upstreamClosed } from '../common/errors.ts'
 import type { Logger } from '../common/log.ts'
@@ -392,7 +393,10 @@ export class StdioOutboundTransport implements Transport {
     this.onerror?.(fault)
   }
 
-  #onExit(status: ExitStatus): void {
+  #onExit(exit: ExitStatus): void {
+    const sandbox = this.#options.sandbox
+    // bwrap ends with 128 + N when the server died of signal N: report the signal, as unconfined.
+    const status = sandbox === undefined || sandbox === 'none' ? exit : signalledExit(exit)
     this.#exitStatus = status
     // Sweep what the server left behind in its group (daemonized helpers, a wrapper's child).
     if (POSIX) this.#signal('SIGKILL')
@@ -527,6 +531,13 @@ export class StdioOutboundTransport implements Transport {
       // Already gone.
     }
   }
+}
+
+/** An exit code of 128 + N read as death by signal N (how bwrap reports its child's signal). */
+function signalledExit(exit: ExitStatus): ExitStatus {
+  if (exit.signal !== null || exit.code === null || exit.code <= 128) return exit
+  const signal = Object.entries(constants.signals).find(([, n]) => n === exit.code! - 128)?.[0]
+  return signal === undefined ? exit : { code: null, signal: signal as NodeJS.Signals }
 }
 
 /** True when `promise` settles within `ms`; the timer never outlives the wait. */
