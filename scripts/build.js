@@ -8,7 +8,6 @@
 //   and eventsource-parser inside; code behind a dynamic import() in chunk-*.js files loaded on
 //   first use;
 // - config-worker.js: the worker thread that loads the configuration, with yaml and zod inside;
-// - stdio-launcher.js: the watchdog script stdio upstreams are launched through;
 // - undici.cjs, ws.cjs, jose.cjs, ajv.cjs: one-file copies of the dependencies src/common/lazy-deps.ts loads on
 //   first use, each bundled from the package's public entry (one file to read and compile
 //   instead of dozens of modules); prom-client.cjs: the five prom-client modules it uses.
@@ -119,14 +118,6 @@ try {
     outdir: dist,
     format: 'esm',
     plugins: [builtinsPlugin, zodLocalesPlugin],
-  })
-  // Its own file, run as its own process (src/transports/stdio-outbound.ts finds it beside itself).
-  await esbuild.build({
-    ...common,
-    entryPoints: ['src/transports/stdio-launcher.ts'],
-    outfile: `${dist}stdio-launcher.js`,
-    format: 'esm',
-    plugins: [builtinsPlugin],
   })
   // The file `require(name)` loads from the sources (ws's CommonJS entry, not its ES wrapper).
   const resolve = createRequire(import.meta.url).resolve

@@ -14,6 +14,7 @@ import { lockfilePathOf, openStore, storeConfigOf, withTrust } from '../gateway/
 import { printableName } from '../protocol/item-names.ts'
 import { memoryStore } from '../store/memory.ts'
 import type { Store } from '../store/store.ts'
+import { describeConfinement } from '../transports/sandbox.ts'
 import { formatChanges } from '../trust/diff.ts'
 import { comparePins } from '../trust/pin-check.ts'
 import type { Upstream } from '../upstreams/upstream.ts'
@@ -65,10 +66,18 @@ export async function runCheck(
         io.stdout(
           `ok    ${upstream.name}: ${String(info?.serverInfo.name ?? '?')} ${String(info?.serverInfo.version ?? '')}, MCP ${info?.protocolVersion}, ${tools.length} tool(s)\n`,
         )
+        const entry = config.upstreams.find((u) => u.name === upstream.name)
+        if (entry?.transport === 'stdio') {
+          io.stdout(`      sandbox: ${describeConfinement(entry.name, entry.sandbox)}\n`)
+        }
         if (pins && !(await pinsMatch(upstream, pins, io))) drifting++
       } catch (err) {
         failed++
         io.stdout(`FAIL  ${upstream.name}: ${(err as Error).message}\n`)
+        const entry = config.upstreams.find((u) => u.name === upstream.name)
+        if (entry?.transport === 'stdio') {
+          io.stdout(`      sandbox: ${describeConfinement(entry.name, entry.sandbox)}\n`)
+        }
       }
     }
     for (const server of gateway.servers.values()) {

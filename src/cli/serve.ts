@@ -20,6 +20,7 @@ import { startupSummary } from '../gateway/startup-summary.ts'
 import { lockfilePathOf, openStore, type TrustSetup, withTrust } from '../gateway/trust-setup.ts'
 import { memoryStore } from '../store/memory.ts'
 import { createHttpInbound, type HttpInbound } from '../transports/http-inbound.ts'
+import { describeConfinement } from '../transports/sandbox.ts'
 import type { CliIo, CommandOptions } from './command.ts'
 import { loadForCommand } from './load.ts'
 import { loggerFor } from './logging.ts'
@@ -178,6 +179,13 @@ export async function runServe(
     url: server.url,
     config: what,
   })
+  for (const u of config.upstreams) {
+    if (u.transport !== 'stdio') continue
+    log.info('upstream sandbox', {
+      upstream: u.name,
+      sandbox: describeConfinement(u.name, u.sandbox),
+    })
+  }
   let stopping = false
   // Once every eager upstream has connected or failed: one line that says how start-up went.
   void server.started

@@ -7,6 +7,7 @@
 import type { AuthConfig, CredentialsConfig } from '../auth/auth-config.ts'
 import type { LogLevel } from '../common/log.ts'
 import type { JsonLimits } from '../protocol/json-limits.ts'
+import type { SandboxSpec } from '../transports/sandbox.ts'
 import type { ConfirmConfig, ContextsConfig } from './confirm-schema.ts'
 
 /** Where the HTTP listener binds. `host` is bare (`::1`, never `[::1]`). */
@@ -59,6 +60,8 @@ export interface LimitsConfig extends JsonLimits {
   readonly listRetryMs: number
   /** Longest delay between two such retries (the delay doubles up to it). */
   readonly listRetryMaxMs: number
+  /** Most bytes waiting for one stdio upstream to read them (memory bound per upstream). */
+  readonly upstreamMaxQueuedBytes: number
 }
 
 /** Prometheus metrics at `/metrics` (docs/observability.md). */
@@ -116,6 +119,8 @@ export interface StdioUpstreamConfig {
   readonly trust?: TrustConfig | undefined
   /** Barbican's own credentials for this upstream (docs/security.md); absent: none. */
   readonly credentials?: CredentialsConfig | undefined
+  /** Its confinement (docs/sandbox.md), or 'none' when the entry opts out. */
+  readonly sandbox: SandboxSpec | 'none'
 }
 
 /** How a remote upstream is reached; `auto` tries Streamable HTTP, then falls back to SSE. */

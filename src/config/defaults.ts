@@ -43,6 +43,7 @@ export const DEFAULT_LIMITS = Object.freeze({
   handshakeWaitMs: 500,
   listRetryMs: 1_000,
   listRetryMaxMs: 60_000,
+  upstreamMaxQueuedBytes: 8 * 1024 * 1024,
 })
 
 /** `metrics:` defaults (docs/observability.md). */
@@ -52,3 +53,6 @@ export const DEFAULT_SEPARATOR = '__'
 
 /** The default store path, relative to the config file's directory. */
 export const DEFAULT_STORE_PATH = '.barbican/barbican.db'
+
+/** Where each confined upstream's state directory goes, beside the config (docs/sandbox.md). */
+export const DEFAULT_STATE_ROOT = '.barbican/state'

@@ -33,10 +33,13 @@ describe('demoConfig', () => {
     }
   })
 
-  test('keeps the demo data out of node_modules, in the data folder', () => {
+  test('keeps the demo data out of node_modules, memory in its state folder', () => {
     const { config } = demoConfig({ dataDir })
     const [, memory, files] = config.upstreams as StdioUpstreamConfig[]
-    assert.equal(memory?.env.MEMORY_FILE_PATH, join(dataDir, 'memory.jsonl'))
+    assert.equal(memory?.env.MEMORY_FILE_PATH, join(dataDir, 'state/memory/memory.jsonl'))
+    assert.ok(
+      memory?.sandbox !== 'none' && memory?.sandbox.stateDir === join(dataDir, 'state/memory'),
+    )
     assert.equal(files?.args[1], join(dataDir, 'files'))
     assert.ok(existsSync(join(dataDir, 'files', 'welcome.md')))
   })

@@ -4,10 +4,11 @@
  * launched with the running Node and their resolved entry files, so it needs neither network nor
  * `npx` and behaves the same offline.
  */
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs'
+import { chownSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { createRequire } from 'node:module'
 import { tmpdir } from 'node:os'
 import { dirname, join, resolve } from 'node:path'
+import { runsAsRoot, sandboxUid } from '../transports/sandbox.ts'
 import type { LoadedConfig } from './config.ts'
 import { ConfigError } from './config-error.ts'
 import { normalizeConfig } from './normalize.ts'
@@ -60,13 +61,15 @@ export function demoConfig(options: DemoOptions = {}): LoadedConfig {
   const everything = resolvePackageBin('@modelcontextprotocol/server-everything')
   if (everything) upstreams.everything = { command: process.execPath, args: [everything, 'stdio'] }
 
+  const stateRoot = join(dataDir, 'state')
   const memory = resolvePackageBin('@modelcontextprotocol/server-memory')
   if (memory) {
-    // The server's default file sits beside its code, inside node_modules; keep data out of there.
+    // The server's default file sits beside its code, inside node_modules (read-only in its
+    // sandbox): keep the graph in its state directory, which persists across restarts.
     upstreams.memory = {
       command: process.execPath,
       args: [memory],
-      env: { MEMORY_FILE_PATH: join(dataDir, 'memory.jsonl') },
+      env: { MEMORY_FILE_PATH: join(stateRoot, 'memory', 'memory.jsonl') },
     }
   }
 
@@ -79,6 +82,12 @@ export function demoConfig(options: DemoOptions = {}): LoadedConfig {
         welcome,
         '# Barbican demo\n\nThis folder is served by the `files` upstream of the demo gateway.\n',
       )
+    }
+    // A root gateway runs each server as its own unprivileged uid: the demo folder is the
+    // files server's to write.
+    if (runsAsRoot()) {
+      const uid = sandboxUid('files')
+      for (const path of [filesDir, welcome]) chownSync(path, uid, uid)
     }
     upstreams.files = { command: process.execPath, args: [filesystem, filesDir] }
   }
@@ -106,6 +115,6 @@ export function demoConfig(options: DemoOptions = {}): LoadedConfig {
     ])
   }
   if (memory) mkdirSync(dataDir, { recursive: true })
-  const config = normalizeConfig({ upstreams }, { listen: options.listen })
+  const config = normalizeConfig({ upstreams }, { listen: options.listen, stateRoot })
   return { config, source: { path: undefined, format: 'demo' }, warnings }
 }

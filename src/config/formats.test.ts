@@ -35,7 +35,9 @@ describe('Claude Desktop, Cursor and Windsurf files (mcpServers)', () => {
     assert.equal(loaded.source.format, 'claude')
     const upstreams = byName(loaded.config.upstreams)
     assert.deepEqual(Object.keys(upstreams), ['filesystem', 'github', 'brave-search', 'sqlite'])
-    assert.deepEqual(upstreams.filesystem, {
+    const { sandbox, ...filesystem } = upstreams.filesystem as StdioUpstreamConfig
+    assert.notEqual(sandbox, 'none', 'confined by default')
+    assert.deepEqual(filesystem, {
       name: 'filesystem',
       transport: 'stdio',
       command: 'npx',

@@ -82,7 +82,8 @@ interface Origin {
   readonly keys: Record<string, string>
 }
 
-const STDIO_KEYS = ['command', 'args', 'env', 'cwd']
+// `sandbox` is Barbican's own key, accepted in foreign files too (INTERFACE: Sandbox defaults).
+const STDIO_KEYS = ['command', 'args', 'env', 'cwd', 'sandbox']
 const REMOTE_KEYS = ['url', 'serverUrl', 'httpUrl', 'headers']
 const TYPE_KEYS = ['type', 'transportType']
 

@@ -5,6 +5,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, describe, test } from 'node:test'
 import { fileURLToPath } from 'node:url'
+import type { StdioUpstreamConfig } from './config.ts'
 import { ConfigError, formatKeyPath } from './config-error.ts'
 import { loadConfig, parseConfigText } from './load.ts'
 
@@ -44,7 +45,13 @@ describe('loadConfig with native files', () => {
     assert.equal(config.log.level, 'debug')
     assert.equal(config.limits.maxMessageBytes, 1048576)
     assert.deepEqual(config.security.allowedOrigins.slice(-1), ['https://app.example.com'])
-    const [everything, remote] = config.upstreams
+    const [confined, remote] = config.upstreams
+    const { sandbox, ...everything } = confined as StdioUpstreamConfig
+    // Confined by default: a state folder beside the config, the config itself masked inside.
+    assert.ok(sandbox !== 'none')
+    assert.equal(sandbox.stateDir, join(fixtures, '.barbican/state/everything'))
+    assert.ok(sandbox.protect.includes(join(fixtures, 'native.yaml')))
+    assert.ok(sandbox.protect.includes(join(fixtures, 'barbican.lock')))
     assert.deepEqual(everything, {
       name: 'everything',
       transport: 'stdio',
@@ -72,7 +79,10 @@ describe('loadConfig with native files', () => {
   test('reads the JSON twin of the YAML fixture into the same config', async () => {
     const yaml = await loadConfig({ path: 'native.yaml', cwd: fixtures, env: fixtureEnv })
     const json = await loadConfig({ path: 'native.json', cwd: fixtures, env: fixtureEnv })
-    assert.deepEqual(json?.config, yaml?.config)
+    // Identical but for which config file each sandbox masks.
+    const masked = (loaded: typeof yaml) =>
+      JSON.stringify(loaded?.config).replaceAll(/native\.(yaml|json)/g, 'native.*')
+    assert.equal(masked(json), masked(yaml))
   })
 
   test('looks for barbican.yaml, then barbican.yml, then barbican.json', async () => {

@@ -112,7 +112,11 @@ export function parseConfigText(text: string, options: ParseOptions = {}): Loade
   const validation = validateNative(native)
   if (!validation.ok) issues.push(...validation.issues)
   if (issues.length > 0 || !validation.ok) throw fail(issues, mapPath)
-  const config = buildConfig(validation.value, { baseDir, listen: options.listen })
+  const config = buildConfig(validation.value, {
+    baseDir,
+    listen: options.listen,
+    ...(file === undefined ? {} : { configPath: file }),
+  })
   return { config, source: { path: file, format }, warnings }
 }
 

@@ -1,7 +1,8 @@
 import assert from 'node:assert/strict'
-import { resolve } from 'node:path'
+import { join, resolve } from 'node:path'
 import { describe, test } from 'node:test'
 import { BarbicanError } from '../common/errors.ts'
+import type { StdioUpstreamConfig } from './config.ts'
 import { ConfigError, formatKeyPath } from './config-error.ts'
 import { LOOPBACK_ORIGINS } from './defaults.ts'
 import { normalizeConfig } from './normalize.ts'
@@ -61,6 +62,7 @@ describe('normalizeConfig', () => {
         handshakeWaitMs: 500,
         listRetryMs: 1000,
         listRetryMaxMs: 60000,
+        upstreamMaxQueuedBytes: 8388608,
       },
       log: { level: 'info', levels: {}, format: 'auto', redact: [] },
       metrics: { enabled: true, maxTools: 100 },
@@ -75,6 +77,23 @@ describe('normalizeConfig', () => {
           lazy: false,
           idleTimeoutMs: 0,
           requestTimeoutMs: 60000,
+          sandbox: {
+            stateDir: join(process.cwd(), '.barbican/state/everything'),
+            read: [],
+            write: [],
+            protect: [
+              join(process.cwd(), 'barbican.lock'),
+              ...['', '-wal', '-shm', '-journal'].map((end) =>
+                join(process.cwd(), `.barbican/barbican.db${end}`),
+              ),
+            ],
+            limits: {
+              memoryBytes: 2048 * 1024 * 1024,
+              processes: 256,
+              cpuSeconds: 86400,
+              fileBytes: 1024 * 1024 * 1024,
+            },
+          },
         },
       ],
       servers: [
@@ -89,6 +108,33 @@ describe('normalizeConfig', () => {
         },
       ],
     })
+  })
+
+  test('keeps sandbox: none, resolves granted paths and refuses network.allow without a proxy', () => {
+    const upstream = (sandbox: unknown) =>
+      normalizeConfig(
+        { upstreams: { s: { command: 'node', sandbox } } },
+        { baseDir: '/srv/gw', configPath: '/srv/gw/barbican.yaml' },
+      ).upstreams[0] as StdioUpstreamConfig
+    assert.equal(upstream('none').sandbox, 'none')
+    const confined = upstream({
+      fs: { read: ['ro'], write: ['/data'] },
+      stateDir: 'st',
+      limits: { processes: 8 },
+    }).sandbox
+    assert.ok(confined !== 'none')
+    assert.deepEqual(confined.read, ['/srv/gw/ro'])
+    assert.deepEqual(confined.write, ['/data'])
+    assert.equal(confined.stateDir, '/srv/gw/st')
+    assert.equal(confined.limits.processes, 8)
+    assert.equal(confined.limits.memoryBytes, 2048 * 1024 * 1024)
+    assert.ok(confined.protect.includes('/srv/gw/barbican.yaml'))
+    assert.throws(
+      () => upstream({ network: { allow: ['api.example.com'] } }),
+      (err: unknown) =>
+        err instanceof ConfigError &&
+        err.issues.some((i) => /egress through a proxy is not available/.test(i.message)),
+    )
   })
 
   test('namespaces always with several upstreams and never with one when the mode is auto', () => {

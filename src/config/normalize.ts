@@ -3,8 +3,9 @@
  * with the schema and the cross-key checks together, then resolves every default and every
  * `auto` so consumers never see an unresolved choice.
  */
-import { isAbsolute, resolve } from 'node:path'
+import { isAbsolute, join, resolve } from 'node:path'
 import type { AuthConfig } from '../auth/auth-config.ts'
+import type { SandboxSpec } from '../transports/sandbox.ts'
 import type {
   AuditConfig,
   Config,
@@ -19,6 +20,7 @@ import { crossCheck } from './cross-check.ts'
 import {
   DEFAULT_ALLOWED_HOSTS,
   DEFAULT_SEPARATOR,
+  DEFAULT_STATE_ROOT,
   DEFAULT_STORE_PATH,
   LOOPBACK_ORIGINS,
 } from './defaults.ts'
@@ -32,6 +34,10 @@ export interface NormalizeOptions {
   readonly baseDir?: string
   /** `HOST:PORT` that replaces the file's `listen` (the CLI's `--listen`). */
   readonly listen?: string | undefined
+  /** The config file, masked inside every sandbox (absent for text without a file). */
+  readonly configPath?: string | undefined
+  /** Where state directories go by default (the demo's data folder). Default: beside the config. */
+  readonly stateRoot?: string | undefined
 }
 
 /** Validation outcome: the defaulted native value, or every issue found. */
@@ -89,6 +95,7 @@ export function buildConfig(native: NativeConfig, options: NormalizeOptions = {}
         ...(entry.sessions === undefined ? {} : { sessions: entry.sessions }),
         ...(entry.trust === undefined ? {} : { trust: entry.trust }),
         ...(entry.credentials === undefined ? {} : { credentials: entry.credentials }),
+        sandbox: resolveSandbox(name, entry.sandbox, native, options),
       }
     }
     if ('wasm' in entry) {
@@ -188,6 +195,64 @@ function resolveAuthPaths(auth: AuthConfig, baseDir: string | undefined): AuthCo
 }
 
 type ServerInput = NonNullable<NativeConfig['servers']>[string]
+type SandboxInput = Extract<NativeConfig['upstreams'][string], { command: string }>['sandbox']
+
+/** Barbican's own files beside the config, which no sandbox may see (docs/sandbox.md). */
+export function protectedPaths(native: NativeConfig, options: NormalizeOptions): string[] {
+  const base = options.baseDir ?? process.cwd()
+  const store = native.store === undefined ? undefined : resolveStore(native.store, base)
+  const storePath =
+    store?.kind === 'memory' ? undefined : (store?.path ?? join(base, DEFAULT_STORE_PATH))
+  return [
+    ...(options.configPath === undefined ? [] : [resolve(options.configPath)]),
+    join(base, 'barbican.lock'),
+    ...(storePath === undefined
+      ? []
+      : [storePath, `${storePath}-wal`, `${storePath}-shm`, `${storePath}-journal`]),
+  ]
+}
+
+/** Confined unless the entry says `sandbox: none`; every default resolved to a path or number. */
+function resolveSandbox(
+  name: string,
+  input: SandboxInput,
+  native: NativeConfig,
+  options: NormalizeOptions,
+): SandboxSpec | 'none' {
+  if (input === 'none') return 'none'
+  if (input !== undefined && input.network.allow.length > 0) {
+    // Never silently less: a server that was promised hosts must not start without them.
+    throw new ConfigError([
+      {
+        path: ['upstreams', name, 'sandbox', 'network', 'allow'],
+        message:
+          'egress through a proxy is not available yet: a confined server has no network; ' +
+          'use sandbox: none for a server that needs it (docs/sandbox.md)',
+      },
+    ])
+  }
+  const base = options.baseDir ?? process.cwd()
+  const absolute = (path: string) => (isAbsolute(path) ? path : resolve(base, path))
+  const limits = input?.limits ?? {
+    memoryMb: 2048,
+    processes: 256,
+    cpuSeconds: 24 * 3600,
+    fileSizeMb: 1024,
+  }
+  const stateRoot = options.stateRoot ?? join(base, DEFAULT_STATE_ROOT)
+  return {
+    stateDir: input?.stateDir === undefined ? join(stateRoot, name) : absolute(input.stateDir),
+    read: (input?.fs.read ?? []).map(absolute),
+    write: (input?.fs.write ?? []).map(absolute),
+    protect: protectedPaths(native, options),
+    limits: {
+      memoryBytes: limits.memoryMb * 1024 * 1024,
+      processes: limits.processes,
+      cpuSeconds: limits.cpuSeconds,
+      fileBytes: limits.fileSizeMb * 1024 * 1024,
+    },
+  }
+}
 
 function resolveAudit(value: NativeConfig['audit'], baseDir: string | undefined): AuditConfig {
   const at = (path: string) => (isAbsolute(path) ? path : resolve(baseDir ?? process.cwd(), path))

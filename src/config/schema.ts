@@ -236,6 +236,15 @@ const limits = z.strictObject({
     'List retry cap (ms)',
     'Longest delay between two background retries of an upstream whose lists failed.',
   ),
+  upstreamMaxQueuedBytes: limitField(
+    'upstreamMaxQueuedBytes',
+    z
+      .int()
+      .min(1024)
+      .max(1024 ** 3),
+    'Upstream input queue (bytes)',
+    'Most bytes that may wait for a stdio upstream to read them; beyond it, calls to that upstream fail at once naming this limit, so a server that stops reading cannot grow the gateway.',
+  ),
 })
 
 const logLevel = z.enum(['debug', 'info', 'warn', 'error'])

@@ -42,6 +42,87 @@ const credentials = doc(
     'or token-exchange. See docs/security.md. Default: none.',
 )
 
+const paths = (title: string, description: string) =>
+  doc(z.array(z.string().min(1)).default([]), title, description)
+
+const limit = (title: string, description: string, max: number, fallback: number) =>
+  doc(z.int().min(1).max(max).default(fallback), title, `${description} Default: ${fallback}.`)
+
+const limits = z
+  .strictObject({
+    memoryMb: limit(
+      'Memory (MB)',
+      'Heap and other private memory per process (RLIMIT_DATA).',
+      1024 * 1024,
+      2048,
+    ),
+    processes: limit(
+      'Processes',
+      'Processes and threads of the sandbox (RLIMIT_NPROC).',
+      65_536,
+      256,
+    ),
+    cpuSeconds: limit(
+      'CPU seconds',
+      'CPU time per process over its life (RLIMIT_CPU).',
+      365 * 24 * 3600,
+      24 * 3600,
+    ),
+    fileSizeMb: limit(
+      'File size (MB)',
+      'Largest file a process may write (RLIMIT_FSIZE).',
+      1024 * 1024,
+      1024,
+    ),
+  })
+  .default({ memoryMb: 2048, processes: 256, cpuSeconds: 24 * 3600, fileSizeMb: 1024 })
+
+const allow = doc(
+  z.array(z.string().min(1)).default([]),
+  'Allowed hosts',
+  'Hosts reachable through the egress proxy (not available yet: must be empty). Default: [].',
+)
+
+const sandbox = doc(
+  z
+    .union([
+      z.literal('none'),
+      z.strictObject({
+        fs: doc(
+          z
+            .strictObject({
+              read: paths('Read', 'Paths the server may read. Default: [].'),
+              write: paths('Write', 'Paths the server may read and write. Default: [].'),
+            })
+            .default({ read: [], write: [] }),
+          'Files',
+          'Paths granted besides the defaults (docs/sandbox.md); relative paths resolve ' +
+            'against the config file. Default: none.',
+        ),
+        network: doc(
+          z.strictObject({ allow }).default({ allow: [] }),
+          'Network',
+          'What the server may reach. Default: nothing (no network).',
+        ),
+        stateDir: doc(
+          z.string().min(1).optional(),
+          'State directory',
+          "The server's persistent writable directory and HOME. Default: " +
+            '.barbican/state/NAME beside the config file.',
+        ),
+        limits: doc(
+          limits,
+          'Limits',
+          'Kernel limits on every process of the sandbox (docs/sandbox.md).',
+        ),
+      }),
+    ])
+    .optional(),
+  'Sandbox',
+  'How the process is confined (docs/sandbox.md). Default: confined (no network, only its ' +
+    'own files, limits). "none" runs it with Barbican\'s own rights.',
+)
+
 /** A local MCP server started as a child process; recognized by its `command` key. */
 export const stdioUpstreamSchema = doc(
   z.strictObject({
@@ -85,6 +166,7 @@ export const stdioUpstreamSchema = doc(
     sessions,
     trust: trustSchema,
     credentials: credentials,
+    sandbox,
   }),
   'Stdio upstream',
   'A local MCP server that Barbican starts and talks to over stdin/stdout.',

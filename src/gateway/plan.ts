@@ -5,6 +5,7 @@
  */
 import picomatch from 'picomatch'
 import type { AuthRuntime } from '../auth/auth-runtime.ts'
+import { toBarbicanError } from '../common/errors.ts'
 import type { Logger } from '../common/log.ts'
 import type {
   Config,
@@ -22,8 +23,10 @@ import { rateLimit } from '../policies/rate-limit.ts'
 import type { CatalogRules, ItemRules } from '../relay/catalog.ts'
 import { prefixUri } from '../relay/names.ts'
 import { compileUriFilter, tryJudged } from '../relay/resource-uri.ts'
-import { createOutboundTransport } from '../transports/connect-outbound.ts'
+import { createOutboundTransport, type OutboundSpec } from '../transports/connect-outbound.ts'
+import { installedLaunch } from '../trust/installed-launch.ts'
 import type { GatewayPlan, ServerPlan, UpstreamPlan } from './gateway.ts'
+import { refusedTransport } from './trust-setup.ts'
 
 /**
  * `auth` (src/auth/auth-runtime.ts), when given, stamps every upstream request with the caller's
@@ -83,15 +86,38 @@ function upstreamPlan(
     idleTimeoutMs: u.transport === 'stdio' ? u.idleTimeoutMs : 0,
     connectTimeoutMs: config.limits.upstreamConnectTimeoutMs,
     ...(u.sessions === 'per-identity' ? { sessionScope: 'identity' as const } : {}),
-    createTransport: securedTransportFactory(u, auth, (spec) =>
-      createOutboundTransport(spec, {
+    createTransport: securedTransportFactory(u, auth, (spec) => {
+      let launched: OutboundSpec
+      try {
+        launched = withInstalledPackage(u.name, spec)
+      } catch (err) {
+        return refusedTransport(toBarbicanError(err))
+      }
+      return createOutboundTransport(launched, {
         name: u.name,
         log: upstreamLog,
         limits: config.limits,
         requestTimeoutMs: u.requestTimeoutMs,
-      }),
-    ),
+        stdio: { maxQueuedBytes: config.limits.upstreamMaxQueuedBytes },
+      })
+    }),
   }
+}
+
+/**
+ * A confined `npx PACKAGE` runs the package installed outside the sandbox, which has no network
+ * to install it (src/trust/installed-launch.ts); the launch check has verified that very package.
+ */
+function withInstalledPackage(name: string, spec: OutboundSpec): OutboundSpec {
+  if (spec.transport !== 'stdio' || spec.sandbox === undefined || spec.sandbox === 'none') {
+    return spec
+  }
+  const installed = installedLaunch(
+    name,
+    { command: spec.command, args: spec.args ?? [] },
+    { cwd: spec.cwd ?? process.cwd(), home: spec.env?.HOME ?? process.env.HOME },
+  )
+  return installed === undefined ? spec : { ...spec, ...installed }
 }
 
 function serverPlan(s: VirtualServerConfig): ServerPlan {

@@ -140,7 +140,8 @@ function pinnedWasm(
   return createOutboundTransport({ ...u, sha256 }, { name: u.name, log, limits: config.limits })
 }
 
-function refusedTransport(error: Error): Transport {
+/** A transport whose start fails with `error`: how a launch refusal reaches the upstream. */
+export function refusedTransport(error: Error): Transport {
   return {
     start: () => Promise.reject(error),
     send: () => Promise.reject(error),

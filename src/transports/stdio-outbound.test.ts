@@ -230,6 +230,7 @@ describe('stdio outbound transport', () => {
       )
       assert.ok(refused.length > 0, 'sends beyond the bound are refused')
       assert.ok(refused.every(hasCode('ERR_UPSTREAM_UNAVAILABLE')))
+      assert.match(String(refused[0]), /limits\.upstreamMaxQueuedBytes \(524288\)/)
       assert.ok(outcomes.includes('pending'), 'writes wait while the child does not read')
       assert.ok(accepted.length * payload.length <= 512 * 1024)
 

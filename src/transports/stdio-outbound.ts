@@ -2,16 +2,16 @@
  * Barbican talking to a stdio upstream: a child process spawned with an exact argv and no shell,
  * one JSON-RPC message per line on its stdin/stdout, its stderr logged line by line.
  *
- * The child runs under `stdio-launcher.ts`, a watchdog that leads its own process group, so that
- * shutdown reaches the whole tree (`npx` → `node` → …) and so that nothing outlives Barbican,
- * however Barbican ends, SIGKILL included. The environment holds only what the config declares
- * plus a short documented list (PATH, HOME, proxies, CA files, locale, timezone; see
- * `pass-through-env.ts`): an upstream never sees Barbican's secrets by accident.
+ * The child leads its own process group, so that shutdown reaches the whole tree (`npx` →
+ * `node` → …), and nothing outlives Barbican however Barbican ends, SIGKILL included: a confined
+ * child runs in bubblewrap with `--die-with-parent` and its own PID namespace (sandbox.ts), an
+ * unconfined one under a small shell watchdog (UNCONFINED_WATCHDOG). The environment holds only
+ * what the config declares plus a short documented list (PATH, HOME, proxies, CA files, locale,
+ * timezone; see `pass-through-env.ts`): an upstream never sees Barbican's secrets by accident.
  */
 import { type ChildProcess, spawn } from 'node:child_process'
-import { extname } from 'node:path'
+import { constants } from 'node:os'
 import { Duplex } from 'node:stream'
-import { fileURLToPath } from 'node:url'
 import { BarbicanError, upstreamClosed } from '../common/errors.ts'
 import type { Logger } from '../common/log.ts'
 import type { JsonLimits } from '../protocol/json-limits.ts'
@@ -27,6 +27,13 @@ import {
   protocolFault,
 } from './outbound-payload.ts'
 import { childEnvironment } from './pass-through-env.ts'
+import {
+  confinedLaunch,
+  type Launch,
+  MECHANISM,
+  resolveCommand,
+  type SandboxSpec,
+} from './sandbox.ts'
 import type { ReceiveInfo, SendOptions, Transport } from './transport.ts'
 
 /** What the config says about one stdio upstream. */
@@ -36,6 +43,8 @@ export interface StdioSpec {
   /** The child's environment, besides the pass-through variables (`pass-through-env.ts`). */
   readonly env?: Readonly<Record<string, string>> | undefined
   readonly cwd?: string | undefined
+  /** The confinement to run it in (src/transports/sandbox.ts); 'none' or absent: unconfined. */
+  readonly sandbox?: SandboxSpec | 'none' | undefined
 }
 
 export interface StdioOutboundOptions extends StdioSpec {
@@ -70,11 +79,37 @@ export interface StdioStats {
   stderrLines: number
 }
 
-const here = fileURLToPath(import.meta.url)
-/** The watchdog script, beside this module in `src/` (.ts) or in a build (.js). */
-const LAUNCHER = fileURLToPath(new URL(`./stdio-launcher${extname(here)}`, import.meta.url))
 /** Process groups and the watchdog are POSIX; Windows children are killed one by one. */
 const POSIX = process.platform !== 'win32'
+
+/**
+ * The watchdog of an unconfined (`sandbox: none`) upstream: a POSIX shell (about 1 MB) leading
+ * the process group. It starts the server on its stdin/stdout/stderr, reports the server's pid
+ * on fd 3, and a reader of fd 3 kills the whole group when that pipe ends, which the kernel
+ * does however Barbican dies, SIGKILL included. A SIGTERM to the group reaches the server; the
+ * shell waits for it and mirrors how it ended. Background jobs of a non-interactive shell get
+ * /dev/null as stdin, hence stdin is passed through fd 4.
+ */
+const UNCONFINED_WATCHDOG = [
+  'unset PWD OLDPWD',
+  'exec 4<&0',
+  '"$@" <&4 4<&- 3>&- &',
+  'child=$!',
+  'exec 4<&-',
+  'echo "$child" >&3',
+  '{ while read -r line; do :; done; kill -KILL 0; } <&3 &',
+  'watcher=$!',
+  'exec 3>&-',
+  'trap \'kill -TERM "$child" 2>/dev/null\' TERM',
+  'trap \'kill -INT "$child" 2>/dev/null\' INT',
+  'trap \'kill -HUP "$child" 2>/dev/null\' HUP',
+  'while :; do wait "$child"; status=$?; kill -0 "$child" 2>/dev/null || break; done',
+  'kill "$watcher" 2>/dev/null',
+  'if [ "$status" -gt 128 ]; then',
+  '  sig=$(kill -l "$status"); trap - TERM INT HUP; kill -s "$sig" $$',
+  'fi',
+  'exit "$status"',
+].join('\n')
 
 interface QueuedWrite {
   /** The message as one line, newline included. */
@@ -137,11 +172,11 @@ export class StdioOutboundTransport implements Transport {
   get sessionId(): undefined {
     return undefined
   }
-  /** The process group leader (the watchdog); signalling `-pid` reaches the whole tree. */
+  /** The process group leader (bwrap or the watchdog); signalling `-pid` reaches the tree. */
   get pid(): number | undefined {
     return this.#child?.pid
   }
-  /** The upstream command's own process id, once spawned. */
+  /** The upstream command's own process id, once spawned (bwrap's when confined). */
   get serverPid(): number | undefined {
     return this.#serverPid
   }
@@ -163,24 +198,42 @@ export class StdioOutboundTransport implements Transport {
     const o = this.#options
     const env = childEnvironment(o.env)
     const args = [...(o.args ?? [])]
-    const child = POSIX
-      ? spawn(process.execPath, [LAUNCHER], {
-          stdio: ['pipe', 'pipe', 'pipe', 'pipe'],
-          detached: true,
-          env: {},
-          shell: false,
-        })
-      : spawn(o.command, args, {
-          stdio: ['pipe', 'pipe', 'pipe'],
-          env,
-          shell: false,
-          windowsHide: true,
-          ...(o.cwd === undefined ? {} : { cwd: o.cwd }),
-        })
+    const confined = o.sandbox !== undefined && o.sandbox !== 'none'
+    let launch: Launch
+    try {
+      launch = this.#launchOf({ command: o.command, args, env, cwd: o.cwd })
+    } catch (err) {
+      this.#state = 'closed'
+      this.#resolveClosed()
+      if (err instanceof BarbicanError && err.code === 'ERR_LAUNCH_REFUSED') throw err
+      // The command was looked up before spawning (the sandbox binds what it finds): say why not.
+      const where = {
+        command: o.command,
+        path: env.PATH,
+        ...(o.cwd === undefined ? {} : { cwd: o.cwd }),
+      }
+      throw new BarbicanError(
+        'ERR_UPSTREAM_UNAVAILABLE',
+        `Cannot start upstream "${this.name}" (${o.command}): ${spawnFailure('ENOENT', (err as Error).message, where)}`,
+        { cause: err },
+      )
+    }
+    const child = spawn(launch.command, [...launch.args], {
+      // fd 3 is the control channel of the unconfined watchdog (see UNCONFINED_WATCHDOG).
+      stdio:
+        o.sandbox === undefined && POSIX
+          ? ['pipe', 'pipe', 'pipe', 'pipe']
+          : ['pipe', 'pipe', 'pipe'],
+      detached: POSIX,
+      env: { ...launch.env },
+      shell: false,
+      windowsHide: true,
+      ...(launch.cwd === undefined ? {} : { cwd: launch.cwd }),
+    })
     this.#child = child
     this.#wire(child)
     try {
-      this.#serverPid = await this.#awaitSpawn(child, env, args)
+      this.#serverPid = await this.#awaitSpawn(child, env.PATH)
     } catch (err) {
       this.#state = 'closing'
       this.#signal('SIGKILL')
@@ -192,10 +245,34 @@ export class StdioOutboundTransport implements Transport {
     }
     this.#state = 'open'
     this.#opened = true
-    this.#log.info('upstream process started', { pid: child.pid, serverPid: this.#serverPid })
+    this.#log.info('upstream process started', {
+      pid: child.pid,
+      serverPid: this.#serverPid,
+      sandbox: confined ? MECHANISM : 'none',
+    })
   }
 
-  #awaitSpawn(child: ChildProcess, env: Record<string, string>, args: string[]) {
+  /**
+   * The command line that runs the server: inside its sandbox (bubblewrap, which kills the whole
+   * tree when Barbican dies), or unconfined under a small shell watchdog that does the same for
+   * its process group. Either way no Node process stands between Barbican and the server.
+   */
+  #launchOf(launch: Launch): Launch {
+    const o = this.#options
+    if (o.sandbox !== undefined && o.sandbox !== 'none') {
+      return confinedLaunch(this.name, launch, o.sandbox)
+    }
+    if (!POSIX) return launch
+    const resolved = resolveCommand(launch.command, launch.cwd ?? process.cwd(), launch.env.PATH)
+    return {
+      command: '/bin/sh',
+      args: ['-c', UNCONFINED_WATCHDOG, 'barbican-upstream', resolved, ...launch.args],
+      env: launch.env,
+      cwd: launch.cwd,
+    }
+  }
+
+  #awaitSpawn(child: ChildProcess, path: string | undefined) {
     const o = this.#options
     return new Promise<number>((resolve, reject) => {
       const refuse = (message: string, cause?: unknown) =>
@@ -218,44 +295,26 @@ export class StdioOutboundTransport implements Transport {
       }
       const ok = settle(resolve)
       const fail = settle(refuse)
-      const path = env.PATH
       const cwd = o.cwd === undefined ? {} : { cwd: o.cwd }
       const why = (code: string | undefined, message: string) =>
         spawnFailure(code, message, { command: o.command, path, ...cwd })
       child.once('error', (err: NodeJS.ErrnoException) => fail(why(err.code, err.message)))
       child.once('exit', (code, signal) => fail(`exited at once (${signal ?? code})`))
-      if (!POSIX) {
+      const control = child.stdio[3]
+      if (!(control instanceof Duplex)) {
+        // Confined (or Windows): the server's own pid is not visible from here.
         child.once('spawn', () => ok(child.pid ?? 0))
         return
       }
-      const control = child.stdio[3]
-      if (!(control instanceof Duplex)) {
-        fail('no control channel to the launcher')
-        return
-      }
+      // The watchdog writes the server's pid on fd 3 and then only listens for its end.
       let buffered = ''
       control.setEncoding('utf8')
       control.on('data', (chunk: string) => {
         buffered += chunk
         const newline = buffered.indexOf('\n')
-        if (newline < 0) return
-        const reply = JSON.parse(buffered.slice(0, newline)) as {
-          spawned?: number
-          error?: { code: string; message: string }
-        }
-        if (reply.spawned !== undefined) ok(reply.spawned)
-        else fail(why(reply.error?.code, reply.error?.message ?? 'unknown launcher error'))
+        if (newline >= 0) ok(Number(buffered.slice(0, newline)))
       })
       control.on('error', () => {})
-      control.write(
-        `${JSON.stringify({
-          command: o.command,
-          args,
-          env,
-          cwd: o.cwd,
-          killGraceMs: o.termGraceMs ?? 2000,
-        })}\n`,
-      )
     })
   }
 
@@ -334,7 +393,10 @@ export class StdioOutboundTransport implements Transport {
     this.onerror?.(fault)
   }
 
-  #onExit(status: ExitStatus): void {
+  #onExit(exit: ExitStatus): void {
+    const sandbox = this.#options.sandbox
+    // bwrap ends with 128 + N when the server died of signal N: report the signal, as unconfined.
+    const status = sandbox === undefined || sandbox === 'none' ? exit : signalledExit(exit)
     this.#exitStatus = status
     // Sweep what the server left behind in its group (daemonized helpers, a wrapper's child).
     if (POSIX) this.#signal('SIGKILL')
@@ -382,7 +444,9 @@ export class StdioOutboundTransport implements Transport {
       return Promise.reject(
         new BarbicanError(
           'ERR_UPSTREAM_UNAVAILABLE',
-          `Upstream "${this.name}" is not reading its input (${this.#queuedBytes} bytes waiting)`,
+          `Upstream "${this.name}" is not reading its input: ${this.#queuedBytes} bytes waiting, ` +
+            `and ${bytes} more would pass limits.upstreamMaxQueuedBytes (${limit})`,
+          { data: { limit: 'upstreamMaxQueuedBytes', maxQueuedBytes: limit } },
         ),
       )
     }
@@ -467,6 +531,13 @@ export class StdioOutboundTransport implements Transport {
       // Already gone.
     }
   }
+}
+
+/** An exit code of 128 + N read as death by signal N (how bwrap reports its child's signal). */
+function signalledExit(exit: ExitStatus): ExitStatus {
+  if (exit.signal !== null || exit.code === null || exit.code <= 128) return exit
+  const signal = Object.entries(constants.signals).find(([, n]) => n === exit.code! - 128)?.[0]
+  return signal === undefined ? exit : { code: null, signal: signal as NodeJS.Signals }
 }
 
 /** True when `promise` settles within `ms`; the timer never outlives the wait. */

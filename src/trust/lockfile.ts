@@ -145,7 +145,7 @@ export function filesHash(paths: readonly string[]): string {
 }
 
 /** The installed package directory: node_modules above `cwd`, then the npx cache. */
-function findNpmPackage(
+export function findNpmPackage(
   name: string,
   version: string | undefined,
   ctx: LaunchContext,

@@ -30,9 +30,11 @@ describe('scripts/build.js', () => {
   })
   after(() => rmSync(out, { recursive: true, force: true }))
 
-  test('writes the entry, the launcher and the stamp, all in one folder', () => {
-    for (const file of ['main.js', 'config-worker.js', 'stdio-launcher.js', '.build-started'])
+  test('writes the entry, the config worker and the stamp, all in one folder', () => {
+    for (const file of ['main.js', 'config-worker.js', '.build-started'])
       assert.ok(existsSync(join(out, file)), file)
+    // No per-upstream watchdog script any more (ADR 030): confinement carries die-with-parent.
+    assert.equal(existsSync(join(out, 'stdio-launcher.js')), false)
     const started = Number(readFileSync(join(out, '.build-started'), 'utf8'))
     assert.ok(started > Date.now() - 120_000 && started <= Date.now())
     assert.deepEqual(

@@ -82,6 +82,8 @@ describe('the barbican command', () => {
     assert.equal(code, 0, stdout)
     assert.match(stdout, /\(claude\)/)
     assert.match(stdout, /ok {4}memory: .*\d+ tool\(s\)/)
+    // Confined by default, and check says how and what that leaves open.
+    assert.match(stdout, /\n {6}sandbox: bubblewrap .*; not covered: .*seccomp/)
   })
 
   test('check exits non-zero naming the upstream that cannot start', async () => {

@@ -40,7 +40,7 @@ describe('failure isolation between upstreams', () => {
 
   test('an upstream writing garbage on stdout still serves its calls', async () => {
     const result = await client.callTool({ name: 'noisy__echo', arguments: { text: 'x' } })
-    assert.match(textOf(result), /^faulty:x:\d+$/)
+    assert.match(textOf(result), /^faulty:x:[0-9a-f-]{36}$/)
   })
 
   test('a crash mid-call fails that call, and the restarted upstream serves the next one', async () => {
@@ -58,7 +58,7 @@ describe('failure isolation between upstreams', () => {
       await new Promise((r) => setTimeout(r, 20))
     }
     const after = textOf(await client.callTool({ name: 'crashy__echo', arguments: { text: 'b' } }))
-    assert.match(after, /^faulty:b:\d+$/)
+    assert.match(after, /^faulty:b:[0-9a-f-]{36}$/)
     assert.notEqual(after.split(':')[2], pidBefore, 'the upstream process was restarted')
     // The other upstream was never disturbed.
     assert.match(

@@ -24,6 +24,7 @@ import { parseConfigText } from '../../src/config/load.ts'
 import { isPlainObject } from '../../src/protocol/jsonrpc.ts'
 import { serveStdio } from '../../src/transports/stdio-inbound.ts'
 import { MessageFuzzer } from '../support/fuzz-messages.ts'
+import { grantTo } from '../support/sandbox.ts'
 import { upstreamFaults } from '../support/upstream-record.ts'
 
 const root = fileURLToPath(new URL('../../', import.meta.url))
@@ -255,10 +256,19 @@ describe(`fuzzing every inbound transport (seed ${SEED}, ${COUNT} messages each)
   let record: string
 
   before(async () => {
-    record = join(mkdtempSync(join(tmpdir(), 'barbican-fuzz-')), 'received.jsonl')
+    const dir = mkdtempSync(join(tmpdir(), 'barbican-fuzz-'))
+    record = join(dir, 'received.jsonl')
+    // The recorder runs in the default sandbox; its record folder is granted as an operator would.
+    grantTo('rec', dir)
     const text = JSON.stringify({
       listen: '127.0.0.1:0',
-      upstreams: { rec: { command: process.execPath, args: [recorder, record] } },
+      upstreams: {
+        rec: {
+          command: process.execPath,
+          args: [recorder, record],
+          sandbox: { fs: { write: [dir] } },
+        },
+      },
       servers: { default: { upstreams: ['rec'] } },
     })
     const { config } = parseConfigText(text, { cwd: root })

@@ -23,6 +23,7 @@ import { type RunningServer, startServer } from '../../src/cli/serve.ts'
 import { silentLogger } from '../../src/common/log.ts'
 import { parseConfigText } from '../../src/config/load.ts'
 import { textOf } from '../support/content.ts'
+import { grantTo } from '../support/sandbox.ts'
 
 const root = fileURLToPath(new URL('../../', import.meta.url))
 const pkg = (name: string) =>
@@ -37,6 +38,9 @@ describe('every primitive through a virtual server over real MCP servers', () =>
   before(async () => {
     dataDir = realpathSync(mkdtempSync(join(tmpdir(), 'barbican-files-')))
     writeFileSync(join(dataDir, 'hello.txt'), 'hello from the filesystem')
+    // Every upstream runs in the default sandbox: files gets its root, memory its state folder.
+    grantTo('files', dataDir, join(dataDir, 'hello.txt'))
+    const memoryState = join(dataDir, 'memory-state')
     const text = JSON.stringify({
       listen: '127.0.0.1:0',
       upstreams: {
@@ -44,7 +48,8 @@ describe('every primitive through a virtual server over real MCP servers', () =>
         memory: {
           command: process.execPath,
           args: [pkg('server-memory')],
-          env: { MEMORY_FILE_PATH: join(dataDir, 'memory.jsonl') },
+          env: { MEMORY_FILE_PATH: join(memoryState, 'memory.jsonl') },
+          sandbox: { stateDir: memoryState },
         },
         files: { command: process.execPath, args: [pkg('server-filesystem'), dataDir] },
       },

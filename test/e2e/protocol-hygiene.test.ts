@@ -14,6 +14,7 @@ import WebSocket from 'ws'
 import { type RunningServer, startServer } from '../../src/cli/serve.ts'
 import { silentLogger } from '../../src/common/log.ts'
 import { parseConfigText } from '../../src/config/load.ts'
+import { grantTo } from '../support/sandbox.ts'
 import { recordedMessages, upstreamFaults } from '../support/upstream-record.ts'
 
 const root = fileURLToPath(new URL('../../', import.meta.url))
@@ -64,10 +65,19 @@ describe('protocol hygiene toward upstreams and clients', () => {
   let wsUrl: string
 
   before(async () => {
-    record = join(mkdtempSync(join(tmpdir(), 'barbican-hygiene-')), 'received.jsonl')
+    const dir = mkdtempSync(join(tmpdir(), 'barbican-hygiene-'))
+    record = join(dir, 'received.jsonl')
+    // The recorder runs in the default sandbox; its record folder is granted as an operator would.
+    grantTo('rec', dir)
     const text = JSON.stringify({
       listen: '127.0.0.1:0',
-      upstreams: { rec: { command: process.execPath, args: [recorder, record] } },
+      upstreams: {
+        rec: {
+          command: process.execPath,
+          args: [recorder, record],
+          sandbox: { fs: { write: [dir] } },
+        },
+      },
       servers: { default: { upstreams: ['rec'] } },
     })
     const { config } = parseConfigText(text, { cwd: root })

@@ -14,6 +14,7 @@ import { type RunningServer, startServer } from '../../src/cli/serve.ts'
 import { silentLogger } from '../../src/common/log.ts'
 import { parseConfigText } from '../../src/config/load.ts'
 import { fixture } from '../fixtures/upstream-helpers.ts'
+import { grantTo } from '../support/sandbox.ts'
 
 const SECRET = 'the private secret'
 
@@ -30,6 +31,8 @@ describe('resource URIs are judged in the form the upstream serves', () => {
     writeFileSync(join(dir, 'private', 'secret.txt'), SECRET)
     mkdirSync(join(dir, 'public', 'Private'))
     writeFileSync(join(dir, 'public', 'Private', 'secret.txt'), SECRET)
+    // The file server runs in the default sandbox: its root is handed to it, as an operator would.
+    grantTo('files', dir)
     const text = JSON.stringify({
       listen: '127.0.0.1:0',
       upstreams: {

@@ -87,7 +87,8 @@ test('serve passes proxies, CA files, locale and timezone to a stdio upstream, a
     assert.equal(env.LC_ALL, 'C.UTF-8')
     assert.equal(env.TZ, 'UTC', 'the declared value wins')
     assert.equal(env.DECLARED, 'yes')
-    assert.equal(env.HOME, dir)
+    // Confined by default: the server's HOME is its own state folder, not the gateway's home.
+    assert.equal(env.HOME, join(dir, '.barbican/state/everything'))
     assert.equal(env.OTHER_SERVERS_TOKEN, undefined)
   } finally {
     await client?.close()
