@@ -20,7 +20,7 @@ import { startupSummary } from '../gateway/startup-summary.ts'
 import { lockfilePathOf, openStore, type TrustSetup, withTrust } from '../gateway/trust-setup.ts'
 import { memoryStore } from '../store/memory.ts'
 import { createHttpInbound, type HttpInbound } from '../transports/http-inbound.ts'
-import type { CliIo, CommandOptions } from './command.ts'
+import { type CliIo, type CommandOptions, trustOptionsOf } from './command.ts'
 import { loadForCommand } from './load.ts'
 import { loggerFor } from './logging.ts'
 
@@ -161,7 +161,7 @@ export async function runServe(
     server = await startServer(
       config,
       log,
-      { store, lockfilePath: lockfilePathOf(source.path) },
+      { store, lockfilePath: lockfilePathOf(source.path), ...trustOptionsOf(options) },
       audit,
     )
   } catch (err) {
