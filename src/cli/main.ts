@@ -6,6 +6,7 @@
  * worker thread (src/cli/load.ts) before that import: on two or more cores the config is parsed
  * and validated while the command's code is compiled.
  */
+import { isatty } from 'node:tty'
 import { parseArgs } from 'node:util'
 import { type CliIo, unknownWord } from './command.ts'
 import { COMMANDS, commandHelp } from './help.ts'
@@ -51,7 +52,8 @@ Example:
 const defaultIo: CliIo = {
   stdout: (t) => process.stdout.write(t),
   stderr: (t) => process.stderr.write(t),
-  ask: process.stdin.isTTY ? askTerminal : undefined,
+  // isatty(0), not process.stdin.isTTY: opening process.stdin would keep `serve` alive.
+  ask: isatty(0) ? askTerminal : undefined,
 }
 
 /** One line from the terminal, after printing the question on stderr. */
