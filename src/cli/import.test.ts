@@ -69,7 +69,7 @@ describe('barbican import', () => {
         mcpServers: {
           files: { command: 'npx', args: ['-y', '@scope/files', '/data'] },
           both: { command: 'npx', args: ['-y', '-p', 'helper', '-p', 'main@2.0.0', 'main'] },
-          secret: { command: 'npx', args: ['tool@3.1.0'], env: { TOKEN: '${TOKEN}' } },
+          secret: { command: 'npx', args: ['tool@3.1.0'], env: { TOKEN: `\${TOKEN}` } },
         },
       }),
     )
@@ -92,7 +92,7 @@ describe('barbican import', () => {
       'main',
     ])
     // Placeholders are kept: the secret stays in the environment.
-    assert.equal(written.upstreams.secret.env.TOKEN, '${TOKEN}')
+    assert.equal(written.upstreams.secret.env.TOKEN, `\${TOKEN}`)
     assert.equal(written.upstreams.remote.url, 'https://example.com/mcp')
     assert.match(out, /Claude Desktop: replace "mcpServers"/)
     assert.match(out, /VS Code: replace "servers" with .*"type": "http"/)

@@ -223,7 +223,7 @@ describe('config errors all at once', () => {
     const file = join(dir, 'barbican.yaml')
     writeFileSync(
       file,
-      'upstreams:\n  a:\n    command: node\n    env: { TOKEN: "${BARBICAN_TEST_UNSET}" }\n' +
+      `upstreams:\n  a:\n    command: node\n    env: { TOKEN: "\${BARBICAN_TEST_UNSET}" }\n` +
         '    timeoutMs: soon\n',
     )
     const env = { ...process.env }
