@@ -8,6 +8,8 @@
 import { existsSync, readFileSync, writeFileSync } from 'node:fs'
 import { homedir } from 'node:os'
 import { basename, join, resolve } from 'node:path'
+// Static: this module is itself loaded only when `barbican import` runs.
+import { stringify } from 'yaml'
 import { convertForeign, detectFormat, relevantPart } from '../config/formats.ts'
 import { parseText } from '../config/parse-text.ts'
 import { launchOf } from '../trust/launch.ts'
@@ -145,7 +147,6 @@ export async function runImport(
     io.stdout(`read    ${source.path} (${client}): ${names.length} server(s)\n`)
   }
   failed += await pinVersions(upstreams, e.resolveVersion, io)
-  const { stringify } = await import('yaml')
   const header =
     '# Written by `barbican import` from:\n' +
     [...clients.values()]
