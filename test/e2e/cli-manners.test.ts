@@ -109,7 +109,7 @@ describe('--port and --listen N', () => {
         let stderr = ''
         child.stderr.on('data', (d: Buffer) => (stderr += d.toString()))
         const deadline = Date.now() + 30_000
-        while (!stderr.includes('Barbican is serving')) {
+        while (!stderr.includes(' at http://127.0.0.1:')) {
           assert.ok(Date.now() < deadline, stderr)
           await new Promise((r) => setTimeout(r, 50))
         }
