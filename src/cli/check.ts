@@ -18,7 +18,7 @@ import { describeConfinement } from '../transports/sandbox.ts'
 import { formatChanges } from '../trust/diff.ts'
 import { comparePins } from '../trust/pin-check.ts'
 import type { Upstream } from '../upstreams/upstream.ts'
-import type { CliIo, CommandOptions } from './command.ts'
+import { type CliIo, type CommandOptions, trustOptionsOf } from './command.ts'
 import { loadForCommand } from './load.ts'
 import { reportDrift } from './pins.ts'
 
@@ -53,7 +53,11 @@ export async function runCheck(
   }
   const log = jsonLogger({ level: 'error' })
   // Launches are checked as serve checks them (lockfile, floating versions); nothing is pinned.
-  const trust = { store: memoryStore(), lockfilePath: lockfilePathOf(source.path) }
+  const trust = {
+    store: memoryStore(),
+    lockfilePath: lockfilePathOf(source.path),
+    ...trustOptionsOf(options),
+  }
   const gateway = new Gateway(withTrust(planFromConfig(config, log), config, trust, log), log)
   let failed = 0
   let drifting = 0
@@ -97,7 +101,7 @@ export async function runCheck(
     await gateway.stop()
     await pins?.close()
   }
-  const drifted = await reportDrift(config, source.path, io)
+  const drifted = await reportDrift(config, source.path, io, options)
   if (authFaults > 0) io.stderr(`barbican: the auth section has ${authFaults} fault(s)\n`)
   if (failed > 0) io.stderr(`barbican: ${failed} upstream(s) failed\n`)
   if (authFaults > 0 || failed > 0) return 1

@@ -3,11 +3,20 @@
  * from main.ts so that the commands, which main.ts imports, never import main.ts back.
  */
 
+import { didYouMean } from '../common/suggest.ts'
+import type { CommandHint } from '../trust/command-hint.ts'
+import { npmResolver, type VersionResolver } from '../trust/registry-version.ts'
+
 export interface CliIo {
   readonly stdout: (text: string) => void
   readonly stderr: (text: string) => void
   /** All of stdin, at most `maxBytes` (`barbican seal`); absent: the process's stdin. */
   readonly stdin?: (maxBytes: number) => Promise<string>
+  /**
+   * Asks the person at the terminal and returns the answer; absent when there is no terminal
+   * (stdin is not a TTY), where commands do not ask.
+   */
+  readonly ask?: ((question: string) => Promise<string>) | undefined
 }
 
 /** Options every command shares. */
@@ -30,4 +39,42 @@ export interface CommandOptions {
   readonly env?: string | undefined
   /** `check --pins`: also compare what upstreams advertise with the approved pins. */
   readonly pins?: boolean
+  /** `--allow-floating`: unversioned packages may launch, for this run only. */
+  readonly allowFloating?: boolean
+}
+
+/**
+ * A `barbican` command to suggest, with the `--config` the user gave, so that it can be pasted
+ * as is and acts on the same configuration.
+ */
+export function suggestCommand(options: CommandOptions, args: string): string {
+  return options.config === undefined
+    ? `barbican ${args}`
+    : `barbican ${args} --config ${shellWord(options.config)}`
+}
+
+/** A word a POSIX shell reads back unchanged. */
+function shellWord(word: string): string {
+  return /^[\w@%+=:,./-]+$/.test(word) ? word : `'${word.replaceAll("'", `'\\''`)}'`
+}
+
+/** `unknown command "serv" (did you mean "serve"?)`: names what was typed, and what is close. */
+export function unknownWord(what: string, typed: string, known: readonly string[]): string {
+  return `unknown ${what} "${typed}"${didYouMean(typed, known)}`
+}
+
+/**
+ * What the running commands (serve, stdio, check) add to trust: suggestions spelt with the
+ * user's --config, `--allow-floating`, and today's version named in a floating refusal.
+ */
+export function trustOptionsOf(options: CommandOptions): {
+  hint: CommandHint
+  allowFloating: boolean
+  resolveVersion: VersionResolver
+} {
+  return {
+    hint: (args) => suggestCommand(options, args),
+    allowFloating: options.allowFloating === true,
+    resolveVersion: npmResolver,
+  }
 }

@@ -11,38 +11,47 @@ export const COMMANDS = [
   'keys',
   'seal',
   'audit',
+  'import',
 ] as const
 export type CommandName = (typeof COMMANDS)[number]
 
 const CONFIG = `  -c, --config FILE   the configuration (default: barbican.yaml, barbican.yml or
                       barbican.json in the working directory)`
 
+const FLOATING = `  --allow-floating    launch packages given without an exact version, for this run only
+                      (trust.allowFloating in the config allows it for good)`
+
 const HELP: Readonly<Record<CommandName, string>> = {
-  serve: `Usage: barbican serve [--config FILE] [--listen HOST:PORT] [--allow-insecure-non-loopback]
+  serve: `Usage: barbican serve [--config FILE] [--listen HOST:PORT | --port N]
+                      [--allow-insecure-non-loopback] [--allow-floating]
 
 Run the gateway over HTTP: each virtual server at /mcp/NAME (the default one at /mcp). Without a
 configuration file it serves the embedded demo.
 
 Options:
 ${CONFIG}
-  -l, --listen HOST:PORT   where to listen (default 127.0.0.1:7300, or the config's listen)
+  -l, --listen HOST:PORT   where to listen (default 127.0.0.1:7300, or the config's listen);
+                           --listen N alone means 127.0.0.1:N
+  -p, --port N             listen on 127.0.0.1:N
+${FLOATING}
   --allow-insecure-non-loopback   listen beyond loopback without inbound auth (not advised)
 
 Example:
   barbican serve --config barbican.yaml --listen 127.0.0.1:7300
 `,
-  stdio: `Usage: barbican stdio [--config FILE] [--server NAME]
+  stdio: `Usage: barbican stdio [--config FILE] [--server NAME] [--allow-floating]
 
 Serve one virtual server on stdin/stdout, for MCP hosts that launch stdio servers.
 
 Options:
 ${CONFIG}
   --server NAME       the virtual server to serve (default: the first in the config)
+${FLOATING}
 
 Example (an MCP host's server entry):
   { "command": "barbican", "args": ["stdio", "--config", "/home/me/barbican.yaml"] }
 `,
-  check: `Usage: barbican check [--config FILE] [--pins]
+  check: `Usage: barbican check [--config FILE] [--pins] [--allow-floating]
 
 Validate the configuration (including the files its auth section names), try every upstream
 once and report drift from the approved baseline. Exits non-zero with a precise message on any
@@ -53,6 +62,7 @@ ${CONFIG}
   --pins              also fail on any tool, prompt, resource template, instructions or server
                       identity that differs from its approved pin (or was never approved),
                       printing the difference: a rug pull stops the pipeline
+${FLOATING}
 
 Example (in CI, before deploying):
   barbican check --config barbican.yaml --pins
@@ -145,6 +155,19 @@ Options:
 
 Example:
   printf %s "$GITHUB_TOKEN" | barbican seal --upstream github --header Authorization
+`,
+  import: `Usage: barbican import [FILE…] [--output FILE]
+
+Turn the MCP client configs you already have into one barbican.yaml: every server of the given
+files, or of the usual Claude Desktop, Cursor, Windsurf, VS Code and Claude Code files when none
+is given. Packages launched with npx without a version are pinned to the exact version the npm
+registry serves today (the npx cache when offline). Prints how to point each client at Barbican.
+
+Options:
+  -o, --output FILE   where to write (default: barbican.yaml here; never overwritten)
+
+Example:
+  barbican import ~/.config/Claude/claude_desktop_config.json
 `,
 }
 

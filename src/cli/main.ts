@@ -6,20 +6,22 @@
  * worker thread (src/cli/load.ts) before that import: on two or more cores the config is parsed
  * and validated while the command's code is compiled.
  */
+import { isatty } from 'node:tty'
 import { parseArgs } from 'node:util'
-import type { CliIo } from './command.ts'
-import { commandHelp } from './help.ts'
+import { type CliIo, unknownWord } from './command.ts'
+import { COMMANDS, commandHelp } from './help.ts'
 import { loadForCommand } from './load.ts'
 import { serviceIo } from './logging.ts'
 
 const USAGE = `Usage: barbican <command> [options]
 
 Commands:
-  serve   [--config FILE] [--listen HOST:PORT] [--allow-insecure-non-loopback]
+  serve   [--config FILE] [--listen HOST:PORT | --port N] [--allow-insecure-non-loopback]
+          [--allow-floating]
           Run the gateway over HTTP (default 127.0.0.1:7300).
-  stdio   [--config FILE] [--server NAME]
+  stdio   [--config FILE] [--server NAME] [--allow-floating]
           Serve a virtual server on stdin/stdout.
-  check   [--config FILE] [--pins]
+  check   [--config FILE] [--pins] [--allow-floating]
           Validate the config, try every upstream once, report drift from the baseline;
           with --pins, fail on any definition that differs from its approved pin.
   scan    [--config FILE]
@@ -36,6 +38,9 @@ Commands:
   audit   verify | tail|query [--subject S] [--tool T] [--outcome O] [--since T] [--until T]
           [--limit N]      [--config FILE]
           Check the audit log's chain and signed checkpoints; read it as JSON lines.
+  import  [FILE…] [--output FILE]
+          Turn Claude Desktop, Cursor, Windsurf, VS Code or Claude Code configs into
+          barbican.yaml, with exact versions.
 
 Without --config, barbican.yaml, barbican.yml or barbican.json in the working directory is used;
 serve falls back to the embedded demo when none exists. barbican COMMAND --help explains one.
@@ -47,6 +52,19 @@ Example:
 const defaultIo: CliIo = {
   stdout: (t) => process.stdout.write(t),
   stderr: (t) => process.stderr.write(t),
+  // isatty(0), not process.stdin.isTTY: opening process.stdin would keep `serve` alive.
+  ask: isatty(0) ? askTerminal : undefined,
+}
+
+/** One line from the terminal, after printing the question on stderr. */
+async function askTerminal(question: string): Promise<string> {
+  const { createInterface } = await import('node:readline/promises')
+  const rl = createInterface({ input: process.stdin, output: process.stderr })
+  try {
+    return await rl.question(question)
+  } finally {
+    rl.close()
+  }
 }
 
 export async function main(argv: readonly string[], io: CliIo = defaultIo): Promise<number> {
@@ -54,7 +72,7 @@ export async function main(argv: readonly string[], io: CliIo = defaultIo): Prom
   try {
     parsed = parse(argv)
   } catch (err) {
-    io.stderr(`barbican: ${(err as Error).message}\n\n${USAGE}`)
+    io.stderr(`barbican: ${optionError(err as Error)}\n\n${USAGE}`)
     return 2
   }
   const { positionals, values } = parsed
@@ -69,7 +87,7 @@ export async function main(argv: readonly string[], io: CliIo = defaultIo): Prom
   if (topic !== undefined) {
     const help = commandHelp(topic)
     if (help === undefined) {
-      io.stderr(`barbican: unknown command "${topic}"\n\n${USAGE}`)
+      io.stderr(`barbican: ${unknownWord('command', topic, COMMANDS)}\n\n${USAGE}`)
       return 2
     }
     io.stdout(help)
@@ -89,14 +107,20 @@ export async function main(argv: readonly string[], io: CliIo = defaultIo): Prom
   if (
     positionals.length > (command === 'audit' ? 2 : 1) &&
     command !== 'pins' &&
-    command !== 'keys'
+    command !== 'keys' &&
+    command !== 'import'
   ) {
     io.stderr(`barbican: unexpected argument "${positionals[1]}"\n\n${USAGE}`)
     return 2
   }
+  const listen = listenOf(values)
+  if (listen instanceof Error) {
+    io.stderr(`barbican: ${listen.message}\n`)
+    return 2
+  }
   const options = {
     config: values.config,
-    listen: values.listen,
+    listen,
     server: values.server,
     allowInsecureNonLoopback: values['allow-insecure-non-loopback'] === true,
     all: values.all === true,
@@ -108,6 +132,7 @@ export async function main(argv: readonly string[], io: CliIo = defaultIo): Prom
     header: values.header,
     env: values.env,
     pins: values.pins === true,
+    allowFloating: values['allow-floating'] === true,
   }
   switch (command) {
     case 'serve': {
@@ -153,38 +178,65 @@ export async function main(argv: readonly string[], io: CliIo = defaultIo): Prom
       const { runSeal } = await import('./seal.ts')
       return await runSeal(options, io)
     }
+    case 'import': {
+      const { runImport } = await import('./import.ts')
+      return await runImport(positionals.slice(1), { output: values.output }, io)
+    }
     default:
-      io.stderr(`barbican: unknown command "${command}"\n\n${USAGE}`)
+      io.stderr(`barbican: ${unknownWord('command', command, COMMANDS)}\n\n${USAGE}`)
       return 2
   }
 }
 
+const OPTIONS = {
+  config: { type: 'string', short: 'c' },
+  listen: { type: 'string', short: 'l' },
+  port: { type: 'string', short: 'p' },
+  'allow-floating': { type: 'boolean' },
+  output: { type: 'string', short: 'o' },
+  server: { type: 'string' },
+  'allow-insecure-non-loopback': { type: 'boolean' },
+  all: { type: 'boolean' },
+  as: { type: 'string' },
+  pins: { type: 'boolean' },
+  subject: { type: 'string' },
+  tenant: { type: 'string' },
+  scope: { type: 'string', multiple: true },
+  upstream: { type: 'string' },
+  header: { type: 'string' },
+  env: { type: 'string' },
+  tool: { type: 'string' },
+  outcome: { type: 'string' },
+  since: { type: 'string' },
+  until: { type: 'string' },
+  limit: { type: 'string' },
+  help: { type: 'boolean', short: 'h' },
+  version: { type: 'boolean', short: 'v' },
+} as const
+
 function parse(argv: readonly string[]) {
-  return parseArgs({
-    args: [...argv],
-    allowPositionals: true,
-    strict: true,
-    options: {
-      config: { type: 'string', short: 'c' },
-      listen: { type: 'string', short: 'l' },
-      server: { type: 'string' },
-      'allow-insecure-non-loopback': { type: 'boolean' },
-      all: { type: 'boolean' },
-      as: { type: 'string' },
-      pins: { type: 'boolean' },
-      subject: { type: 'string' },
-      tenant: { type: 'string' },
-      scope: { type: 'string', multiple: true },
-      upstream: { type: 'string' },
-      header: { type: 'string' },
-      env: { type: 'string' },
-      tool: { type: 'string' },
-      outcome: { type: 'string' },
-      since: { type: 'string' },
-      until: { type: 'string' },
-      limit: { type: 'string' },
-      help: { type: 'boolean', short: 'h' },
-      version: { type: 'boolean', short: 'v' },
-    },
-  })
+  return parseArgs({ args: [...argv], allowPositionals: true, strict: true, options: OPTIONS })
+}
+
+/** parseArgs' complaint, with the option that was probably meant. */
+function optionError(err: Error): string {
+  const typed = /^Unknown option '(-{1,2}[^']+)'/.exec(err.message)?.[1]
+  if (typed === undefined) return err.message
+  const known = Object.keys(OPTIONS).map((name) => `--${name}`)
+  return unknownWord('option', typed, known)
+}
+
+/**
+ * Where `serve` listens: `--listen HOST:PORT`, or `--port N` and `--listen N`, which both mean
+ * loopback (127.0.0.1) on port N. An Error for a contradiction or a port that is not a number.
+ */
+function listenOf(values: { listen?: string; port?: string }): string | undefined | Error {
+  if (values.port !== undefined && values.listen !== undefined)
+    return new Error('give --listen or --port, not both')
+  const bare = values.port ?? (/^\d+$/.test(values.listen ?? '') ? values.listen : undefined)
+  if (bare === undefined) return values.listen
+  const port = Number(bare)
+  if (!/^\d+$/.test(bare) || port > 65535)
+    return new Error(`--port expects a port number from 0 to 65535, got "${bare}"`)
+  return `127.0.0.1:${port}`
 }

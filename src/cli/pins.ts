@@ -11,10 +11,12 @@ import type { Config, LoadedConfig } from '../config/config.ts'
 import { openAuditLog } from '../gateway/audit-setup.ts'
 import { lockfilePathOf, openStore, storeConfigOf } from '../gateway/trust-setup.ts'
 import { printableName } from '../protocol/item-names.ts'
+import type { PendingChange } from '../store/store.ts'
 import { wasmModuleHash } from '../transports/wasm-outbound.ts'
 import { approveChange, rejectChange, reviewChanges } from '../trust/decisions.ts'
 import { formatChanges } from '../trust/diff.ts'
 import { approveBaseline, configDocument, configDrift } from '../trust/drift.ts'
+import { QUARANTINE_SEVERITIES, type Severity } from '../trust/findings.ts'
 import { launchOf } from '../trust/launch.ts'
 import {
   type LockEntry,
@@ -23,7 +25,7 @@ import {
   readLockfile,
   writeLockfile,
 } from '../trust/lockfile.ts'
-import type { CliIo, CommandOptions } from './command.ts'
+import { type CliIo, type CommandOptions, suggestCommand, unknownWord } from './command.ts'
 import { loadForCommand } from './load.ts'
 
 /** Who is deciding: `--as NAME`, else the login name. */
@@ -36,12 +38,22 @@ export function actorOf(options: CommandOptions): string {
   }
 }
 
+/** The subcommands of `barbican pins`. */
+export const PINS_ACTIONS = ['list', 'diff', 'approve', 'reject', 'history', 'baseline'] as const
+
 export async function runPins(
   options: CommandOptions,
   args: readonly string[],
   io: CliIo,
 ): Promise<number> {
   const [action = 'list', upstream, key] = args
+  // Named before the config loads: a typo needs no store to be answered.
+  if (!(PINS_ACTIONS as readonly string[]).includes(action)) {
+    io.stderr(
+      `barbican: ${unknownWord('pins subcommand', action, PINS_ACTIONS)}; pins subcommands: ${PINS_ACTIONS.join(', ')}\n`,
+    )
+    return 2
+  }
   const loaded = await loadForCommand(options, io, false)
   if (!loaded) return 1
   const store = await openStore(loaded.config, loaded.source.path)
@@ -91,12 +103,18 @@ export async function runPins(
           io.stderr(`barbican: pins ${action} needs UPSTREAM KEY (or UPSTREAM --all)\n`)
           return 2
         }
+        const pending = await store.pins.pending(upstream)
         const keys =
           key !== undefined
             ? [key]
-            : (await store.pins.pending(upstream))
-                .filter((p) => p.status === 'pending')
-                .map((p) => p.key)
+            : pending.filter((p) => p.status === 'pending').map((p) => p.key)
+        if (action === 'approve') {
+          const severe = pending.filter((p) => keys.includes(p.key) && severeFindings(p).length > 0)
+          if (!(await confirmSevere(severe, io))) {
+            io.stderr('barbican: nothing approved\n')
+            return 1
+          }
+        }
         const actor = actorOf(options)
         audit = await openAudit(loaded)
         for (const k of keys) {
@@ -117,10 +135,18 @@ export async function runPins(
         return 0
       }
       case 'history': {
-        for (const e of await store.pins.history({
+        const entries = await store.pins.history({
           ...(upstream === undefined ? {} : { upstream }),
           ...(key === undefined ? {} : { key }),
-        })) {
+        })
+        if (entries.length === 0) {
+          const of =
+            upstream === undefined ? '' : ` for ${upstream}${key === undefined ? '' : ` ${key}`}`
+          io.stdout(
+            `no decisions recorded yet${of}: pins are recorded once \`${suggestCommand(options, 'serve')}\` or \`${suggestCommand(options, 'check')}\` has seen the upstreams\n`,
+          )
+        }
+        for (const e of entries) {
           io.stdout(
             `${e.at} ${e.upstream} ${printableName(e.key)} ${e.action} by ${e.actor} ${e.hash.slice(0, 12)}\n`,
           )
@@ -141,14 +167,11 @@ export async function runPins(
         io.stdout(`approved the configuration as baseline ${baseline.hash.slice(0, 12)}\n`)
         return 0
       }
-      default:
-        io.stderr(
-          `barbican: unknown pins action "${action}" (list, diff, approve, reject, history, baseline)\n`,
-        )
-        return 2
     }
+    // Unreachable: the action was checked against PINS_ACTIONS above.
+    return 2
   } catch (err) {
-    io.stderr(`barbican: ${(err as Error).message}\n`)
+    io.stderr(`barbican: ${withConfig((err as Error).message, options)}\n`)
     return 1
   } finally {
     await audit?.close()
@@ -163,6 +186,40 @@ function openAudit(loaded: LoadedConfig): Promise<AuditLog | undefined> {
     running: false,
     stdoutFree: true,
   })
+}
+
+/** The findings of a pending change severe enough that the scan would quarantine it. */
+function severeFindings(change: PendingChange): { rule?: string; message?: string }[] {
+  return (change.findings as { rule?: string; severity?: string; message?: string }[]).filter((f) =>
+    QUARANTINE_SEVERITIES.has(f.severity as Severity),
+  )
+}
+
+/**
+ * Warns before approving definitions the scan flags as high or critical, and on a terminal
+ * asks first; without one (scripts, CI) the warning is printed and the approval goes ahead,
+ * since the operator named the change explicitly.
+ */
+async function confirmSevere(severe: readonly PendingChange[], io: CliIo): Promise<boolean> {
+  if (severe.length === 0) return true
+  for (const change of severe) {
+    io.stderr(
+      `barbican: warning: ${change.upstream} ${printableName(change.key)} carries high scan findings:\n`,
+    )
+    for (const f of severeFindings(change))
+      io.stderr(`  ${f.rule}: ${printableName(f.message ?? '', Number.POSITIVE_INFINITY)}\n`)
+  }
+  if (!io.ask) return true
+  const answer = await io.ask('Approve anyway? [y/N] ')
+  return /^y(es)?$/i.test(answer.trim())
+}
+
+/** A message from below the CLI that suggests a `barbican` command, with the user's --config. */
+function withConfig(message: string, options: CommandOptions): string {
+  return message.replace(
+    /\(see: barbican ([a-z ]+)\)/,
+    (_, args: string) => `(see: ${suggestCommand(options, args)})`,
+  )
 }
 
 /**
@@ -240,10 +297,13 @@ export async function reportDrift(
   config: Config,
   configPath: string | undefined,
   io: CliIo,
+  hintOptions: CommandOptions = { allowInsecureNonLoopback: false },
 ): Promise<boolean> {
   const where = storeConfigOf(config, configPath)
   if (where.kind === 'memory' || !existsSync(where.path)) {
-    io.stdout('note  no configuration baseline yet (approve one with: barbican pins baseline)\n')
+    io.stdout(
+      `note  no configuration baseline yet (approve one with: ${suggestCommand(hintOptions, 'pins baseline')})\n`,
+    )
     return false
   }
   const store = await openStore(config, configPath)
@@ -253,7 +313,9 @@ export async function reportDrift(
       configDocument(config, lockfilePathOf(configPath)),
     )
     if (!drift) {
-      io.stdout('note  no configuration baseline yet (approve one with: barbican pins baseline)\n')
+      io.stdout(
+        `note  no configuration baseline yet (approve one with: ${suggestCommand(hintOptions, 'pins baseline')})\n`,
+      )
       return false
     }
     if (drift.changes.length === 0) {

@@ -21,7 +21,7 @@ import { lockfilePathOf, openStore, type TrustSetup, withTrust } from '../gatewa
 import { memoryStore } from '../store/memory.ts'
 import { createHttpInbound, type HttpInbound } from '../transports/http-inbound.ts'
 import { describeConfinement } from '../transports/sandbox.ts'
-import type { CliIo, CommandOptions } from './command.ts'
+import { type CliIo, type CommandOptions, trustOptionsOf } from './command.ts'
 import { loadForCommand } from './load.ts'
 import { loggerFor } from './logging.ts'
 
@@ -162,7 +162,7 @@ export async function runServe(
     server = await startServer(
       config,
       log,
-      { store, lockfilePath: lockfilePathOf(source.path) },
+      { store, lockfilePath: lockfilePathOf(source.path), ...trustOptionsOf(options) },
       audit,
     )
   } catch (err) {

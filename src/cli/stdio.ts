@@ -13,7 +13,7 @@ import { planFromConfig } from '../gateway/plan.ts'
 import { lockfilePathOf, openStore, withTrust } from '../gateway/trust-setup.ts'
 import type { ConnectionInfo } from '../transports/inbound.ts'
 import { serveStdio } from '../transports/stdio-inbound.ts'
-import type { CliIo, CommandOptions } from './command.ts'
+import { type CliIo, type CommandOptions, trustOptionsOf } from './command.ts'
 import { loadForCommand } from './load.ts'
 import { loggerFor } from './logging.ts'
 
@@ -52,7 +52,7 @@ export async function runStdio(
   const plan = withTrust(
     planFromConfig(config, log, auth),
     config,
-    { store, lockfilePath, audit },
+    { store, lockfilePath, audit, ...trustOptionsOf(options) },
     log,
   )
   const gateway = new Gateway(withAudit(plan, audit, config), log)

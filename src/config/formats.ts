@@ -7,6 +7,7 @@
  */
 import { readFileSync } from 'node:fs'
 import { resolve } from 'node:path'
+import { closest } from '../common/suggest.ts'
 import type { ConfigIssue, KeyPath } from './config-error.ts'
 import { NAME_PATTERN } from './defaults.ts'
 
@@ -134,8 +135,13 @@ export function convertForeign(
     }
     const known = [...STDIO_KEYS, ...REMOTE_KEYS, ...TYPE_KEYS, 'disabled', 'envFile']
     const unknown = Object.keys(entry).filter((key) => !known.includes(key))
-    if (unknown.length > 0) {
-      options.warnings.push(`${container}.${original}: ignored ${unknown.join(', ')}`)
+    // A key one typo away from a known one (`comand`) is a mistake: it is passed on, so the
+    // native validation reports it exactly as it would in barbican.yaml ("did you mean").
+    // Anything else (`autoApprove`) belongs to another tool and is ignored.
+    const misspelt = unknown.filter((key) => closest(key, known) !== undefined)
+    const ignored = unknown.filter((key) => !misspelt.includes(key))
+    if (ignored.length > 0) {
+      options.warnings.push(`${container}.${original}: ignored ${ignored.join(', ')}`)
     }
     const typeKey = TYPE_KEYS.find((key) => key in entry)
     const typeValue = typeKey === undefined ? undefined : entry[typeKey]
@@ -150,7 +156,7 @@ export function convertForeign(
       continue
     }
     const out: Obj = {}
-    for (const key of STDIO_KEYS) if (key in entry) out[key] = entry[key]
+    for (const key of [...STDIO_KEYS, ...misspelt]) if (key in entry) out[key] = entry[key]
     const urlKey = REMOTE_KEYS.slice(0, 3).find((key) => key in entry)
     if (urlKey !== undefined) {
       out.url = entry[urlKey]

@@ -1,7 +1,8 @@
 /**
  * Finds, reads and validates a configuration file in any format Barbican accepts, and returns
  * the normalized Config. Order of work: parse → detect format → interpolate `${VAR}` → convert
- * foreign formats → validate everything at once → apply defaults. Every error is one ConfigError
+ * foreign formats → validate everything at once → apply defaults. A missing variable is one
+ * more issue, never a reason to stop before validation. Every error is one ConfigError
  * listing each problem at its key path and line in the operator's own file.
  */
 import { readFile } from 'node:fs/promises'
@@ -93,12 +94,14 @@ export function parseConfigText(text: string, options: ParseOptions = {}): Loade
     env: options.env ?? process.env,
     ...(file === undefined ? {} : { workspaceFolder: workspaceFolderOf(baseDir) }),
   }
+  // A missing variable does not stop the load: every other mistake is reported with it. The
+  // placeholder stays in the value, so schema complaints about that very key are dropped below.
   const interpolated = interpolate(relevant, context)
-  if (interpolated.issues.length > 0) throw fail(interpolated.issues)
+  const unresolved = interpolated.issues.map((issue) => issue.path)
 
   let native = interpolated.value
   let mapPath = (path: KeyPath): KeyPath => path
-  const issues: ConfigIssue[] = []
+  const issues: ConfigIssue[] = [...interpolated.issues]
   if (format !== 'native') {
     const conversion = convertForeign(interpolated.value as Record<string, unknown>, format, {
       baseDir,
@@ -110,7 +113,12 @@ export function parseConfigText(text: string, options: ParseOptions = {}): Loade
     mapPath = conversion.mapPath
   }
   const validation = validateNative(native)
-  if (!validation.ok) issues.push(...validation.issues)
+  if (!validation.ok)
+    issues.push(
+      ...validation.issues.filter(
+        (issue) => !unresolved.some((path) => startsWith(mapPath(issue.path), path)),
+      ),
+    )
   if (issues.length > 0 || !validation.ok) throw fail(issues, mapPath)
   const config = buildConfig(validation.value, {
     baseDir,
@@ -118,6 +126,10 @@ export function parseConfigText(text: string, options: ParseOptions = {}): Loade
     ...(file === undefined ? {} : { configPath: file }),
   })
   return { config, source: { path: file, format }, warnings }
+}
+
+function startsWith(path: KeyPath, prefix: KeyPath): boolean {
+  return prefix.length <= path.length && prefix.every((part, i) => part === path[i])
 }
 
 /** `.vscode/mcp.json` and `.cursor/mcp.json` belong to the folder above them. */

@@ -5,6 +5,7 @@
  * mistake yields one message instead of a report on every alternative.
  */
 import type { z } from 'zod'
+import { closest } from '../common/suggest.ts'
 import type { ConfigIssue, KeyPath } from './config-error.ts'
 import { ITEM_NAME_PATTERN, NAME_PATTERN, SEPARATOR_PATTERN } from './defaults.ts'
 
@@ -209,10 +210,6 @@ function describeValue(value: unknown, path: KeyPath): string {
   return `${typeof value} ${String(value)}`
 }
 
-function closest(key: string, known: readonly string[]): string | undefined {
-  return known.find((candidate) => distance(candidate.toLowerCase(), key.toLowerCase()) <= 2)
-}
-
 function isRecord(value: unknown): value is Record<string, unknown> {
   return typeof value === 'object' && value !== null && !Array.isArray(value)
 }
@@ -227,24 +224,6 @@ function unknownKey(key: string, known: readonly string[]): string {
 function joinOr(items: readonly string[]): string {
   if (items.length <= 1) return items[0] ?? ''
   return `${items.slice(0, -1).join(', ')} or ${items.at(-1)}`
-}
-
-/** Levenshtein distance, for short key names only. */
-function distance(a: string, b: string): number {
-  let previous = Array.from({ length: b.length + 1 }, (_, i) => i)
-  for (let i = 1; i <= a.length; i++) {
-    const current = [i]
-    for (let j = 1; j <= b.length; j++) {
-      const cost = a[i - 1] === b[j - 1] ? 0 : 1
-      current[j] = Math.min(
-        (previous[j] ?? 0) + 1,
-        (current[j - 1] ?? 0) + 1,
-        (previous[j - 1] ?? 0) + cost,
-      )
-    }
-    previous = current
-  }
-  return previous[b.length] ?? 0
 }
 
 /** The value at `path` in `root`, or undefined where the path leaves the data. */

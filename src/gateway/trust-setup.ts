@@ -15,9 +15,11 @@ import { openSqliteStore } from '../store/sqlite.ts'
 import type { Store } from '../store/store.ts'
 import { createOutboundTransport } from '../transports/connect-outbound.ts'
 import type { Transport } from '../transports/transport.ts'
-import { checkLaunch } from '../trust/launch-check.ts'
+import type { CommandHint } from '../trust/command-hint.ts'
+import { checkLaunch, type LaunchRefusal } from '../trust/launch-check.ts'
 import { LOCKFILE_NAME, readLockfile } from '../trust/lockfile.ts'
 import { DEFAULT_TRUST_POLICY, type TrustPolicy } from '../trust/policy.ts'
+import type { VersionResolver } from '../trust/registry-version.ts'
 import { TrustGuard } from '../trust/trust-guard.ts'
 import type { GatewayPlan, UpstreamPlan } from './gateway.ts'
 
@@ -28,6 +30,12 @@ export interface TrustSetup {
   readonly lockfilePath?: string | undefined
   /** Where the trust guard records its own decisions. */
   readonly audit?: AuditSink | undefined
+  /** How refusals and quarantines spell the commands they suggest (the CLI adds --config). */
+  readonly hint?: CommandHint
+  /** Floating versions allowed for every upstream, whatever its policy (`--allow-floating`). */
+  readonly allowFloating?: boolean
+  /** Names today's version in a floating-version refusal; absent: an example version. */
+  readonly resolveVersion?: VersionResolver
 }
 
 /** The policy of one upstream: its `trust:` or the defaults. */
@@ -66,6 +74,7 @@ export function withTrust(
     policies,
     log: log.child({ part: 'trust' }),
     audit: setup.audit,
+    ...(setup.hint ? { hint: setup.hint } : {}),
   })
   const byName = new Map(config.upstreams.map((u) => [u.name, u]))
   return {
@@ -83,7 +92,7 @@ export function withTrust(
       if (u?.transport !== 'stdio') return p
       return {
         ...p,
-        createTransport: () => checkedLaunch(u, setup.lockfilePath, p.createTransport),
+        createTransport: () => checkedLaunch(u, setup, p.createTransport),
       }
     }),
   }
@@ -92,21 +101,22 @@ export function withTrust(
 /** Runs the launch check; a refusal becomes a transport that fails to start with it. */
 function checkedLaunch(
   u: Extract<UpstreamConfig, { transport: 'stdio' }>,
-  lockfilePath: string | undefined,
+  setup: TrustSetup,
   create: () => Transport,
 ): Transport {
   try {
     // Read at every launch, so `barbican lock` takes effect at the next restart.
-    const lock = lockfilePath === undefined ? undefined : readLockfile(lockfilePath)
+    const lock = setup.lockfilePath === undefined ? undefined : readLockfile(setup.lockfilePath)
     const policy = trustPolicyOf(u)
     checkLaunch(u.name, u, {
-      allowFloating: policy.allowFloating,
+      allowFloating: setup.allowFloating === true || policy.allowFloating,
       allowInlineCode: policy.allowInlineCode,
       lock,
       context: { cwd: u.cwd ?? process.cwd(), home: u.env.HOME ?? process.env.HOME },
+      ...(setup.hint ? { hint: setup.hint } : {}),
     })
   } catch (err) {
-    return refusedTransport(toBarbicanError(err))
+    return refusedTransport(toBarbicanError(err), setup.resolveVersion)
   }
   return create()
 }
@@ -140,10 +150,37 @@ function pinnedWasm(
   return createOutboundTransport({ ...u, sha256 }, { name: u.name, log, limits: config.limits })
 }
 
+/**
+ * A floating-version refusal names the version to pin: the one the package resolves to today.
+ * Resolved when the transport starts, which is already asynchronous and fails anyway.
+ */
+async function withTodaysVersion(
+  error: BarbicanError,
+  resolve: VersionResolver | undefined,
+): Promise<BarbicanError> {
+  const floating = (error.data as LaunchRefusal | undefined)?.floating
+  if (floating?.ecosystem !== 'npm' || !resolve) return error
+  const today = await resolve(floating.name).catch(() => undefined)
+  if (!today) return error
+  const exact = `${floating.name}@${today.version}`
+  return new BarbicanError(
+    error.code,
+    error.message.replace(
+      `(e.g. ${floating.example})`,
+      `(today ${exact}, from the ${today.source}: write ${exact})`,
+    ),
+    { data: { ...floating, ...(error.data as object), resolved: today.version } },
+  )
+}
+
 /** A transport whose start fails with `error`: how a launch refusal reaches the upstream. */
-export function refusedTransport(error: Error): Transport {
+export function refusedTransport(error: BarbicanError, resolve?: VersionResolver): Transport {
+  let named: Promise<BarbicanError> | undefined
   return {
-    start: () => Promise.reject(error),
+    start: async () => {
+      named ??= withTodaysVersion(error, resolve)
+      throw await named
+    },
     send: () => Promise.reject(error),
     close: () => Promise.resolve(),
   }

@@ -6,6 +6,7 @@
  * found, so the operator knows whether to re-lock or to distrust the machine.
  */
 import { BarbicanError } from '../common/errors.ts'
+import { type CommandHint, plainHint } from './command-hint.ts'
 import { type Launch, launchOf } from './launch.ts'
 import { type LaunchContext, type LockEntry, type Lockfile, observeLaunch } from './lockfile.ts'
 
@@ -24,6 +25,19 @@ export interface LaunchCheckOptions {
   /** The lockfile's content; undefined when there is no lockfile (integrity is not checked). */
   readonly lock: Lockfile | undefined
   readonly context: LaunchContext
+  /** How suggested commands are spelt (default: without options). */
+  readonly hint?: CommandHint
+}
+
+/** What a refusal carries besides its message (the error's `data`). */
+export interface LaunchRefusal {
+  readonly upstream: string
+  /** Set when the refusal is for a floating version: which package, and the example given. */
+  readonly floating?: {
+    readonly ecosystem: 'npm' | 'pypi'
+    readonly name: string
+    readonly example: string
+  }
 }
 
 /** Throws ERR_LAUNCH_REFUSED with a precise message, or returns what was verified. */
@@ -32,15 +46,16 @@ export function checkLaunch(
   spec: LaunchSpec,
   options: LaunchCheckOptions,
 ): Launch | undefined {
-  const refuse = (message: string): never => {
+  const refuse = (message: string, data: Partial<LaunchRefusal> = {}): never => {
     throw new BarbicanError(
       'ERR_LAUNCH_REFUSED',
       `upstream "${upstream}": launch refused: ${message}`,
       {
-        data: { upstream },
+        data: { upstream, ...data },
       },
     )
   }
+  const hint = options.hint ?? plainHint
   const launch = launchOf(spec.command, spec.args, spec.env)
   if (!launch) return undefined
   if (launch.kind === 'shell') return refuse(`${launch.reason}; configure the server's own command`)
@@ -62,7 +77,9 @@ export function checkLaunch(
       const via = pkg === first ? '' : ` (${pkg.via})`
       refuse(
         `${pkg.name}${via} is given with ${asked}, which floats to whatever the registry serves ` +
-          `at launch; pin an exact version (e.g. ${example}) or set trust.allowFloating: true`,
+          `at launch; pin an exact version (e.g. ${example}) or set trust.allowFloating: true ` +
+          '(--allow-floating for one run)',
+        { floating: { ecosystem: launch.ecosystem, name: pkg.name, example } },
       )
     }
   }
@@ -71,7 +88,7 @@ export function checkLaunch(
   const expected = lock.upstreams[upstream]
   const what = launch.kind === 'package' ? `package ${launch.name}` : `script ${launch.path}`
   if (!expected)
-    return refuse(`${what} has no entry in barbican.lock; run \`barbican lock\` to pin it`)
+    return refuse(`${what} has no entry in barbican.lock; run \`${hint('lock')}\` to pin it`)
   if (launch.kind === 'package') {
     if (expected.package !== launch.name)
       refuse(
@@ -105,7 +122,7 @@ export function checkLaunch(
     if (names(want) !== names(got))
       refuse(
         `barbican.lock pins ${launch.name} with [${names(want)}], the config installs ` +
-          `[${names(got)}] beside it; run \`barbican lock\` to pin them`,
+          `[${names(got)}] beside it; run \`${hint('lock')}\` to pin them`,
       )
     want.forEach((entry, i) => {
       compareEntry(`${entry.package}@${entry.version ?? '?'}`, entry, got[i]!, refuse)

@@ -8,6 +8,7 @@ import type { AuditSink } from '../audit/audit-log.ts'
 import type { Logger } from '../common/log.ts'
 import type { PendingChange, PinAction, PinnedItem, PinStore } from '../store/store.ts'
 import { canonicalHash } from './canonical.ts'
+import { type CommandHint, plainHint } from './command-hint.ts'
 import { diffDefinitions, type FieldChange, summarizeChanges } from './diff.ts'
 import { type Finding, QUARANTINE_SEVERITIES } from './findings.ts'
 import { DEFAULT_TRUST_POLICY, FIRST_SIGHT, type TrustPolicy } from './policy.ts'
@@ -47,6 +48,8 @@ export interface TrustGuardOptions {
   readonly revisionMaxAgeMs?: number
   /** Where the guard's own decisions (trusted on first sight, quarantined) are recorded. */
   readonly audit?: AuditSink | undefined
+  /** How suggested commands are spelt (default: without options). */
+  readonly hint?: CommandHint
 }
 
 /**
@@ -68,6 +71,7 @@ export class TrustGuard {
   /** Warnings already logged (upstream, key, hash, rule), so a rebuild does not repeat them. */
   #warned = new Set<string>()
   readonly #revisionMaxAgeMs: number
+  readonly #hint: CommandHint
   /** The store's revision as last read, when (performance.now()), and its local write count then. */
   #revision = 0
   #revisionAt = Number.NEGATIVE_INFINITY
@@ -84,6 +88,7 @@ export class TrustGuard {
     this.#now = options.now ?? (() => new Date())
     this.#revisionMaxAgeMs = options.revisionMaxAgeMs ?? REVISION_MAX_AGE_MS
     this.#audit = options.audit
+    this.#hint = options.hint ?? plainHint
   }
 
   policy(upstream: string): TrustPolicy {
@@ -198,7 +203,7 @@ export class TrustGuard {
     const severe =
       policy.scan === 'quarantine' && findings.some((f) => QUARANTINE_SEVERITIES.has(f.severity))
     const what = `${item.kind === 'resourceTemplate' ? 'resource template' : item.kind}${item.name ? ` "${item.name}"` : ''} of upstream "${upstream}"`
-    const review = `review it with: barbican pins diff ${upstream} ${item.key}`
+    const review = `review it with: ${this.#hint(`pins diff ${upstream} ${item.key}`)}`
     const flagged = () =>
       `${what} is quarantined by the scan (${findings
         .filter((f) => QUARANTINE_SEVERITIES.has(f.severity))

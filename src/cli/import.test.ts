@@ -1,0 +1,129 @@
+import assert from 'node:assert/strict'
+import { mkdirSync, mkdtempSync, readFileSync, realpathSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { describe, test } from 'node:test'
+import { parse } from 'yaml'
+import { clientConfigPaths, runImport } from './import.ts'
+
+function tempDir(): string {
+  return realpathSync(mkdtempSync(join(tmpdir(), 'barbican-import-')))
+}
+
+async function run(files: string[], e: { cwd: string; home: string; platform?: NodeJS.Platform }) {
+  let out = ''
+  let err = ''
+  const asked: string[] = []
+  const code = await runImport(
+    files,
+    {},
+    { stdout: (t) => (out += t), stderr: (t) => (err += t) },
+    {
+      ...e,
+      platform: e.platform ?? 'linux',
+      env: {},
+      resolveVersion: async (name) => {
+        asked.push(name)
+        return name === 'unknown-pkg' ? undefined : { version: '1.4.2', source: 'registry' }
+      },
+    },
+  )
+  return { code, out, err, asked }
+}
+
+describe('barbican import', () => {
+  test('knows the usual places of each client on Linux, macOS and Windows', () => {
+    const at = (platform: NodeJS.Platform, env = {}) =>
+      clientConfigPaths({ cwd: '/p', home: '/h', platform, env }).map(
+        (c) => `${c.client}=${c.path}`,
+      )
+    assert.ok(at('linux').includes('Claude Desktop=/h/.config/Claude/claude_desktop_config.json'))
+    assert.ok(
+      at('darwin').includes(
+        'Claude Desktop=/h/Library/Application Support/Claude/claude_desktop_config.json',
+      ),
+    )
+    assert.ok(
+      at('win32', { APPDATA: '/h/AppData/Roaming' }).some((p) =>
+        p.startsWith('VS Code=/h/AppData/Roaming/Code/User/mcp.json'),
+      ),
+    )
+    const linux = at('linux')
+    for (const expected of [
+      'Cursor=/h/.cursor/mcp.json',
+      'Windsurf=/h/.codeium/windsurf/mcp_config.json',
+      'VS Code=/p/.vscode/mcp.json',
+      'Claude Code=/h/.claude.json',
+      'Claude Code=/p/.mcp.json',
+    ])
+      assert.ok(linux.includes(expected), expected)
+  })
+
+  test('finds the files at the usual places and pins every floating npx package', async () => {
+    const home = tempDir()
+    const cwd = tempDir()
+    mkdirSync(join(home, '.config/Claude'), { recursive: true })
+    writeFileSync(
+      join(home, '.config/Claude/claude_desktop_config.json'),
+      JSON.stringify({
+        mcpServers: {
+          files: { command: 'npx', args: ['-y', '@scope/files', '/data'] },
+          both: { command: 'npx', args: ['-y', '-p', 'helper', '-p', 'main@2.0.0', 'main'] },
+          secret: { command: 'npx', args: ['tool@3.1.0'], env: { TOKEN: `\${TOKEN}` } },
+        },
+      }),
+    )
+    mkdirSync(join(cwd, '.vscode'))
+    writeFileSync(
+      join(cwd, '.vscode/mcp.json'),
+      JSON.stringify({ servers: { remote: { type: 'http', url: 'https://example.com/mcp' } } }),
+    )
+    const { code, out, err, asked } = await run([], { cwd, home })
+    assert.equal(code, 0, err)
+    assert.deepEqual(asked.sort(), ['@scope/files', 'helper'])
+    const written = parse(readFileSync(join(cwd, 'barbican.yaml'), 'utf8'))
+    assert.deepEqual(written.upstreams.files.args, ['-y', '@scope/files@1.4.2', '/data'])
+    assert.deepEqual(written.upstreams.both.args, [
+      '-y',
+      '-p',
+      'helper@1.4.2',
+      '-p',
+      'main@2.0.0',
+      'main',
+    ])
+    // Placeholders are kept: the secret stays in the environment.
+    assert.equal(written.upstreams.secret.env.TOKEN, `\${TOKEN}`)
+    assert.equal(written.upstreams.remote.url, 'https://example.com/mcp')
+    assert.match(out, /Claude Desktop: replace "mcpServers"/)
+    assert.match(out, /VS Code: replace "servers" with .*"type": "http"/)
+  })
+
+  test('a package no source can resolve is named, and the exit code says so', async () => {
+    const cwd = tempDir()
+    const file = join(cwd, 'claude_desktop_config.json')
+    writeFileSync(
+      file,
+      JSON.stringify({ mcpServers: { x: { command: 'npx', args: ['unknown-pkg'] } } }),
+    )
+    const { code, err } = await run([file], { cwd, home: cwd })
+    assert.equal(code, 1)
+    assert.match(err, /x: could not resolve an exact version of unknown-pkg; pin it by hand/)
+  })
+
+  test('never overwrites an existing barbican.yaml', async () => {
+    const cwd = tempDir()
+    writeFileSync(join(cwd, 'barbican.yaml'), 'upstreams: {}\n')
+    const { code, err } = await run([], { cwd, home: cwd })
+    assert.equal(code, 1)
+    assert.match(err, /exists; remove it or write elsewhere with --output FILE/)
+    assert.equal(readFileSync(join(cwd, 'barbican.yaml'), 'utf8'), 'upstreams: {}\n')
+  })
+
+  test('with no file given and none found, lists where it looked', async () => {
+    const cwd = tempDir()
+    const { code, err } = await run([], { cwd, home: cwd })
+    assert.equal(code, 1)
+    assert.match(err, /found no client config/)
+    assert.match(err, /Windsurf: .*mcp_config\.json/)
+  })
+})
