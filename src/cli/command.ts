@@ -30,4 +30,8 @@ export interface CommandOptions {
   readonly env?: string | undefined
   /** `check --pins`: also compare what upstreams advertise with the approved pins. */
   readonly pins?: boolean
+  /** `status --url`: the running gateway's address (default: the config's `listen`). */
+  readonly url?: string | undefined
+  /** `status --json`: the admin API's answer as it came. */
+  readonly json?: boolean
 }

@@ -33,6 +33,8 @@ Commands:
           Manage the API keys of the keys file (auth.apiKeys.file).
   seal    --upstream NAME (--header NAME | --env NAME)   (secret on stdin)
           Encrypt a secret for an upstream's credentials with BARBICAN_SECRET_KEY.
+  status  [--config FILE | --url URL] [--json]
+          Print a running gateway's overview from its admin API (upstreams, servers, reloads).
   audit   verify | tail|query [--subject S] [--tool T] [--outcome O] [--since T] [--until T]
           [--limit N]      [--config FILE]
           Check the audit log's chain and signed checkpoints; read it as JSON lines.
@@ -108,6 +110,8 @@ export async function main(argv: readonly string[], io: CliIo = defaultIo): Prom
     header: values.header,
     env: values.env,
     pins: values.pins === true,
+    url: values.url,
+    json: values.json === true,
   }
   switch (command) {
     case 'serve': {
@@ -145,6 +149,12 @@ export async function main(argv: readonly string[], io: CliIo = defaultIo): Prom
       const { runLock } = await import('./pins.ts')
       return await runLock(options, io, loading)
     }
+    case 'status': {
+      // With --url the config is not needed; without a config file the demo's (default) address.
+      const loading = values.url === undefined ? loadForCommand(options, io, true) : undefined
+      const { runStatus } = await import('./status.ts')
+      return await runStatus(options, io, loading)
+    }
     case 'keys': {
       const { runKeys } = await import('./keys.ts')
       return await runKeys(options, positionals.slice(1), io)
@@ -172,6 +182,8 @@ function parse(argv: readonly string[]) {
       all: { type: 'boolean' },
       as: { type: 'string' },
       pins: { type: 'boolean' },
+      url: { type: 'string' },
+      json: { type: 'boolean' },
       subject: { type: 'string' },
       tenant: { type: 'string' },
       scope: { type: 'string', multiple: true },
