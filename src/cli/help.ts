@@ -10,6 +10,7 @@ export const COMMANDS = [
   'lock',
   'keys',
   'seal',
+  'status',
   'audit',
 ] as const
 export type CommandName = (typeof COMMANDS)[number]
@@ -83,6 +84,22 @@ ${CONFIG}
 
 Example:
   barbican pins diff files && barbican pins approve files --all --as alice
+`,
+  status: `Usage: barbican status [--config FILE | --url URL] [--json]
+
+Print what a running gateway shows: each upstream's state, transport, era, restarts and last
+error; each virtual server with its upstreams and item counts; sessions; the last config
+reload. Read from the gateway's admin API (GET /admin/api/status). An admin credential (scope
+barbican:admin), needed off loopback or with inbound auth, is read from BARBICAN_ADMIN_TOKEN.
+
+Options:
+${CONFIG}
+                      (its listen address is where the gateway is asked)
+  --url URL           the gateway's address instead (e.g. http://127.0.0.1:7300)
+  --json              print the admin API's JSON answer as it came
+
+Example:
+  barbican status --url http://127.0.0.1:7300
 `,
   audit: `Usage: barbican audit verify
        barbican audit tail [--limit N] [FILTERS]

@@ -140,7 +140,7 @@ export async function startServer(
       if (!server.reloader) {
         return {
           ok: false,
-          error: 'This gateway runs the embedded demo: there is no file to reload',
+          error: 'This gateway has no config file to reload (it runs the embedded demo)',
         }
       }
       const actor = caller === 'loopback' ? 'loopback' : caller.subject
