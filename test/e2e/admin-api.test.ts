@@ -84,6 +84,6 @@ describe('the admin API with inbound auth', () => {
     )
     const res = await reload('POST', { ...json, authorization: `Bearer ${admin.key}` })
     assert.equal(res.status, 422)
-    assert.match(await res.text(), /no file to reload/)
+    assert.match(await res.text(), /no config file to reload/)
   })
 })
