@@ -32,6 +32,8 @@ export interface CommandOptions {
   readonly pins?: boolean
   /** `status --url`: the running gateway's address (default: the config's `listen`). */
   readonly url?: string | undefined
+  /** `check --diff`: preview a reload against the running gateway's admin API. */
+  readonly diff?: boolean
   /** `status --json`: the admin API's answer as it came. */
   readonly json?: boolean
 }

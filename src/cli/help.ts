@@ -43,7 +43,7 @@ ${CONFIG}
 Example (an MCP host's server entry):
   { "command": "barbican", "args": ["stdio", "--config", "/home/me/barbican.yaml"] }
 `,
-  check: `Usage: barbican check [--config FILE] [--pins]
+  check: `Usage: barbican check [--config FILE] [--pins] [--diff [--url URL]]
 
 Validate the configuration (including the files its auth section names), try every upstream
 once and report drift from the approved baseline. Exits non-zero with a precise message on any
@@ -54,6 +54,11 @@ ${CONFIG}
   --pins              also fail on any tool, prompt, resource template, instructions or server
                       identity that differs from its approved pin (or was never approved),
                       printing the difference: a rug pull stops the pipeline
+  --diff              preview a reload: compare the file with the gateway running at --url
+                      (default: the file's listen) through its admin API, and print the
+                      upstreams, servers and tools added, removed or renamed, and the pins
+                      affected (BARBICAN_ADMIN_TOKEN: the admin credential, when needed)
+  --url URL           the running gateway, for --diff
 
 Example (in CI, before deploying):
   barbican check --config barbican.yaml --pins

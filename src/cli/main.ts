@@ -19,9 +19,10 @@ Commands:
           Run the gateway over HTTP (default 127.0.0.1:7300).
   stdio   [--config FILE] [--server NAME]
           Serve a virtual server on stdin/stdout.
-  check   [--config FILE] [--pins]
+  check   [--config FILE] [--pins] [--diff [--url URL]]
           Validate the config, try every upstream once, report drift from the baseline;
-          with --pins, fail on any definition that differs from its approved pin.
+          with --pins, fail on any definition that differs from its approved pin;
+          with --diff, preview what reloading the file would change on the running gateway.
   scan    [--config FILE]
           Check what every upstream advertises for poisoning and imitated names.
   pins    list|diff [UPSTREAM [KEY]] | approve|reject UPSTREAM (KEY|--all) [--as NAME]
@@ -112,6 +113,7 @@ export async function main(argv: readonly string[], io: CliIo = defaultIo): Prom
     pins: values.pins === true,
     url: values.url,
     json: values.json === true,
+    diff: values.diff === true,
   }
   switch (command) {
     case 'serve': {
@@ -184,6 +186,7 @@ function parse(argv: readonly string[]) {
       pins: { type: 'boolean' },
       url: { type: 'string' },
       json: { type: 'boolean' },
+      diff: { type: 'boolean' },
       subject: { type: 'string' },
       tenant: { type: 'string' },
       scope: { type: 'string', multiple: true },

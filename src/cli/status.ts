@@ -18,10 +18,29 @@ export async function runStatus(
   io: CliIo,
   loading: Promise<LoadedConfig | undefined> | undefined,
 ): Promise<number> {
+  const fetched = await fetchOverview(options, io, loading)
+  if (!fetched) return 1
+  if (options.json) {
+    io.stdout(`${fetched.body}\n`)
+    return 0
+  }
+  io.stdout(formatOverview(fetched.overview, fetched.origin))
+  return 0
+}
+
+/**
+ * The overview of the gateway at `--url` or the config's `listen`; undefined after printing
+ * why there is none.
+ */
+export async function fetchOverview(
+  options: CommandOptions,
+  io: CliIo,
+  loading: Promise<LoadedConfig | undefined> | undefined,
+): Promise<{ overview: Overview; body: string; origin: string } | undefined> {
   let base = options.url
   if (base === undefined) {
     const loaded = await loading
-    if (!loaded) return 1
+    if (!loaded) return undefined
     const { host, port } = loaded.config.listen
     base = `http://${host.includes(':') ? `[${host}]` : host}:${port}`
   }
@@ -30,7 +49,7 @@ export async function runStatus(
     url = new URL(ADMIN_STATUS_PATH, base)
   } catch {
     io.stderr(`barbican: --url ${base} is not a URL\n`)
-    return 2
+    return undefined
   }
   const token = process.env.BARBICAN_ADMIN_TOKEN
   let res: Response
@@ -44,7 +63,7 @@ export async function runStatus(
     io.stderr(
       `barbican: no gateway answers at ${url.origin} (${why}); is barbican serve running?\n`,
     )
-    return 1
+    return undefined
   }
   const body = await res.text()
   if (!res.ok) {
@@ -61,14 +80,9 @@ export async function runStatus(
     io.stderr(
       `barbican: ${url.origin} refused the status request: ${res.status} ${reason}${hint}\n`,
     )
-    return 1
+    return undefined
   }
-  if (options.json) {
-    io.stdout(`${body}\n`)
-    return 0
-  }
-  io.stdout(formatOverview(JSON.parse(body) as Overview, url.origin))
-  return 0
+  return { overview: JSON.parse(body) as Overview, body, origin: url.origin }
 }
 
 /** The overview as lines for a person. */

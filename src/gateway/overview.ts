@@ -5,6 +5,7 @@
  */
 import { VERSION } from '../common/version.ts'
 import type { Config } from '../config/config.ts'
+import type { Catalog } from '../relay/catalog.ts'
 import type { Gateway } from './gateway.ts'
 
 /** How long the overview waits for a virtual server's catalog before it leaves counts out. */
@@ -32,6 +33,15 @@ export interface ServerOverview {
     readonly resources: number
     readonly quarantined: number
   }
+  /** Exposed tool names and where they come from (for `barbican check --diff`), with counts. */
+  readonly tools?: readonly ExposedTool[]
+}
+
+export interface ExposedTool {
+  readonly name: string
+  readonly upstream: string
+  /** The upstream's own name for it. */
+  readonly original: string
 }
 
 export interface LastReload {
@@ -71,12 +81,12 @@ export async function overview(
   const paths = new Map(config.servers.map((s) => [s.name, s.path]))
   const servers = await Promise.all(
     [...gateway.servers.values()].map(async (server): Promise<ServerOverview> => {
-      const counts = await countsOf(gateway, server.name, waitMs)
+      const listed = await listedOf(gateway, server.name, waitMs)
       return {
         name: server.name,
         path: paths.get(server.name) ?? '',
         upstreams: server.upstreams.map((u) => u.name),
-        ...(counts ? { counts } : {}),
+        ...(listed ?? {}),
       }
     }),
   )
@@ -90,7 +100,7 @@ export async function overview(
   }
 }
 
-async function countsOf(gateway: Gateway, name: string, waitMs: number) {
+async function listedOf(gateway: Gateway, name: string, waitMs: number) {
   const server = gateway.servers.get(name)
   if (!server || server.upstreams.some((u) => u.state === 'idle')) return undefined
   let timer: NodeJS.Timeout | undefined
@@ -102,14 +112,28 @@ async function countsOf(gateway: Gateway, name: string, waitMs: number) {
     if (!view) return undefined
     const { catalog } = view
     return {
-      tools: catalog.tools.length,
-      prompts: catalog.prompts.length,
-      resources: catalog.resources.length,
-      quarantined: view.quarantined.size,
+      counts: {
+        tools: catalog.tools.length,
+        prompts: catalog.prompts.length,
+        resources: catalog.resources.length,
+        quarantined: view.quarantined.size,
+      },
+      tools: exposedTools(catalog),
     }
   } catch {
     return undefined
   } finally {
     clearTimeout(timer)
   }
+}
+
+/** The catalog's tools as exposed names with their origin, in catalog order. */
+export function exposedTools(catalog: Catalog): ExposedTool[] {
+  const tools: ExposedTool[] = []
+  for (const tool of catalog.tools) {
+    const name = String(tool.name)
+    const target = catalog.toolTargets.get(name)
+    if (target) tools.push({ name, upstream: target.upstream, original: target.original })
+  }
+  return tools
 }

@@ -188,6 +188,37 @@ describe('hot reload of barbican serve', () => {
     )
   })
 
+  test('barbican check --diff previews a reload against the running gateway', async () => {
+    const next = join(dir, 'next.yaml')
+    writeFileSync(
+      next,
+      `upstreams:\n${memory}${everything}servers:\n  default:\n    tools:\n      rename:\n        memory__read_graph: graph\n`,
+    )
+    const { code, stdout, stderr } = await barbican([
+      'check',
+      '--config',
+      next,
+      '--diff',
+      '--url',
+      url,
+    ])
+    assert.equal(code, 0, stderr)
+    assert.match(
+      stdout,
+      new RegExp(`reload preview against the gateway at ${url.replace(/\./g, '\\.')}:`),
+    )
+    assert.match(stdout, /\ndiff {2}upstreams added: everything\n/)
+    assert.match(stdout, /\ndiff {2}upstreams removed: files\n/)
+    assert.match(stdout, /\ndiff {2}server default: tools added: [^\n]*everything__echo/)
+    assert.match(stdout, /\ndiff {2}server default: tools removed: [^\n]*files__read_text_file/)
+    assert.match(stdout, /\ndiff {2}server default: tools renamed: memory__read_graph → memory__graph\n/)
+    assert.match(stdout, /\ndiff {2}pins: \d+ tool\(s\) not served now[^\n]*everything__echo/)
+    assert.doesNotMatch(stdout, /pinned at first sight[^\n]*memory__graph/)
+    assert.match(stdout, /\ndiff {2}pins: files's pins stay in the store/)
+    // A preview changes nothing.
+    assert.ok((await toolNames()).includes('memory__read_graph'))
+  })
+
   test('every reload is in the audit log as config.reload', async () => {
     const { code, stdout, stderr } = await barbican(['audit', 'query', '--config', file])
     assert.equal(code, 0, stderr)
