@@ -211,7 +211,10 @@ describe('hot reload of barbican serve', () => {
     assert.match(stdout, /\ndiff {2}upstreams removed: files\n/)
     assert.match(stdout, /\ndiff {2}server default: tools added: [^\n]*everything__echo/)
     assert.match(stdout, /\ndiff {2}server default: tools removed: [^\n]*files__read_text_file/)
-    assert.match(stdout, /\ndiff {2}server default: tools renamed: memory__read_graph → memory__graph\n/)
+    assert.match(
+      stdout,
+      /\ndiff {2}server default: tools renamed: memory__read_graph → memory__graph\n/,
+    )
     assert.match(stdout, /\ndiff {2}pins: \d+ tool\(s\) not served now[^\n]*everything__echo/)
     assert.doesNotMatch(stdout, /pinned at first sight[^\n]*memory__graph/)
     assert.match(stdout, /\ndiff {2}pins: files's pins stay in the store/)
