@@ -1,7 +1,8 @@
 /**
  * `barbican check`: validates the configuration (and the files its auth section names), then
  * connects to every upstream once and lists what it offers; with `--pins`, compares what each
- * upstream advertises with its approved pins. Exits non-zero with a precise message on any fault.
+ * upstream advertises with its approved pins; with `--diff`, previews what reloading the file
+ * would change on the running gateway (src/cli/reload-preview.ts). Exits non-zero with a precise message on any fault.
  */
 
 import { existsSync } from 'node:fs'
@@ -9,6 +10,7 @@ import { checkAuth } from '../auth/auth-check.ts'
 import { jsonLogger } from '../common/log.ts'
 import type { LoadedConfig } from '../config/config.ts'
 import { Gateway } from '../gateway/gateway.ts'
+import { exposedTools } from '../gateway/overview.ts'
 import { planFromConfig } from '../gateway/plan.ts'
 import { lockfilePathOf, openStore, storeConfigOf, withTrust } from '../gateway/trust-setup.ts'
 import { printableName } from '../protocol/item-names.ts'
@@ -21,6 +23,8 @@ import type { Upstream } from '../upstreams/upstream.ts'
 import { type CliIo, type CommandOptions, trustOptionsOf } from './command.ts'
 import { loadForCommand } from './load.ts'
 import { reportDrift } from './pins.ts'
+import { type NextServer, previewReload } from './reload-preview.ts'
+import { fetchOverview } from './status.ts'
 
 export async function runCheck(
   options: CommandOptions,
@@ -61,6 +65,7 @@ export async function runCheck(
   const gateway = new Gateway(withTrust(planFromConfig(config, log), config, trust, log), log)
   let failed = 0
   let drifting = 0
+  const nextServers: NextServer[] = []
   try {
     for (const upstream of gateway.upstreams.values()) {
       try {
@@ -86,6 +91,8 @@ export async function runCheck(
     }
     for (const server of gateway.servers.values()) {
       const { catalog } = await server.catalog()
+      const path = config.servers.find((s) => s.name === server.name)?.path ?? ''
+      nextServers.push({ name: server.name, path, tools: exposedTools(catalog) })
       for (const h of catalog.heldBack) {
         io.stdout(
           `warn  server ${server.name}: ${h.kind} "${printableName(h.original)}" of ${h.upstream} held back: ${h.reason}\n`,
@@ -101,10 +108,19 @@ export async function runCheck(
     await gateway.stop()
     await pins?.close()
   }
+  let unpreviewed = false
+  if (options.diff) {
+    const running = await fetchOverview(options, io, Promise.resolve(loaded))
+    if (running) {
+      io.stdout(`reload preview against the gateway at ${running.origin}:\n`)
+      const next = { upstreams: config.upstreams.map((u) => u.name), servers: nextServers }
+      for (const line of previewReload(running.overview, next)) io.stdout(`diff  ${line}\n`)
+    } else unpreviewed = true
+  }
   const drifted = await reportDrift(config, source.path, io, options)
   if (authFaults > 0) io.stderr(`barbican: the auth section has ${authFaults} fault(s)\n`)
   if (failed > 0) io.stderr(`barbican: ${failed} upstream(s) failed\n`)
-  if (authFaults > 0 || failed > 0) return 1
+  if (authFaults > 0 || failed > 0 || unpreviewed) return 1
   if (drifting > 0) {
     io.stderr(`barbican: ${drifting} upstream(s) differ from their approved pins\n`)
     return 1

@@ -41,6 +41,12 @@ export interface CommandOptions {
   readonly pins?: boolean
   /** `--allow-floating`: unversioned packages may launch, for this run only. */
   readonly allowFloating?: boolean
+  /** `status --url`: the running gateway's address (default: the config's `listen`). */
+  readonly url?: string | undefined
+  /** `check --diff`: preview a reload against the running gateway's admin API. */
+  readonly diff?: boolean
+  /** `status --json`: the admin API's answer as it came. */
+  readonly json?: boolean
 }
 
 /**

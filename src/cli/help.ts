@@ -10,6 +10,7 @@ export const COMMANDS = [
   'lock',
   'keys',
   'seal',
+  'status',
   'audit',
   'import',
 ] as const
@@ -51,7 +52,7 @@ ${FLOATING}
 Example (an MCP host's server entry):
   { "command": "barbican", "args": ["stdio", "--config", "/home/me/barbican.yaml"] }
 `,
-  check: `Usage: barbican check [--config FILE] [--pins] [--allow-floating]
+  check: `Usage: barbican check [--config FILE] [--pins] [--diff [--url URL]] [--allow-floating]
 
 Validate the configuration (including the files its auth section names), try every upstream
 once and report drift from the approved baseline. Exits non-zero with a precise message on any
@@ -63,6 +64,11 @@ ${CONFIG}
                       identity that differs from its approved pin (or was never approved),
                       printing the difference: a rug pull stops the pipeline
 ${FLOATING}
+  --diff              preview a reload: compare the file with the gateway running at --url
+                      (default: the file's listen) through its admin API, and print the
+                      upstreams, servers and tools added, removed or renamed, and the pins
+                      affected (BARBICAN_ADMIN_TOKEN: the admin credential, when needed)
+  --url URL           the running gateway, for --diff
 
 Example (in CI, before deploying):
   barbican check --config barbican.yaml --pins
@@ -93,6 +99,22 @@ ${CONFIG}
 
 Example:
   barbican pins diff files && barbican pins approve files --all --as alice
+`,
+  status: `Usage: barbican status [--config FILE | --url URL] [--json]
+
+Print what a running gateway shows: each upstream's state, transport, era, restarts and last
+error; each virtual server with its upstreams and item counts; sessions; the last config
+reload. Read from the gateway's admin API (GET /admin/api/status). An admin credential (scope
+barbican:admin), needed off loopback or with inbound auth, is read from BARBICAN_ADMIN_TOKEN.
+
+Options:
+${CONFIG}
+                      (its listen address is where the gateway is asked)
+  --url URL           the gateway's address instead (e.g. http://127.0.0.1:7300)
+  --json              print the admin API's JSON answer as it came
+
+Example:
+  barbican status --url http://127.0.0.1:7300
 `,
   audit: `Usage: barbican audit verify
        barbican audit tail [--limit N] [FILTERS]

@@ -21,9 +21,10 @@ Commands:
           Run the gateway over HTTP (default 127.0.0.1:7300).
   stdio   [--config FILE] [--server NAME] [--allow-floating]
           Serve a virtual server on stdin/stdout.
-  check   [--config FILE] [--pins] [--allow-floating]
+  check   [--config FILE] [--pins] [--diff [--url URL]] [--allow-floating]
           Validate the config, try every upstream once, report drift from the baseline;
-          with --pins, fail on any definition that differs from its approved pin.
+          with --pins, fail on any definition that differs from its approved pin;
+          with --diff, preview what reloading the file would change on the running gateway.
   scan    [--config FILE]
           Check what every upstream advertises for poisoning and imitated names.
   pins    list|diff [UPSTREAM [KEY]] | approve|reject UPSTREAM (KEY|--all) [--as NAME]
@@ -35,6 +36,8 @@ Commands:
           Manage the API keys of the keys file (auth.apiKeys.file).
   seal    --upstream NAME (--header NAME | --env NAME)   (secret on stdin)
           Encrypt a secret for an upstream's credentials with BARBICAN_SECRET_KEY.
+  status  [--config FILE | --url URL] [--json]
+          Print a running gateway's overview from its admin API (upstreams, servers, reloads).
   audit   verify | tail|query [--subject S] [--tool T] [--outcome O] [--since T] [--until T]
           [--limit N]      [--config FILE]
           Check the audit log's chain and signed checkpoints; read it as JSON lines.
@@ -133,6 +136,9 @@ export async function main(argv: readonly string[], io: CliIo = defaultIo): Prom
     env: values.env,
     pins: values.pins === true,
     allowFloating: values['allow-floating'] === true,
+    url: values.url,
+    json: values.json === true,
+    diff: values.diff === true,
   }
   switch (command) {
     case 'serve': {
@@ -170,6 +176,12 @@ export async function main(argv: readonly string[], io: CliIo = defaultIo): Prom
       const { runLock } = await import('./pins.ts')
       return await runLock(options, io, loading)
     }
+    case 'status': {
+      // With --url the config is not needed; without a config file the demo's (default) address.
+      const loading = values.url === undefined ? loadForCommand(options, io, true) : undefined
+      const { runStatus } = await import('./status.ts')
+      return await runStatus(options, io, loading)
+    }
     case 'keys': {
       const { runKeys } = await import('./keys.ts')
       return await runKeys(options, positionals.slice(1), io)
@@ -199,6 +211,9 @@ const OPTIONS = {
   all: { type: 'boolean' },
   as: { type: 'string' },
   pins: { type: 'boolean' },
+  url: { type: 'string' },
+  json: { type: 'boolean' },
+  diff: { type: 'boolean' },
   subject: { type: 'string' },
   tenant: { type: 'string' },
   scope: { type: 'string', multiple: true },

@@ -11,11 +11,14 @@ import { startTracing, stopTracing } from '../common/tracing.ts'
 import { VERSION } from '../common/version.ts'
 import type { Config, LoadedConfig } from '../config/config.ts'
 import { isLoopbackHost } from '../config/listen.ts'
+import { adminRoutes } from '../gateway/admin-api.ts'
 import { openAuditLog, withAudit } from '../gateway/audit-setup.ts'
 import { Gateway } from '../gateway/gateway.ts'
 import { landingPage } from '../gateway/landing-page.ts'
 import { metricsRoute } from '../gateway/metrics-endpoint.ts'
+import { overview } from '../gateway/overview.ts'
 import { planFromConfig } from '../gateway/plan.ts'
+import { applyDiff, type ConfigDiff, diffConfigs, RESTART_SECTIONS } from '../gateway/reload.ts'
 import { startupSummary } from '../gateway/startup-summary.ts'
 import { lockfilePathOf, openStore, type TrustSetup, withTrust } from '../gateway/trust-setup.ts'
 import { memoryStore } from '../store/memory.ts'
@@ -24,6 +27,7 @@ import { describeConfinement } from '../transports/sandbox.ts'
 import { type CliIo, type CommandOptions, trustOptionsOf } from './command.ts'
 import { loadForCommand } from './load.ts'
 import { loggerFor } from './logging.ts'
+import { ConfigReloader, describeDiff } from './reloader.ts'
 
 export interface RunningServer {
   readonly gateway: Gateway
@@ -33,6 +37,17 @@ export interface RunningServer {
   readonly auth: AuthRuntime | undefined
   /** Settles when every eager upstream has connected or failed to (the gateway's start). */
   readonly started: Promise<void>
+  /** The configuration the gateway runs now (what a reload is compared with). */
+  readonly config: Config
+  /**
+   * Applies the hot part of a new, validated configuration (src/gateway/reload.ts) and returns
+   * what differed; parts that need a restart keep their running values.
+   */
+  apply(next: Config): Promise<ConfigDiff>
+  /** What `POST /admin/api/reload` runs; absent: the gateway has no file to reload. */
+  reloader: ConfigReloader | undefined
+  /** What the overview names as the configuration's origin. */
+  configLabel: string
   stop(): Promise<void>
 }
 
@@ -49,11 +64,9 @@ export async function startServer(
 ): Promise<RunningServer> {
   const auth = config.auth ? new AuthRuntime(config.auth, log.child({ part: 'auth' })) : undefined
   if (auth && audit) auth.audit = audit
-  const plan = withAudit(
-    withTrust(planFromConfig(config, log, auth), config, { audit, ...trust }, log),
-    audit,
-    config,
-  )
+  const planOf = (c: Config) =>
+    withAudit(withTrust(planFromConfig(c, log, auth), c, { audit, ...trust }, log), audit, c)
+  const plan = planOf(config)
   // Only `serve` has a /metrics endpoint: other commands never load prom-client.
   const { enabled, maxTools } = config.metrics
   const gateway = new Gateway(enabled ? { ...plan, metrics: { maxTools } } : plan, log)
@@ -87,6 +100,56 @@ export async function startServer(
       status: () => gateway.status(),
     }),
   )
+  const access = {
+    loopback: isLoopbackHost(config.listen.host),
+    authenticator: auth && hasInboundAuth(config.auth) ? auth.authenticator : undefined,
+  }
+  let running = config
+  const server: RunningServer = {
+    gateway,
+    http,
+    get url() {
+      return http.url
+    },
+    auth,
+    started: Promise.resolve(),
+    get config() {
+      return running
+    },
+    async apply(next: Config): Promise<ConfigDiff> {
+      const diff = diffConfigs(running, next)
+      await applyDiff(gateway, planOf(next), next, diff)
+      running = runningAfter(running, next, diff)
+      return diff
+    },
+    reloader: undefined,
+    configLabel: 'the configuration given to startServer',
+    async stop() {
+      server.reloader?.stop()
+      await http.close()
+      await gateway.stop()
+      await auth?.close()
+    },
+  }
+  for (const [path, route] of adminRoutes(access, {
+    status: () =>
+      overview(gateway, running, {
+        config: server.configLabel,
+        lastReload: server.reloader?.last,
+      }),
+    reload: async (caller) => {
+      if (!server.reloader) {
+        return {
+          ok: false,
+          error: 'This gateway has no config file to reload (it runs the embedded demo)',
+        }
+      }
+      const actor = caller === 'loopback' ? 'loopback' : caller.subject
+      return await server.reloader.reload(`admin (${actor})`)
+    },
+  })) {
+    http.routes.set(path, route)
+  }
   http.routes.set(
     '/metrics',
     metricsRoute(gateway.metrics, config.metrics, {
@@ -106,19 +169,23 @@ export async function startServer(
     config.servers.map((s) => s.name),
   )
   // Upstreams connect in the background: the listener answers at once, lists degrade meanwhile.
-  const started = gateway.start()
-  return {
-    gateway,
-    http,
-    url: http.url,
-    auth,
-    started,
-    async stop() {
-      await http.close()
-      await gateway.stop()
-      await auth?.close()
-    },
-  }
+  return Object.assign(server, { started: gateway.start() })
+}
+
+/**
+ * The configuration running after a reload: the new one, except the sections and virtual
+ * servers whose change needs a restart, which keep their running values.
+ */
+function runningAfter(running: Config, next: Config, diff: ConfigDiff): Config {
+  const hot = new Set(diff.servers)
+  const servers = running.servers.map((s) =>
+    hot.has(s.name) ? (next.servers.find((n) => n.name === s.name) ?? s) : s,
+  )
+  const kept = Object.fromEntries(
+    RESTART_SECTIONS.filter((key) => running[key] !== undefined).map((key) => [key, running[key]]),
+  )
+  const { auth: _auth, store: _store, ...rest } = next
+  return { ...rest, ...kept, servers } as Config
 }
 
 export async function runServe(
@@ -186,6 +253,41 @@ export async function runServe(
       sandbox: describeConfinement(u.name, u.sandbox),
     })
   }
+  server.configLabel = what
+  const reloadable = source.path
+  if (reloadable !== undefined) {
+    server.reloader = new ConfigReloader({
+      path: reloadable,
+      load: () => loadQuietly({ ...options, config: reloadable }),
+      apply: async (next) => {
+        const diff = await server.apply(next)
+        return diff
+      },
+      log,
+      debounceMs: RELOAD_DEBOUNCE_MS,
+      pollMs: RELOAD_POLL_MS,
+      onReloaded: (outcome) =>
+        audit?.record({
+          type: 'admin',
+          action: 'config.reload',
+          actor: outcome.trigger,
+          target: reloadable,
+          outcome: outcome.ok ? 'ok' : 'error',
+          detail: outcome.ok
+            ? describeDiff(outcome.diff!) +
+              (outcome.needsRestart?.length
+                ? `; needs restart: ${outcome.needsRestart.join(', ')}`
+                : '')
+            : outcome.error,
+        }),
+    })
+    server.reloader.watch()
+  }
+  const onHangup = () => {
+    if (server.reloader) void server.reloader.reload('SIGHUP')
+    else log.warn('SIGHUP ignored: the embedded demo has no config file to reload')
+  }
+  process.on('SIGHUP', onHangup)
   let stopping = false
   // Once every eager upstream has connected or failed: one line that says how start-up went.
   void server.started
@@ -203,6 +305,7 @@ export async function runServe(
     const stop = () => {
       process.off('SIGINT', stop)
       process.off('SIGTERM', stop)
+      process.off('SIGHUP', onHangup)
       stopping = true
       logShutdown(log, server)
       server
@@ -222,6 +325,22 @@ export async function runServe(
     process.on('SIGTERM', stop)
   })
   return 0
+}
+
+/** Quiet time after the last change to the config file before it is reloaded. */
+export const RELOAD_DEBOUNCE_MS = 300
+/** How often the config file is polled, for filesystems where fs.watch misses changes. */
+export const RELOAD_POLL_MS = 2_000
+
+/** Loads and validates the file in the config worker, keeping its complaint for the log. */
+async function loadQuietly(
+  options: CommandOptions,
+): Promise<{ readonly config: Config } | { readonly error: string }> {
+  let said = ''
+  const quiet: CliIo = { stdout: () => {}, stderr: (text) => (said += text) }
+  const loaded = await loadForCommand(options, quiet, false)
+  if (loaded) return { config: loaded.config }
+  return { error: said.replace(/^barbican: /gm, '').trim() || 'the config file cannot be loaded' }
 }
 
 /** Says what the shutdown waits for: requests to drain (bounded), then sessions and upstreams. */

@@ -99,6 +99,8 @@ export class Gateway implements InboundHandler {
   #trustTimer: NodeJS.Timeout | undefined
   /** Upstream name → virtual servers that include it. */
   #serversOf = new Map<string, VirtualServer[]>()
+  /** Upstream name → connections made again after a failure (for `barbican status`). */
+  #restarts = new Map<string, number>()
   /** What `/metrics` shows; undefined when the plan has no metrics. */
   readonly metrics: GatewayMetrics | undefined
   readonly serverInfo: JsonObject = {
@@ -168,7 +170,7 @@ export class Gateway implements InboundHandler {
     upstream.on('notification', (n: JsonRpcNotification) =>
       this.#onUpstreamNotification(upstream, n),
     )
-    if (this.metrics) this.#countRestarts(upstream, this.metrics)
+    this.#countRestarts(upstream, this.metrics)
     return upstream
   }
 
@@ -176,17 +178,26 @@ export class Gateway implements InboundHandler {
    * A restart is a connection made again after the previous one failed or died; the first
    * connection, and one made again after an idle close, are not restarts.
    */
-  #countRestarts(upstream: Upstream, metrics: GatewayMetrics): void {
-    metrics.addUpstream(upstream.name)
+  #countRestarts(upstream: Upstream, metrics: GatewayMetrics | undefined): void {
+    metrics?.addUpstream(upstream.name)
+    this.#restarts.set(upstream.name, 0)
     let wasReady = false
     let broken = false
     upstream.on('state', (state) => {
       if (state === 'failed') broken = true
       if (state !== 'ready') return
-      if (wasReady && broken) metrics.upstreamRestarts.labels({ upstream: upstream.name }).inc()
+      if (wasReady && broken) {
+        metrics?.upstreamRestarts.labels({ upstream: upstream.name }).inc()
+        this.#restarts.set(upstream.name, (this.#restarts.get(upstream.name) ?? 0) + 1)
+      }
       wasReady = true
       broken = false
     })
+  }
+
+  /** Restarts of an upstream since it was configured (or last reconfigured). */
+  restartsOf(name: string): number {
+    return this.#restarts.get(name) ?? 0
   }
 
   *#sessionLabels(): Iterable<{ server: string; transport: string }> {
@@ -229,6 +240,7 @@ export class Gateway implements InboundHandler {
     for (const server of this.#serversOf.get(name) ?? []) server.removeUpstream(name)
     this.#serversOf.delete(name)
     this.upstreams.delete(name)
+    this.#restarts.delete(name)
     await upstream.stop()
     return true
   }
@@ -247,6 +259,52 @@ export class Gateway implements InboundHandler {
     await old.stop()
     if (!plan.lazy) void fresh.start()
     return true
+  }
+
+  /**
+   * Adds an upstream to the running gateway (a reloaded configuration names it): it belongs to
+   * no virtual server until `reconfigureServer` lists it. Returns false for a name in use.
+   */
+  addUpstream(plan: UpstreamPlan): boolean {
+    if (this.upstreams.has(plan.name)) return false
+    const fresh = this.#createUpstream(plan)
+    this.upstreams.set(plan.name, fresh)
+    if (!plan.lazy) void fresh.start()
+    return true
+  }
+
+  /**
+   * Gives a running virtual server new members and rules (a reloaded configuration): its
+   * sessions stay open and are told their lists changed. Returns false for an unknown server;
+   * throws for an unknown upstream (the caller adds upstreams first).
+   */
+  reconfigureServer(plan: ServerPlan): boolean {
+    const server = this.servers.get(plan.name)
+    if (!server) return false
+    const members = plan.upstreams.map((name) => {
+      const upstream = this.upstreams.get(name)
+      if (!upstream)
+        throw new Error(`Virtual server "${plan.name}" names unknown upstream "${name}"`)
+      return upstream
+    })
+    for (const [name, list] of this.#serversOf) {
+      this.#serversOf.set(
+        name,
+        list.filter((v) => v !== server),
+      )
+    }
+    for (const m of members) {
+      const list = this.#serversOf.get(m.name) ?? []
+      list.push(server)
+      this.#serversOf.set(m.name, list)
+    }
+    server.reconfigure(members, plan.rules)
+    return true
+  }
+
+  /** The pin guard of the running gateway, when trust is on. */
+  get trust(): TrustGuard | undefined {
+    return this.#plan.trust
   }
 
   hasServer(name: string): boolean {

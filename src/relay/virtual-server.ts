@@ -153,6 +153,23 @@ export class VirtualServer extends EventEmitter<VirtualServerEvents> {
     return true
   }
 
+  /**
+   * Takes a reloaded configuration's members and rules (src/gateway/reload.ts): members no
+   * longer named leave at once, new ones join, the filters and renames apply to the next
+   * catalog, and sessions are told their lists changed.
+   */
+  reconfigure(upstreams: readonly Upstream[], rules: CatalogRules): void {
+    const next = new Set(upstreams)
+    for (const old of this.upstreams) if (!next.has(old)) this.#unwatch(old)
+    for (const fresh of upstreams) if (!this.#listeners.has(fresh)) this.#watch(fresh)
+    this.upstreams = upstreams
+    this.#byName = new Map(upstreams.map((u) => [u.name, u]))
+    this.#names = new Set(this.#byName.keys())
+    this.#rules = rules
+    this.#catalog = undefined
+    this.emit('listChanged', [...ALL_LIST_KEYS])
+  }
+
   upstream(name: string): Upstream | undefined {
     return this.#byName.get(name)
   }

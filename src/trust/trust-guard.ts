@@ -95,6 +95,11 @@ export class TrustGuard {
     return this.#policies.get(upstream) ?? DEFAULT_TRUST_POLICY
   }
 
+  /** Takes each upstream's policy from a reloaded configuration (src/gateway/reload.ts). */
+  setPolicies(policies: ReadonlyMap<string, TrustPolicy>): void {
+    this.#policies = policies
+  }
+
   /** Reads the approved pins into memory (for the synchronous instructions check). */
   async load(): Promise<void> {
     const all = await this.store.pinned()

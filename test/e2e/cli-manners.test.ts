@@ -5,7 +5,7 @@
  * floating-version refusal that names today's version, and `barbican import`.
  */
 import assert from 'node:assert/strict'
-import { execFile, spawn } from 'node:child_process'
+import { execFile, spawn, spawnSync } from 'node:child_process'
 import { chmodSync, mkdtempSync, readFileSync, realpathSync, writeFileSync } from 'node:fs'
 import { createServer } from 'node:net'
 import { tmpdir } from 'node:os'
@@ -297,7 +297,16 @@ describe('floating versions', () => {
     assert.match(stdout, new RegExp(`pinned  memory: ${MEMORY_PACKAGE}@\\d+\\.\\d+\\.\\d+`))
     assert.match(stdout, /Claude Desktop: replace "mcpServers" with .*"stdio", "--config"/)
     const written = readFileSync(join(work, 'barbican.yaml'), 'utf8')
-    assert.match(written, new RegExp(`- "?${MEMORY_PACKAGE}@\\d+\\.\\d+\\.\\d+`))
+    const pinned = new RegExp(`- "?(${MEMORY_PACKAGE}@\\d+\\.\\d+\\.\\d+)`).exec(written)?.[1]
+    assert.ok(pinned, written)
+    // A confined server has no network (docs/sandbox.md): the package is installed beside the
+    // config first, as the launch refusal tells a user to (from npm's cache where it can).
+    const install = spawnSync(
+      'npm',
+      ['install', '--prefer-offline', '--no-audit', '--no-fund', '--no-save', pinned],
+      { cwd: work, encoding: 'utf8' },
+    )
+    assert.equal(install.status, 0, install.stderr)
     const check = await barbican(['check'], { cwd: work })
     assert.equal(check.code, 0, check.stdout + check.stderr)
     assert.match(check.stdout, /ok {4}memory: /)

@@ -1,0 +1,97 @@
+/**
+ * The admin API (docs/admin.md): `GET /admin/api/status`, the overview `barbican status`
+ * prints, and `POST /admin/api/reload`, a hot reload of the config file. Open on a loopback
+ * bind with no inbound auth; otherwise only an identity with the admin permission (scope
+ * `barbican:admin`, or an API key that carries it) gets in. A non-loopback gateway without
+ * inbound auth has no admin API at all: it fails closed.
+ */
+import type { IncomingMessage, ServerResponse } from 'node:http'
+import { ADMIN_SCOPE, isAdmin } from '../auth/admin.ts'
+import type { InboundAuthenticator } from '../auth/authenticator.ts'
+import type { Identity } from '../auth/identity.ts'
+import { sendRpcError } from '../transports/http-io.ts'
+
+export interface AdminAccess {
+  /** The listener is bound to a loopback address. */
+  readonly loopback: boolean
+  /** Inbound authentication, when configured. */
+  readonly authenticator: InboundAuthenticator | undefined
+}
+
+/** Who asked: an admin identity, or `loopback` on an open loopback gateway. */
+export type AdminCaller = Identity | 'loopback'
+
+export interface AdminHandlers {
+  /** The overview: upstreams, virtual servers, sessions, the last reload. */
+  status(): Promise<unknown>
+  /** Reloads the config file; `ok: false` in the answer when the new one was refused. */
+  reload(caller: AdminCaller): Promise<{ readonly ok: boolean }>
+}
+
+export const ADMIN_STATUS_PATH = '/admin/api/status'
+export const ADMIN_RELOAD_PATH = '/admin/api/reload'
+
+const CHALLENGE = 'Bearer realm="barbican-admin"'
+
+type Route = (req: IncomingMessage, res: ServerResponse) => Promise<void>
+
+export function adminRoutes(access: AdminAccess, handlers: AdminHandlers): Map<string, Route> {
+  const routes = new Map<string, Route>()
+  routes.set(ADMIN_STATUS_PATH, async (req, res) => {
+    if (req.method !== 'GET' && req.method !== 'HEAD') {
+      return sendRpcError(res, 405, 'Use GET', { headers: { allow: 'GET, HEAD' } })
+    }
+    if ((await admit(req, res, access)) === undefined) return
+    sendJson(res, 200, await handlers.status(), req.method === 'HEAD')
+  })
+  routes.set(ADMIN_RELOAD_PATH, async (req, res) => {
+    if (req.method !== 'POST') {
+      return sendRpcError(res, 405, 'Use POST', { headers: { allow: 'POST' } })
+    }
+    // A browser sends a cross-site application/json POST only after a CORS preflight, which
+    // the Origin check refuses: the content type is the CSRF defence of this route.
+    if (!/^application\/json\b/i.test(req.headers['content-type'] ?? '')) {
+      return sendRpcError(res, 415, 'POST /admin/api/reload needs Content-Type: application/json')
+    }
+    req.resume()
+    const caller = await admit(req, res, access)
+    if (caller === undefined) return
+    const result = await handlers.reload(caller)
+    sendJson(res, result.ok ? 200 : 422, result)
+  })
+  return routes
+}
+
+/** Returns who asked, or undefined after answering the refusal. */
+async function admit(
+  req: IncomingMessage,
+  res: ServerResponse,
+  access: AdminAccess,
+): Promise<AdminCaller | undefined> {
+  if (access.authenticator === undefined) {
+    if (access.loopback) return 'loopback'
+    sendRpcError(
+      res,
+      403,
+      'The admin API is closed on a non-loopback bind without inbound authentication',
+    )
+    return undefined
+  }
+  const result = await access.authenticator.authenticate(req.headers, undefined)
+  if (!result.ok) {
+    sendRpcError(res, result.status, result.message, {
+      headers: { 'www-authenticate': result.wwwAuthenticate || CHALLENGE },
+    })
+    return undefined
+  }
+  if (isAdmin(result.identity)) return result.identity
+  sendRpcError(res, 403, `The admin API needs the scope ${ADMIN_SCOPE}`, {
+    headers: { 'www-authenticate': `Bearer error="insufficient_scope", scope="${ADMIN_SCOPE}"` },
+  })
+  return undefined
+}
+
+function sendJson(res: ServerResponse, status: number, body: unknown, head = false): void {
+  res.writeHead(status, { 'content-type': 'application/json', 'cache-control': 'no-store' })
+  res.end(head ? undefined : JSON.stringify(body))
+}
