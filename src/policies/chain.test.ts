@@ -4,6 +4,8 @@ import { callOf, countingRelay } from '../../test/support/calls.ts'
 import { BarbicanError } from '../common/errors.ts'
 import { auditPolicy } from './audit.ts'
 import { authorize } from './authorize.ts'
+import { cedarPolicy } from './cedar.ts'
+import { CedarEngine } from './cedar-engine.ts'
 import { compose, deniedBy, ORDER } from './chain.ts'
 import { confirmPolicy } from './confirm.ts'
 import { guards } from './guards.ts'
@@ -55,6 +57,7 @@ describe('policy chain', () => {
       auditPolicy({ sink }).name,
       quotas.name,
       authorize([]).name,
+      cedarPolicy(new CedarEngine([]), 'enforce').name,
       confirmPolicy({ answerMs: 1000 }).name,
       checks.name,
     ])

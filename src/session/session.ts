@@ -344,6 +344,7 @@ export class Session {
       log: about.log,
       decisions: [],
       peer: this.#peer(modern, request),
+      catalog: async () => (await this.#deps.server.catalog()).catalog,
     }
     if (call.route.kind === 'unicast') about.facts.upstream = call.route.upstream
     if (modern && headers && method === 'tools/call' && call.route.kind === 'unicast') {
