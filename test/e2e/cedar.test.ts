@@ -79,6 +79,49 @@ async function allTools(client: Client): Promise<string[]> {
   return names
 }
 
+/** One stateless 2026-07-28 request over HTTP; the final JSON-RPC frame of the answer. */
+async function modern(
+  server: RunningServer,
+  key: string,
+  method: string,
+  params: Record<string, unknown>,
+): Promise<{ result?: Record<string, unknown>; error?: { code: number; message: string } }> {
+  const res = await fetch(`${server.url}/mcp`, {
+    method: 'POST',
+    headers: {
+      'content-type': 'application/json',
+      accept: 'application/json, text/event-stream',
+      'mcp-protocol-version': '2026-07-28',
+      'mcp-method': method,
+      ...(typeof params.name === 'string' ? { 'mcp-name': params.name } : {}),
+      authorization: `Bearer ${key}`,
+    },
+    body: JSON.stringify({
+      jsonrpc: '2.0',
+      id: 1,
+      method,
+      params: {
+        ...params,
+        _meta: {
+          'io.modelcontextprotocol/protocolVersion': '2026-07-28',
+          'io.modelcontextprotocol/clientCapabilities': {},
+          'io.modelcontextprotocol/clientInfo': { name: 'cedar-e2e', version: '1.0.0' },
+        },
+      },
+    }),
+  })
+  const text = await res.text()
+  const frames = res.headers.get('content-type')?.includes('text/event-stream')
+    ? text
+        .split('\n')
+        .filter((l) => l.startsWith('data:'))
+        .map((l) => JSON.parse(l.slice(5)))
+    : [JSON.parse(text)]
+  const final = frames.find((f) => 'result' in f || 'error' in f)
+  assert.ok(final, `no response: ${res.status} ${text}`)
+  return final
+}
+
 async function run(argv: string[]): Promise<{ code: number; out: string; err: string }> {
   let out = ''
   let err = ''
@@ -128,6 +171,22 @@ describe('cedar policies, enforced', () => {
     } finally {
       await b.close()
     }
+  })
+
+  test('a 2026-07-28 stateless caller gets the same per-user list and denial', async () => {
+    const listed = await modern(server, bob.key, 'tools/list', {})
+    assert.equal(listed.error, undefined, JSON.stringify(listed.error))
+    const tools = listed.result?.tools as { name: string }[]
+    assert.deepEqual(
+      tools.map((t) => t.name),
+      ['echo'],
+    )
+    const refused = await modern(server, bob.key, 'tools/call', {
+      name: 'get-sum',
+      arguments: { a: 1, b: 2 },
+    })
+    assert.equal(refused.error?.code, -32001)
+    assert.match(refused.error?.message ?? '', /Cedar policy: bob may not call "get-sum"/)
   })
 
   test('a forbid on the arguments denies even a caller permitted everything', async () => {
