@@ -65,10 +65,10 @@ describe('policy chain', () => {
 
   test('refuses a policy ORDER does not name with ERR_POLICY_CHAIN', () => {
     const { relay } = countingRelay()
-    const stranger: Policy = { name: 'cedar', handle: (call, next) => next(call) }
+    const stranger: Policy = { name: 'not-a-policy', handle: (call, next) => next(call) }
     assert.throws(() => compose([stranger], relay), {
       code: 'ERR_POLICY_CHAIN',
-      message: `Unknown policy "cedar"; known: ${ORDER.join(', ')}`,
+      message: `Unknown policy "not-a-policy"; known: ${ORDER.join(', ')}`,
     })
   })
 
