@@ -84,6 +84,18 @@ forbid (principal, action, resource) when { context.arguments.hasTag("n") && con
     )
   })
 
+  test('policy ids count the policies in the order of the file, past ten', () => {
+    const lines = Array.from(
+      { length: 12 },
+      (_, i) => `permit (principal == Barbican::User::"u${i + 1}", action, resource);`,
+    )
+    const policies = readPolicyFiles([file(lines.join('\n'))])
+    for (const [i, p] of policies.entries()) {
+      assert.ok(p.id.endsWith(`#${i + 1}`))
+      assert.match(p.text, new RegExp(`"u${i + 1}"`))
+    }
+  })
+
   test('an unreadable or unparsable file is a configuration error', () => {
     assert.throws(() => readPolicyFiles(['/nonexistent/p.cedar']), { code: 'ERR_CONFIG_INVALID' })
     assert.throws(() => readPolicyFiles([file('permit (principal, action resource);')]), {

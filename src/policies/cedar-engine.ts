@@ -66,7 +66,24 @@ export function readPolicyFiles(files: readonly string[]): CedarPolicyText[] {
     if (parts.type === 'failure') {
       throw invalid(`${file}: ${parts.errors.map((e) => e.message).join('; ')}`)
     }
-    parts.policies.forEach((policy, i) => {
+    // Cedar returns the policies ordered by its own ids (policy0, policy1, policy10, …): put
+    // them back in the order of the file, so `#n` is the n-th policy a reader counts.
+    const taken = new Set<number>()
+    const at = (policy: string): number => {
+      let from = 0
+      for (;;) {
+        const index = text.indexOf(policy, from)
+        if (index < 0 || !taken.has(index)) {
+          if (index >= 0) taken.add(index)
+          return index
+        }
+        from = index + 1
+      }
+    }
+    const ordered = parts.policies
+      .map((policy) => ({ policy, index: at(policy) }))
+      .sort((a, b) => a.index - b.index)
+    ordered.forEach(({ policy }, i) => {
       out.push({ id: `${file}#${i + 1}`, text: policy })
     })
   }
