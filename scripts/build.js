@@ -106,8 +106,17 @@ try {
     format: 'esm',
     splitting: true,
     chunkNames: 'chunk-[hash]',
-    // Loaded through src/common/lazy-deps.ts from their own one-file copies below.
-    external: ['undici', 'ws', 'jose', 'prom-client', 'prom-client/*', '@extism/extism'],
+    // Loaded through src/common/lazy-deps.ts from their own one-file copies below; Extism and
+    // Cedar from their packages (Cedar's Node entry reads the .wasm beside it).
+    external: [
+      'undici',
+      'ws',
+      'jose',
+      'prom-client',
+      'prom-client/*',
+      '@extism/extism',
+      '@cedar-policy/cedar-wasm/*',
+    ],
     plugins: [builtinsPlugin, zodLocalesPlugin],
   })
   // The config loader's worker thread (src/config/load-worker.ts), with yaml, zod and the config

@@ -13,6 +13,7 @@ import { Gateway } from '../gateway/gateway.ts'
 import { exposedTools } from '../gateway/overview.ts'
 import { planFromConfig } from '../gateway/plan.ts'
 import { lockfilePathOf, openStore, storeConfigOf, withTrust } from '../gateway/trust-setup.ts'
+import { readPolicyFiles, validatePolicies } from '../policies/cedar-engine.ts'
 import { printableName } from '../protocol/item-names.ts'
 import { memoryStore } from '../store/memory.ts'
 import type { Store } from '../store/store.ts'
@@ -25,6 +26,25 @@ import { loadForCommand } from './load.ts'
 import { reportDrift } from './pins.ts'
 import { type NextServer, previewReload } from './reload-preview.ts'
 import { fetchOverview } from './status.ts'
+
+/** Parses the Cedar policy files and validates them against the shipped schema. */
+function checkCedar(files: readonly string[], io: CliIo): boolean {
+  let errors: string[]
+  let count = 0
+  try {
+    const policies = readPolicyFiles(files)
+    count = policies.length
+    errors = validatePolicies(policies)
+  } catch (err) {
+    errors = [(err as Error).message]
+  }
+  for (const e of errors) io.stdout(`FAIL  cedar: ${e}\n`)
+  if (errors.length === 0)
+    io.stdout(
+      `ok    cedar: ${count} polic${count === 1 ? 'y' : 'ies'} valid against the Barbican schema\n`,
+    )
+  return errors.length === 0
+}
 
 export async function runCheck(
   options: CommandOptions,
@@ -41,6 +61,10 @@ export async function runCheck(
   for (const p of config.auth ? checkAuth(config.auth) : []) {
     if (p.level === 'fail') authFaults++
     io.stdout(`${p.level === 'fail' ? 'FAIL ' : 'warn '} ${p.key}: ${p.message}\n`)
+  }
+  if (config.cedar && !checkCedar(config.cedar.policies, io)) {
+    io.stderr('barbican: the Cedar policies are invalid\n')
+    return 1
   }
   let pins: Store | undefined
   if (options.pins) {

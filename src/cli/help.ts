@@ -13,6 +13,7 @@ export const COMMANDS = [
   'status',
   'audit',
   'import',
+  'policy',
 ] as const
 export type CommandName = (typeof COMMANDS)[number]
 
@@ -135,6 +136,25 @@ ${CONFIG}
 
 Example:
   barbican audit verify && barbican audit query --subject alice --outcome denied
+`,
+  policy: `Usage: barbican policy explain --as SUBJECT --call TOOL [--args JSON] [--server NAME]
+         [--tenant T] [--scope S]...
+
+Ask the configured Cedar policies (cedar.policies) whether SUBJECT may call TOOL with these
+arguments, and print the decision and the policies that decided it (docs/policy.md). Exits 0
+when allowed, 3 when denied. Offline: the tool's upstream is read from its namespaced name, its
+annotations are unknown.
+
+Options:
+${CONFIG}
+  --as SUBJECT        the caller's subject
+  --call TOOL         the tool, as clients see it
+  --args JSON         the call's arguments, a JSON object
+  --server NAME       the virtual server (default: the first)
+  --tenant T, --scope S   the caller's tenant and scopes
+
+Example:
+  barbican policy explain --as alice --call files__write_file --args '{"path":"/etc/passwd"}'
 `,
   lock: `Usage: barbican lock [--config FILE]
 

@@ -38,6 +38,8 @@ Commands:
           Encrypt a secret for an upstream's credentials with BARBICAN_SECRET_KEY.
   status  [--config FILE | --url URL] [--json]
           Print a running gateway's overview from its admin API (upstreams, servers, reloads).
+  policy  explain --as SUBJECT --call TOOL [--args JSON] [--server NAME] [--config FILE]
+          Ask the Cedar policies whether SUBJECT may call TOOL, and which policies decided.
   audit   verify | tail|query [--subject S] [--tool T] [--outcome O] [--since T] [--until T]
           [--limit N]      [--config FILE]
           Check the audit log's chain and signed checkpoints; read it as JSON lines.
@@ -108,7 +110,7 @@ export async function main(argv: readonly string[], io: CliIo = defaultIo): Prom
     return 2
   }
   if (
-    positionals.length > (command === 'audit' ? 2 : 1) &&
+    positionals.length > (command === 'audit' || command === 'policy' ? 2 : 1) &&
     command !== 'pins' &&
     command !== 'keys' &&
     command !== 'import'
@@ -186,6 +188,17 @@ export async function main(argv: readonly string[], io: CliIo = defaultIo): Prom
       const { runKeys } = await import('./keys.ts')
       return await runKeys(options, positionals.slice(1), io)
     }
+    case 'policy': {
+      const loading = loadForCommand(options, io, false)
+      const { runPolicy } = await import('./policy.ts')
+      return await runPolicy(
+        options,
+        { call: values.call, args: values.args },
+        positionals.slice(1),
+        io,
+        loading,
+      )
+    }
     case 'seal': {
       const { runSeal } = await import('./seal.ts')
       return await runSeal(options, io)
@@ -221,6 +234,8 @@ const OPTIONS = {
   header: { type: 'string' },
   env: { type: 'string' },
   tool: { type: 'string' },
+  call: { type: 'string' },
+  args: { type: 'string' },
   outcome: { type: 'string' },
   since: { type: 'string' },
   until: { type: 'string' },

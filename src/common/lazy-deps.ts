@@ -4,6 +4,7 @@
  * 011). A build loads the one-file copies that scripts/build.js writes beside it (ADR 015).
  */
 import { createRequire } from 'node:module'
+import type * as CedarWasm from '@cedar-policy/cedar-wasm/nodejs'
 import type * as Jose from 'jose'
 import type * as PromClient from 'prom-client'
 import type * as Undici from 'undici'
@@ -85,4 +86,15 @@ export function ajv(): AjvClass {
     ajvClass = module.default
   }
   return ajvClass
+}
+
+let cedarModule: typeof CedarWasm | undefined
+
+/**
+ * Cedar's WebAssembly build (4 MB, compiled on first use), only when a Cedar policy is
+ * configured. Its Node entry reads the .wasm beside it, so even a build loads it from the package.
+ */
+export function cedar(): typeof CedarWasm {
+  cedarModule ??= require('@cedar-policy/cedar-wasm/nodejs') as typeof CedarWasm
+  return cedarModule
 }

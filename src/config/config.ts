@@ -240,6 +240,13 @@ export interface GuardsConfig {
   readonly redactPatterns: readonly string[]
 }
 
+/** `cedar:`, with the policy files resolved against the config file's directory. */
+export interface CedarConfig {
+  readonly policies: readonly string[]
+  /** `shadow` logs and records would-be denials without enforcing them. */
+  readonly mode: 'enforce' | 'shadow'
+}
+
 /** The whole validated configuration. */
 export interface Config {
   readonly listen: ListenAddress
@@ -261,6 +268,8 @@ export interface Config {
   readonly store?: StoreConfig | undefined
   /** The audit log (docs/audit.md); on by default. */
   readonly audit: AuditConfig
+  /** Cedar policies (docs/policy.md); absent: none, and Cedar is never loaded. */
+  readonly cedar?: CedarConfig | undefined
   /** Inbound authentication and identity settings; absent: anonymous callers (loopback only). */
   readonly auth?: AuthConfig | undefined
   /** Quotas, in the order they were declared (docs/policy.md); absent: none. */

@@ -426,7 +426,7 @@ describe('validation errors', () => {
     assert.ok(lines.includes('lisen: unknown key (did you mean "listen"?)'), lines.join('\n'))
     const other = problems({ ...one, color: 'blue' })
     assert.deepEqual(other, [
-      'color: unknown key; expected one of: listen, security, limits, log, metrics, auth, upstreams, servers, store, audit, rateLimits, guards, confirm, contexts',
+      'color: unknown key; expected one of: listen, security, limits, log, metrics, auth, upstreams, servers, store, audit, rateLimits, guards, confirm, contexts, cedar',
     ])
   })
 

@@ -174,6 +174,16 @@ export function buildConfig(native: NativeConfig, options: NormalizeOptions = {}
     ...(native.guards === undefined ? {} : { guards: native.guards }),
     ...(native.confirm === undefined ? {} : { confirm: native.confirm }),
     ...(native.contexts === undefined ? {} : { contexts: native.contexts }),
+    ...(native.cedar === undefined
+      ? {}
+      : {
+          cedar: {
+            mode: native.cedar.mode,
+            policies: native.cedar.policies.map((path) =>
+              isAbsolute(path) ? path : resolve(options.baseDir ?? process.cwd(), path),
+            ),
+          },
+        }),
   })
 }
 

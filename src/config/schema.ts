@@ -355,6 +355,26 @@ export const nativeConfigSchema = z.strictObject({
   guards: guardsSchema.optional(),
   confirm: confirmSchema.optional(),
   contexts: contextsSchema.optional(),
+  cedar: doc(
+    z
+      .strictObject({
+        policies: doc(
+          z.array(z.string().min(1)).min(1),
+          'Policy files',
+          'Files of Cedar policies (relative to the config file), judged against the schema ' +
+            'Barbican ships; `barbican check` validates them. See docs/policy.md.',
+        ),
+        mode: doc(
+          z.enum(['enforce', 'shadow']).default('enforce'),
+          'Mode',
+          '`enforce` refuses what the policies deny; `shadow` only logs and audits would-be ' +
+            'denials. Default: enforce.',
+        ),
+      })
+      .optional(),
+    'Cedar policies',
+    'A Cedar policy engine judging every request after `auth.permissions`. Default: none.',
+  ),
 })
 
 /** The native file as written (before defaults). */

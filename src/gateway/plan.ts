@@ -5,7 +5,7 @@
  */
 import picomatch from 'picomatch'
 import type { AuthRuntime } from '../auth/auth-runtime.ts'
-import { toBarbicanError } from '../common/errors.ts'
+import { BarbicanError, toBarbicanError } from '../common/errors.ts'
 import type { Logger } from '../common/log.ts'
 import type {
   Config,
@@ -15,6 +15,8 @@ import type {
 } from '../config/config.ts'
 import { securedTransportFactory } from '../credentials/upstream-setup.ts'
 import { authorize } from '../policies/authorize.ts'
+import { cedarPolicy } from '../policies/cedar.ts'
+import { CedarEngine, readPolicyFiles, validatePolicies } from '../policies/cedar-engine.ts'
 import { confirmPolicy } from '../policies/confirm.ts'
 import { guards } from '../policies/guards.ts'
 import type { Policy } from '../policies/policy.ts'
@@ -59,6 +61,16 @@ function policiesFromConfig(config: Config): Policy[] {
     policies.push(rateLimit(config.rateLimits, new MemoryRateCounterStore()))
   }
   if (config.auth?.permissions) policies.push(authorize(config.auth.permissions))
+  if (config.cedar) {
+    // Cedar's WebAssembly module loads here, only when Cedar policies are configured.
+    const texts = readPolicyFiles(config.cedar.policies)
+    // Fail closed: a policy the schema rejects could deny or allow other than it reads.
+    const errors = validatePolicies(texts)
+    if (errors.length > 0) {
+      throw new BarbicanError('ERR_CONFIG_INVALID', `Cedar policies: ${errors.join('; ')}`)
+    }
+    policies.push(cedarPolicy(new CedarEngine(texts), config.cedar.mode))
+  }
   if (config.confirm || config.contexts) {
     policies.push(
       confirmPolicy({

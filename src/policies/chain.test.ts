@@ -4,6 +4,8 @@ import { callOf, countingRelay } from '../../test/support/calls.ts'
 import { BarbicanError } from '../common/errors.ts'
 import { auditPolicy } from './audit.ts'
 import { authorize } from './authorize.ts'
+import { cedarPolicy } from './cedar.ts'
+import { CedarEngine } from './cedar-engine.ts'
 import { compose, deniedBy, ORDER } from './chain.ts'
 import { confirmPolicy } from './confirm.ts'
 import { guards } from './guards.ts'
@@ -55,6 +57,7 @@ describe('policy chain', () => {
       auditPolicy({ sink }).name,
       quotas.name,
       authorize([]).name,
+      cedarPolicy(new CedarEngine([]), 'enforce').name,
       confirmPolicy({ answerMs: 1000 }).name,
       checks.name,
     ])
@@ -62,10 +65,10 @@ describe('policy chain', () => {
 
   test('refuses a policy ORDER does not name with ERR_POLICY_CHAIN', () => {
     const { relay } = countingRelay()
-    const stranger: Policy = { name: 'cedar', handle: (call, next) => next(call) }
+    const stranger: Policy = { name: 'not-a-policy', handle: (call, next) => next(call) }
     assert.throws(() => compose([stranger], relay), {
       code: 'ERR_POLICY_CHAIN',
-      message: `Unknown policy "cedar"; known: ${ORDER.join(', ')}`,
+      message: `Unknown policy "not-a-policy"; known: ${ORDER.join(', ')}`,
     })
   })
 

@@ -12,7 +12,7 @@ import type { Call, Next, Policy, Reply } from './policy.ts'
  * policies that exist are named: a new one adds its name at its place (see
  * examples/deny-writes.ts).
  */
-export const ORDER = ['audit', 'rate-limit', 'authorize', 'confirm', 'guards'] as const
+export const ORDER = ['audit', 'rate-limit', 'authorize', 'cedar', 'confirm', 'guards'] as const
 
 export type PolicyName = (typeof ORDER)[number]
 

@@ -9,6 +9,7 @@ import type { Identity } from '../auth/identity.ts'
 import type { Logger } from '../common/log.ts'
 import type { JsonObject } from '../protocol/jsonrpc.ts'
 import type { ErrorReply, Request, Result } from '../protocol/model.ts'
+import type { Catalog } from '../relay/catalog.ts'
 import type { Route } from '../relay/route.ts'
 import type { InboundKind } from '../transports/inbound.ts'
 
@@ -28,6 +29,8 @@ export interface Call {
   readonly decisions?: PolicyDecision[] | undefined
   /** The client that sent the call, for policies that must ask it something (confirm). */
   readonly peer?: CallPeer | undefined
+  /** The virtual server's catalog (as routing saw it): what policies judge items by. */
+  readonly catalog?: (() => Promise<Catalog>) | undefined
 }
 
 /** The calling client as a policy can reach it. */

@@ -5,19 +5,28 @@
  */
 import { BarbicanError } from '../common/errors.ts'
 
-export function encodeCursor(list: string, offset: number): string {
-  return Buffer.from(JSON.stringify({ l: list, o: offset })).toString('base64url')
+/**
+ * A cursor names the view it was minted for (`view`, the caller's key): lists are narrowed per
+ * caller, so an offset into one caller's view means nothing in another's, and a cursor handed
+ * from one identity to another is refused rather than paging a different list.
+ */
+export function encodeCursor(list: string, offset: number, view = ''): string {
+  return Buffer.from(JSON.stringify({ l: list, o: offset, v: view })).toString('base64url')
 }
 
-/** The offset a cursor points at; 0 without a cursor. A cursor from another list is invalid. */
-export function decodeCursor(cursor: unknown, list: string): number {
+/**
+ * The offset a cursor points at; 0 without a cursor. A cursor from another list, or minted for
+ * another view, is invalid.
+ */
+export function decodeCursor(cursor: unknown, list: string, view = ''): number {
   if (cursor === undefined) return 0
   if (typeof cursor === 'string') {
     try {
       const value = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8')) as unknown
       if (typeof value === 'object' && value !== null) {
-        const { l, o } = value as { l?: unknown; o?: unknown }
-        if (l === list && typeof o === 'number' && Number.isSafeInteger(o) && o >= 0) return o
+        const { l, o, v } = value as { l?: unknown; o?: unknown; v?: unknown }
+        const valid = l === list && v === view && typeof o === 'number'
+        if (valid && Number.isSafeInteger(o) && o >= 0) return o
       }
     } catch {
       // Fall through to the error below.

@@ -81,7 +81,8 @@ export function discoverResult(server: VirtualServer, id: Result['id'], serverIn
 
 /**
  * One page of the merged list `method` asks for, from `cursor`, at most `pageSize` items; when
- * the catalog left upstreams out, every page says which and why (`_meta` DEGRADED_META).
+ * the catalog left upstreams out, every page says which and why (`_meta` DEGRADED_META). Its
+ * cursors are valid only for the same `view` (relay/cursor.ts).
  */
 export function listPage(
   catalog: Catalog,
@@ -89,15 +90,16 @@ export function listPage(
   cursor: unknown,
   pageSize: number,
   degraded: readonly Degraded[] = [],
+  view = '',
 ): Result {
   // The method table says which list a merged-list method returns (protocol/methods.ts).
   const key = methodSpec(method)?.list
   if (key === undefined) throw new BarbicanError('ERR_INTERNAL', `${method} is not a merged list`)
   const items = catalog[key]
-  const start = decodeCursor(cursor, method)
+  const start = decodeCursor(cursor, method, view)
   const end = start + pageSize
   const page: JsonObject = { [key]: items.slice(start, end) }
-  if (end < items.length) page.nextCursor = encodeCursor(method, end)
+  if (end < items.length) page.nextCursor = encodeCursor(method, end, view)
   if (degraded.length > 0) {
     page._meta = {
       [DEGRADED_META]: degraded.map((d) => ({ upstream: d.upstream, error: d.error })),

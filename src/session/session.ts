@@ -4,7 +4,7 @@
  * (initialize, ping, discover, lists), routes the rest through the virtual server to upstreams,
  * and brings replies, notifications and upstream→client requests back to this client only.
  */
-import { randomBytes } from 'node:crypto'
+import { createHash, randomBytes } from 'node:crypto'
 import type { Span } from '@opentelemetry/api'
 import { withoutBarbicanMeta } from '../auth/client-meta.ts'
 import { ANONYMOUS, type Identity } from '../auth/identity.ts'
@@ -344,6 +344,7 @@ export class Session {
       log: about.log,
       decisions: [],
       peer: this.#peer(modern, request),
+      catalog: async () => (await this.#deps.server.catalog()).catalog,
     }
     if (call.route.kind === 'unicast') about.facts.upstream = call.route.upstream
     if (modern && headers && method === 'tools/call' && call.route.kind === 'unicast') {
@@ -414,7 +415,14 @@ export class Session {
         })
       }
       const cursor = request.params?.cursor
-      return listPage(route.catalog, method, cursor, this.#deps.listPageSize, route.degraded)
+      return listPage(
+        route.catalog,
+        method,
+        cursor,
+        this.#deps.listPageSize,
+        route.degraded,
+        viewKey(call.identity),
+      )
     }
 
     if (route.kind === 'unicast') {
@@ -603,4 +611,19 @@ export class Session {
     this.#clientRequests.closeAll()
     this.#deps.onClose(this)
   }
+}
+
+/**
+ * The key of the view a caller's lists are narrowed to (policies narrow by these facts): a
+ * digest, so that cursors do not carry the identity in clear.
+ */
+function viewKey(identity: Identity): string {
+  const facts = [
+    identity.subject,
+    identity.tenant,
+    identity.client,
+    identity.scopes,
+    identity.claims,
+  ]
+  return createHash('sha256').update(JSON.stringify(facts)).digest('base64url').slice(0, 16)
 }

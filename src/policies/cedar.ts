@@ -1,0 +1,215 @@
+/**
+ * The `cedar` policy: judges every request against the operator's Cedar policies (ADR 034,
+ * docs/policy.md), after `authorize`. Which action a method is and what it acts on come from the
+ * method → permission table (method-permissions.ts), so no routed method goes unjudged:
+ * server-level requests and lists need `list` on the server, an item request needs its action
+ * on the item, and lists show only the items the caller may use (`call` a tool, `get` a prompt,
+ * `read` a resource or template), so a hidden tool is also uncallable. In shadow mode a would-be
+ * denial is logged and recorded, and the call goes on.
+ */
+import { BarbicanError } from '../common/errors.ts'
+import { isPlainObject, type JsonObject } from '../protocol/jsonrpc.ts'
+import type { Catalog } from '../relay/catalog.ts'
+import { judgedTemplate, judgedUri } from '../relay/resource-uri.ts'
+import type { CedarAction, CedarDecision, CedarEngine, CedarTarget } from './cedar-engine.ts'
+import { type Item, type ItemKind, permissionOf } from './method-permissions.ts'
+import type { Call, Next, Policy, Reply } from './policy.ts'
+
+export type CedarMode = 'enforce' | 'shadow'
+
+/** The action each item request is, by method; other methods act on the server (`list`). */
+const ITEM_ACTIONS: Readonly<Record<string, CedarAction>> = {
+  'tools/call': 'call',
+  'prompts/get': 'get',
+  'resources/read': 'read',
+  'resources/subscribe': 'subscribe',
+  'resources/unsubscribe': 'subscribe',
+  'completion/complete': 'complete',
+  'tasks/get': 'call',
+  'tasks/result': 'call',
+  'tasks/cancel': 'call',
+}
+
+/** The action that lets a caller see an item in a list. */
+const USE: Readonly<Record<ItemKind, CedarAction>> = {
+  tool: 'call',
+  prompt: 'get',
+  resource: 'read',
+}
+
+/** Most narrowed views one catalog keeps (one per identity); beyond, they are rebuilt. */
+const VIEWS_PER_CATALOG = 1000
+
+export function cedarPolicy(engine: CedarEngine, mode: CedarMode): Policy {
+  /** Each identity's view of a catalog, by identity key; dropped with the catalog. */
+  const views = new WeakMap<Catalog, Map<string, Catalog>>()
+  return {
+    name: 'cedar',
+    async handle(call: Call, next: Next): Promise<Reply> {
+      const { request, route } = call
+      const permission = permissionOf(request.method)
+      const item = permission?.item?.(request, route)
+      if (permission?.item && item === undefined && route.kind === 'unicast') {
+        call.decisions?.push({ policy: 'cedar', effect: 'deny' })
+        throw new BarbicanError('ERR_POLICY_DENIED', `${request.method} names nothing to judge`)
+      }
+      const action = (item && ITEM_ACTIONS[request.method]) || 'list'
+      const catalog = item || permission?.list ? await call.catalog?.() : undefined
+      const target: CedarTarget = item ? targetOf(item, catalog) : { kind: 'server' }
+      const args = request.method === 'tools/call' ? request.params?.arguments : undefined
+      const decision = engine.decide({
+        identity: call.identity,
+        server: call.server,
+        action,
+        target,
+        transport: call.transport,
+        method: request.method,
+        arguments: isPlainObject(args) ? args : undefined,
+      })
+      const where = decision.reasons.join(', ') || undefined
+      if (!decision.allowed) {
+        const what = item ? `${action} "${item.name}"` : `${action} on the server "${call.server}"`
+        const message = `Cedar policy: ${call.identity.subject} may not ${what}`
+        if (mode === 'shadow') {
+          call.log.warn('cedar shadow mode: would deny', {
+            subject: call.identity.subject,
+            method: request.method,
+            action,
+            ...(item ? { item: item.name } : {}),
+            policies: decision.reasons,
+            ...(decision.errors.length > 0 ? { errors: decision.errors } : {}),
+          })
+          call.decisions?.push({
+            policy: 'cedar',
+            effect: 'allow',
+            rule: `shadow: would deny${where ? ` by ${where}` : ''}`,
+          })
+          return await next(call)
+        }
+        call.decisions?.push({ policy: 'cedar', effect: 'deny', rule: where })
+        throw new BarbicanError('ERR_POLICY_DENIED', message)
+      }
+      call.decisions?.push({ policy: 'cedar', effect: 'allow', rule: where })
+      if (mode === 'enforce' && permission?.list && route.kind === 'fanout') {
+        const view = viewOf(route.catalog, call, views, (it) =>
+          engine.decide({
+            identity: call.identity,
+            server: call.server,
+            action: USE[it.kind],
+            target: targetOf(it, route.catalog),
+            transport: call.transport,
+            method: request.method,
+          }),
+        )
+        return await next({ ...call, route: { ...route, catalog: view } })
+      }
+      if (mode === 'enforce' && permission?.watches) {
+        const params = watchable(
+          request.params,
+          (uri) =>
+            engine.decide({
+              identity: call.identity,
+              server: call.server,
+              action: 'subscribe',
+              target: targetOf({ kind: 'resource', name: uri }, catalog),
+              transport: call.transport,
+              method: request.method,
+            }).allowed,
+        )
+        return await next({ ...call, request: { ...request, params } })
+      }
+      return await next(call)
+    },
+  }
+}
+
+/** What Cedar sees of an item: its upstream and, for a tool, its annotations. */
+function targetOf(item: Item, catalog: Catalog | undefined): CedarTarget {
+  if (catalog === undefined) return { kind: item.kind, name: item.name }
+  const targets =
+    item.kind === 'tool'
+      ? catalog.toolTargets
+      : item.kind === 'prompt'
+        ? catalog.promptTargets
+        : catalog.resourceTargets
+  const upstream = targets.get(item.name)?.upstream
+  let annotations: JsonObject | undefined
+  if (item.kind === 'tool') {
+    const entry = catalog.tools.find((t) => t.name === item.name)
+    annotations = isPlainObject(entry?.annotations) ? entry.annotations : undefined
+  }
+  return { kind: item.kind, name: item.name, upstream, annotations }
+}
+
+/**
+ * The catalog as one caller may see it, kept per catalog and identity: lists are frequent, and
+ * a new catalog (a list changed) starts fresh views. Time-dependent policies are applied to
+ * calls, not to views already built.
+ */
+function viewOf(
+  catalog: Catalog,
+  call: Call,
+  views: WeakMap<Catalog, Map<string, Catalog>>,
+  decide: (item: Item) => CedarDecision,
+): Catalog {
+  let byIdentity = views.get(catalog)
+  if (byIdentity === undefined) {
+    byIdentity = new Map()
+    views.set(catalog, byIdentity)
+  }
+  const { identity } = call
+  const key = JSON.stringify([
+    identity.subject,
+    identity.tenant,
+    identity.client,
+    identity.scopes,
+    identity.claims,
+    call.transport,
+  ])
+  let view = byIdentity.get(key)
+  if (view === undefined) {
+    const may = (item: Item) => decide(item).allowed
+    const byName = (kind: ItemKind) => (entry: JsonObject) =>
+      typeof entry.name === 'string' && may({ kind, name: entry.name })
+    const byUri =
+      (field: 'uri' | 'uriTemplate', judge: (uri: string) => string) => (entry: JsonObject) => {
+        const uri = entry[field]
+        if (typeof uri !== 'string') return false
+        try {
+          return may({ kind: 'resource', name: judge(uri) })
+        } catch {
+          return false
+        }
+      }
+    view = {
+      ...catalog,
+      tools: catalog.tools.filter(byName('tool')),
+      prompts: catalog.prompts.filter(byName('prompt')),
+      resources: catalog.resources.filter(byUri('uri', judgedUri)),
+      resourceTemplates: catalog.resourceTemplates.filter(byUri('uriTemplate', judgedTemplate)),
+    }
+    if (byIdentity.size >= VIEWS_PER_CATALOG) byIdentity.clear()
+    byIdentity.set(key, view)
+  }
+  return view
+}
+
+/** Listen parameters without the resource subscriptions the caller may not subscribe to. */
+function watchable(
+  params: JsonObject | undefined,
+  may: (uri: string) => boolean,
+): JsonObject | undefined {
+  const notifications = params?.notifications
+  if (!isPlainObject(notifications) || !Array.isArray(notifications.resourceSubscriptions)) {
+    return params
+  }
+  const resourceSubscriptions = notifications.resourceSubscriptions.filter((uri) => {
+    if (typeof uri !== 'string') return false
+    try {
+      return may(judgedUri(uri))
+    } catch {
+      return false
+    }
+  })
+  return { ...params, notifications: { ...notifications, resourceSubscriptions } }
+}
