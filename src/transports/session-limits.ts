@@ -8,9 +8,10 @@
  *
  * The owner is the verified identity when inbound auth is on, else the client's address.
  */
-import type { IncomingMessage } from 'node:http'
+import type { IncomingMessage, ServerResponse } from 'node:http'
 import { identityKey, requestIdentity } from '../auth/request-identity.ts'
 import type { Logger } from '../common/log.ts'
+import { sendRpcError } from './http-io.ts'
 
 /** The two bounds, from `limits.maxSessions` and `limits.maxSessionsPerIdentity`. */
 export interface SessionLimitOptions {
@@ -40,6 +41,25 @@ export function sessionOwner(req: IncomingMessage): string {
   const identity = requestIdentity(req)
   if (identity !== undefined) return identityKey(identity)
   return `address:${req.socket.remoteAddress ?? 'unknown'}`
+}
+
+/**
+ * Admits a new session opened by an HTTP request (Streamable HTTP, legacy SSE): returns its owner,
+ * to pass to `add`, or answers the refusal (429/503 with Retry-After) and returns undefined.
+ * WebSocket refuses on the raw upgrade socket instead, so it calls `admit` itself.
+ */
+export function admitHttpSession<S>(
+  limits: SessionLimits<S>,
+  req: IncomingMessage,
+  res: ServerResponse,
+): string | undefined {
+  const owner = sessionOwner(req)
+  const admission = limits.admit(owner)
+  if (!admission.ok) {
+    sendRpcError(res, admission.status, admission.reason, { headers: { 'retry-after': '5' } })
+    return undefined
+  }
+  return owner
 }
 
 /** The live sessions of one transport, by owner, within the bounds. */

@@ -26,7 +26,7 @@ import {
   sendRpcError,
 } from './http-io.ts'
 import type { InboundHandler } from './inbound.ts'
-import { SessionLimits, sessionOwner } from './session-limits.ts'
+import { admitHttpSession, SessionLimits } from './session-limits.ts'
 import { formatEvent, SseConnection } from './sse-writer.ts'
 import type { ReceiveInfo, SendOptions, Transport } from './transport.ts'
 
@@ -170,12 +170,8 @@ export class SseEndpoint {
       sendRpcError(res, 406, 'Accept must include text/event-stream')
       return
     }
-    const owner = sessionOwner(req)
-    const admission = this.#limits.admit(owner)
-    if (!admission.ok) {
-      sendRpcError(res, admission.status, admission.reason, { headers: { 'retry-after': '5' } })
-      return
-    }
+    const owner = admitHttpSession(this.#limits, req, res)
+    if (owner === undefined) return
     const id = randomBytes(24).toString('base64url')
     const connection = new SseConnection(res, {
       maxQueuedBytes: this.#options.sseMaxQueuedBytes,

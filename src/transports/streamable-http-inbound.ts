@@ -23,7 +23,7 @@ import {
   singleHeader,
 } from './http-io.ts'
 import type { InboundHandler } from './inbound.ts'
-import { SessionLimits, sessionOwner } from './session-limits.ts'
+import { admitHttpSession, SessionLimits } from './session-limits.ts'
 import { type SessionOptions, StreamableHttpSession } from './streamable-http-session.ts'
 import { bodyVersionClaim, handleStatelessPost } from './streamable-http-stateless.ts'
 
@@ -178,12 +178,8 @@ export class StreamableHttpEndpoint {
     items: Parameters<StreamableHttpSession['receivePost']>[1],
     acceptsSse: boolean,
   ): void {
-    const owner = sessionOwner(req)
-    const admission = this.#limits.admit(owner)
-    if (!admission.ok) {
-      sendRpcError(res, admission.status, admission.reason, { headers: { 'retry-after': '5' } })
-      return
-    }
+    const owner = admitHttpSession(this.#limits, req, res)
+    if (owner === undefined) return
     const id = randomBytes(24).toString('base64url')
     const session: StreamableHttpSession = new StreamableHttpSession(
       id,
