@@ -11,8 +11,10 @@ import { MIGRATIONS } from './migrations.ts'
 import type {
   Baseline,
   BaselineStore,
+  ItemDefinition,
   PendingChange,
   PinEvent,
+  PinKind,
   PinnedItem,
   PinStore,
   Store,
@@ -70,25 +72,21 @@ function sqliteStore(db: DatabaseSync): Store {
       if (Number(changes) > 0) bump.run()
     })
   }
-  const where = (upstream: string | undefined) =>
-    upstream === undefined
-      ? { clause: '', values: [] }
-      : { clause: 'WHERE upstream = ?', values: [upstream] }
+  /** The rows of an item table (pins, pending changes), of one upstream or all, in key order. */
+  const selectItems = (table: 'pins' | 'pending_changes', upstream: string | undefined): Row[] => {
+    const filter = upstream === undefined ? '' : 'WHERE upstream = ?'
+    const values = upstream === undefined ? [] : [upstream]
+    return db
+      .prepare(`SELECT * FROM ${table} ${filter} ORDER BY upstream, key`)
+      .all(...values) as Row[]
+  }
 
   const pins: PinStore = {
     async pinned(upstream) {
-      const w = where(upstream)
-      const rows = db
-        .prepare(`SELECT * FROM pins ${w.clause} ORDER BY upstream, key`)
-        .all(...w.values) as Row[]
-      return rows.map(toPinned)
+      return selectItems('pins', upstream).map(toPinned)
     },
     async pending(upstream) {
-      const w = where(upstream)
-      const rows = db
-        .prepare(`SELECT * FROM pending_changes ${w.clause} ORDER BY upstream, key`)
-        .all(...w.values) as Row[]
-      return rows.map(toPending)
+      return selectItems('pending_changes', upstream).map(toPending)
     },
     async pin(item) {
       write(
@@ -189,14 +187,21 @@ function sqliteStore(db: DatabaseSync): Store {
   }
 }
 
-function toPinned(row: Row): PinnedItem {
+/** The columns pins and pending changes share: which item, and the definition seen for it. */
+function toItem(row: Row): ItemDefinition {
   return {
     upstream: String(row.upstream),
     key: String(row.key),
-    kind: String(row.kind) as PinnedItem['kind'],
+    kind: String(row.kind) as PinKind,
     name: String(row.name),
     hash: String(row.hash),
     definition: JSON.parse(String(row.definition)),
+  }
+}
+
+function toPinned(row: Row): PinnedItem {
+  return {
+    ...toItem(row),
     approvedAt: String(row.approved_at),
     approvedBy: String(row.approved_by),
   }
@@ -204,12 +209,7 @@ function toPinned(row: Row): PinnedItem {
 
 function toPending(row: Row): PendingChange {
   return {
-    upstream: String(row.upstream),
-    key: String(row.key),
-    kind: String(row.kind) as PendingChange['kind'],
-    name: String(row.name),
-    hash: String(row.hash),
-    definition: JSON.parse(String(row.definition)),
+    ...toItem(row),
     previousHash: row.previous_hash === null ? null : String(row.previous_hash),
     reason: String(row.reason) as PendingChange['reason'],
     findings: JSON.parse(String(row.findings)) as unknown[],

@@ -7,8 +7,8 @@
 /** What a pin covers: one advertised item of an upstream, or the server's own text. */
 export type PinKind = 'tool' | 'prompt' | 'resourceTemplate' | 'instructions' | 'identity'
 
-/** An approved definition: the upstream may advertise exactly this and nothing else for `key`. */
-export interface PinnedItem {
+/** One item of an upstream and a definition seen for it: what pins and pending changes share. */
+export interface ItemDefinition {
   readonly upstream: string
   /** `kind:name`, unique within the upstream (`tool:echo`, `instructions:`). */
   readonly key: string
@@ -17,6 +17,10 @@ export interface PinnedItem {
   /** SHA-256 of the canonical JSON of `definition`, hex. */
   readonly hash: string
   readonly definition: unknown
+}
+
+/** An approved definition: the upstream may advertise exactly this and nothing else for `key`. */
+export interface PinnedItem extends ItemDefinition {
   /** ISO 8601. */
   readonly approvedAt: string
   /** `first-sight` for trust on first use, otherwise the operator who approved. */
@@ -27,13 +31,7 @@ export interface PinnedItem {
 export type PendingReason = 'changed' | 'new' | 'scan'
 
 /** A definition seen but not approved: quarantined (or only warned about) until decided. */
-export interface PendingChange {
-  readonly upstream: string
-  readonly key: string
-  readonly kind: PinKind
-  readonly name: string
-  readonly hash: string
-  readonly definition: unknown
+export interface PendingChange extends ItemDefinition {
   /** The approved hash this change departs from; null for an item never approved. */
   readonly previousHash: string | null
   readonly reason: PendingReason
