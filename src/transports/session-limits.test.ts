@@ -1,7 +1,9 @@
 import assert from 'node:assert/strict'
+import { createServer } from 'node:http'
+import type { AddressInfo } from 'node:net'
 import { describe, test } from 'node:test'
 import { silentLogger } from '../common/log.ts'
-import { SessionLimits } from './session-limits.ts'
+import { admitHttpSession, SessionLimits } from './session-limits.ts'
 
 interface Fake {
   readonly name: string
@@ -78,5 +80,34 @@ describe('session limits', () => {
     ;(open('alice', 'a1') as Fake).busy = true
     ;(open('bob', 'b1') as Fake).busy = true
     assert.equal(open('carol', 'c1'), 503)
+  })
+})
+
+describe('admitHttpSession', () => {
+  test('admits with the owner, then refuses over HTTP with a JSON-RPC error and Retry-After', async (t) => {
+    const { l } = limits(1, 1)
+    const owners: (string | undefined)[] = []
+    const server = createServer((req, res) => {
+      const owner = admitHttpSession(l, req, res)
+      owners.push(owner)
+      if (owner === undefined) return
+      // Busy, so the next session cannot evict it and must be refused.
+      l.add(owner, { name: 'held', lastActivity: 0, busy: true })
+      res.end('admitted')
+    })
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+    t.after(() => server.close())
+    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/`
+
+    const first = await fetch(url)
+    assert.equal(await first.text(), 'admitted')
+    const second = await fetch(url)
+    assert.equal(second.status, 429)
+    assert.equal(second.headers.get('retry-after'), '5')
+    const body = (await second.json()) as { jsonrpc: string; id: null; error: { message: string } }
+    assert.equal(body.jsonrpc, '2.0')
+    assert.equal(body.id, null)
+    assert.equal(body.error.message, 'Too many sessions for this caller, all of them busy')
+    assert.deepEqual(owners, ['address:127.0.0.1', undefined])
   })
 })
