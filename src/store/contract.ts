@@ -4,12 +4,13 @@
  */
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
-import type { PendingChange, PinnedItem, Store } from './store.ts'
+import type { ItemDefinition, PendingChange, PinKind, PinnedItem, Store } from './store.ts'
 
 const AT = '2026-01-01T00:00:00.000Z'
 
-function pinned(upstream: string, key: string, hash: string): PinnedItem {
-  const [kind, name] = key.split(':') as [PinnedItem['kind'], string]
+/** The item `key` (`kind:name`) of `upstream`, with a definition that nests JSON of every kind. */
+function item(upstream: string, key: string, hash: string): ItemDefinition {
+  const [kind, name] = key.split(':') as [PinKind, string]
   return {
     upstream,
     key,
@@ -17,20 +18,18 @@ function pinned(upstream: string, key: string, hash: string): PinnedItem {
     name,
     hash,
     definition: { name, description: `d-${hash}`, nested: { a: [1, 'two', null] } },
-    approvedAt: AT,
-    approvedBy: 'first-sight',
   }
 }
 
+function pinned(upstream: string, key: string, hash: string): PinnedItem {
+  return { ...item(upstream, key, hash), approvedAt: AT, approvedBy: 'first-sight' }
+}
+
 function pending(upstream: string, key: string, hash: string): PendingChange {
-  const [kind, name] = key.split(':') as [PinnedItem['kind'], string]
+  const base = item(upstream, key, hash)
   return {
-    upstream,
-    key,
-    kind,
-    name,
-    hash,
-    definition: { name },
+    ...base,
+    definition: { name: base.name },
     previousHash: 'old',
     reason: 'changed',
     findings: [{ rule: 'hidden-unicode', severity: 'high' }],
