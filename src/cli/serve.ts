@@ -18,6 +18,7 @@ import { landingPage } from '../gateway/landing-page.ts'
 import { metricsRoute } from '../gateway/metrics-endpoint.ts'
 import { overview } from '../gateway/overview.ts'
 import { planFromConfig } from '../gateway/plan.ts'
+import { readinessRoute } from '../gateway/readiness.ts'
 import { applyDiff, type ConfigDiff, diffConfigs, RESTART_SECTIONS } from '../gateway/reload.ts'
 import { startupSummary } from '../gateway/startup-summary.ts'
 import { lockfilePathOf, openStore, type TrustSetup, withTrust } from '../gateway/trust-setup.ts'
@@ -86,11 +87,13 @@ export async function startServer(
     },
     log.child({ part: 'http' }),
   )
-  http.routes.set('/readyz', (_req, res) => {
-    const upstreams = gateway.status()
-    const ready = upstreams.every((u) => u.state === 'ready' || u.state === 'idle')
-    sendJson(res, ready ? 200 : 503, { status: ready ? 'ready' : 'degraded', upstreams })
-  })
+  http.routes.set(
+    '/readyz',
+    readinessRoute(
+      () => gateway.status(),
+      auth && hasInboundAuth(config.auth) ? auth.authenticator : undefined,
+    ),
+  )
   http.routes.set(
     '/',
     landingPage({
@@ -381,9 +384,4 @@ export function listenFailure(err: unknown, host: string, port: number): string 
     default:
       return undefined
   }
-}
-
-function sendJson(res: ServerResponse, status: number, body: unknown): void {
-  res.writeHead(status, { 'content-type': 'application/json' })
-  res.end(JSON.stringify(body))
 }
