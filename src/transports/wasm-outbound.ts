@@ -13,7 +13,7 @@
  */
 import { createHash } from 'node:crypto'
 import { readFile } from 'node:fs/promises'
-import { BarbicanError, errorData, jsonRpcCodeOf } from '../common/errors.ts'
+import { BarbicanError, errorData, jsonRpcCodeOf, upstreamClosed } from '../common/errors.ts'
 import type { Logger } from '../common/log.ts'
 import { createGuardedFetch, type GuardedFetch } from '../net/guarded-fetch.ts'
 import type { JsonRpcId, JsonRpcMessage } from '../protocol/jsonrpc.ts'
@@ -372,7 +372,7 @@ export class WasmOutboundTransport implements Transport {
 }
 
 function closedError(name: string): BarbicanError {
-  return new BarbicanError('ERR_UPSTREAM_CLOSED', `Wasm upstream "${name}" is closed`)
+  return upstreamClosed(name, 'is closed')
 }
 
 function errorBody(err: Error): Record<string, unknown> {
