@@ -101,7 +101,9 @@ export async function runCheck(
         )
         const entry = config.upstreams.find((u) => u.name === upstream.name)
         if (entry?.transport === 'stdio') {
-          io.stdout(`      sandbox: ${describeConfinement(entry.name, entry.sandbox)}\n`)
+          io.stdout(
+            `      sandbox: ${describeConfinement(entry.name, entry.sandbox, entry.command)}\n`,
+          )
         }
         if (pins && !(await pinsMatch(upstream, pins, io))) drifting++
       } catch (err) {
@@ -109,7 +111,9 @@ export async function runCheck(
         io.stdout(`FAIL  ${upstream.name}: ${(err as Error).message}\n`)
         const entry = config.upstreams.find((u) => u.name === upstream.name)
         if (entry?.transport === 'stdio') {
-          io.stdout(`      sandbox: ${describeConfinement(entry.name, entry.sandbox)}\n`)
+          io.stdout(
+            `      sandbox: ${describeConfinement(entry.name, entry.sandbox, entry.command)}\n`,
+          )
         }
       }
     }

@@ -253,7 +253,7 @@ export async function runServe(
     if (u.transport !== 'stdio') continue
     log.info('upstream sandbox', {
       upstream: u.name,
-      sandbox: describeConfinement(u.name, u.sandbox),
+      sandbox: describeConfinement(u.name, u.sandbox, u.command),
     })
   }
   server.configLabel = what

@@ -19,9 +19,10 @@ import {
   mkdirSync,
   readlinkSync,
   realpathSync,
+  rmSync,
   statSync,
 } from 'node:fs'
-import { delimiter, dirname, isAbsolute, join, resolve, sep } from 'node:path'
+import { basename, delimiter, dirname, isAbsolute, join, resolve, sep } from 'node:path'
 import { BarbicanError } from '../common/errors.ts'
 
 /** Kernel limits applied to every process of a sandbox. */
@@ -85,8 +86,25 @@ export function findExecutable(
 
 let facility: SandboxFacility | { missing: string } | undefined
 
+/**
+ * `BARBICAN_SANDBOX_MECHANISM`: `auto` (default: bubblewrap when the host has it) or
+ * `node-permission` (skip bubblewrap, as on a host without it: for Linux hosts where bwrap is
+ * installed but user namespaces are off, and to test the fallback). Anything else confines
+ * nothing: every confined upstream is refused, naming the bad value.
+ */
+export const MECHANISM_ENV = 'BARBICAN_SANDBOX_MECHANISM'
+
 /** The host's confinement programs, looked up once; `missing` names the first one absent. */
 export function sandboxFacility(): SandboxFacility | { missing: string } {
+  const forced = process.env[MECHANISM_ENV]
+  if (forced === 'node-permission') {
+    return { missing: `bubblewrap (not used: ${MECHANISM_ENV}=node-permission)` }
+  }
+  if (forced !== undefined && forced !== '' && forced !== 'auto') {
+    return {
+      missing: `a known mechanism (${MECHANISM_ENV}=${forced}; expected auto or node-permission)`,
+    }
+  }
   if (facility !== undefined) return facility
   if (process.platform !== 'linux') {
     facility = { missing: `bubblewrap (Linux only; this host is ${process.platform})` }
@@ -110,19 +128,36 @@ export const NOT_COVERED =
   'no seccomp syscall filter; memory limit is per process (RLIMIT_DATA), not per tree; ' +
   'no egress proxy yet: network.allow is refused'
 
+/** The fallback where bubblewrap is missing, for Node servers only (ADR 030, "Fallback"). */
+export const NODE_MECHANISM =
+  'node-permission (Node.js permission model: files, no child processes, workers, addons or WASI)'
+/** What the Node.js permission model leaves open. */
+export const NODE_NOT_COVERED =
+  'network (loopback and private addresses included); memory, process and CPU limits; ' +
+  "other processes (it shares the host's process table and may signal processes of the same " +
+  'user, Barbican included); symlinks already inside a granted folder are followed'
+
 /**
  * How an upstream is confined, in one line for the startup log and `barbican check`: the
  * mechanism and what it leaves open, the explicit opt-out, or the facility the host lacks.
+ * `command` is the entry's command: without bubblewrap, a Node program falls back to the
+ * Node.js permission model.
  */
 export function describeConfinement(
   name: string,
   sandbox: SandboxSpec | 'none' | undefined,
+  command?: string,
+  found: SandboxFacility | { missing: string } = sandboxFacility(),
 ): string {
   if (sandbox === undefined || sandbox === 'none') {
     return "none (sandbox: none; runs with Barbican's own rights)"
   }
-  const found = sandboxFacility()
-  if ('missing' in found) return `refused: this host lacks ${found.missing}`
+  if ('missing' in found) {
+    if (command !== undefined && runsOnNode(command)) {
+      return `${NODE_MECHANISM}, state ${sandbox.stateDir}; not covered: ${NODE_NOT_COVERED}`
+    }
+    return `refused: this host lacks ${found.missing}, and only Node programs can fall back to the Node.js permission model`
+  }
   const uid = runsAsRoot() ? `, uid ${sandboxUid(name)}` : ''
   return `${MECHANISM}${uid}, state ${sandbox.stateDir}; not covered: ${NOT_COVERED}`
 }
@@ -147,6 +182,10 @@ export interface Launch {
   readonly args: readonly string[]
   readonly env: Readonly<Record<string, string>>
   readonly cwd?: string | undefined
+  /** How it is confined, when it is: bubblewrap kills its tree itself, node-permission not. */
+  readonly mechanism?: 'bubblewrap' | 'node-permission' | undefined
+  /** Runs under the shell watchdog of stdio-outbound.ts, which reads its control pipe on fd 3. */
+  readonly watchdog?: boolean | undefined
 }
 
 /** Where `command` lives: a path as given (against `cwd`) or the first match on PATH. */
@@ -302,9 +341,12 @@ export function confinedLaunch(
   found: SandboxFacility | { missing: string } = sandboxFacility(),
 ): Launch {
   if ('missing' in found) {
+    const fallback = nodePermissionLaunch(name, launch, spec)
+    if (fallback !== undefined) return fallback
     throw new BarbicanError(
       'ERR_LAUNCH_REFUSED',
-      `upstream "${name}" runs confined by default, but this host lacks ${found.missing}. ` +
+      `upstream "${name}" runs confined by default, but this host lacks ${found.missing}, ` +
+        'and it is not a Node program the Node.js permission model could confine. ' +
         'Install it, or set `sandbox: none` on the entry to run it unconfined.',
     )
   }
@@ -372,5 +414,83 @@ export function confinedLaunch(
     )
   }
   args.push(resolved, ...launch.args)
-  return { command: found.bwrap, args, env: {} }
+  return { command: found.bwrap, args, env: {}, mechanism: 'bubblewrap' }
+}
+
+/**
+ * Whether `command` runs a Node program: Node itself (by name, or Barbican's own binary), or
+ * `npx`, whose plain form a confined launch rewrites to an installed bin run with Barbican's
+ * Node (src/trust/installed-launch.ts) and whose other forms are refused below (npx itself
+ * spawns npm, a child process).
+ */
+export function runsOnNode(command: string): boolean {
+  const name = basename(command).replace(/\.(exe|cmd)$/i, '')
+  return name === 'node' || name === 'npx' || realOrNull(command) === realOrNull(process.execPath)
+}
+
+/** Node options that would loosen the permission model if they reached the server's Node. */
+const LOOSENING = /^--(allow-|no-permission|no-experimental-permission)/
+
+/**
+ * The fallback where bubblewrap is missing (ADR 030, "Fallback"): a Node program run by
+ * Barbican's own Node (whose permission flags are known) with `--permission` and the same file
+ * view as the bubblewrap sandbox, granted with `--allow-fs-read` / `--allow-fs-write`; no child
+ * processes, workers, addons or WASI. Undefined when the command is not Node. Throws
+ * ERR_LAUNCH_REFUSED when the view cannot be kept (a file of Barbican's inside a granted folder,
+ * which this model cannot mask) or the entry's own Node options would loosen it.
+ */
+export function nodePermissionLaunch(
+  name: string,
+  launch: Launch,
+  spec: SandboxSpec,
+): Launch | undefined {
+  const resolved = resolveCommand(launch.command, launch.cwd ?? process.cwd(), launch.env.PATH)
+  const isNode =
+    resolved === realOrNull(process.execPath) ||
+    basename(resolved).replace(/\.exe$/i, '') === 'node'
+  if (!isNode) return undefined
+  const refuse = (why: string): never => {
+    throw new BarbicanError(
+      'ERR_LAUNCH_REFUSED',
+      `upstream "${name}" runs confined by the Node.js permission model (this host lacks ` +
+        `bubblewrap), but ${why}. Install bubblewrap, or set \`sandbox: none\` on the entry.`,
+    )
+  }
+  const options = launch.args.slice(
+    0,
+    Math.max(
+      0,
+      launch.args.findIndex((a) => !a.startsWith('-')),
+    ),
+  )
+  const loosening = [...options, ...(launch.env.NODE_OPTIONS ?? '').split(/\s+/)].find((o) =>
+    LOOSENING.test(o),
+  )
+  if (loosening !== undefined) refuse(`its Node option ${loosening} would loosen it`)
+  mkdirSync(spec.stateDir, { recursive: true, mode: 0o700 })
+  // A private temp, emptied at each start as bubblewrap's tmpfs would be.
+  const temp = join(spec.stateDir, '.tmp')
+  rmSync(temp, { recursive: true, force: true })
+  mkdirSync(temp, { mode: 0o700 })
+  const view = sandboxView(launch, resolved, spec)
+  const [masked] = view.masked
+  if (masked !== undefined) {
+    refuse(`a granted folder contains ${masked}, which this model cannot hide`)
+  }
+  const system = SYSTEM_DIRS.filter((d) => existsSync(d)).map((d) => realpathSync(d))
+  const links = view.links.flat()
+  const read = new Set([...system, ...view.readOnly, ...links, ...view.readWrite, temp])
+  const write = new Set([...view.readWrite, temp])
+  return {
+    command: process.execPath,
+    args: [
+      '--permission',
+      ...[...read].map((p) => `--allow-fs-read=${p}`),
+      ...[...write].map((p) => `--allow-fs-write=${p}`),
+      ...launch.args,
+    ],
+    env: { ...launch.env, HOME: spec.stateDir, TMPDIR: temp },
+    cwd: launch.cwd ?? spec.stateDir,
+    mechanism: 'node-permission',
+  }
 }

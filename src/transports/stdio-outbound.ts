@@ -31,6 +31,7 @@ import {
   confinedLaunch,
   type Launch,
   MECHANISM,
+  NODE_MECHANISM,
   resolveCommand,
   type SandboxSpec,
 } from './sandbox.ts'
@@ -136,6 +137,8 @@ export class StdioOutboundTransport implements Transport {
   #exitStatus: ExitStatus | undefined
   #child: ChildProcess | undefined
   #serverPid: number | undefined
+  /** How the running child is confined (undefined: `sandbox: none`). */
+  #mechanism: Launch['mechanism']
   #state: 'new' | 'starting' | 'open' | 'closing' | 'closed' = 'new'
   /** Set once `start()` succeeded: only an opened transport reports its close. */
   #opened = false
@@ -220,10 +223,7 @@ export class StdioOutboundTransport implements Transport {
     }
     const child = spawn(launch.command, [...launch.args], {
       // fd 3 is the control channel of the unconfined watchdog (see UNCONFINED_WATCHDOG).
-      stdio:
-        o.sandbox === undefined && POSIX
-          ? ['pipe', 'pipe', 'pipe', 'pipe']
-          : ['pipe', 'pipe', 'pipe'],
+      stdio: launch.watchdog ? ['pipe', 'pipe', 'pipe', 'pipe'] : ['pipe', 'pipe', 'pipe'],
       detached: POSIX,
       env: { ...launch.env },
       shell: false,
@@ -231,6 +231,7 @@ export class StdioOutboundTransport implements Transport {
       ...(launch.cwd === undefined ? {} : { cwd: launch.cwd }),
     })
     this.#child = child
+    this.#mechanism = launch.mechanism
     this.#wire(child)
     try {
       this.#serverPid = await this.#awaitSpawn(child, env.PATH)
@@ -248,7 +249,8 @@ export class StdioOutboundTransport implements Transport {
     this.#log.info('upstream process started', {
       pid: child.pid,
       serverPid: this.#serverPid,
-      sandbox: confined ? MECHANISM : 'none',
+      sandbox:
+        launch.mechanism === 'node-permission' ? NODE_MECHANISM : confined ? MECHANISM : 'none',
     })
   }
 
@@ -259,16 +261,21 @@ export class StdioOutboundTransport implements Transport {
    */
   #launchOf(launch: Launch): Launch {
     const o = this.#options
+    let inner = launch
     if (o.sandbox !== undefined && o.sandbox !== 'none') {
-      return confinedLaunch(this.name, launch, o.sandbox)
+      inner = confinedLaunch(this.name, launch, o.sandbox)
+      // bubblewrap kills the tree itself; the Node.js permission model does not.
+      if (inner.mechanism !== 'node-permission') return inner
     }
-    if (!POSIX) return launch
-    const resolved = resolveCommand(launch.command, launch.cwd ?? process.cwd(), launch.env.PATH)
+    if (!POSIX) return inner
+    const resolved = resolveCommand(inner.command, inner.cwd ?? process.cwd(), inner.env.PATH)
     return {
       command: '/bin/sh',
-      args: ['-c', UNCONFINED_WATCHDOG, 'barbican-upstream', resolved, ...launch.args],
-      env: launch.env,
-      cwd: launch.cwd,
+      args: ['-c', UNCONFINED_WATCHDOG, 'barbican-upstream', resolved, ...inner.args],
+      env: inner.env,
+      cwd: inner.cwd,
+      mechanism: inner.mechanism,
+      watchdog: true,
     }
   }
 
@@ -394,9 +401,8 @@ export class StdioOutboundTransport implements Transport {
   }
 
   #onExit(exit: ExitStatus): void {
-    const sandbox = this.#options.sandbox
     // bwrap ends with 128 + N when the server died of signal N: report the signal, as unconfined.
-    const status = sandbox === undefined || sandbox === 'none' ? exit : signalledExit(exit)
+    const status = this.#mechanism === 'bubblewrap' ? signalledExit(exit) : exit
     this.#exitStatus = status
     // Sweep what the server left behind in its group (daemonized helpers, a wrapper's child).
     if (POSIX) this.#signal('SIGKILL')
