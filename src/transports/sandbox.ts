@@ -154,7 +154,9 @@ export function describeConfinement(
   }
   if ('missing' in found) {
     if (command !== undefined && runsOnNode(command)) {
-      return `${NODE_MECHANISM}, state ${sandbox.stateDir}; not covered: ${NODE_NOT_COVERED}`
+      // No uid switch here: a root gateway's server keeps root's right to signal any process.
+      const root = runsAsRoot() ? '; it runs as root, as Barbican does' : ''
+      return `${NODE_MECHANISM}, state ${sandbox.stateDir}; not covered: ${NODE_NOT_COVERED}${root}`
     }
     return `refused: this host lacks ${found.missing}, and only Node programs can fall back to the Node.js permission model`
   }
