@@ -14,6 +14,7 @@ import type { Catalog } from '../relay/catalog.ts'
 import { globForJudgedUris, judgedTemplate, judgedUri } from '../relay/resource-uri.ts'
 import { type Item, type ItemKind, permissionOf } from './method-permissions.ts'
 import type { Call, Next, Policy, Reply } from './policy.ts'
+import { narrowCatalog, watchable } from './visible.ts'
 
 /** One grant: who it applies to (every listed condition must hold) and what it allows. */
 export interface PermissionRule {
@@ -144,7 +145,7 @@ export function authorize(rules: readonly PermissionRule[]): Policy {
         return await next({ ...call, route: { ...route, catalog: narrow(route.catalog, grants) } })
       }
       if (permission?.watches) {
-        const params = watchable(request.params, grants)
+        const params = watchable(request.params, (item) => mayUse(grants, item))
         return await next({ ...call, request: { ...request, params } })
       }
       return await next(call)
@@ -171,49 +172,6 @@ function mayUse(grants: readonly CompiledRule[], item: Item): boolean {
 function grantFor(grants: readonly CompiledRule[], item: Item): CompiledRule | undefined {
   for (const grant of grants) if (grant.items[item.kind](item.name)) return grant
   return undefined
-}
-
-/** Listen parameters without the resource subscriptions the caller may not read. */
-function watchable(
-  params: JsonObject | undefined,
-  grants: readonly CompiledRule[],
-): JsonObject | undefined {
-  const notifications = params?.notifications
-  if (!isPlainObject(notifications) || !Array.isArray(notifications.resourceSubscriptions)) {
-    return params
-  }
-  const resourceSubscriptions = notifications.resourceSubscriptions.filter((uri) => {
-    if (typeof uri !== 'string') return false
-    try {
-      return mayUse(grants, { kind: 'resource', name: judgedUri(uri) })
-    } catch {
-      return false // a URI without a judged form is never granted
-    }
-  })
-  return { ...params, notifications: { ...notifications, resourceSubscriptions } }
-}
-
-/** The catalog's lists with only the items `may` allows (the maps back stay whole). */
-function narrowCatalog(catalog: Catalog, may: (item: Item) => boolean): Catalog {
-  const byName = (kind: ItemKind) => (entry: JsonObject) =>
-    typeof entry.name === 'string' && may({ kind, name: entry.name })
-  const byUri =
-    (field: 'uri' | 'uriTemplate', judge: (uri: string) => string) => (entry: JsonObject) => {
-      const uri = entry[field]
-      if (typeof uri !== 'string') return false
-      try {
-        return may({ kind: 'resource', name: judge(uri) })
-      } catch {
-        return false
-      }
-    }
-  return {
-    ...catalog,
-    tools: catalog.tools.filter(byName('tool')),
-    prompts: catalog.prompts.filter(byName('prompt')),
-    resources: catalog.resources.filter(byUri('uri', judgedUri)),
-    resourceTemplates: catalog.resourceTemplates.filter(byUri('uriTemplate', judgedTemplate)),
-  }
 }
 
 /** True when every condition the rule states holds for `identity`. */

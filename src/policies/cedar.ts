@@ -14,6 +14,7 @@ import { judgedTemplate, judgedUri } from '../relay/resource-uri.ts'
 import type { CedarAction, CedarDecision, CedarEngine, CedarTarget } from './cedar-engine.ts'
 import { type Item, type ItemKind, permissionOf } from './method-permissions.ts'
 import type { Call, Next, Policy, Reply } from './policy.ts'
+import { narrowCatalog, watchable } from './visible.ts'
 
 export type CedarMode = 'enforce' | 'shadow'
 
@@ -106,12 +107,12 @@ export function cedarPolicy(engine: CedarEngine, mode: CedarMode): Policy {
       if (mode === 'enforce' && permission?.watches) {
         const params = watchable(
           request.params,
-          (uri) =>
+          (item) =>
             engine.decide({
               identity: call.identity,
               server: call.server,
               action: 'subscribe',
-              target: targetOf({ kind: 'resource', name: uri }, catalog),
+              target: targetOf(item, catalog),
               transport: call.transport,
               method: request.method,
             }).allowed,
@@ -168,48 +169,9 @@ function viewOf(
   ])
   let view = byIdentity.get(key)
   if (view === undefined) {
-    const may = (item: Item) => decide(item).allowed
-    const byName = (kind: ItemKind) => (entry: JsonObject) =>
-      typeof entry.name === 'string' && may({ kind, name: entry.name })
-    const byUri =
-      (field: 'uri' | 'uriTemplate', judge: (uri: string) => string) => (entry: JsonObject) => {
-        const uri = entry[field]
-        if (typeof uri !== 'string') return false
-        try {
-          return may({ kind: 'resource', name: judge(uri) })
-        } catch {
-          return false
-        }
-      }
-    view = {
-      ...catalog,
-      tools: catalog.tools.filter(byName('tool')),
-      prompts: catalog.prompts.filter(byName('prompt')),
-      resources: catalog.resources.filter(byUri('uri', judgedUri)),
-      resourceTemplates: catalog.resourceTemplates.filter(byUri('uriTemplate', judgedTemplate)),
-    }
+    view = narrowCatalog(catalog, (item) => decide(item).allowed)
     if (byIdentity.size >= VIEWS_PER_CATALOG) byIdentity.clear()
     byIdentity.set(key, view)
   }
   return view
-}
-
-/** Listen parameters without the resource subscriptions the caller may not subscribe to. */
-function watchable(
-  params: JsonObject | undefined,
-  may: (uri: string) => boolean,
-): JsonObject | undefined {
-  const notifications = params?.notifications
-  if (!isPlainObject(notifications) || !Array.isArray(notifications.resourceSubscriptions)) {
-    return params
-  }
-  const resourceSubscriptions = notifications.resourceSubscriptions.filter((uri) => {
-    if (typeof uri !== 'string') return false
-    try {
-      return may(judgedUri(uri))
-    } catch {
-      return false
-    }
-  })
-  return { ...params, notifications: { ...notifications, resourceSubscriptions } }
 }
