@@ -101,6 +101,25 @@ export async function overview(
 }
 
 async function listedOf(gateway: Gateway, name: string, waitMs: number) {
+  const view = await catalogWithin(gateway, name, waitMs)
+  if (!view) return undefined
+  const { catalog } = view
+  return {
+    counts: {
+      tools: catalog.tools.length,
+      prompts: catalog.prompts.length,
+      resources: catalog.resources.length,
+      quarantined: view.quarantined.size,
+    },
+    tools: exposedTools(catalog),
+  }
+}
+
+/**
+ * A virtual server's merged catalog if it comes within `waitMs`; undefined when it does not,
+ * when listing fails, or when a member is idle (a lazy upstream is not started just to count).
+ */
+export async function catalogWithin(gateway: Gateway, name: string, waitMs: number) {
   const server = gateway.servers.get(name)
   if (!server || server.upstreams.some((u) => u.state === 'idle')) return undefined
   let timer: NodeJS.Timeout | undefined
@@ -108,18 +127,7 @@ async function listedOf(gateway: Gateway, name: string, waitMs: number) {
     timer = setTimeout(() => resolve(undefined), waitMs)
   })
   try {
-    const view = await Promise.race([server.catalog(), late])
-    if (!view) return undefined
-    const { catalog } = view
-    return {
-      counts: {
-        tools: catalog.tools.length,
-        prompts: catalog.prompts.length,
-        resources: catalog.resources.length,
-        quarantined: view.quarantined.size,
-      },
-      tools: exposedTools(catalog),
-    }
+    return await Promise.race([server.catalog(), late])
   } catch {
     return undefined
   } finally {

@@ -5,6 +5,7 @@
  * Upstream states come from the gateway's status, as /readyz reports them.
  */
 import type { Gateway } from './gateway.ts'
+import { catalogWithin } from './overview.ts'
 
 /** How long the summary waits for the merged tool list before it leaves the count out. */
 export const SUMMARY_LIST_WAIT_MS = 5_000
@@ -35,7 +36,7 @@ export async function startupSummary(
   const status = gateway.status()
   const up = status.filter((u) => u.state === 'ready' || u.state === 'idle')
   const down = status.filter((u) => u.state !== 'ready' && u.state !== 'idle')
-  const tools = await toolCount(gateway, server, waitMs)
+  const tools = (await catalogWithin(gateway, server, waitMs))?.catalog.tools.length
   const count =
     tools === undefined ? 'tools listed on first use' : `${tools} tool${tools === 1 ? '' : 's'}`
   const failures = down.map((u) => `${u.name}: ${u.state}`).join(', ')
@@ -52,26 +53,5 @@ export async function startupSummary(
       failed: down.map((u) => u.name),
       url,
     },
-  }
-}
-
-async function toolCount(
-  gateway: Gateway,
-  server: string,
-  waitMs: number,
-): Promise<number | undefined> {
-  const virtual = gateway.servers.get(server)
-  if (!virtual || virtual.upstreams.some((u) => u.state === 'idle')) return undefined
-  let timer: NodeJS.Timeout | undefined
-  const late = new Promise<undefined>((resolve) => {
-    timer = setTimeout(() => resolve(undefined), waitMs)
-  })
-  try {
-    const view = await Promise.race([virtual.catalog(), late])
-    return view?.catalog.tools.length
-  } catch {
-    return undefined
-  } finally {
-    clearTimeout(timer)
   }
 }
