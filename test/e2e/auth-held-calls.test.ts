@@ -15,6 +15,7 @@ import { generateApiKey } from '../../src/auth/api-keys.ts'
 import { type RunningServer, startServer } from '../../src/cli/serve.ts'
 import { silentLogger } from '../../src/common/log.ts'
 import { parseConfigText } from '../../src/config/load.ts'
+import { postStatelessToolCall } from '../support/stateless.ts'
 
 type Json = Record<string, unknown>
 
@@ -54,40 +55,13 @@ describe('held 2026-07-28 calls with auth on', () => {
 
   /** One stateless 2026-07-28 tools/call of TOOL as `key`; returns the JSON-RPC response. */
   async function call(key: string, extra: Json = {}): Promise<Json> {
-    const res = await fetch(`${server.url}/mcp`, {
-      method: 'POST',
-      headers: {
-        authorization: `Bearer ${key}`,
-        'content-type': 'application/json',
-        accept: 'application/json, text/event-stream',
-        'mcp-protocol-version': '2026-07-28',
-        'mcp-method': 'tools/call',
-        'mcp-name': TOOL,
-      },
-      body: JSON.stringify({
-        jsonrpc: '2.0',
-        id: 1,
-        method: 'tools/call',
-        params: {
-          name: TOOL,
-          arguments: {},
-          ...extra,
-          _meta: {
-            'io.modelcontextprotocol/protocolVersion': '2026-07-28',
-            'io.modelcontextprotocol/clientCapabilities': { elicitation: {} },
-          },
-        },
-      }),
+    const { status, final } = await postStatelessToolCall(`${server.url}/mcp`, {
+      name: TOOL,
+      params: extra,
+      capabilities: { elicitation: {} },
+      headers: { authorization: `Bearer ${key}` },
     })
-    const text = await res.text()
-    const frames = res.headers.get('content-type')?.includes('text/event-stream')
-      ? text
-          .split('\n')
-          .filter((l) => l.startsWith('data:'))
-          .map((l) => JSON.parse(l.slice(5)) as Json)
-      : [JSON.parse(text) as Json]
-    const final = frames.find((f) => 'result' in f || 'error' in f)
-    assert.ok(final, `no response (HTTP ${res.status})`)
+    assert.ok(final, `no response (HTTP ${status})`)
     return final
   }
 

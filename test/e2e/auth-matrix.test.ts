@@ -22,6 +22,7 @@ import { silentLogger } from '../../src/common/log.ts'
 import { parseConfigText } from '../../src/config/load.ts'
 import { startIssuer, type TestIssuer } from '../fixtures/auth-issuer.ts'
 import { type RecordingUpstream, startRecordingUpstream } from '../fixtures/auth-upstream.ts'
+import { postStatelessToolCall } from '../support/stateless.ts'
 
 type Json = Record<string, unknown>
 
@@ -87,40 +88,13 @@ async function legacySession(url: string, authorization: string | undefined) {
 function modernStateless(url: string, authorization: string | undefined) {
   let nextId = 1
   const call: CallTool = async (tool) => {
-    const res = await fetch(url, {
-      method: 'POST',
-      headers: {
-        'content-type': 'application/json',
-        accept: 'application/json, text/event-stream',
-        'mcp-protocol-version': '2026-07-28',
-        'mcp-method': 'tools/call',
-        'mcp-name': tool,
-        ...(authorization ? { authorization } : {}),
-      },
-      body: JSON.stringify({
-        jsonrpc: '2.0',
-        id: nextId++,
-        method: 'tools/call',
-        params: {
-          name: tool,
-          arguments: {},
-          _meta: {
-            ...SENT_META,
-            'io.modelcontextprotocol/protocolVersion': '2026-07-28',
-            'io.modelcontextprotocol/clientCapabilities': {},
-          },
-        },
-      }),
+    const { status, final } = await postStatelessToolCall(url, {
+      name: tool,
+      id: nextId++,
+      meta: SENT_META,
+      ...(authorization ? { headers: { authorization } } : {}),
     })
-    assert.equal(res.status, 200)
-    const text = await res.text()
-    const frames = res.headers.get('content-type')?.includes('text/event-stream')
-      ? text
-          .split('\n')
-          .filter((l) => l.startsWith('data:'))
-          .map((l) => JSON.parse(l.slice(5)) as Json)
-      : [JSON.parse(text) as Json]
-    const final = frames.find((f) => 'result' in f || 'error' in f)
+    assert.equal(status, 200)
     assert.ok(final, 'no response')
     assert.equal(final.error, undefined, JSON.stringify(final.error))
     const result = final.result as { resultType: string; content: { text: string }[] }

@@ -26,6 +26,7 @@ import {
 } from '../conformance/serve-fixture.ts'
 import { textOf } from '../support/content.ts'
 import { assertValidMessage } from '../support/schema.ts'
+import { finalReply } from '../support/stateless.ts'
 
 type Json = Record<string, unknown>
 
@@ -124,14 +125,7 @@ function modernClient(url: string): CellClient {
   }
   const request = async (method: string, params: Json): Promise<Json> => {
     const { res } = await post(method, params)
-    const text = await res.text()
-    const frames = res.headers.get('content-type')?.includes('text/event-stream')
-      ? text
-          .split('\n')
-          .filter((l) => l.startsWith('data:'))
-          .map((l) => JSON.parse(l.slice(5)) as Json)
-      : [JSON.parse(text) as Json]
-    const final = frames.find((f) => 'result' in f || 'error' in f)
+    const { final } = await finalReply(res)
     assert.ok(final, `no response to ${method}`)
     assert.equal(final.error, undefined, `${method} failed: ${JSON.stringify(final.error)}`)
     assertValidMessage('2026-07-28', final, { method })

@@ -16,6 +16,7 @@ import { type RunningServer, startServer } from '../../src/cli/serve.ts'
 import { jsonLogger, silentLogger } from '../../src/common/log.ts'
 import { parseConfigText } from '../../src/config/load.ts'
 import { EVERYTHING } from '../fixtures/upstream-helpers.ts'
+import { finalReply } from '../support/stateless.ts'
 
 const POLICIES = `// alice may do anything, except echo a secret.
 permit (principal == Barbican::User::"alice", action, resource);
@@ -110,14 +111,7 @@ async function modern(
       },
     }),
   })
-  const text = await res.text()
-  const frames = res.headers.get('content-type')?.includes('text/event-stream')
-    ? text
-        .split('\n')
-        .filter((l) => l.startsWith('data:'))
-        .map((l) => JSON.parse(l.slice(5)))
-    : [JSON.parse(text)]
-  const final = frames.find((f) => 'result' in f || 'error' in f)
+  const { text, final } = await finalReply(res)
   assert.ok(final, `no response: ${res.status} ${text}`)
   return final
 }

@@ -17,6 +17,7 @@ import { memoryAuditStore } from '../../src/audit/memory.ts'
 import { type RunningServer, startServer } from '../../src/cli/serve.ts'
 import { silentLogger } from '../../src/common/log.ts'
 import { parseConfigText } from '../../src/config/load.ts'
+import { postStatelessToolCall } from '../support/stateless.ts'
 
 type Json = Record<string, unknown>
 
@@ -91,39 +92,13 @@ async function modernCall(
   extra: Json = {},
   capabilities: Json = { elicitation: {} },
 ): Promise<Json> {
-  const res = await fetch(`${g.server.url}/mcp`, {
-    method: 'POST',
-    headers: {
-      'content-type': 'application/json',
-      accept: 'application/json, text/event-stream',
-      'mcp-protocol-version': '2026-07-28',
-      'mcp-method': 'tools/call',
-      'mcp-name': name,
-    },
-    body: JSON.stringify({
-      jsonrpc: '2.0',
-      id: 1,
-      method: 'tools/call',
-      params: {
-        name,
-        arguments: args,
-        ...extra,
-        _meta: {
-          'io.modelcontextprotocol/protocolVersion': '2026-07-28',
-          'io.modelcontextprotocol/clientCapabilities': capabilities,
-        },
-      },
-    }),
+  const { status, text, final } = await postStatelessToolCall(`${g.server.url}/mcp`, {
+    name,
+    arguments: args,
+    params: extra,
+    capabilities,
   })
-  const text = await res.text()
-  const frames = res.headers.get('content-type')?.includes('text/event-stream')
-    ? text
-        .split('\n')
-        .filter((l) => l.startsWith('data:'))
-        .map((l) => JSON.parse(l.slice(5)) as Json)
-    : [JSON.parse(text) as Json]
-  const final = frames.find((f) => 'result' in f || 'error' in f)
-  assert.ok(final, `no response (HTTP ${res.status}): ${text}`)
+  assert.ok(final, `no response (HTTP ${status}): ${text}`)
   return final
 }
 

@@ -12,6 +12,7 @@ import { McpError } from '@modelcontextprotocol/sdk/types.js'
 import { type RunningServer, startServer } from '../../src/cli/serve.ts'
 import { type Logger, silentLogger } from '../../src/common/log.ts'
 import { parseConfigText } from '../../src/config/load.ts'
+import { postStatelessToolCall } from '../support/stateless.ts'
 
 const fixture = fileURLToPath(new URL('../fixtures/guards-upstream.ts', import.meta.url))
 
@@ -53,43 +54,17 @@ const modern: Era = async (url) => {
   let nextId = 1
   return {
     call: async (name, args) => {
-      const res = await fetch(url, {
-        method: 'POST',
-        headers: {
-          'content-type': 'application/json',
-          accept: 'application/json, text/event-stream',
-          'mcp-protocol-version': '2026-07-28',
-          'mcp-method': 'tools/call',
-          'mcp-name': name,
-        },
-        body: JSON.stringify({
-          jsonrpc: '2.0',
-          id: nextId++,
-          method: 'tools/call',
-          params: {
-            name,
-            arguments: args,
-            _meta: {
-              'io.modelcontextprotocol/protocolVersion': '2026-07-28',
-              'io.modelcontextprotocol/clientCapabilities': {},
-            },
-          },
-        }),
+      const { status, headers, text, final } = await postStatelessToolCall(url, {
+        name,
+        arguments: args,
+        id: nextId++,
       })
-      const text = await res.text()
-      const frames = res.headers.get('content-type')?.includes('text/event-stream')
-        ? text
-            .split('\n')
-            .filter((l) => l.startsWith('data:'))
-            .map((l) => JSON.parse(l.slice(5)) as Json)
-        : [JSON.parse(text) as Json]
-      const final = frames.find((f) => 'result' in f || 'error' in f)
       assert.ok(final, `no response: ${text}`)
       return {
         ...(final.result ? { result: final.result as ToolResult } : {}),
         ...(final.error ? { error: final.error as Outcome['error'] } : {}),
-        status: res.status,
-        retryAfter: res.headers.get('retry-after'),
+        status,
+        retryAfter: headers.get('retry-after'),
       }
     },
     close: async () => {},

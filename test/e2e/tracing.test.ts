@@ -28,6 +28,7 @@ import {
   type ReceivedSpan,
   startOtlpReceiver,
 } from '../fixtures/otlp-receiver.ts'
+import { postStatelessToolCall } from '../support/stateless.ts'
 
 type Json = Record<string, unknown>
 
@@ -78,40 +79,13 @@ async function statelessCall(
   meta: Json,
   headers: Record<string, string> = {},
 ): Promise<Json> {
-  const res = await fetch(url, {
-    method: 'POST',
-    headers: {
-      'content-type': 'application/json',
-      accept: 'application/json, text/event-stream',
-      'mcp-protocol-version': '2026-07-28',
-      'mcp-method': 'tools/call',
-      'mcp-name': tool,
-      ...headers,
-    },
-    body: JSON.stringify({
-      jsonrpc: '2.0',
-      id: 7,
-      method: 'tools/call',
-      params: {
-        name: tool,
-        arguments: {},
-        _meta: {
-          'io.modelcontextprotocol/protocolVersion': '2026-07-28',
-          'io.modelcontextprotocol/clientCapabilities': {},
-          ...meta,
-        },
-      },
-    }),
+  const { status, text, final } = await postStatelessToolCall(url, {
+    name: tool,
+    id: 7,
+    meta,
+    headers,
   })
-  const text = await res.text()
-  const frames = res.headers.get('content-type')?.includes('text/event-stream')
-    ? text
-        .split('\n')
-        .filter((l) => l.startsWith('data:'))
-        .map((l) => JSON.parse(l.slice(5)) as Json)
-    : [JSON.parse(text) as Json]
-  const final = frames.find((f) => 'result' in f || 'error' in f)
-  assert.ok(final, `no response (HTTP ${res.status}): ${text}`)
+  assert.ok(final, `no response (HTTP ${status}): ${text}`)
   return final
 }
 
