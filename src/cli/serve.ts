@@ -2,7 +2,6 @@
  * `barbican serve`: the gateway over HTTP (Streamable HTTP, legacy SSE, WebSocket) with health,
  * readiness and metrics endpoints, until SIGINT or SIGTERM, which drain in-flight requests.
  */
-import type { ServerResponse } from 'node:http'
 import type { AuditLog } from '../audit/audit-log.ts'
 import { AuthRuntime } from '../auth/auth-runtime.ts'
 import { hasInboundAuth } from '../auth/bind-policy.ts'

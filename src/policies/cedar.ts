@@ -10,7 +10,6 @@
 import { BarbicanError } from '../common/errors.ts'
 import { isPlainObject, type JsonObject } from '../protocol/jsonrpc.ts'
 import type { Catalog } from '../relay/catalog.ts'
-import { judgedTemplate, judgedUri } from '../relay/resource-uri.ts'
 import type { CedarAction, CedarDecision, CedarEngine, CedarTarget } from './cedar-engine.ts'
 import { type Item, type ItemKind, permissionOf } from './method-permissions.ts'
 import type { Call, Next, Policy, Reply } from './policy.ts'

@@ -11,24 +11,19 @@
  * message), BARBICAN_FUZZ_COUNT sets the messages per transport (default 350).
  */
 import assert from 'node:assert/strict'
-import { mkdtempSync } from 'node:fs'
-import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { PassThrough } from 'node:stream'
 import { after, before, describe, test } from 'node:test'
 import { fileURLToPath } from 'node:url'
 import WebSocket from 'ws'
-import { type RunningServer, startServer } from '../../src/cli/serve.ts'
-import { silentLogger } from '../../src/common/log.ts'
-import { parseConfigText } from '../../src/config/load.ts'
+import type { RunningServer } from '../../src/cli/serve.ts'
 import { isPlainObject } from '../../src/protocol/jsonrpc.ts'
 import { serveStdio } from '../../src/transports/stdio-inbound.ts'
 import { MessageFuzzer } from '../support/fuzz-messages.ts'
-import { grantTo } from '../support/sandbox.ts'
-import { upstreamFaults } from '../support/upstream-record.ts'
+import { startRecordingGateway, upstreamFaults } from '../support/upstream-record.ts'
 
 const root = fileURLToPath(new URL('../../', import.meta.url))
-const recorder = join(root, 'test/fixtures/upstream-recorder.ts')
+const _recorder = join(root, 'test/fixtures/upstream-recorder.ts')
 
 const SEED = Number(process.env.BARBICAN_FUZZ_SEED ?? Math.floor(Math.random() * 2 ** 31))
 const COUNT = Number(process.env.BARBICAN_FUZZ_COUNT ?? 350)
@@ -256,23 +251,7 @@ describe(`fuzzing every inbound transport (seed ${SEED}, ${COUNT} messages each)
   let record: string
 
   before(async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'barbican-fuzz-'))
-    record = join(dir, 'received.jsonl')
-    // The recorder runs in the default sandbox; its record folder is granted as an operator would.
-    grantTo('rec', dir)
-    const text = JSON.stringify({
-      listen: '127.0.0.1:0',
-      upstreams: {
-        rec: {
-          command: process.execPath,
-          args: [recorder, record],
-          sandbox: { fs: { write: [dir] } },
-        },
-      },
-      servers: { default: { upstreams: ['rec'] } },
-    })
-    const { config } = parseConfigText(text, { cwd: root })
-    server = await startServer(config, silentLogger)
+    ;({ server, record } = await startRecordingGateway('barbican-fuzz-'))
   })
 
   after(async () => {

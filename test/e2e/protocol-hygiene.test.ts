@@ -5,20 +5,19 @@
  * on WebSocket may be the id of the client's own request in flight.
  */
 import assert from 'node:assert/strict'
-import { mkdtempSync } from 'node:fs'
-import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, before, describe, test } from 'node:test'
 import { fileURLToPath } from 'node:url'
 import WebSocket from 'ws'
-import { type RunningServer, startServer } from '../../src/cli/serve.ts'
-import { silentLogger } from '../../src/common/log.ts'
-import { parseConfigText } from '../../src/config/load.ts'
-import { grantTo } from '../support/sandbox.ts'
-import { recordedMessages, upstreamFaults } from '../support/upstream-record.ts'
+import type { RunningServer } from '../../src/cli/serve.ts'
+import {
+  recordedMessages,
+  startRecordingGateway,
+  upstreamFaults,
+} from '../support/upstream-record.ts'
 
 const root = fileURLToPath(new URL('../../', import.meta.url))
-const recorder = join(root, 'test/fixtures/upstream-recorder.ts')
+const _recorder = join(root, 'test/fixtures/upstream-recorder.ts')
 
 type Message = Record<string, unknown>
 
@@ -65,23 +64,7 @@ describe('protocol hygiene toward upstreams and clients', () => {
   let wsUrl: string
 
   before(async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'barbican-hygiene-'))
-    record = join(dir, 'received.jsonl')
-    // The recorder runs in the default sandbox; its record folder is granted as an operator would.
-    grantTo('rec', dir)
-    const text = JSON.stringify({
-      listen: '127.0.0.1:0',
-      upstreams: {
-        rec: {
-          command: process.execPath,
-          args: [recorder, record],
-          sandbox: { fs: { write: [dir] } },
-        },
-      },
-      servers: { default: { upstreams: ['rec'] } },
-    })
-    const { config } = parseConfigText(text, { cwd: root })
-    server = await startServer(config, silentLogger)
+    ;({ server, record } = await startRecordingGateway('barbican-hygiene-'))
     wsUrl = `${server.url.replace('http', 'ws')}/ws`
   })
 

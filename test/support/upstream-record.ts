@@ -3,9 +3,16 @@
  * nothing but clean JSON-RPC, and requests and notifications carrying only the params members
  * their method defines (protocol/methods.ts) plus `_meta`.
  */
-import { readFileSync } from 'node:fs'
+import { mkdtempSync, readFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { type RunningServer, startServer } from '../../src/cli/serve.ts'
+import { silentLogger } from '../../src/common/log.ts'
+import { parseConfigText } from '../../src/config/load.ts'
 import { isPlainObject } from '../../src/protocol/jsonrpc.ts'
 import { methodSpec } from '../../src/protocol/methods.ts'
+import { grantTo } from './sandbox.ts'
 
 /** Every recorded message, parsed; a line that is not JSON is kept as its text. */
 export function recordedMessages(file: string): unknown[] {
@@ -66,4 +73,32 @@ export function upstreamFaults(file: string): string[] {
     if (fault) faults.push(`${fault}: ${JSON.stringify(message).slice(0, 300)}`)
   }
   return faults
+}
+
+const ROOT = fileURLToPath(new URL('../../', import.meta.url))
+const RECORDER = join(ROOT, 'test/fixtures/upstream-recorder.ts')
+
+/**
+ * A gateway whose one upstream, `rec`, records every line it receives into `record`. The
+ * recorder runs in the default sandbox; its record folder is granted as an operator would.
+ */
+export async function startRecordingGateway(
+  prefix: string,
+): Promise<{ server: RunningServer; record: string }> {
+  const dir = mkdtempSync(join(tmpdir(), prefix))
+  const record = join(dir, 'received.jsonl')
+  grantTo('rec', dir)
+  const text = JSON.stringify({
+    listen: '127.0.0.1:0',
+    upstreams: {
+      rec: {
+        command: process.execPath,
+        args: [RECORDER, record],
+        sandbox: { fs: { write: [dir] } },
+      },
+    },
+    servers: { default: { upstreams: ['rec'] } },
+  })
+  const { config } = parseConfigText(text, { cwd: ROOT })
+  return { server: await startServer(config, silentLogger), record }
 }
