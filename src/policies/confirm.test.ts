@@ -16,7 +16,6 @@ function modernPeer(capabilities: JsonObject = { elicitation: {} }): CallPeer {
     capabilities,
     sessionId: undefined,
     ask: () => Promise.reject(new Error('a modern client is never sent requests')),
-    tool: async () => undefined,
   }
 }
 

@@ -19,6 +19,7 @@ import {
 import { BarbicanError } from '../common/errors.ts'
 import { isPlainObject, type JsonObject } from '../protocol/jsonrpc.ts'
 import type { Result } from '../protocol/model.ts'
+import { toolDefinition } from '../relay/catalog.ts'
 import type { Call, ConfirmationAnswer, Next, Policy, Reply } from './policy.ts'
 import { type ContextsOptions, contextKey, SecureContexts } from './secure-contexts.ts'
 
@@ -61,7 +62,9 @@ export function confirmPolicy(options: ConfirmOptions): Policy {
     if (rule === undefined || !servers(call.server)) return false
     if (tools(name)) return true
     if (!rule.destructive) return false
-    const annotations = (await call.peer?.tool(name))?.annotations
+    const { route } = call
+    const annotations =
+      route.kind === 'unicast' ? toolDefinition(route.catalog, name)?.annotations : undefined
     return isPlainObject(annotations) && annotations.destructiveHint === true
   }
 

@@ -16,7 +16,7 @@ import { ajv } from '../common/lazy-deps.ts'
 import type { GuardsConfig } from '../config/config.ts'
 import { isPlainObject, type JsonObject } from '../protocol/jsonrpc.ts'
 import type { Result } from '../protocol/model.ts'
-import type { Catalog } from '../relay/catalog.ts'
+import { toolDefinition } from '../relay/catalog.ts'
 import type { Call, Next, Policy, Reply } from './policy.ts'
 import { type RedactionCounts, Redactor } from './redaction.ts'
 
@@ -37,7 +37,7 @@ export function guards(config: GuardsConfig): Policy {
       const { request, route } = call
       if (request.method !== 'tools/call' || route.kind !== 'unicast') return await next(call)
       const exposed = String(request.params?.name)
-      const tool = toolNamed(route.catalog, request.params?.name)
+      const tool = toolDefinition(route.catalog, request.params?.name)
       if (compiler && tool && config.arguments !== 'off') {
         const args = request.params?.arguments ?? {}
         const errors = compiler.check(tool, 'inputSchema')(args)
@@ -85,20 +85,6 @@ export function guards(config: GuardsConfig): Policy {
       return result === reply.result ? reply : ({ ...reply, result } satisfies Result)
     },
   }
-}
-
-/** Exposed name → definition, per catalog, built at the first guarded call into it. */
-const definitions = new WeakMap<Catalog, ReadonlyMap<string, JsonObject>>()
-
-/** The definition of the tool called, from the catalog the call was routed in. */
-function toolNamed(catalog: Catalog | undefined, exposed: unknown): JsonObject | undefined {
-  if (catalog === undefined || typeof exposed !== 'string') return undefined
-  let byName = definitions.get(catalog)
-  if (byName === undefined) {
-    byName = new Map(catalog.tools.map((t) => [String(t.name), t]))
-    definitions.set(catalog, byName)
-  }
-  return byName.get(exposed)
 }
 
 function outputErrors(

@@ -47,8 +47,6 @@ export interface CallPeer {
   readonly sessionId: string | undefined
   /** Sends a request to a legacy client and waits for its answer (never rejects). */
   ask(method: string, params: JsonObject, signal: AbortSignal): Promise<Result | ErrorReply>
-  /** The exposed definition of a tool of the called virtual server (annotations included). */
-  tool(name: string): Promise<JsonObject | undefined>
 }
 
 /** One policy's verdict on a call and the rule that made it. */

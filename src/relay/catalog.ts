@@ -228,3 +228,20 @@ function mergeUris(
   }
   return { items, targets }
 }
+
+/** Exposed name → definition, per catalog, built at the first look-up into it. */
+const definitions = new WeakMap<Catalog, ReadonlyMap<string, JsonObject>>()
+
+/** The exposed definition of a tool (annotations and schemas included), by its exposed name. */
+export function toolDefinition(
+  catalog: Catalog | undefined,
+  exposed: unknown,
+): JsonObject | undefined {
+  if (catalog === undefined || typeof exposed !== 'string') return undefined
+  let byName = definitions.get(catalog)
+  if (byName === undefined) {
+    byName = new Map(catalog.tools.map((t) => [String(t.name), t]))
+    definitions.set(catalog, byName)
+  }
+  return byName.get(exposed)
+}

@@ -376,8 +376,6 @@ export class Session {
           request.id,
           signal,
         ),
-      tool: async (name) =>
-        (await this.#deps.server.catalog()).catalog.tools.find((t) => t.name === name),
     }
   }
 
