@@ -106,8 +106,9 @@ try {
     format: 'esm',
     splitting: true,
     chunkNames: 'chunk-[hash]',
-    // Loaded through src/common/lazy-deps.ts from their own one-file copies below; Extism and
-    // Cedar from their packages (Cedar's Node entry reads the .wasm beside it).
+    // Loaded through src/common/lazy-deps.ts from their own one-file copies below; Extism,
+    // Cedar, pg and redis from their packages (Cedar's Node entry reads the .wasm beside it;
+    // pg and redis only when a fleet backend is configured, ADR 055).
     external: [
       'undici',
       'ws',
@@ -116,6 +117,8 @@ try {
       'prom-client/*',
       '@extism/extism',
       '@cedar-policy/cedar-wasm/*',
+      'pg',
+      'redis',
     ],
     plugins: [builtinsPlugin, zodLocalesPlugin],
   })

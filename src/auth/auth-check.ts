@@ -43,7 +43,7 @@ export function checkAuth(auth: AuthConfig, env: NodeJS.ProcessEnv = process.env
   if (auth.tokens !== undefined && !env.BARBICAN_SECRET_KEY?.trim()) {
     problems.push({
       level: 'warn',
-      key: 'auth.tokens.sqlite',
+      key: 'sqlite' in auth.tokens ? 'auth.tokens.sqlite' : 'auth.tokens.postgres',
       message:
         'BARBICAN_SECRET_KEY is not set: linked tokens are sealed with a key of this process only and read as unlinked after a restart',
     })

@@ -194,17 +194,27 @@ export const authSchema = z.strictObject({
   ),
   tokens: doc(
     z
-      .strictObject({
-        sqlite: doc(
-          z.string().min(1),
-          'SQLite file',
-          'Where linked upstream tokens are kept (sealed), relative to the config file.',
-        ),
-      })
+      .union([
+        z.strictObject({
+          sqlite: doc(
+            z.string().min(1),
+            'SQLite file',
+            'Where linked upstream tokens are kept (sealed), relative to the config file.',
+          ),
+        }),
+        z.strictObject({
+          postgres: doc(
+            z.string().regex(/^postgres(ql)?:\/\/[^/]/, 'expected postgres://HOST/DATABASE'),
+            'PostgreSQL URL',
+            'Where linked upstream tokens are kept (sealed), shared by every replica.',
+          ),
+          migrate: doc(z.boolean().default(true), 'Migrate', 'Bring the schema up to date first.'),
+        }),
+      ])
       .optional(),
     'Linked tokens',
     'Persist linked upstream accounts across restarts (needs BARBICAN_SECRET_KEY to read them ' +
-      'back). Default: in memory.',
+      'back). Default: in memory, or the PostgreSQL store when one is configured.',
   ),
   network: doc(
     z

@@ -7,6 +7,7 @@ import { existsSync } from 'node:fs'
 import type { AuditQuery } from '../audit/audit-store.ts'
 import { exportLine } from '../audit/record.ts'
 import { verifyAuditLog } from '../audit/verify.ts'
+import { redactUrl } from '../common/redact-url.ts'
 import { auditLocationOf, openAuditStore } from '../gateway/audit-setup.ts'
 import type { CliIo, CommandOptions } from './command.ts'
 import { loadForCommand } from './load.ts'
@@ -48,10 +49,11 @@ export async function runAudit(
     io.stderr('barbican: this configuration keeps its audit log in memory: nothing to read\n')
     return 1
   }
-  if (!existsSync(location.path)) {
+  if (location.kind === 'sqlite' && !existsSync(location.path)) {
     io.stderr(`barbican: no audit log at ${location.path}\n`)
     return 1
   }
+  const where = location.kind === 'sqlite' ? location.path : redactUrl(location.url)
   let opened: Awaited<ReturnType<typeof openAuditStore>>
   try {
     opened = await openAuditStore(location, false)
@@ -65,7 +67,7 @@ export async function runAudit(
       const r = await verifyAuditLog(store, key)
       if (!r.ok) {
         io.stdout(`FAIL  record ${r.problem!.seq}: ${r.problem!.reason}\n`)
-        io.stdout(`      ${location.path} (key ${key.keyId})\n`)
+        io.stdout(`      ${where} (key ${key.keyId})\n`)
         return 1
       }
       const span =
@@ -81,7 +83,7 @@ export async function runAudit(
             'stopped without its shutdown checkpoint\n',
         )
       }
-      io.stdout(`      ${location.path} (key ${key.keyId})\n`)
+      io.stdout(`      ${where} (key ${key.keyId})\n`)
       return 0
     }
     const records = await store.read(query)

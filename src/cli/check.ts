@@ -69,7 +69,7 @@ export async function runCheck(
   let pins: Store | undefined
   if (options.pins) {
     const where = storeConfigOf(config, source.path)
-    if (where.kind === 'memory' || !existsSync(where.path)) {
+    if (where.kind === 'memory' || (where.kind === 'sqlite' && !existsSync(where.path))) {
       io.stdout(
         `FAIL  --pins: ${where.kind === 'memory' ? 'the store is kept in memory' : `${where.path} does not exist`}, so no pin is approved; ` +
           'run barbican serve once and review with barbican pins\n',

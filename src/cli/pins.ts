@@ -300,7 +300,7 @@ export async function reportDrift(
   hintOptions: CommandOptions = { allowInsecureNonLoopback: false },
 ): Promise<boolean> {
   const where = storeConfigOf(config, configPath)
-  if (where.kind === 'memory' || !existsSync(where.path)) {
+  if (where.kind === 'memory' || (where.kind === 'sqlite' && !existsSync(where.path))) {
     io.stdout(
       `note  no configuration baseline yet (approve one with: ${suggestCommand(hintOptions, 'pins baseline')})\n`,
     )

@@ -12,6 +12,7 @@ import type { Config, LoadedConfig } from '../config/config.ts'
 import { isLoopbackHost } from '../config/listen.ts'
 import { adminRoutes } from '../gateway/admin-api.ts'
 import { openAuditLog, withAudit } from '../gateway/audit-setup.ts'
+import { type Backends, NO_BACKENDS, openBackends } from '../gateway/backends.ts'
 import { Gateway } from '../gateway/gateway.ts'
 import { landingPage } from '../gateway/landing-page.ts'
 import { metricsRoute } from '../gateway/metrics-endpoint.ts'
@@ -22,6 +23,7 @@ import { applyDiff, type ConfigDiff, diffConfigs, RESTART_SECTIONS } from '../ga
 import { startupSummary } from '../gateway/startup-summary.ts'
 import { lockfilePathOf, openStore, type TrustSetup, withTrust } from '../gateway/trust-setup.ts'
 import { memoryStore } from '../store/memory.ts'
+import type { Store } from '../store/store.ts'
 import { createHttpInbound, type HttpInbound } from '../transports/http-inbound.ts'
 import { describeConfinement } from '../transports/sandbox.ts'
 import { type CliIo, type CommandOptions, trustOptionsOf } from './command.ts'
@@ -61,11 +63,16 @@ export async function startServer(
   log: Logger,
   trust: TrustSetup = { store: memoryStore() },
   audit?: AuditLog,
+  backends: Backends = NO_BACKENDS,
 ): Promise<RunningServer> {
   const auth = config.auth ? new AuthRuntime(config.auth, log.child({ part: 'auth' })) : undefined
   if (auth && audit) auth.audit = audit
   const planOf = (c: Config) =>
-    withAudit(withTrust(planFromConfig(c, log, auth), c, { audit, ...trust }, log), audit, c)
+    withAudit(
+      withTrust(planFromConfig(c, log, auth, backends), c, { audit, ...trust }, log),
+      audit,
+      c,
+    )
   const plan = planOf(config)
   // Only `serve` has a /metrics endpoint: other commands never load prom-client.
   const { enabled, maxTools } = config.metrics
@@ -217,12 +224,27 @@ export async function runServe(
     io.stderr(`barbican: ${(error as Error).message}\n`)
     return 1
   }
-  const store = await openStore(config, source.path)
+  let store: Store
+  let backends: Backends
+  try {
+    store = await openStore(config, source.path)
+  } catch (err) {
+    io.stderr(`barbican: cannot open the store: ${(err as Error).message}\n`)
+    return 1
+  }
+  try {
+    backends = await openBackends(config)
+  } catch (err) {
+    await store.close()
+    io.stderr(`barbican: ${(err as Error).message}\n`)
+    return 1
+  }
   let audit: AuditLog | undefined
   try {
     audit = await openAuditLog(config, source.path, { log, running: true, stdoutFree: true })
   } catch (err) {
     await store.close()
+    await backends.close()
     io.stderr(`barbican: cannot open the audit log: ${(err as Error).message}\n`)
     return 1
   }
@@ -233,12 +255,14 @@ export async function runServe(
       log,
       { store, lockfilePath: lockfilePathOf(source.path), ...trustOptionsOf(options) },
       audit,
+      backends,
     )
   } catch (err) {
     const why = listenFailure(err, config.listen.host, config.listen.port)
     if (why === undefined) throw err
     await audit?.close()
     await store.close()
+    await backends.close()
     io.stderr(`barbican: ${why}\n`)
     return 1
   }
@@ -316,6 +340,7 @@ export async function runServe(
         .finally(() => audit?.close())
         .catch((error: unknown) => log.error('audit shutdown checkpoint failed', { error }))
         .finally(() => store.close())
+        .finally(() => backends.close())
         // Last: the spans of the requests the drain let finish are exported too.
         .finally(() => stopTracing())
         .finally(() => {

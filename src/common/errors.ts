@@ -25,6 +25,7 @@ export type ErrorCode =
   | 'ERR_SHUTTING_DOWN'
   | 'ERR_LAUNCH_REFUSED'
   | 'ERR_AUDIT_UNAVAILABLE'
+  | 'ERR_STORE_UNAVAILABLE'
   | 'ERR_INTERNAL'
 
 export class BarbicanError extends Error {
@@ -61,6 +62,8 @@ const JSON_RPC_CODES: Readonly<Record<ErrorCode, number>> = {
   ERR_SHUTTING_DOWN: -32010,
   ERR_LAUNCH_REFUSED: -32011,
   ERR_AUDIT_UNAVAILABLE: -32012,
+  // The shared store (PostgreSQL, Redis) cannot be used: unreachable, or a schema of another version.
+  ERR_STORE_UNAVAILABLE: -32018,
   ERR_INTERNAL: INTERNAL_ERROR,
 }
 

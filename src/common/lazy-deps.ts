@@ -98,3 +98,22 @@ export function cedar(): typeof CedarWasm {
   cedarModule ??= require('@cedar-policy/cedar-wasm/nodejs') as typeof CedarWasm
   return cedarModule
 }
+
+let pgModule: typeof import('pg') | undefined
+
+/**
+ * node-postgres, only when PostgreSQL is configured (ADR 055). Loaded from its package, never
+ * bundled: its optional native binding is resolved at run time.
+ */
+export function pg(): typeof import('pg') {
+  pgModule ??= require('pg') as typeof import('pg')
+  return pgModule
+}
+
+let redisModule: typeof import('redis') | undefined
+
+/** node-redis, only when Redis is configured (ADR 055). Loaded from its package. */
+export function redis(): typeof import('redis') {
+  redisModule ??= require('redis') as typeof import('redis')
+  return redisModule
+}

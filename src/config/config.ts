@@ -8,6 +8,7 @@ import type { AuthConfig, CredentialsConfig } from '../auth/auth-config.ts'
 import type { LogLevel } from '../common/log.ts'
 import type { JsonLimits } from '../protocol/json-limits.ts'
 import type { SandboxSpec } from '../transports/sandbox.ts'
+import type { RedisConfig } from './backends.ts'
 import type { ConfirmConfig, ContextsConfig } from './confirm-schema.ts'
 
 /** Where the HTTP listener binds. `host` is bare (`::1`, never `[::1]`). */
@@ -97,6 +98,8 @@ export interface AuditConfig {
 export type StoreConfig =
   | { readonly kind: 'sqlite'; readonly path: string }
   | { readonly kind: 'memory' }
+  /** `migrate`: bring the schema up to date at start (ADR 055). */
+  | { readonly kind: 'postgres'; readonly url: string; readonly migrate: boolean }
 
 /** An upstream MCP server run as a child process speaking stdio. */
 export interface StdioUpstreamConfig {
@@ -266,6 +269,8 @@ export interface Config {
   readonly servers: readonly VirtualServerConfig[]
   /** Where pins live; absent: the SQLite file beside the config (docs/trust.md). */
   readonly store?: StoreConfig | undefined
+  /** Shared ephemeral state between replicas; absent: process memory (ADR 055). */
+  readonly redis?: RedisConfig | undefined
   /** The audit log (docs/audit.md); on by default. */
   readonly audit: AuditConfig
   /** Cedar policies (docs/policy.md); absent: none, and Cedar is never loaded. */

@@ -122,6 +122,7 @@ export function parseConfigText(text: string, options: ParseOptions = {}): Loade
   if (issues.length > 0 || !validation.ok) throw fail(issues, mapPath)
   const config = buildConfig(validation.value, {
     baseDir,
+    env: context.env,
     listen: options.listen,
     ...(file === undefined ? {} : { configPath: file }),
   })

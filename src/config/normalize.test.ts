@@ -295,10 +295,10 @@ describe('normalizeConfig', () => {
         .auth
     const relative = at({ apiKeys: { file: 'keys.json' }, tokens: { sqlite: 'state/tokens.db' } })
     assert.equal(relative?.apiKeys?.file, resolve('/etc/barbican/keys.json'))
-    assert.equal(relative?.tokens?.sqlite, resolve('/etc/barbican/state/tokens.db'))
+    assert.deepEqual(relative?.tokens, { sqlite: resolve('/etc/barbican/state/tokens.db') })
     const fixed = at({ apiKeys: { file: '/srv/keys.json' }, tokens: { sqlite: ':memory:' } })
     assert.equal(fixed?.apiKeys?.file, '/srv/keys.json')
-    assert.equal(fixed?.tokens?.sqlite, ':memory:')
+    assert.deepEqual(fixed?.tokens, { sqlite: ':memory:' })
   })
 
   test('returns a deeply frozen config so no consumer can change it under another', () => {
@@ -426,7 +426,7 @@ describe('validation errors', () => {
     assert.ok(lines.includes('lisen: unknown key (did you mean "listen"?)'), lines.join('\n'))
     const other = problems({ ...one, color: 'blue' })
     assert.deepEqual(other, [
-      'color: unknown key; expected one of: listen, security, limits, log, metrics, auth, upstreams, servers, store, audit, rateLimits, guards, confirm, contexts, cedar',
+      'color: unknown key; expected one of: listen, security, limits, log, metrics, auth, upstreams, servers, store, redis, audit, rateLimits, guards, confirm, contexts, cedar',
     ])
   })
 

@@ -6,6 +6,15 @@
 import { isAbsolute, join, resolve } from 'node:path'
 import type { AuthConfig } from '../auth/auth-config.ts'
 import type { SandboxSpec } from '../transports/sandbox.ts'
+import {
+  DEFAULT_REDIS_PREFIX,
+  envUrlIssue,
+  POSTGRES_SCHEMES,
+  POSTGRES_URL_ENV,
+  REDIS_SCHEMES,
+  REDIS_URL_ENV,
+  type RedisConfig,
+} from './backends.ts'
 import type {
   AuditConfig,
   Config,
@@ -38,6 +47,8 @@ export interface NormalizeOptions {
   readonly configPath?: string | undefined
   /** Where state directories go by default (the demo's data folder). Default: beside the config. */
   readonly stateRoot?: string | undefined
+  /** Where BARBICAN_POSTGRES_URL and BARBICAN_REDIS_URL are read. Default: none. */
+  readonly env?: Readonly<Record<string, string | undefined>> | undefined
 }
 
 /** Validation outcome: the defaulted native value, or every issue found. */
@@ -157,6 +168,7 @@ export function buildConfig(native: NativeConfig, options: NormalizeOptions = {}
       resources: { include: server.resources?.include, exclude: server.resources?.exclude ?? [] },
     }
   })
+  const backends = backendsOf(native, options)
   return deepFreeze({
     listen,
     security: resolveSecurity(native.security, listen),
@@ -165,9 +177,11 @@ export function buildConfig(native: NativeConfig, options: NormalizeOptions = {}
     metrics: native.metrics,
     upstreams,
     servers,
-    ...(native.store === undefined ? {} : { store: resolveStore(native.store, options.baseDir) }),
+    ...backends,
     audit: resolveAudit(native.audit, options.baseDir),
-    ...(native.auth === undefined ? {} : { auth: resolveAuthPaths(native.auth, options.baseDir) }),
+    ...(native.auth === undefined
+      ? {}
+      : { auth: tokensInStore(resolveAuthPaths(native.auth, options.baseDir), backends.store) }),
     ...(native.rateLimits === undefined
       ? {}
       : { rateLimits: Object.entries(native.rateLimits).map(([name, r]) => ({ name, ...r })) }),
@@ -200,7 +214,9 @@ function resolveAuthPaths(auth: AuthConfig, baseDir: string | undefined): AuthCo
     ...(auth.apiKeys?.file === undefined
       ? {}
       : { apiKeys: { ...auth.apiKeys, file: at(auth.apiKeys.file) } }),
-    ...(auth.tokens === undefined ? {} : { tokens: { sqlite: at(auth.tokens.sqlite) } }),
+    ...(auth.tokens === undefined || !('sqlite' in auth.tokens)
+      ? {}
+      : { tokens: { sqlite: at(auth.tokens.sqlite) } }),
   }
 }
 
@@ -212,7 +228,9 @@ export function protectedPaths(native: NativeConfig, options: NormalizeOptions):
   const base = options.baseDir ?? process.cwd()
   const store = native.store === undefined ? undefined : resolveStore(native.store, base)
   const storePath =
-    store?.kind === 'memory' ? undefined : (store?.path ?? join(base, DEFAULT_STORE_PATH))
+    store?.kind === 'memory' || store?.kind === 'postgres'
+      ? undefined
+      : (store?.path ?? join(base, DEFAULT_STORE_PATH))
   return [
     ...(options.configPath === undefined ? [] : [resolve(options.configPath)]),
     join(base, 'barbican.lock'),
@@ -284,11 +302,56 @@ function resolveAudit(value: NativeConfig['audit'], baseDir: string | undefined)
   }
 }
 
+/** `store` and `redis`, with the environment's URLs over the file's (config/backends.ts). */
+function backendsOf(
+  native: NativeConfig,
+  options: NormalizeOptions,
+): { store?: StoreConfig; redis?: RedisConfig } {
+  const env = options.env ?? {}
+  const postgresUrl = env[POSTGRES_URL_ENV] || undefined
+  const redisUrl = env[REDIS_URL_ENV] || undefined
+  const issues = [
+    postgresUrl === undefined
+      ? undefined
+      : envUrlIssue(POSTGRES_URL_ENV, postgresUrl, POSTGRES_SCHEMES),
+    redisUrl === undefined ? undefined : envUrlIssue(REDIS_URL_ENV, redisUrl, REDIS_SCHEMES),
+  ].filter((issue) => issue !== undefined)
+  if (issues.length > 0) throw new ConfigError(issues)
+  const fileStore =
+    native.store === undefined ? undefined : resolveStore(native.store, options.baseDir)
+  const store: StoreConfig | undefined =
+    postgresUrl === undefined
+      ? fileStore
+      : {
+          kind: 'postgres',
+          url: postgresUrl,
+          migrate: fileStore?.kind === 'postgres' ? fileStore.migrate : true,
+        }
+  const redis: RedisConfig | undefined =
+    redisUrl === undefined
+      ? native.redis
+      : { url: redisUrl, prefix: native.redis?.prefix ?? DEFAULT_REDIS_PREFIX }
+  return {
+    ...(store === undefined ? {} : { store }),
+    ...(redis === undefined ? {} : { redis: { url: redis.url, prefix: redis.prefix } }),
+  }
+}
+
+/**
+ * With a PostgreSQL store, linked tokens go there too unless `auth.tokens` says otherwise: in
+ * memory, a user linked through one replica would be unlinked on the next.
+ */
+function tokensInStore(auth: AuthConfig, store: StoreConfig | undefined): AuthConfig {
+  if (auth.tokens !== undefined || store?.kind !== 'postgres') return auth
+  return { ...auth, tokens: { postgres: store.url, migrate: store.migrate } }
+}
+
 function resolveStore(
   value: NonNullable<NativeConfig['store']>,
   baseDir: string | undefined,
 ): StoreConfig {
   if ('memory' in value) return { kind: 'memory' }
+  if ('postgres' in value) return { kind: 'postgres', ...value.postgres }
   const path = value.sqlite.path || DEFAULT_STORE_PATH
   return { kind: 'sqlite', path: isAbsolute(path) ? path : resolve(baseDir ?? process.cwd(), path) }
 }

@@ -7,6 +7,7 @@
 import { z } from 'zod'
 import { authSchema } from '../auth/auth-config.ts'
 import { AUDIT_DEFAULTS, auditSchema } from './audit-schema.ts'
+import { redisSchema } from './backends.ts'
 import { confirmSchema, contextsSchema } from './confirm-schema.ts'
 import { DEFAULT_LIMITS, DEFAULT_METRICS, NAME_PATTERN } from './defaults.ts'
 import { DEFAULT_LISTEN, parseListen } from './listen.ts'
@@ -350,6 +351,7 @@ export const nativeConfigSchema = z.strictObject({
       'Default: one server "default" over all upstreams.',
   ),
   store: storeSchema.optional(),
+  redis: redisSchema.optional(),
   audit: auditSchema.default({ ...AUDIT_DEFAULTS }),
   rateLimits: rateLimitsSchema.optional(),
   guards: guardsSchema.optional(),

@@ -4,6 +4,7 @@
  * schemas so that those stay about connecting and limits.
  */
 import { z } from 'zod'
+import { postgresStoreSchema } from './backends.ts'
 import { DEFAULT_STORE_PATH } from './defaults.ts'
 
 function doc<T extends z.ZodType>(schema: T, title: string, description: string): T {
@@ -91,7 +92,8 @@ export const storeSchema = doc(
         'Keep pins in memory only: every start is a first sight.',
       ),
     }),
+    z.strictObject({ postgres: postgresStoreSchema }),
   ]),
   'Store',
-  `Where pins, their history and baselines live. Default: { sqlite: { path: ${DEFAULT_STORE_PATH} } }.`,
+  `Where pins, their history and baselines live. Default: { sqlite: { path: ${DEFAULT_STORE_PATH} } }, or PostgreSQL when BARBICAN_POSTGRES_URL is set.`,
 )

@@ -14,10 +14,11 @@ import { stampedTransport } from '../transports/stamped-transport.ts'
 import type { ReceiveInfo, SendOptions, Transport } from '../transports/transport.ts'
 import { requestOwner } from '../upstreams/upstream-client.ts'
 import { LinkRegistry } from './oauth-link.ts'
+import { postgresBackend } from './postgres-backend.ts'
 import { type KeyProvider, keyProviderFromEnv, SEALED_PREFIX, secretSlot } from './secret-box.ts'
 import { sqliteBackend } from './sqlite-backend.ts'
 import { clientCredentialsSource, tokenExchangeSource } from './token-sources.ts'
-import { memoryBackend, TokenStore } from './token-store.ts'
+import { memoryBackend, type SealedBackend, TokenStore } from './token-store.ts'
 
 type Make = (spec: UpstreamConfig) => Transport
 
@@ -86,10 +87,7 @@ function credentialSource(
       if (!registry) {
         registry = new LinkRegistry({
           fetch: auth.fetch,
-          store: new TokenStore(
-            processKeys(),
-            auth.config.tokens ? sqliteBackend(auth.config.tokens.sqlite) : memoryBackend(),
-          ),
+          store: new TokenStore(processKeys(), tokenBackendOf(auth.config.tokens)),
           baseUrl: () => auth.baseUrl(),
           log: auth.log,
           audit: () => auth.audit,
@@ -101,6 +99,13 @@ function credentialSource(
       return source
     }
   }
+}
+
+/** Where linked tokens are kept: `auth.tokens`, or memory. */
+function tokenBackendOf(tokens: AuthRuntime['config']['tokens']): SealedBackend {
+  if (tokens === undefined) return memoryBackend()
+  if ('sqlite' in tokens) return sqliteBackend(tokens.sqlite)
+  return postgresBackend(tokens.postgres, { migrate: tokens.migrate })
 }
 
 /** What assertions for this upstream name as audience: its URL, or a name-based URN for local ones. */

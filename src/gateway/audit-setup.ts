@@ -12,6 +12,7 @@ import { memoryAuditStore } from '../audit/memory.ts'
 import { openSqliteAuditStore } from '../audit/sqlite.ts'
 import type { Logger } from '../common/log.ts'
 import type { Config } from '../config/config.ts'
+import { DEFAULT_STORE_PATH } from '../config/defaults.ts'
 import { auditPolicy } from '../policies/audit.ts'
 import type { GatewayPlan } from './gateway.ts'
 import { storeConfigOf } from './trust-setup.ts'
@@ -23,6 +24,13 @@ export const AUDIT_KEY_FILE = 'audit-key.pem'
 export type AuditLocation =
   | { readonly kind: 'memory' }
   | { readonly kind: 'sqlite'; readonly path: string; readonly keyPath: string }
+  /** In the PostgreSQL store's database; the key stays a file, the same on every replica. */
+  | {
+      readonly kind: 'postgres'
+      readonly url: string
+      readonly migrate: boolean
+      readonly keyPath: string
+    }
 
 export function auditLocationOf(config: Config, configPath: string | undefined): AuditLocation {
   if (config.audit.path !== undefined) {
@@ -34,6 +42,11 @@ export function auditLocationOf(config: Config, configPath: string | undefined):
   }
   const store = storeConfigOf(config, configPath)
   if (store.kind === 'memory') return { kind: 'memory' }
+  if (store.kind === 'postgres') {
+    const base = configPath === undefined ? process.cwd() : dirname(configPath)
+    const keyPath = join(base, dirname(DEFAULT_STORE_PATH), AUDIT_KEY_FILE)
+    return { kind: 'postgres', url: store.url, migrate: store.migrate, keyPath }
+  }
   const dir = dirname(store.path)
   return { kind: 'sqlite', path: join(dir, AUDIT_FILE), keyPath: join(dir, AUDIT_KEY_FILE) }
 }
@@ -45,6 +58,14 @@ export async function openAuditStore(
 ): Promise<{ store: AuditStore; key: AuditKey }> {
   if (location.kind === 'memory') return { store: memoryAuditStore(), key: ephemeralAuditKey() }
   const key = loadAuditKey(location.keyPath, create)
+  if (location.kind === 'postgres') {
+    const [{ openPostgresPool }, { postgresAuditStore }] = await Promise.all([
+      import('../store/postgres.ts'),
+      import('../audit/postgres.ts'),
+    ])
+    const pool = await openPostgresPool(location.url, { migrate: location.migrate })
+    return { store: postgresAuditStore(pool, true), key }
+  }
   return { store: await openSqliteAuditStore(location.path), key }
 }
 

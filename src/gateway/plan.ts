@@ -20,24 +20,30 @@ import { CedarEngine, readPolicyFiles, validatePolicies } from '../policies/ceda
 import { confirmPolicy } from '../policies/confirm.ts'
 import { guards } from '../policies/guards.ts'
 import type { Policy } from '../policies/policy.ts'
-import { MemoryRateCounterStore } from '../policies/rate-counter-store.ts'
 import { rateLimit } from '../policies/rate-limit.ts'
 import type { CatalogRules, ItemRules } from '../relay/catalog.ts'
 import { prefixUri } from '../relay/names.ts'
 import { compileUriFilter, tryJudged } from '../relay/resource-uri.ts'
 import { createOutboundTransport, type OutboundSpec } from '../transports/connect-outbound.ts'
 import { installedLaunch } from '../trust/installed-launch.ts'
+import { type Backends, NO_BACKENDS, rateCounterStoreOf } from './backends.ts'
 import type { GatewayPlan, ServerPlan, UpstreamPlan } from './gateway.ts'
 import { refusedTransport } from './trust-setup.ts'
 
 /**
  * `auth` (src/auth/auth-runtime.ts), when given, stamps every upstream request with the caller's
- * context and applies each upstream's credentials.
+ * context and applies each upstream's credentials. `backends` (backends.ts) holds what replicas
+ * share; by default nothing is.
  */
-export function planFromConfig(config: Config, log: Logger, auth?: AuthRuntime): GatewayPlan {
+export function planFromConfig(
+  config: Config,
+  log: Logger,
+  auth?: AuthRuntime,
+  backends: Backends = NO_BACKENDS,
+): GatewayPlan {
   return {
     upstreams: config.upstreams.map((u) => upstreamPlan(u, config, log, auth)),
-    policies: policiesFromConfig(config),
+    policies: policiesFromConfig(config, backends),
     servers: config.servers.map(serverPlan),
     clientRequestTimeoutMs: config.limits.requestTimeoutMs,
     listPageSize: config.limits.listPageSize,
@@ -55,10 +61,10 @@ export function planFromConfig(config: Config, log: Logger, auth?: AuthRuntime):
  * The policies the configuration asks for, and only those: a gateway without quotas or guards
  * has no such policy in its chain, so it pays nothing for them per call.
  */
-function policiesFromConfig(config: Config): Policy[] {
+function policiesFromConfig(config: Config, backends: Backends): Policy[] {
   const policies: Policy[] = []
   if (config.rateLimits && config.rateLimits.length > 0) {
-    policies.push(rateLimit(config.rateLimits, new MemoryRateCounterStore()))
+    policies.push(rateLimit(config.rateLimits, rateCounterStoreOf(backends)))
   }
   if (config.auth?.permissions) policies.push(authorize(config.auth.permissions))
   if (config.cedar) {

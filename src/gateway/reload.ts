@@ -30,6 +30,7 @@ export const RESTART_SECTIONS = [
   'log',
   'metrics',
   'store',
+  'redis',
   'audit',
   'auth',
 ] as const satisfies readonly (keyof Config)[]

@@ -53,7 +53,13 @@ export function storeConfigOf(config: Config, configPath: string | undefined): S
 /** Opens the store a configuration names. */
 export async function openStore(config: Config, configPath: string | undefined): Promise<Store> {
   const store = storeConfigOf(config, configPath)
-  return store.kind === 'memory' ? memoryStore() : await openSqliteStore(store.path)
+  if (store.kind === 'memory') return memoryStore()
+  if (store.kind === 'postgres') {
+    // Loaded here only: an embedded installation never reads the pg package (ADR 055).
+    const { openPostgresStore } = await import('../store/postgres.ts')
+    return await openPostgresStore(store.url, { migrate: store.migrate })
+  }
+  return await openSqliteStore(store.path)
 }
 
 /** `barbican.lock` beside the config file (the working directory for the embedded demo). */

@@ -56,6 +56,39 @@ export function rateCounterStoreContract(name: string, make: () => RateCounterSt
       assert.equal((await store.take('k', rule, T0 + 100)).allowed, false)
     })
 
+    it('takeAll takes in order and stops at the first refusal; later limits do not count', async () => {
+      const store = make()
+      const one: RateRule = { algorithm: 'fixed-window', limit: 1, windowMs: 1000 }
+      const two: RateRule = { algorithm: 'token-bucket', limit: 2, windowMs: 1000 }
+      const first = await store.takeAll(
+        [
+          { key: 'a', rule: two },
+          { key: 'b', rule: one },
+          { key: 'c', rule: two },
+        ],
+        T0,
+      )
+      assert.deepEqual(first, [
+        { allowed: true, remaining: 1 },
+        { allowed: true, remaining: 0 },
+        { allowed: true, remaining: 1 },
+      ])
+      const second = await store.takeAll(
+        [
+          { key: 'a', rule: two },
+          { key: 'b', rule: one },
+          { key: 'c', rule: two },
+        ],
+        T0,
+      )
+      assert.deepEqual(second, [
+        { allowed: true, remaining: 0 },
+        { allowed: false, retryAfterMs: 1000 },
+      ])
+      assert.deepEqual(await store.take('c', two, T0), { allowed: true, remaining: 0 })
+      assert.deepEqual(await store.takeAll([], T0), [])
+    })
+
     it('fixed-window refuses until the window ends, then allows the full limit', async () => {
       const store = make()
       const rule: RateRule = { algorithm: 'fixed-window', limit: 2, windowMs: 1000 }

@@ -22,9 +22,21 @@ export type RateDecision =
   | { readonly allowed: true; readonly remaining: number }
   | { readonly allowed: false; readonly retryAfterMs: number }
 
+/** One count a call asks for: `key` under `rule`. */
+export interface RateTake {
+  readonly key: string
+  readonly rule: RateRule
+}
+
 export interface RateCounterStore {
   /** Counts one call against `key` under `rule` at time `now` (ms), if the rule allows it. */
   take(key: string, rule: RateRule, now: number): Promise<RateDecision>
+  /**
+   * Takes each entry in order and stops at the first refusal, which is the last decision
+   * returned: the limits before it counted the call, the ones after it did not. A shared store
+   * does this in one round trip, so a call costs one whatever number of limits apply to it.
+   */
+  takeAll(entries: readonly RateTake[], now: number): Promise<RateDecision[]>
 }
 
 interface Bucket {
@@ -51,6 +63,16 @@ export class MemoryRateCounterStore implements RateCounterStore {
         ? this.#bucket(key, rule, now)
         : this.#window(key, rule, now),
     )
+  }
+
+  async takeAll(entries: readonly RateTake[], now: number): Promise<RateDecision[]> {
+    const decisions: RateDecision[] = []
+    for (const { key, rule } of entries) {
+      const decision = await this.take(key, rule, now)
+      decisions.push(decision)
+      if (!decision.allowed) break
+    }
+    return decisions
   }
 
   /** Keys held now (for tests of the sweep). */

@@ -9,7 +9,7 @@ import picomatch from 'picomatch'
 import { BarbicanError } from '../common/errors.ts'
 import type { RateLimitConfig } from '../config/config.ts'
 import type { Call, Next, Policy, Reply } from './policy.ts'
-import type { RateCounterStore } from './rate-counter-store.ts'
+import type { RateCounterStore, RateTake } from './rate-counter-store.ts'
 
 interface CompiledLimit {
   readonly config: RateLimitConfig
@@ -49,6 +49,7 @@ export function rateLimit(
       const upstream = route.kind === 'unicast' ? route.upstream : NONE
       const name = request.params?.name
       const tool = request.method === 'tools/call' && typeof name === 'string' ? name : NONE
+      const takes: RateTake[] = []
       for (const limit of compiled) {
         if (!limit.methods.has(request.method) || !limit.server(call.server)) continue
         if (limit.config.upstreams !== undefined && !limit.upstream(upstream)) continue
@@ -64,11 +65,16 @@ export function rateLimit(
         )
         // JSON keeps the parts apart whatever characters a subject or tool name holds.
         const key = JSON.stringify([limit.config.name, call.server, ...values])
-        const decision = await store.take(key, limit.config, now())
-        if (!decision.allowed) {
-          const rule = `rateLimits.${limit.config.name}`
-          call.decisions?.push({ policy: 'rate-limit', effect: 'deny', rule })
-          throw rateLimited(limit.config.name, decision.retryAfterMs)
+        takes.push({ key, rule: limit.config })
+      }
+      // Every applicable limit in one take: one round trip to a shared store, none without one.
+      if (takes.length > 0) {
+        const decisions = await store.takeAll(takes, now())
+        const last = decisions.at(-1)
+        if (last !== undefined && !last.allowed) {
+          const name = (takes[decisions.length - 1]!.rule as RateLimitConfig).name
+          call.decisions?.push({ policy: 'rate-limit', effect: 'deny', rule: `rateLimits.${name}` })
+          throw rateLimited(name, last.retryAfterMs)
         }
       }
       return await next(call)

@@ -1,0 +1,147 @@
+/**
+ * The audit log in PostgreSQL (ADR 055), shared by every replica. The chain stays one chain with
+ * several writers: `append` takes a transaction-scoped advisory lock before it reads the head,
+ * so appends from all replicas are serialized in the database and each builds on the record
+ * the previous one committed. A group commit (audit-log.ts) makes that one transaction, with
+ * one multi-row INSERT, per batch of calls. Durable when COMMIT returns (the server's fsync).
+ */
+import type { Pool } from 'pg'
+import { inTransaction } from '../store/postgres-schema.ts'
+import type { AuditQuery, AuditStore, ChainHead, Checkpoint } from './audit-store.ts'
+import { type AuditRecord, GENESIS_HASH, searchableOf } from './record.ts'
+
+type Row = Record<string, unknown>
+
+/** The advisory lock key that serializes appends ("audi" in ASCII). */
+const APPEND_LOCK = 0x61756469
+
+const HEAD = `
+  SELECT seq, hash FROM barbican_audit_records ORDER BY seq DESC LIMIT 1`
+const PRUNE_HEAD = `
+  SELECT seq, hash FROM barbican_audit_checkpoints WHERE reason = 'prune'
+  ORDER BY seq DESC LIMIT 1`
+
+function agrees(r: AuditRecord, q: AuditQuery): boolean {
+  if (q.subject === undefined && q.target === undefined && q.outcome === undefined) return true
+  const s = searchableOf(r)
+  return (
+    (q.subject === undefined || s.subject === q.subject) &&
+    (q.target === undefined || s.target === q.target) &&
+    (q.outcome === undefined || s.outcome === q.outcome)
+  )
+}
+
+/** The audit store over an open pool (store/postgres.ts openPostgresPool); `ownsPool`: close ends it. */
+export function postgresAuditStore(pool: Pool, ownsPool: boolean): AuditStore {
+  const head = async (client: Pick<Pool, 'query'>): Promise<ChainHead> => {
+    const row = ((await client.query(HEAD)).rows[0] ?? (await client.query(PRUNE_HEAD)).rows[0]) as
+      | Row
+      | undefined
+    return row ? { seq: Number(row.seq), hash: String(row.hash) } : { seq: 0, hash: GENESIS_HASH }
+  }
+  const insertCheckpoint = (client: Pick<Pool, 'query'>, c: Checkpoint) =>
+    client.query(
+      `INSERT INTO barbican_audit_checkpoints (seq, hash, at, reason, key_id, signature)
+       VALUES ($1, $2, $3, $4, $5, $6)`,
+      [c.seq, c.hash, c.at, c.reason, c.keyId, c.signature],
+    )
+  let closed = false
+  return {
+    async append(build) {
+      return inTransaction(pool, async (client) => {
+        await client.query('SELECT pg_advisory_xact_lock($1)', [APPEND_LOCK])
+        const added = build(await head(client))
+        if (added.length === 0) return added
+        const values: unknown[] = []
+        const rows: string[] = []
+        for (const r of added) {
+          const s = r.searchable ?? searchableOf(r)
+          const n = values.length
+          rows.push(
+            `($${n + 1}, $${n + 2}, $${n + 3}, $${n + 4}, $${n + 5}, $${n + 6}, $${n + 7}, $${n + 8}, $${n + 9})`,
+          )
+          values.push(
+            r.seq,
+            r.at,
+            s.type,
+            s.subject,
+            s.target,
+            s.outcome,
+            r.prevHash,
+            r.hash,
+            r.body,
+          )
+        }
+        await client.query(
+          `INSERT INTO barbican_audit_records
+             (seq, at, type, subject, target, outcome, prev_hash, hash, body)
+           VALUES ${rows.join(', ')}`,
+          values,
+        )
+        return added
+      })
+    },
+    head: () => head(pool),
+    async read(query: AuditQuery = {}) {
+      const clauses: string[] = []
+      const values: unknown[] = []
+      const where = (column: string, op: string, value: unknown) => {
+        if (value === undefined) return
+        values.push(value)
+        clauses.push(`${column} ${op} $${values.length}`)
+      }
+      where('seq', '>', query.afterSeq)
+      where('subject', '=', query.subject)
+      where('target', '=', query.target)
+      where('outcome', '=', query.outcome)
+      where('at', '>=', query.since)
+      where('at', '<=', query.until)
+      const sql =
+        'SELECT seq, at, prev_hash, hash, body FROM barbican_audit_records' +
+        (clauses.length > 0 ? ` WHERE ${clauses.join(' AND ')}` : '') +
+        ` ORDER BY seq ${query.newestFirst ? 'DESC' : 'ASC'}` +
+        (query.limit === undefined ? '' : ` LIMIT ${Math.max(0, Math.floor(query.limit))}`)
+      const records = ((await pool.query(sql, values)).rows as Row[]).map((row) => ({
+        seq: Number(row.seq),
+        at: String(row.at),
+        prevHash: String(row.prev_hash),
+        hash: String(row.hash),
+        body: String(row.body),
+      }))
+      // The columns are an index; the hashed body is the truth a record is returned on.
+      return records.filter((r) => agrees(r, query))
+    },
+    async addCheckpoint(checkpoint) {
+      await insertCheckpoint(pool, checkpoint)
+    },
+    async checkpoints() {
+      const result = await pool.query(
+        'SELECT * FROM barbican_audit_checkpoints ORDER BY seq, at, id',
+      )
+      return (result.rows as Row[]).map((row) => ({
+        seq: Number(row.seq),
+        hash: String(row.hash),
+        at: String(row.at),
+        reason: String(row.reason) as Checkpoint['reason'],
+        keyId: String(row.key_id),
+        signature: String(row.signature),
+      }))
+    },
+    async prune(checkpoint) {
+      return inTransaction(pool, async (client) => {
+        // Under the append lock: a prune never races an append reading the head.
+        await client.query('SELECT pg_advisory_xact_lock($1)', [APPEND_LOCK])
+        const deleted = await client.query('DELETE FROM barbican_audit_records WHERE seq <= $1', [
+          checkpoint.seq,
+        ])
+        await insertCheckpoint(client, checkpoint)
+        return deleted.rowCount ?? 0
+      })
+    },
+    async close() {
+      if (closed || !ownsPool) return
+      closed = true
+      await pool.end()
+    },
+  }
+}

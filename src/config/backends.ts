@@ -1,0 +1,101 @@
+/**
+ * PostgreSQL and Redis: where a fleet of replicas keeps what they share (ADR 055). Set in the
+ * file (`store: { postgres: … }`, `redis: …`) or by `BARBICAN_POSTGRES_URL` and
+ * `BARBICAN_REDIS_URL`, which win over the file so that a deployment injects them as secrets.
+ * A URL is checked here for its scheme and host only; it may hold a password, so no message
+ * ever repeats it.
+ */
+import { z } from 'zod'
+import type { ConfigIssue, KeyPath } from './config-error.ts'
+
+function doc<T extends z.ZodType>(schema: T, title: string, description: string): T {
+  return schema.meta({ title, description })
+}
+
+export const POSTGRES_URL_ENV = 'BARBICAN_POSTGRES_URL'
+export const REDIS_URL_ENV = 'BARBICAN_REDIS_URL'
+/** What every Redis key of Barbican starts with unless `redis.prefix` says otherwise. */
+export const DEFAULT_REDIS_PREFIX = 'barbican:'
+
+/** Why `url` is not a usable URL of one of `schemes`, or undefined when it is. */
+export function urlProblem(url: string, schemes: readonly string[]): string | undefined {
+  let parsed: URL
+  try {
+    parsed = new URL(url)
+  } catch {
+    return `is not a URL (expected ${schemes[0]}://HOST[:PORT]/…)`
+  }
+  const scheme = parsed.protocol.replace(/:$/, '')
+  if (!schemes.includes(scheme)) {
+    return `has the scheme "${scheme}:"; expected ${schemes.map((s) => `${s}:`).join(' or ')}`
+  }
+  if (parsed.hostname === '') return 'names no host'
+  return undefined
+}
+
+export const POSTGRES_SCHEMES = ['postgres', 'postgresql'] as const
+export const REDIS_SCHEMES = ['redis', 'rediss'] as const
+
+const urlOf = (schemes: readonly string[]) =>
+  z.string().superRefine((value, ctx) => {
+    const problem = urlProblem(value, schemes)
+    // The value may carry a password: the message names the fault, never the URL.
+    if (problem !== undefined) ctx.addIssue({ code: 'custom', message: problem, input: '' })
+  })
+
+/** `store: { postgres: … }`. */
+export const postgresStoreSchema = doc(
+  z.strictObject({
+    url: doc(
+      urlOf(POSTGRES_SCHEMES),
+      'URL',
+      `postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE. ${POSTGRES_URL_ENV} overrides it; write ` +
+        `"\${VAR}" to read it from another variable.`,
+    ),
+    migrate: doc(
+      z.boolean().default(true),
+      'Migrate at start',
+      'Bring the schema up to date when the gateway starts. false: only `barbican migrate` ' +
+        'does, and a gateway facing an older schema refuses to start. Default: true.',
+    ),
+  }),
+  'PostgreSQL',
+  'Durable state (pins, history, baselines, approvals, audit log, linked tokens) in ' +
+    'PostgreSQL, shared by every replica given the same URL (docs/configuration.md).',
+)
+
+/** Top-level `redis:`. */
+export const redisSchema = doc(
+  z.strictObject({
+    url: doc(
+      urlOf(REDIS_SCHEMES),
+      'URL',
+      `redis[s]://[USER:PASSWORD@]HOST[:PORT][/DB]. ${REDIS_URL_ENV} overrides it.`,
+    ),
+    prefix: doc(
+      z.string().min(1).max(64).default(DEFAULT_REDIS_PREFIX),
+      'Key prefix',
+      `What every key Barbican writes starts with, so gateways can share a Redis. Default: ${DEFAULT_REDIS_PREFIX}`,
+    ),
+  }),
+  'Redis',
+  'State shared between replicas (rate-limit counters, …) in Redis instead of process memory. ' +
+    'Default: none.',
+)
+
+/** The resolved `redis:`. */
+export interface RedisConfig {
+  readonly url: string
+  readonly prefix: string
+}
+
+/** A variable that is set but unusable, as a config issue at the variable's name. */
+export function envUrlIssue(
+  name: string,
+  value: string,
+  schemes: readonly string[],
+): ConfigIssue | undefined {
+  const problem = urlProblem(value, schemes)
+  const path: KeyPath = [name]
+  return problem === undefined ? undefined : { path, message: problem }
+}

@@ -1,0 +1,76 @@
+import assert from 'node:assert/strict'
+import { after, test } from 'node:test'
+import { dropPostgresSchemas, freshPostgresUrl } from '../../test/support/backends.ts'
+import { storeContract } from './contract.ts'
+import { openPostgresPool, openPostgresStore } from './postgres.ts'
+import { migratePostgres, POSTGRES_SCHEMA_VERSION } from './postgres-schema.ts'
+
+after(dropPostgresSchemas)
+
+storeContract('postgres', async () => openPostgresStore(await freshPostgresUrl()))
+
+const item = {
+  upstream: 'a',
+  key: 'tool:x',
+  kind: 'tool',
+  name: 'x',
+  hash: 'h',
+  definition: {},
+  approvedAt: 'now',
+  approvedBy: 'op',
+} as const
+
+test("postgres: a second process's write moves the revision the first one reads", async () => {
+  const url = await freshPostgresUrl()
+  const gateway = await openPostgresStore(url)
+  const cli = await openPostgresStore(url)
+  try {
+    const before = await gateway.pins.revision()
+    await cli.pins.pin(item)
+    assert.notEqual(await gateway.pins.revision(), before)
+    assert.equal(gateway.pins.localWrites(), 0, 'the write was not made through this object')
+    assert.equal((await gateway.pins.pinned('a')).length, 1)
+  } finally {
+    await gateway.close()
+    await cli.close()
+  }
+})
+
+test('postgres: migrations are idempotent, also when replicas start at once', async () => {
+  const url = await freshPostgresUrl()
+  const pools = await Promise.all([1, 2, 3].map(() => openPostgresPool(url)))
+  try {
+    assert.deepEqual(await migratePostgres(pools[0]!), [], 'nothing left to apply')
+    const versions = await pools[0]!.query('SELECT version FROM barbican_schema_version')
+    assert.deepEqual(
+      versions.rows.map((r) => r.version),
+      [POSTGRES_SCHEMA_VERSION],
+    )
+  } finally {
+    await Promise.all(pools.map((p) => p.end()))
+  }
+})
+
+test('postgres: migrate: false refuses an unmigrated database, naming the command', async () => {
+  const url = await freshPostgresUrl()
+  await assert.rejects(
+    openPostgresStore(url, { migrate: false }),
+    (err: Error & { code?: string }) => {
+      assert.equal(err.code, 'ERR_STORE_UNAVAILABLE')
+      assert.match(err.message, /schema is at version 0.*barbican migrate/)
+      return true
+    },
+  )
+})
+
+test('postgres: an unreachable server fails at open with the URL, never its password', async () => {
+  await assert.rejects(
+    openPostgresStore('postgres://u:s3cret@127.0.0.1:1/db'),
+    (err: Error & { code?: string }) => {
+      assert.equal(err.code, 'ERR_STORE_UNAVAILABLE')
+      assert.match(err.message, /127\.0\.0\.1:1/)
+      assert.doesNotMatch(err.message, /s3cret/)
+      return true
+    },
+  )
+})
