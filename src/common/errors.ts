@@ -26,6 +26,8 @@ export type ErrorCode =
   | 'ERR_LAUNCH_REFUSED'
   | 'ERR_AUDIT_UNAVAILABLE'
   | 'ERR_STORE_UNAVAILABLE'
+  | 'ERR_META_TOOL_ARGUMENTS'
+  | 'ERR_META_TOOL_NESTED'
   | 'ERR_INTERNAL'
 
 export class BarbicanError extends Error {
@@ -64,6 +66,9 @@ const JSON_RPC_CODES: Readonly<Record<ErrorCode, number>> = {
   ERR_AUDIT_UNAVAILABLE: -32012,
   // The shared store (PostgreSQL, Redis) cannot be used: unreachable, or a schema of another version.
   ERR_STORE_UNAVAILABLE: -32018,
+  // search_tools / call_tool (tools.mode: search, ADR 070).
+  ERR_META_TOOL_ARGUMENTS: -32027,
+  ERR_META_TOOL_NESTED: -32028,
   ERR_INTERNAL: INTERNAL_ERROR,
 }
 

@@ -192,6 +192,9 @@ export interface RenamingFilterConfig extends ItemFilterConfig {
 /** Tools can additionally get their description replaced, keyed by the exposed (renamed) name. */
 export interface ToolFilterConfig extends RenamingFilterConfig {
   readonly descriptions: Readonly<Record<string, string>>
+  /** `search`: tools/list shows search_tools and call_tool (plus `pinned`); ADR 070. */
+  readonly mode: 'all' | 'search'
+  readonly pinned: readonly string[]
 }
 
 /** A set of upstreams served as one MCP server at its own path. */

@@ -159,6 +159,8 @@ export function buildConfig(native: NativeConfig, options: NormalizeOptions = {}
         exclude: server.tools?.exclude ?? [],
         rename: server.tools?.rename ?? {},
         descriptions: server.tools?.descriptions ?? {},
+        mode: server.tools?.mode ?? 'all',
+        pinned: server.tools?.pinned ?? [],
       },
       prompts: {
         include: server.prompts?.include,

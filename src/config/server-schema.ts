@@ -69,8 +69,19 @@ export const virtualServerSchema = z.strictObject({
           'Descriptions',
           'Replaces the description of a tool, keyed by its exposed (renamed) name. Default: {}.',
         ),
+        mode: doc(
+          z.enum(['all', 'search']).default('all'),
+          'Mode',
+          'all: tools/list shows every tool; search: it shows the meta-tools search_tools and ' +
+            'call_tool (plus `pinned`), and the catalogue is reached through them. Default: all.',
+        ),
+        pinned: doc(
+          z.array(z.string().min(1)).default([]),
+          'Pinned',
+          'In search mode, tools (exposed names) listed beside the meta-tools. Default: [].',
+        ),
       })
-      .default({ exclude: [], rename: {}, descriptions: {} }),
+      .default({ exclude: [], rename: {}, descriptions: {}, mode: 'all', pinned: [] }),
     'Tools',
     'Which tools are exposed, and under what names.',
   ),

@@ -68,11 +68,20 @@ export interface Catalog {
   readonly heldBack: readonly HeldBack[]
 }
 
+/** How a virtual server presents its tools (relay/tool-search-mode.ts, ADR 070). */
+export interface ToolsPresentation {
+  readonly mode: 'all' | 'search'
+  /** Exposed tool names listed beside the meta-tools in search mode. */
+  readonly pinned: readonly string[]
+}
+
 export interface CatalogRules {
   readonly namespacing: Namespacing
   readonly tools: ItemRules
   readonly prompts: ItemRules
   readonly resources: ItemRules
+  /** How tools/list presents the tools; absent: all of them. */
+  readonly presentation?: ToolsPresentation | undefined
 }
 
 /** Builds the catalog; `lists` are in configuration order, which fixes the merged order. */

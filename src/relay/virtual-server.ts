@@ -24,11 +24,14 @@ import {
   type Catalog,
   type CatalogRules,
   type Target,
+  type ToolsPresentation,
   type UpstreamLists,
 } from './catalog.ts'
 import { CatalogRecovery, DEFAULT_LIST_TIMING, type ListTiming } from './catalog-recovery.ts'
 import { splitUri } from './names.ts'
 import { judgedUri } from './resource-uri.ts'
+import type { ServerText } from './tool-search.ts'
+import { LIST_ALL } from './tool-search-mode.ts'
 
 /** An upstream a catalog left out, and why (late for the listing deadline, or failed). */
 export interface Degraded {
@@ -172,6 +175,21 @@ export class VirtualServer extends EventEmitter<VirtualServerEvents> {
 
   upstream(name: string): Upstream | undefined {
     return this.#byName.get(name)
+  }
+
+  /** How tools/list presents the tools: all of them, or search mode's meta-tools (ADR 070). */
+  get presentation(): ToolsPresentation {
+    return this.#rules.presentation ?? LIST_ALL
+  }
+
+  /**
+   * What search knows of the server a tool comes from: the upstream's name and the title and
+   * description it gave in `serverInfo` (not its instructions: usage notes, not a summary).
+   */
+  serverText(upstream: string): ServerText {
+    const info = this.#byName.get(upstream)?.info?.serverInfo
+    const parts = ['name', 'title', 'description'].map((k) => info?.[k])
+    return { name: upstream, text: parts.filter((p) => typeof p === 'string').join(' ') }
   }
 
   /**

@@ -32,9 +32,11 @@ import {
   negotiateLegacy,
   type Revision,
 } from '../protocol/revisions.ts'
+import type { Catalog } from '../relay/catalog.ts'
 import type { ProgressRouter } from '../relay/progress.ts'
 import { withJudgedUris } from '../relay/resource-uri.ts'
-import { resolveRoute, type SessionTask, stringParam } from '../relay/route.ts'
+import { type Route, resolveRoute, type SessionTask, stringParam } from '../relay/route.ts'
+import { searchModeListing } from '../relay/tool-search-mode.ts'
 import type { VirtualServer } from '../relay/virtual-server.ts'
 import type { ConnectionInfo } from '../transports/inbound.ts'
 import type { ReceiveInfo, Transport } from '../transports/transport.ts'
@@ -62,6 +64,7 @@ import {
   unsupportedRevision,
 } from './request-checks.ts'
 import { LOG_LEVELS, RequestLogs } from './request-logs.ts'
+import { metaToolCall, searchTools, viewRequest } from './tool-search-calls.ts'
 import { relayUnicast, type UnicastHost } from './unicast.ts'
 
 /** Re-exported: the gateway routes upstream→client requests by the owner a forward records. */
@@ -326,34 +329,76 @@ export class Session {
     about: { log: Logger; facts: { upstream?: string } },
   ): Promise<Result | ErrorReply> {
     // Policies judge, and upstreams receive, resource URIs in one normalised form.
-    const request = withJudgedUris(sent, (uri) => this.#deps.server.judgeUri(uri))
+    const judged = withJudgedUris(sent, (uri) => this.#deps.server.judgeUri(uri))
+    // Search mode: call_tool is the direct call it names from here on; search_tools is answered
+    // from the caller's view of the catalogue (tool-search-calls.ts).
+    const meta = metaToolCall(this.#deps.server, judged)
+    const request = meta.kind === 'call' ? meta.request : judged
     const { method } = request
     const revision: Revision = modern
       ? (request.envelope?.protocolVersion as Revision)
       : (this.#revision ?? DEFAULT_HTTP_LEGACY_REVISION)
     assertMethodAllowed(request, modern, revision)
     if (modern && request.envelope) this.#clientCapabilities = request.envelope.clientCapabilities
-    const call: Call = {
-      id: `${this.#id}-${this.#nextCall++}`,
-      request,
-      identity: this.identity,
-      server: this.info.server,
-      transport: this.info.kind,
-      route: await resolveRoute(this.#deps.server, request, this.#tasks),
-      signal,
-      log: about.log,
-      decisions: [],
-      peer: this.#peer(modern, request),
-      catalog: async () => (await this.#deps.server.catalog()).catalog,
+    if (meta.kind === 'search') {
+      const view = await this.#view(this.#callOf(viewRequest(request), modern, signal, about.log))
+      if (!('tools' in view)) return view
+      return await searchTools(this.#deps.server, meta.args, view)
     }
+    const call = this.#callOf(request, modern, signal, about.log)
+    call.route =
+      meta.kind === 'call' && meta.error
+        ? { kind: 'unresolved', error: meta.error }
+        : await resolveRoute(this.#deps.server, request, this.#tasks)
     if (call.route.kind === 'unicast') about.facts.upstream = call.route.upstream
-    if (modern && headers && method === 'tools/call' && call.route.kind === 'unicast') {
+    // A call_tool's headers follow call_tool's own schema, which declares no Mcp-Param header.
+    const direct = meta.kind === 'none'
+    if (direct && modern && headers && method === 'tools/call' && call.route.kind === 'unicast') {
       const mismatch = await paramHeaderReply(this.#deps.server, request, headers)
       if (mismatch) return mismatch
     }
     const metrics = this.#deps.metrics
     if (metrics === undefined) return await this.#chain(call)
     return await this.#counted(call, metrics)
+  }
+
+  /** A call of this session, its route still to resolve. */
+  #callOf(
+    request: Request,
+    modern: boolean,
+    signal: AbortSignal,
+    log: Logger,
+  ): Call & { route: Route } {
+    return {
+      id: `${this.#id}-${this.#nextCall++}`,
+      request,
+      identity: this.identity,
+      server: this.info.server,
+      transport: this.info.kind,
+      route: { kind: 'local' },
+      signal,
+      log,
+      decisions: [],
+      peer: this.#peer(modern, request),
+      catalog: async () => (await this.#deps.server.catalog()).catalog,
+    }
+  }
+
+  /**
+   * The catalog as `call` (a tools/list) shows it to its caller: run through the same policy
+   * chain as a listing (audited, limited and narrowed like one), ending here instead of paging.
+   */
+  async #view(call: Call & { route: Route }): Promise<Catalog | ErrorReply> {
+    call.route = await resolveRoute(this.#deps.server, call.request, this.#tasks)
+    let view: Catalog | undefined
+    const reply = await compose(this.#deps.policies, async (seen) => {
+      if (seen.route.kind === 'unresolved') throw seen.route.error
+      if (seen.route.kind === 'fanout') view = seen.route.catalog
+      return complete({})
+    })(call)
+    if (reply.kind === 'error') return reply
+    if (view === undefined) throw new BarbicanError('ERR_INTERNAL', 'tools/list has no catalog')
+    return view
   }
 
   /** The client as policies reach it (policies/policy.ts CallPeer). */
@@ -407,6 +452,11 @@ export class Session {
     if (route.kind === 'unresolved') throw route.error
 
     if (route.kind === 'fanout') {
+      const { presentation } = server
+      const catalog =
+        method === 'tools/list' && presentation.mode === 'search'
+          ? searchModeListing(route.catalog, presentation.pinned)
+          : route.catalog
       for (const d of route.degraded) {
         this.#notifications.log('warning', {
           message: `Upstream ${d.upstream} is unavailable: ${d.error}`,
@@ -414,7 +464,7 @@ export class Session {
       }
       const cursor = request.params?.cursor
       return listPage(
-        route.catalog,
+        catalog,
         method,
         cursor,
         this.#deps.listPageSize,

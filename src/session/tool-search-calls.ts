@@ -1,0 +1,74 @@
+/**
+ * The session's side of `tools.mode: search` (ADR 070). `call_tool` becomes the direct
+ * `tools/call` it names before routing, so it goes through the same route, policies, pins,
+ * confirmation, audit and relay as any call. `search_tools` searches the caller's own view of
+ * the catalogue: the tools a `tools/list` through the same policy chain would show the caller
+ * (quarantined tools are never in the catalogue; `authorize` and `cedar` narrow it).
+ */
+
+import type { Request, Result } from '../protocol/model.ts'
+import type { Catalog } from '../relay/catalog.ts'
+import { toolIndexFor } from '../relay/tool-search.ts'
+import {
+  directCallParams,
+  metaToolOf,
+  reachable,
+  type SearchArguments,
+  searchArguments,
+  searchResult,
+} from '../relay/tool-search-mode.ts'
+import type { VirtualServer } from '../relay/virtual-server.ts'
+import { complete } from './local-answers.ts'
+
+/** What a search-mode `tools/call` is: a search, or the direct call `call_tool` stands for. */
+export type MetaToolCall =
+  | { readonly kind: 'search'; readonly request: Request; readonly args: SearchArguments }
+  | { readonly kind: 'call'; readonly request: Request; readonly error?: Error }
+  | { readonly kind: 'none' }
+
+/**
+ * Reads a `tools/call` on `server`: a meta-tool only in search mode. A search's arguments are
+ * checked here (ERR_META_TOOL_ARGUMENTS); a `call_tool` that names no callable tool keeps its
+ * error for the route, so audit records the refused call.
+ */
+export function metaToolCall(server: VirtualServer, request: Request): MetaToolCall {
+  if (request.method !== 'tools/call' || server.presentation.mode !== 'search') {
+    return { kind: 'none' }
+  }
+  const meta = metaToolOf(request.params)
+  if (meta === 'search') {
+    return { kind: 'search', request, args: searchArguments(request.params?.arguments) }
+  }
+  if (meta === 'call') {
+    try {
+      return { kind: 'call', request: { ...request, params: directCallParams(request.params) } }
+    } catch (error) {
+      return { kind: 'call', request, error: error as Error }
+    }
+  }
+  return { kind: 'none' }
+}
+
+/** The `tools/list` request a search's view is taken with (its envelope kept). */
+export function viewRequest(search: Request): Request {
+  const meta = search.params?._meta
+  return { ...search, method: 'tools/list', params: meta === undefined ? {} : { _meta: meta } }
+}
+
+/**
+ * Answers `search_tools`: the best tools for the query among those `view` (the caller's
+ * narrowed catalog) holds, from the index of the virtual server's current catalog.
+ */
+export async function searchTools(
+  server: VirtualServer,
+  { query, limit }: SearchArguments,
+  view: Catalog,
+): Promise<Result> {
+  const { catalog } = await server.catalog()
+  const index = toolIndexFor(catalog, (tool) =>
+    server.serverText(catalog.toolTargets.get(String(tool.name))?.upstream ?? ''),
+  )
+  const visible = new Set(view.tools.map((t) => t.name))
+  const found = index.search(query, limit, (tool) => reachable(tool) && visible.has(tool.name))
+  return complete(searchResult(query, found))
+}

@@ -1,0 +1,319 @@
+/**
+ * `tools.mode: search` through a real gateway, with the official SDK clients (v1 in a legacy
+ * session, v2) and 2026-07-28 stateless POSTs, in front of the official everything and memory
+ * servers: the listing (meta-tools and pins), searches that see only what the caller may call,
+ * `call_tool` answering exactly as the direct call does, its refusals and its audit records.
+ */
+import assert from 'node:assert/strict'
+import { mkdtempSync, readFileSync, realpathSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { after, before, describe, test } from 'node:test'
+import { fileURLToPath } from 'node:url'
+import {
+  Client as ClientV2,
+  StreamableHTTPClientTransport as StreamableHTTPClientTransportV2,
+} from '@modelcontextprotocol/client'
+import { Client } from '@modelcontextprotocol/sdk/client/index.js'
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
+import { McpError } from '@modelcontextprotocol/sdk/types.js'
+import type { AuditLog } from '../../src/audit/audit-log.ts'
+import { generateApiKey } from '../../src/auth/api-keys.ts'
+import { type RunningServer, startServer } from '../../src/cli/serve.ts'
+import { silentLogger } from '../../src/common/log.ts'
+import { loadConfig } from '../../src/config/load.ts'
+import { openAuditLog } from '../../src/gateway/audit-setup.ts'
+import { EVERYTHING } from '../fixtures/upstream-helpers.ts'
+import { postStatelessToolCall } from '../support/stateless.ts'
+
+const MEMORY = fileURLToPath(
+  new URL('../../node_modules/@modelcontextprotocol/server-memory/dist/index.js', import.meta.url),
+)
+
+type Json = Record<string, unknown>
+type ToolResult = { content: Json[]; structuredContent?: Json; isError?: boolean }
+
+const alice = generateApiKey()
+const bob = generateApiKey()
+
+/** Tool names of a search_tools result, best first. */
+function found(result: ToolResult): string[] {
+  const tools = (result.structuredContent?.tools ?? []) as Json[]
+  return tools.map((t) => String(t.name))
+}
+
+async function legacyClient(url: string, key: string): Promise<Client> {
+  const client = new Client({ name: 'tool-search-e2e', version: '1.0.0' })
+  await client.connect(
+    new StreamableHTTPClientTransport(new URL(`${url}/mcp`), {
+      requestInit: { headers: { authorization: `Bearer ${key}` } },
+    }),
+  )
+  return client
+}
+
+async function refusal(call: Promise<unknown>): Promise<McpError> {
+  try {
+    await call
+  } catch (err) {
+    if (err instanceof McpError) return err
+    throw err
+  }
+  assert.fail('the call was not refused')
+}
+
+describe('tools.mode: search', () => {
+  let server: RunningServer
+  let url: string
+  let auditFile: string
+  let audit: AuditLog | undefined
+
+  before(async () => {
+    const dir = realpathSync(mkdtempSync(join(tmpdir(), 'barbican-tool-search-')))
+    auditFile = join(dir, 'audit.jsonl')
+    const file = join(dir, 'barbican.json')
+    writeFileSync(
+      file,
+      JSON.stringify({
+        listen: '127.0.0.1:0',
+        store: { memory: {} },
+        audit: { export: { file: 'audit.jsonl' } },
+        upstreams: {
+          everything: { command: process.execPath, args: [EVERYTHING, 'stdio'] },
+          memory: {
+            command: process.execPath,
+            args: [MEMORY],
+            env: { MEMORY_FILE_PATH: join(dir, 'memory.jsonl') },
+          },
+        },
+        servers: { default: { tools: { mode: 'search', pinned: ['memory__read_graph'] } } },
+        auth: {
+          apiKeys: {
+            keys: [
+              { id: 'a', hash: alice.hash, subject: 'alice' },
+              { id: 'b', hash: bob.hash, subject: 'bob' },
+            ],
+          },
+          permissions: [
+            { subjects: ['alice'], servers: ['*'] },
+            { subjects: ['bob'], servers: ['*'], tools: ['everything__*'] },
+          ],
+        },
+      }),
+    )
+    const { config } = (await loadConfig({ path: file }))!
+    audit = await openAuditLog(config, file, { log: silentLogger, running: true, stdoutFree: true })
+    server = await startServer(config, silentLogger, undefined, audit)
+    url = server.url
+  })
+  after(async () => {
+    await server?.stop()
+    await audit?.close()
+  })
+
+  test('tools/list shows the meta-tools and the pinned tool, not the catalogue', async () => {
+    const client = await legacyClient(url, alice.key)
+    try {
+      const { tools } = await client.listTools()
+      assert.deepEqual(
+        tools.map((t) => t.name),
+        ['search_tools', 'call_tool', 'memory__read_graph'],
+      )
+      const search = tools[0]!
+      assert.deepEqual(search.inputSchema.required, ['query'])
+    } finally {
+      await client.close()
+    }
+  })
+
+  test('search_tools finds tools by paraphrase and returns full definitions (SDK v1)', async () => {
+    const client = await legacyClient(url, alice.key)
+    try {
+      const result = (await client.callTool({
+        name: 'search_tools',
+        arguments: { query: 'add up two numbers', limit: 5 },
+      })) as ToolResult
+      const names = found(result)
+      assert.ok(names.includes('everything__get-sum'), names.join(', '))
+      assert.ok(names.length <= 5)
+      const sum = ((result.structuredContent?.tools ?? []) as Json[]).find(
+        (t) => t.name === 'everything__get-sum',
+      )
+      assert.equal((sum?.inputSchema as Json | undefined)?.type, 'object')
+      assert.match(String((result.content[0] as Json).text), /everything__get-sum/)
+
+      const memory = found(
+        (await client.callTool({
+          name: 'search_tools',
+          arguments: { query: 'remember facts about people in the knowledge graph' },
+        })) as ToolResult,
+      )
+      assert.ok(
+        memory.some((n) => n.startsWith('memory__')),
+        memory.join(', '),
+      )
+    } finally {
+      await client.close()
+    }
+  })
+
+  test('call_tool answers exactly as the direct tools/call does', async () => {
+    const client = await legacyClient(url, alice.key)
+    try {
+      const viaMeta = await client.callTool({
+        name: 'call_tool',
+        arguments: { name: 'everything__get-sum', arguments: { a: 2, b: 40 } },
+      })
+      const direct = await client.callTool({
+        name: 'everything__get-sum',
+        arguments: { a: 2, b: 40 },
+      })
+      assert.deepEqual(viaMeta, direct)
+      assert.match(JSON.stringify(viaMeta), /42/)
+    } finally {
+      await client.close()
+    }
+  })
+
+  test('a caller searches and calls only what policy lets it call', async () => {
+    const client = await legacyClient(url, bob.key)
+    try {
+      const { tools } = await client.listTools()
+      // The pinned memory tool is not bob's to call, so it is not listed either.
+      assert.deepEqual(
+        tools.map((t) => t.name),
+        ['search_tools', 'call_tool'],
+      )
+      const names = found(
+        (await client.callTool({
+          name: 'search_tools',
+          arguments: { query: 'read the whole knowledge graph of entities', limit: 50 },
+        })) as ToolResult,
+      )
+      assert.ok(names.length > 0)
+      assert.ok(
+        names.every((n) => n.startsWith('everything__')),
+        `bob saw ${names.join(', ')}`,
+      )
+      const viaMeta = await refusal(
+        client.callTool({ name: 'call_tool', arguments: { name: 'memory__read_graph' } }),
+      )
+      const direct = await refusal(client.callTool({ name: 'memory__read_graph', arguments: {} }))
+      assert.equal(viaMeta.code, -32001)
+      assert.equal(viaMeta.code, direct.code)
+      assert.equal(viaMeta.message, direct.message)
+    } finally {
+      await client.close()
+    }
+  })
+
+  test('bad meta-tool arguments are refused with their own codes', async () => {
+    const client = await legacyClient(url, alice.key)
+    try {
+      const noQuery = await refusal(client.callTool({ name: 'search_tools', arguments: {} }))
+      assert.equal(noQuery.code, -32027)
+      assert.match(noQuery.message, /query/)
+      const tooMany = await refusal(
+        client.callTool({ name: 'search_tools', arguments: { query: 'x', limit: 500 } }),
+      )
+      assert.equal(tooMany.code, -32027)
+      const nested = await refusal(
+        client.callTool({ name: 'call_tool', arguments: { name: 'call_tool' } }),
+      )
+      assert.equal(nested.code, -32028)
+      const unknown = await refusal(
+        client.callTool({ name: 'call_tool', arguments: { name: 'everything__nope' } }),
+      )
+      assert.match(unknown.message, /Unknown tool: everything__nope/)
+    } finally {
+      await client.close()
+    }
+  })
+
+  test('SDK v2 client: list, search and call', async () => {
+    const client = new ClientV2({ name: 'tool-search-e2e-v2', version: '1.0.0' })
+    await client.connect(
+      new StreamableHTTPClientTransportV2(new URL(`${url}/mcp`), {
+        requestInit: { headers: { authorization: `Bearer ${alice.key}` } },
+      }),
+    )
+    try {
+      const { tools } = await client.listTools()
+      assert.deepEqual(
+        tools.map((t) => t.name),
+        ['search_tools', 'call_tool', 'memory__read_graph'],
+      )
+      const search = (await client.callTool({
+        name: 'search_tools',
+        arguments: { query: 'echo my message back' },
+      })) as unknown as ToolResult
+      assert.equal(found(search)[0], 'everything__echo')
+      const echoed = (await client.callTool({
+        name: 'call_tool',
+        arguments: { name: 'everything__echo', arguments: { message: 'through search' } },
+      })) as unknown as ToolResult
+      assert.match(JSON.stringify(echoed.content), /through search/)
+    } finally {
+      await client.close()
+    }
+  })
+
+  test('2026-07-28 stateless requests: search and call in one POST each', async () => {
+    const headers = { authorization: `Bearer ${alice.key}` }
+    const search = await postStatelessToolCall(`${url}/mcp`, {
+      name: 'search_tools',
+      arguments: { query: 'add up two numbers' },
+      headers,
+    })
+    assert.equal(search.status, 200, search.text)
+    const result = search.final?.result as ToolResult
+    assert.ok(found(result).includes('everything__get-sum'), search.text)
+    const call = await postStatelessToolCall(`${url}/mcp`, {
+      name: 'call_tool',
+      arguments: { name: 'everything__get-sum', arguments: { a: 1, b: 2 } },
+      headers,
+    })
+    assert.equal(call.status, 200, call.text)
+    assert.match(JSON.stringify(call.final?.result), /3/)
+    const refused = await postStatelessToolCall(`${url}/mcp`, {
+      name: 'call_tool',
+      arguments: { name: 'memory__read_graph' },
+      headers: { authorization: `Bearer ${bob.key}` },
+    })
+    assert.equal((refused.final?.error as Json | undefined)?.code, -32001, refused.text)
+  })
+
+  test('audit records a call_tool as the direct call it made, a search as a listing', async () => {
+    const client = await legacyClient(url, alice.key)
+    try {
+      await client.callTool({
+        name: 'call_tool',
+        arguments: { name: 'everything__echo', arguments: { message: 'audited' } },
+      })
+      await client.callTool({ name: 'search_tools', arguments: { query: 'audit me' } })
+    } finally {
+      await client.close()
+    }
+    await server.stop()
+    await audit?.close()
+    const records = readFileSync(auditFile, 'utf8')
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as Json)
+    const calls = records.filter((r) => r.method === 'tools/call' && r.subject === 'alice')
+    assert.ok(
+      calls.some((r) => r.target === 'everything__echo' && r.upstream === 'everything'),
+      JSON.stringify(calls),
+    )
+    // Only a call_tool that named no callable tool is recorded under its own name, refused.
+    const underMeta = calls.filter((r) => r.target === 'call_tool')
+    assert.ok(
+      underMeta.length > 0 && underMeta.every((r) => r.outcome !== 'ok'),
+      JSON.stringify(underMeta),
+    )
+    const bobDenied = records.filter((r) => r.subject === 'bob' && r.outcome !== 'ok')
+    assert.ok(bobDenied.some((r) => r.target === 'memory__read_graph'))
+    const lists = records.filter((r) => r.method === 'tools/list' && r.subject === 'alice')
+    assert.ok(lists.length >= 2)
+  })
+})
