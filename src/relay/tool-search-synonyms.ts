@@ -1,9 +1,9 @@
 /**
  * The words users put where tool authors put others: a curated table of groups whose members
  * stand for one another in a query (ADR 070). General vocabulary of software tools, written as a
- * thesaurus of the domain, not from the benchmark's tasks; WordNet was measured against it
- * (docs/context-economy.md). A query word brings in the other members of each group it is in,
- * at a lower weight than itself.
+ * thesaurus of the domain before the benchmark's tasks, not from them (docs/context-economy.md
+ * says how far that goes). A query word brings in the other members of each group it is in, at
+ * a lower weight than itself.
  */
 
 const GROUPS: readonly (readonly string[])[] = [

@@ -3,7 +3,7 @@ import { describe, test } from 'node:test'
 import type { BarbicanError } from '../common/errors.ts'
 import type { JsonObject } from '../protocol/jsonrpc.ts'
 import type { Catalog } from './catalog.ts'
-import { parameterText, ToolIndex, toolIndexFor, words } from './tool-search.ts'
+import { parameterText, SHIPPED_TUNING, ToolIndex, toolIndexFor, words } from './tool-search.ts'
 import {
   directCallParams,
   reachable,
@@ -81,9 +81,12 @@ describe('ToolIndex', () => {
     assert.equal(index.search('draw an Ishikawa diagram', 1)[0]?.name, TOOLS[1]!.name)
   })
 
-  test('matches stems, camelCase words and parameter descriptions', () => {
+  test('matches plurals, camelCase words and, when weighed in, parameter descriptions', () => {
     assert.equal(index.search('pull requests', 1)[0]?.name, 'github__createPullRequest')
-    assert.equal(index.search('on disk', 1)[0]?.name, 'files__read_text_file')
+    const boosts = { ...SHIPPED_TUNING.boosts, params: 1 }
+    const withParams = new ToolIndex(TOOLS, serverOf, { ...SHIPPED_TUNING, boosts })
+    assert.equal(withParams.search('on disk', 1)[0]?.name, 'files__read_text_file')
+    assert.equal(index.search('on disk', 1)[0]?.name, undefined)
   })
 
   test('returns only what the visibility check admits, at most `limit`', () => {
