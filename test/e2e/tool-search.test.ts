@@ -1,7 +1,8 @@
 /**
  * `tools.mode: search` through a real gateway, with the official SDK clients (v1 in a legacy
  * session, v2) and 2026-07-28 stateless POSTs, in front of the official everything and memory
- * servers: the listing (meta-tools and pins), searches that see only what the caller may call,
+ * servers (and a fixture whose poisoned tool trust quarantines): the listing (meta-tools and
+ * pins), searches that see only what the caller may call,
  * `call_tool` answering exactly as the direct call does, its refusals and its audit records.
  */
 import assert from 'node:assert/strict'
@@ -26,6 +27,8 @@ import { openAuditLog } from '../../src/gateway/audit-setup.ts'
 import { EVERYTHING } from '../fixtures/upstream-helpers.ts'
 import { postStatelessToolCall } from '../support/stateless.ts'
 
+/** Its `add` hides an instruction in its description: the trust scan quarantines it. */
+const POISONED = fileURLToPath(new URL('../fixtures/trust-poisoned-server.ts', import.meta.url))
 const MEMORY = fileURLToPath(
   new URL('../../node_modules/@modelcontextprotocol/server-memory/dist/index.js', import.meta.url),
 )
@@ -67,11 +70,13 @@ describe('tools.mode: search', () => {
   let url: string
   let auditFile: string
   let audit: AuditLog | undefined
+  let configFile: string
 
   before(async () => {
     const dir = realpathSync(mkdtempSync(join(tmpdir(), 'barbican-tool-search-')))
     auditFile = join(dir, 'audit.jsonl')
     const file = join(dir, 'barbican.json')
+    configFile = file
     writeFileSync(
       file,
       JSON.stringify({
@@ -85,6 +90,7 @@ describe('tools.mode: search', () => {
             args: [MEMORY],
             env: { MEMORY_FILE_PATH: join(dir, 'memory.jsonl') },
           },
+          poisoned: { command: process.execPath, args: [POISONED], trust: { scan: 'quarantine' } },
         },
         servers: { default: { tools: { mode: 'search', pinned: ['memory__read_graph'] } } },
         auth: {
@@ -207,6 +213,28 @@ describe('tools.mode: search', () => {
     }
   })
 
+  test('a quarantined tool is never found, and call_tool refuses it as a direct call does', async () => {
+    const client = await legacyClient(url, alice.key)
+    try {
+      const names = found(
+        (await client.callTool({
+          name: 'search_tools',
+          arguments: { query: 'add two numbers', limit: 50 },
+        })) as ToolResult,
+      )
+      assert.ok(names.includes('everything__get-sum'), names.join(', '))
+      assert.ok(!names.includes('poisoned__add'), names.join(', '))
+      const viaMeta = await refusal(
+        client.callTool({ name: 'call_tool', arguments: { name: 'poisoned__add' } }),
+      )
+      const direct = await refusal(client.callTool({ name: 'poisoned__add', arguments: {} }))
+      assert.equal(viaMeta.code, -32004)
+      assert.equal(viaMeta.message, direct.message)
+    } finally {
+      await client.close()
+    }
+  })
+
   test('bad meta-tool arguments are refused with their own codes', async () => {
     const client = await legacyClient(url, alice.key)
     try {
@@ -281,6 +309,35 @@ describe('tools.mode: search', () => {
       headers: { authorization: `Bearer ${bob.key}` },
     })
     assert.equal((refused.final?.error as Json | undefined)?.code, -32001, refused.text)
+  })
+
+  test('the index follows the catalogue: a reload that hides a tool hides it from search', async () => {
+    const client = await legacyClient(url, alice.key)
+    try {
+      const search = async () =>
+        found(
+          (await client.callTool({
+            name: 'search_tools',
+            arguments: { query: 'add up two numbers', limit: 50 },
+          })) as ToolResult,
+        )
+      assert.ok((await search()).includes('everything__get-sum'))
+      const text = readFileSync(configFile, 'utf8')
+      const hidden = JSON.parse(text)
+      hidden.servers.default.tools.exclude = ['everything__get-sum']
+      writeFileSync(configFile, JSON.stringify(hidden))
+      await server.apply((await loadConfig({ path: configFile }))!.config)
+      assert.ok(!(await search()).includes('everything__get-sum'))
+      const refused = await refusal(
+        client.callTool({
+          name: 'call_tool',
+          arguments: { name: 'everything__get-sum', arguments: { a: 1, b: 1 } },
+        }),
+      )
+      assert.match(refused.message, /Unknown tool/)
+    } finally {
+      await client.close()
+    }
   })
 
   test('audit records a call_tool as the direct call it made, a search as a listing', async () => {
