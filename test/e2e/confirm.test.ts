@@ -39,7 +39,14 @@ interface Gateway {
 }
 
 async function gateway(extra: Json): Promise<Gateway> {
-  const config = { listen: '127.0.0.1:0', upstreams: UPSTREAMS, ...extra }
+  // A generous listing deadline: on a loaded machine the three fixtures may take longer than the
+  // default 3 s to list, and a call routed before its upstream listed is an unknown tool.
+  const config = {
+    listen: '127.0.0.1:0',
+    upstreams: UPSTREAMS,
+    limits: { listDeadlineMs: 60_000 },
+    ...extra,
+  }
   const records: Json[] = []
   const audit = new AuditLog({
     store: memoryAuditStore(),
