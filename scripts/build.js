@@ -107,8 +107,9 @@ try {
     splitting: true,
     chunkNames: 'chunk-[hash]',
     // Loaded through src/common/lazy-deps.ts from their own one-file copies below; Extism,
-    // Cedar, pg and redis from their packages (Cedar's Node entry reads the .wasm beside it;
-    // pg and redis only when a fleet backend is configured, ADR 055).
+    // Cedar, pg, redis and QuickJS from their packages (Cedar's Node entry and QuickJS read
+    // their .wasm from their own folders; pg and redis only when a fleet backend is configured,
+    // ADR 055; QuickJS only in code mode, ADR 075).
     external: [
       'undici',
       'ws',
@@ -119,6 +120,7 @@ try {
       '@cedar-policy/cedar-wasm/*',
       'pg',
       'redis',
+      'quickjs-emscripten',
     ],
     plugins: [builtinsPlugin, zodLocalesPlugin],
   })

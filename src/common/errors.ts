@@ -28,6 +28,9 @@ export type ErrorCode =
   | 'ERR_STORE_UNAVAILABLE'
   | 'ERR_META_TOOL_ARGUMENTS'
   | 'ERR_META_TOOL_NESTED'
+  | 'ERR_CODE_LIMIT'
+  | 'ERR_CODE_FAILED'
+  | 'ERR_CODE_UNAVAILABLE'
   | 'ERR_INTERNAL'
 
 export class BarbicanError extends Error {
@@ -69,6 +72,10 @@ const JSON_RPC_CODES: Readonly<Record<ErrorCode, number>> = {
   // search_tools / call_tool (tools.mode: search, ADR 070).
   ERR_META_TOOL_ARGUMENTS: -32027,
   ERR_META_TOOL_NESTED: -32028,
+  // Code mode (run_code): a limit stopped the program, the program failed, or no isolate.
+  ERR_CODE_LIMIT: -32032,
+  ERR_CODE_FAILED: -32033,
+  ERR_CODE_UNAVAILABLE: -32034,
   ERR_INTERNAL: INTERNAL_ERROR,
 }
 

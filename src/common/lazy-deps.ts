@@ -1,12 +1,15 @@
 /**
- * undici, ws, jose and prom-client, loaded on first use: only some configurations and commands
- * need them, and a static import cost every gateway ~200 ms of start-up and tens of MB (ADR
- * 011). A build loads the one-file copies that scripts/build.js writes beside it (ADR 015).
+ * undici, ws, jose, prom-client, Ajv, Cedar, node-postgres, node-redis and QuickJS, loaded on
+ * first use: only some configurations and commands need them, and a static import cost every
+ * gateway ~200 ms of start-up and tens of MB (ADR 011). A build loads the one-file copies that
+ * scripts/build.js writes beside it (ADR 015).
  */
+import { readFileSync } from 'node:fs'
 import { createRequire } from 'node:module'
 import type * as CedarWasm from '@cedar-policy/cedar-wasm/nodejs'
 import type * as Jose from 'jose'
 import type * as PromClient from 'prom-client'
+import type * as QuickJS from 'quickjs-emscripten'
 import type * as Undici from 'undici'
 import type WebSocket from 'ws'
 import type { WebSocketServer } from 'ws'
@@ -116,4 +119,40 @@ let redisModule: typeof import('redis') | undefined
 export function redis(): typeof import('redis') {
   redisModule ??= require('redis') as typeof import('redis')
   return redisModule
+}
+
+/** A QuickJS module: one WebAssembly instance with its own linear memory. */
+export type QuickJSModule = Awaited<ReturnType<typeof QuickJS.newQuickJSWASMModule>>
+
+/** The two WebAssembly constructors used here (the Node typings leave the global untyped). */
+interface Wasm {
+  Module: new (bytes: Uint8Array) => object
+  Memory: new (descriptor: { initial: number; maximum: number }) => object
+}
+const wasmApi = (globalThis as unknown as { WebAssembly: Wasm }).WebAssembly
+
+let quickjsParts: { api: typeof QuickJS; wasm: object } | undefined
+
+/**
+ * A new QuickJS instance whose linear memory can never grow past `maxBytes` (code mode, ADR
+ * 075): the WebAssembly module is compiled once, on first use, and instantiated per call. The
+ * package reads its .wasm from its own folder, so even a build loads it from the package.
+ */
+export function newQuickJS(maxBytes: number): Promise<QuickJSModule> {
+  if (quickjsParts === undefined) {
+    const api = require('quickjs-emscripten') as typeof QuickJS
+    const variants = createRequire(require.resolve('quickjs-emscripten'))
+    const file = variants.resolve('@jitl/quickjs-wasmfile-release-sync/wasm')
+    quickjsParts = { api, wasm: new wasmApi.Module(readFileSync(file)) }
+  }
+  const { api, wasm } = quickjsParts
+  const page = 65536
+  // 256 pages (16 MiB) is the build's initial memory, which QuickJS's own start-up uses a part of.
+  const maximum = 256 + Math.ceil(maxBytes / page)
+  const memory = new wasmApi.Memory({ initial: 256, maximum })
+  const variant = api.newVariant(api.RELEASE_SYNC, {
+    wasmModule: wasm as never,
+    wasmMemory: memory as never,
+  })
+  return api.newQuickJSWASMModuleFromVariant(variant)
 }

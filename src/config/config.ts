@@ -10,6 +10,7 @@ import type { JsonLimits } from '../protocol/json-limits.ts'
 import type { SandboxSpec } from '../transports/sandbox.ts'
 import type { RedisConfig } from './backends.ts'
 import type { ConfirmConfig, ContextsConfig } from './confirm-schema.ts'
+import { CODE_DEFAULTS } from './defaults.ts'
 
 /** Where the HTTP listener binds. `host` is bare (`::1`, never `[::1]`). */
 export interface ListenAddress {
@@ -193,7 +194,7 @@ export interface RenamingFilterConfig extends ItemFilterConfig {
 export interface ToolFilterConfig extends RenamingFilterConfig {
   readonly descriptions: Readonly<Record<string, string>>
   /** `search`: tools/list shows search_tools and call_tool (plus `pinned`); ADR 070. */
-  readonly mode: 'all' | 'search'
+  readonly mode: 'all' | 'search' | 'code'
   readonly pinned: readonly string[]
 }
 
@@ -209,7 +210,34 @@ export interface VirtualServerConfig {
   readonly prompts: RenamingFilterConfig
   /** Globs over resource URIs (and resource template URI templates). */
   readonly resources: ItemFilterConfig
+  /** How the catalogue is offered to clients (code mode, tools-only hosts). */
+  readonly exposure: ToolExposure
 }
+
+/** How a virtual server offers its catalogue (docs/context-economy.md). */
+export interface ToolExposure {
+  /** `all`: the catalogue as is; `code`: one `run_code` tool over it (ADR 075). */
+  readonly mode: 'all' | 'code'
+  /** `tools-only`: resources and prompts also as tools (ADR 076). */
+  readonly adapt?: 'tools-only' | undefined
+  readonly code: CodeLimits
+}
+
+/** What one code-mode program may use. */
+export interface CodeLimits {
+  readonly memoryMb: number
+  readonly timeoutMs: number
+  readonly maxCalls: number
+  readonly maxOutputKb: number
+  /** Programs of one virtual server running at once; more are refused at once. */
+  readonly maxConcurrent: number
+}
+
+/** A virtual server that offers its catalogue unchanged. */
+export const PLAIN_EXPOSURE: ToolExposure = Object.freeze({
+  mode: 'all',
+  code: CODE_DEFAULTS,
+})
 
 /** One quota (docs/policy.md): which calls it counts, keyed by what, and how many per window. */
 export interface RateLimitConfig {

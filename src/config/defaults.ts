@@ -26,6 +26,15 @@ export const DEFAULT_ALLOWED_HOSTS: readonly string[] = GUARD_DEFAULT_HOSTS
  */
 export const LOOPBACK_ORIGINS: readonly string[] = DEFAULT_ALLOWED_ORIGINS
 
+/** Limits of one code-mode program (`servers.NAME.code`, docs/context-economy.md). */
+export const CODE_DEFAULTS = Object.freeze({
+  memoryMb: 64,
+  timeoutMs: 30_000,
+  maxCalls: 100,
+  maxOutputKb: 64,
+  maxConcurrent: 8,
+})
+
 /** Every numeric default in one place, so code and docs cannot drift apart. */
 export const DEFAULT_LIMITS = Object.freeze({
   ...DEFAULT_JSON_LIMITS,

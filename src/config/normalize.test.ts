@@ -112,6 +112,16 @@ describe('normalizeConfig', () => {
           },
           prompts: { include: undefined, exclude: [], rename: {} },
           resources: { include: undefined, exclude: [] },
+          exposure: {
+            mode: 'all',
+            code: {
+              memoryMb: 64,
+              timeoutMs: 30_000,
+              maxCalls: 100,
+              maxOutputKb: 64,
+              maxConcurrent: 8,
+            },
+          },
         },
       ],
     })

@@ -27,6 +27,7 @@ import type {
 import { ConfigError, type ConfigIssue } from './config-error.ts'
 import { crossCheck } from './cross-check.ts'
 import {
+  CODE_DEFAULTS,
   DEFAULT_ALLOWED_HOSTS,
   DEFAULT_SEPARATOR,
   DEFAULT_STATE_ROOT,
@@ -168,6 +169,11 @@ export function buildConfig(native: NativeConfig, options: NormalizeOptions = {}
         rename: server.prompts?.rename ?? {},
       },
       resources: { include: server.resources?.include, exclude: server.resources?.exclude ?? [] },
+      exposure: {
+        mode: server.tools?.mode === 'code' ? 'code' : 'all',
+        ...(server.adapt === undefined ? {} : { adapt: server.adapt }),
+        code: { ...CODE_DEFAULTS, ...server.code },
+      },
     }
   })
   const backends = backendsOf(native, options)

@@ -3,7 +3,12 @@
  * namespaced, and which tools, prompts and resources it exposes under which names.
  */
 import { z } from 'zod'
-import { DEFAULT_SEPARATOR, ITEM_NAME_PATTERN, SEPARATOR_PATTERN } from './defaults.ts'
+import {
+  CODE_DEFAULTS,
+  DEFAULT_SEPARATOR,
+  ITEM_NAME_PATTERN,
+  SEPARATOR_PATTERN,
+} from './defaults.ts'
 
 function doc<T extends z.ZodType>(schema: T, title: string, description: string): T {
   return schema.meta({ title, description })
@@ -70,10 +75,12 @@ export const virtualServerSchema = z.strictObject({
           'Replaces the description of a tool, keyed by its exposed (renamed) name. Default: {}.',
         ),
         mode: doc(
-          z.enum(['all', 'search']).default('all'),
+          z.enum(['all', 'search', 'code']).default('all'),
           'Mode',
           'all: tools/list shows every tool; search: it shows the meta-tools search_tools and ' +
-            'call_tool (plus `pinned`), and the catalogue is reached through them. Default: all.',
+            'call_tool (plus `pinned`), and the catalogue is reached through them; code: it ' +
+            'shows one `run_code` tool whose JavaScript program calls the catalogue as async ' +
+            'functions in a QuickJS isolate (docs/context-economy.md). Default: all.',
         ),
         pinned: doc(
           z.array(z.string().min(1)).default([]),
@@ -84,6 +91,48 @@ export const virtualServerSchema = z.strictObject({
       .default({ exclude: [], rename: {}, descriptions: {}, mode: 'all', pinned: [] }),
     'Tools',
     'Which tools are exposed, and under what names.',
+  ),
+  adapt: doc(
+    z.enum(['tools-only']).optional(),
+    'Adapt',
+    'tools-only: also offers the tools `list_resources`, `read_resource` and `get_prompt`, ' +
+      'for hosts that support only tools. Default: none.',
+  ),
+  code: doc(
+    z
+      .strictObject({
+        memoryMb: doc(
+          z.number().int().min(1).max(1024).default(CODE_DEFAULTS.memoryMb),
+          'Memory',
+          `Heap of one run_code program, in MiB. Default: ${CODE_DEFAULTS.memoryMb}.`,
+        ),
+        timeoutMs: doc(
+          z.number().int().min(10).max(600_000).default(CODE_DEFAULTS.timeoutMs),
+          'Time limit',
+          'Wall-clock time of one program, its tool calls included, in milliseconds. ' +
+            `Default: ${CODE_DEFAULTS.timeoutMs}.`,
+        ),
+        maxCalls: doc(
+          z.number().int().min(0).max(10_000).default(CODE_DEFAULTS.maxCalls),
+          'Tool calls',
+          `Tool calls one program may make. Default: ${CODE_DEFAULTS.maxCalls}.`,
+        ),
+        maxOutputKb: doc(
+          z.number().int().min(1).max(10_240).default(CODE_DEFAULTS.maxOutputKb),
+          'Output',
+          'Console output and return value kept, in KiB; more is cut and the result says so. ' +
+            `Default: ${CODE_DEFAULTS.maxOutputKb}.`,
+        ),
+        maxConcurrent: doc(
+          z.number().int().min(1).max(256).default(CODE_DEFAULTS.maxConcurrent),
+          'Concurrent programs',
+          'Programs of this virtual server running at once (each holds its own memory); one ' +
+            `more is refused at once. Default: ${CODE_DEFAULTS.maxConcurrent}.`,
+        ),
+      })
+      .default({ ...CODE_DEFAULTS }),
+    'Code mode',
+    'Limits of `tools.mode: code` programs.',
   ),
   prompts: doc(
     z

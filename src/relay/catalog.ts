@@ -5,6 +5,7 @@
  * of them changes; lookups are then map reads.
  */
 
+import type { ToolExposure } from '../config/config.ts'
 import { nameProblem } from '../protocol/item-names.ts'
 import type { JsonObject } from '../protocol/jsonrpc.ts'
 import { type Namespacing, prefixName, prefixUri } from './names.ts'
@@ -82,6 +83,8 @@ export interface CatalogRules {
   readonly resources: ItemRules
   /** How tools/list presents the tools; absent: all of them. */
   readonly presentation?: ToolsPresentation | undefined
+  /** How clients are offered the catalog (code mode, tools-only); absent: as is. */
+  readonly exposure?: ToolExposure | undefined
 }
 
 /** Builds the catalog; `lists` are in configuration order, which fixes the merged order. */

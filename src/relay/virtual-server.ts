@@ -8,6 +8,7 @@
 import { EventEmitter } from 'node:events'
 import { BarbicanError } from '../common/errors.ts'
 import type { Logger } from '../common/log.ts'
+import { PLAIN_EXPOSURE, type ToolExposure } from '../config/config.ts'
 import { printableName } from '../protocol/item-names.ts'
 import type { JsonObject } from '../protocol/jsonrpc.ts'
 import { hasCapability } from '../protocol/methods.ts'
@@ -28,7 +29,7 @@ import {
   type UpstreamLists,
 } from './catalog.ts'
 import { CatalogRecovery, DEFAULT_LIST_TIMING, type ListTiming } from './catalog-recovery.ts'
-import { splitUri } from './names.ts'
+import { prefixUri, splitUri } from './names.ts'
 import { judgedUri } from './resource-uri.ts'
 import type { ServerText } from './tool-search.ts'
 import { LIST_ALL } from './tool-search-mode.ts'
@@ -190,6 +191,24 @@ export class VirtualServer extends EventEmitter<VirtualServerEvents> {
     const info = this.#byName.get(upstream)?.info?.serverInfo
     const parts = ['name', 'title', 'description'].map((k) => info?.[k])
     return { name: upstream, text: parts.filter((p) => typeof p === 'string').join(' ') }
+  }
+
+  /** How clients are offered the catalog: as is, as one `run_code` tool, tools-only. */
+  get exposure(): ToolExposure {
+    return this.#rules.exposure ?? PLAIN_EXPOSURE
+  }
+
+  /**
+   * The URI a client names an upstream's resource by (what `resources/read` on this server
+   * routes back to it): its listed exposed URI, else the namespaced form when names are
+   * prefixed, else the URI itself. Resource links in tool results are rewritten with it.
+   */
+  async exposedUri(upstream: string, uri: string): Promise<string> {
+    const { catalog } = await this.catalog()
+    for (const [exposed, target] of catalog.resourceTargets) {
+      if (target.upstream === upstream && target.original === uri) return exposed
+    }
+    return this.#rules.namespacing.mode === 'never' ? uri : prefixUri(upstream, uri)
   }
 
   /**

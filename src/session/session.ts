@@ -45,6 +45,13 @@ import type { UpstreamReply } from '../upstreams/upstream-client.ts'
 import { logCall, requestFields, traceIdOf } from './call-line.ts'
 import { ClientNotifications } from './client-notifications.ts'
 import { ClientRequests, clientRequestRefusal } from './client-requests.ts'
+import {
+  adaptToolResult,
+  callExposureTool,
+  type Dispatch,
+  exposedCatalog,
+  isExposureTool,
+} from './exposure.ts'
 import { type ForwardContext, forwardToUpstream, upstreamEnvelope } from './forward.ts'
 import { ListenStreams, type WatchTarget } from './listen-streams.ts'
 import {
@@ -345,6 +352,42 @@ export class Session {
       if (!('tools' in view)) return view
       return await searchTools(this.#deps.server, meta.args, view)
     }
+    const server = this.#deps.server
+    if (method === 'tools/call' && isExposureTool(server.exposure, request.params?.name)) {
+      // Each step of these tools is dispatched like the client's own request (exposure.ts).
+      const dispatch: Dispatch = (inner, params, innerSignal) =>
+        this.#dispatch(
+          {
+            kind: 'request',
+            id: request.id,
+            method: inner,
+            params,
+            ...(request.envelope === undefined ? {} : { envelope: request.envelope }),
+          },
+          modern,
+          innerSignal,
+          undefined,
+          about,
+        )
+      const catalog = async () => (await server.catalog()).catalog
+      const run = () => callExposureTool(server, catalog, request.params, dispatch, signal)
+      // The call itself is audited too (a program's digest, or its text with rawArguments),
+      // besides each call it makes; the other policies judge those calls, not this one.
+      const audit = this.#deps.policies.find((p) => p.name === 'audit')
+      if (audit === undefined) return await run()
+      const outer: Call = {
+        id: `${this.#id}-${this.#nextCall++}`,
+        request,
+        identity: this.identity,
+        server: this.info.server,
+        transport: this.info.kind,
+        route: { kind: 'local' },
+        signal,
+        log: about.log,
+        decisions: [],
+      }
+      return await audit.handle(outer, run)
+    }
     const call = this.#callOf(request, modern, signal, about.log)
     call.route =
       meta.kind === 'call' && meta.error
@@ -358,8 +401,12 @@ export class Session {
       if (mismatch) return mismatch
     }
     const metrics = this.#deps.metrics
-    if (metrics === undefined) return await this.#chain(call)
-    return await this.#counted(call, metrics)
+    const reply =
+      metrics === undefined ? await this.#chain(call) : await this.#counted(call, metrics)
+    if (method === 'tools/call' && call.route.kind === 'unicast') {
+      return await adaptToolResult(server, call.route.upstream, reply)
+    }
+    return reply
   }
 
   /** A call of this session, its route still to resolve. */
@@ -464,7 +511,7 @@ export class Session {
       }
       const cursor = request.params?.cursor
       return listPage(
-        catalog,
+        method === 'tools/list' ? exposedCatalog(server.exposure, catalog) : catalog,
         method,
         cursor,
         this.#deps.listPageSize,

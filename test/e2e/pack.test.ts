@@ -76,7 +76,9 @@ describe('the npm package', () => {
     writeFileSync(
       config,
       `upstreams:\n  memory:\n    command: ${process.execPath}\n    args: ["${MEMORY}"]\n` +
-        `    env: { MEMORY_FILE_PATH: "${join(work, 'memory.jsonl')}" }\n`,
+        `    env: { MEMORY_FILE_PATH: "${join(work, 'memory.jsonl')}" }\n` +
+        // Code mode loads QuickJS from its package, outside the bundle.
+        'servers:\n  default: {}\n  code: { tools: { mode: code } }\n',
     )
   })
   after(() => rmSync(work, { recursive: true, force: true }))
@@ -154,6 +156,17 @@ describe('the npm package', () => {
         )
       } finally {
         await client.close()
+      }
+      const coder = new Client({ name: 'pack', version: '1.0.0' })
+      await coder.connect(new StreamableHTTPClientTransport(new URL(`${url}/code`)))
+      try {
+        const result = await coder.callTool({
+          name: 'run_code',
+          arguments: { code: 'const g = await memory.read_graph({}); return Object.keys(g)' },
+        })
+        assert.deepEqual(result.content, [{ type: 'text', text: '["entities","relations"]' }])
+      } finally {
+        await coder.close()
       }
     } finally {
       gateway.kill('SIGTERM')

@@ -1,0 +1,359 @@
+/**
+ * Runs one untrusted JavaScript program in a QuickJS-Wasm isolate (code mode, ADR 075). The
+ * program gets nothing of the host but the async functions it is given, grouped in namespaces,
+ * and a `console` whose lines are collected. Each run has its own QuickJS instance (its own heap)
+ * under a memory limit, a stack limit, a deadline enforced both inside the interpreter (the
+ * interrupt handler) and around it (while it waits on host calls), and a cap on host calls and on
+ * collected output. Values cross the boundary only as JSON text, so no host object ever reaches
+ * the isolate.
+ */
+import { BarbicanError } from '../common/errors.ts'
+import { newQuickJS, type QuickJSModule } from '../common/lazy-deps.ts'
+
+/** How much one program may use; every field is configurable per virtual server. */
+export interface IsolateLimits {
+  /** Heap of the program's QuickJS runtime. */
+  readonly memoryBytes: number
+  /** Stack of the program's QuickJS runtime (deep recursion fails before it). */
+  readonly stackBytes: number
+  /** Wall-clock time for the whole run, host calls included. */
+  readonly timeoutMs: number
+  /** Host function calls the program may make. */
+  readonly maxCalls: number
+  /** Console output and return value kept, in bytes of UTF-8 (more is cut and said so). */
+  readonly maxOutputBytes: number
+}
+
+/** A host function: receives the program's argument (parsed JSON), returns JSON-able data. */
+export type HostFunction = (args: unknown, signal: AbortSignal) => Promise<unknown>
+
+/** Namespace → function name → host function: all the program can reach of the host. */
+export type HostFunctions = ReadonlyMap<string, ReadonlyMap<string, HostFunction>>
+
+/** What a run produced. `error` is set when the program threw or a limit stopped it. */
+export interface IsolateOutcome {
+  /** Console lines, in order (`warn`/`error` lines prefixed with their level). */
+  readonly logs: readonly string[]
+  /** The program's return value as JSON text; undefined when it returned nothing or failed. */
+  readonly value: string | undefined
+  readonly error: BarbicanError | undefined
+  /** Host calls the program made. */
+  readonly calls: number
+  /** Whether output was cut at `maxOutputBytes`. */
+  readonly truncated: boolean
+}
+
+/** One unused instance per memory size, made ahead while the previous program runs. */
+const spares = new Map<number, Promise<QuickJSModule>>()
+
+/**
+ * A QuickJS instance no program has used: the spare made ahead when there is one (instantiating
+ * takes tens of milliseconds), and a new spare started for the next run.
+ */
+function freshInstance(maxBytes: number): Promise<QuickJSModule> {
+  const spare = spares.get(maxBytes)
+  const next = newQuickJS(maxBytes)
+  next.catch(() => spares.delete(maxBytes))
+  spares.set(maxBytes, next)
+  return spare ?? newQuickJS(maxBytes)
+}
+
+/**
+ * The prelude, evaluated before the program: it takes the bridge functions off the global object
+ * into a closure, builds the namespaces and `console`, and freezes what it built, so the program
+ * can neither reach the raw bridge nor swap a namespace function for another.
+ */
+function prelude(namespaces: Record<string, readonly string[]>): string {
+  return `(() => {
+  const call = globalThis.__barbicanCall, log = globalThis.__barbicanLog
+  delete globalThis.__barbicanCall
+  delete globalThis.__barbicanLog
+  const text = (v) => typeof v === 'string' ? v : (() => { try { const j = JSON.stringify(v); return j === undefined ? String(v) : j } catch { return String(v) } })()
+  const line = (level) => (...args) => log(level, args.map(text).join(' '))
+  const define = (name, value) => Object.defineProperty(globalThis, name, { value: Object.freeze(value), writable: false, configurable: false, enumerable: true })
+  define('console', { log: line('log'), info: line('info'), warn: line('warn'), error: line('error'), debug: line('debug') })
+  const spaces = ${JSON.stringify(namespaces)}
+  for (const space of Object.keys(spaces)) {
+    const fns = {}
+    for (const fn of spaces[space]) {
+      fns[fn] = (args) => call(space, fn, JSON.stringify(args === undefined ? {} : args)).then((json) => json === undefined ? undefined : JSON.parse(json))
+    }
+    define(space, fns)
+  }
+})()`
+}
+
+/** Wraps the program so top-level `await` and `return` work and its result is one promise. */
+function wrapped(code: string): string {
+  return `(async () => {\n${code}\n})()`
+}
+
+/** A byte budget shared by console lines and the return value. */
+class Output {
+  readonly logs: string[] = []
+  truncated = false
+  #left: number
+  constructor(max: number) {
+    this.#left = max
+  }
+  /** Keeps `text` whole, cut to the budget, or not at all once the budget is spent. */
+  take(text: string): string | undefined {
+    if (this.#left <= 0) {
+      this.truncated = true
+      return undefined
+    }
+    const bytes = Buffer.byteLength(text)
+    if (bytes <= this.#left) {
+      this.#left -= bytes
+      return text
+    }
+    const cut = Buffer.from(text).subarray(0, this.#left).toString('utf8')
+    this.#left = 0
+    this.truncated = true
+    return cut
+  }
+}
+
+/**
+ * Runs `code` with `functions` under `limits`. Never throws for what the program does: its
+ * failures and every limit come back as `outcome.error` (ERR_CODE_FAILED, ERR_CODE_LIMIT);
+ * ERR_CODE_UNAVAILABLE only when QuickJS itself cannot be loaded.
+ */
+export async function runIsolated(
+  code: string,
+  functions: HostFunctions,
+  limits: IsolateLimits,
+  signal: AbortSignal,
+): Promise<IsolateOutcome> {
+  let module: QuickJSModule
+  try {
+    // A fresh instance per run: its linear memory is the hard memory bound (setMemoryLimit
+    // alone does not count what this build allocates), and nothing survives from run to run.
+    module = await freshInstance(limits.memoryBytes)
+  } catch (err) {
+    throw new BarbicanError('ERR_CODE_UNAVAILABLE', 'The code isolate (QuickJS) cannot load', {
+      cause: err,
+    })
+  }
+  const output = new Output(limits.maxOutputBytes)
+  const deadline = Date.now() + limits.timeoutMs
+  /** Aborts host calls in flight when the run ends early (limit, failure, client cancel). */
+  const hostCalls = new AbortController()
+  const onAbort = () => hostCalls.abort()
+  signal.addEventListener('abort', onAbort, { once: true })
+  let calls = 0
+  /** Set once the run is over: late host replies must not touch a disposed runtime. */
+  let over = false
+  /** The first limit hit, which wins over whatever error the program then reports. */
+  let limitHit: BarbicanError | undefined
+  const hit = (message: string, data: Record<string, unknown>): BarbicanError => {
+    limitHit ??= new BarbicanError('ERR_CODE_LIMIT', message, { data })
+    return limitHit
+  }
+
+  const runtime = module.newRuntime()
+  runtime.setMemoryLimit(limits.memoryBytes)
+  runtime.setMaxStackSize(limits.stackBytes)
+  runtime.setInterruptHandler(() => {
+    if (signal.aborted) return true
+    if (Date.now() <= deadline) return false
+    hit(`The program ran past its time limit of ${limits.timeoutMs} ms`, {
+      limit: 'timeoutMs',
+      value: limits.timeoutMs,
+    })
+    return true
+  })
+  const vm = runtime.newContext()
+  /** Deferred promises handed to the program and not yet settled: disposed at the end. */
+  const pending = new Set<ReturnType<typeof vm.newPromise>>()
+  const names: Record<string, readonly string[]> = {}
+  for (const [space, fns] of functions) names[space] = [...fns.keys()]
+
+  let wake: (() => void) | undefined
+  const settle = () => {
+    if (over) return
+    runtime.executePendingJobs()
+    wake?.()
+  }
+
+  try {
+    const log = vm.newFunction('log', (levelHandle, textHandle) => {
+      const level = vm.getString(levelHandle)
+      const line = output.take(
+        `${level === 'log' || level === 'info' ? '' : `[${level}] `}${vm.getString(textHandle)}\n`,
+      )
+      // The line break that joins it to the next one counts too.
+      if (line !== undefined) output.logs.push(line.endsWith('\n') ? line.slice(0, -1) : line)
+    })
+    vm.setProp(vm.global, '__barbicanLog', log)
+    log.dispose()
+    const call = vm.newFunction('call', (spaceHandle, nameHandle, argsHandle) => {
+      const space = vm.getString(spaceHandle)
+      const name = vm.getString(nameHandle)
+      const fn = functions.get(space)?.get(name)
+      if (!fn) return { error: vm.newError(`${space}.${name} is not a function of this server`) }
+      if (calls >= limits.maxCalls) {
+        const err = hit(`The program made more than ${limits.maxCalls} tool calls`, {
+          limit: 'maxCalls',
+          value: limits.maxCalls,
+        })
+        return { error: vm.newError(err.message) }
+      }
+      calls++
+      let args: unknown
+      try {
+        args = JSON.parse(vm.getString(argsHandle))
+      } catch {
+        return { error: vm.newError('Tool arguments must be JSON') }
+      }
+      const deferred = vm.newPromise()
+      pending.add(deferred)
+      fn(args, hostCalls.signal).then(
+        (value) => {
+          if (over) return
+          const json = value === undefined ? undefined : JSON.stringify(value)
+          const handle = json === undefined ? vm.undefined : vm.newString(json)
+          deferred.resolve(handle)
+          if (json !== undefined) handle.dispose()
+        },
+        (err: unknown) => {
+          if (over) return
+          const error = vm.newError(err instanceof Error ? err.message : String(err))
+          deferred.reject(error)
+          error.dispose()
+        },
+      )
+      deferred.settled.then(() => {
+        pending.delete(deferred)
+        deferred.dispose()
+        settle()
+      })
+      return deferred.handle
+    })
+    vm.setProp(vm.global, '__barbicanCall', call)
+    call.dispose()
+    vm.unwrapResult(vm.evalCode(prelude(names), 'prelude.js')).dispose()
+
+    const evaluated = vm.evalCode(wrapped(code), 'program.js')
+    if (evaluated.error) {
+      const failure = describe(vm.dump(evaluated.error))
+      evaluated.error.dispose()
+      return finish(undefined, limitHit ?? (signal.aborted ? cancelled() : failed(failure)))
+    }
+    const promise = evaluated.value
+    try {
+      runtime.executePendingJobs()
+      // Runs until the program's promise settles, waking on each host reply, or the deadline.
+      for (;;) {
+        const state = vm.getPromiseState(promise)
+        if (state.type === 'fulfilled') {
+          const value = state.value
+          const json = vm.dump(value)
+          value.dispose()
+          if (limitHit) return finish(undefined, limitHit)
+          return finish(serialise(json, output), undefined)
+        }
+        if (state.type === 'rejected') {
+          const failure = describe(vm.dump(state.error))
+          state.error.dispose()
+          return finish(undefined, limitHit ?? (signal.aborted ? cancelled() : failed(failure)))
+        }
+        if (limitHit) return finish(undefined, limitHit)
+        if (signal.aborted) return finish(undefined, cancelled())
+        const left = deadline - Date.now()
+        if (left <= 0 || pending.size === 0) {
+          if (pending.size === 0 && left > 0) {
+            // Nothing in flight and not settled: the program awaits something that never comes.
+            return finish(
+              undefined,
+              failed('The program is waiting on a promise that nothing will settle'),
+            )
+          }
+          return finish(
+            undefined,
+            hit(`The program ran past its time limit of ${limits.timeoutMs} ms`, {
+              limit: 'timeoutMs',
+              value: limits.timeoutMs,
+            }),
+          )
+        }
+        await new Promise<void>((resolve) => {
+          const timer = setTimeout(resolve, left)
+          const abort = () => resolve()
+          signal.addEventListener('abort', abort, { once: true })
+          wake = () => {
+            clearTimeout(timer)
+            signal.removeEventListener('abort', abort)
+            resolve()
+          }
+        })
+        wake = undefined
+      }
+    } finally {
+      promise.dispose()
+    }
+  } finally {
+    over = true
+    hostCalls.abort()
+    signal.removeEventListener('abort', onAbort)
+    for (const deferred of pending) deferred.dispose()
+    pending.clear()
+    try {
+      vm.dispose()
+      runtime.dispose()
+    } catch {
+      // The instance is dropped with the run whatever state it was left in.
+    }
+  }
+
+  function finish(value: string | undefined, error: BarbicanError | undefined): IsolateOutcome {
+    return { logs: output.logs, value, error, calls, truncated: output.truncated }
+  }
+}
+
+function cancelled(): BarbicanError {
+  return new BarbicanError('ERR_CANCELLED', 'The run was cancelled')
+}
+
+/**
+ * A program failure, as the program's own error describes it; QuickJS's own out-of-memory and
+ * stack-overflow errors are limits, not the program's.
+ */
+function failed(message: string): BarbicanError {
+  if (/^InternalError: out of memory/.test(message)) {
+    return new BarbicanError('ERR_CODE_LIMIT', 'The program ran out of its memory limit', {
+      data: { limit: 'memoryBytes' },
+    })
+  }
+  if (
+    /^(InternalError|RangeError): (stack overflow|Maximum call stack size exceeded)/.test(message)
+  ) {
+    return new BarbicanError('ERR_CODE_LIMIT', 'The program overflowed its stack limit', {
+      data: { limit: 'stackBytes' },
+    })
+  }
+  return new BarbicanError('ERR_CODE_FAILED', message)
+}
+
+/** The text of an error value dumped from the isolate (`{ name, message, stack }` or any). */
+function describe(dumped: unknown): string {
+  if (dumped !== null && typeof dumped === 'object') {
+    const { name, message, stack } = dumped as {
+      name?: unknown
+      message?: unknown
+      stack?: unknown
+    }
+    if (typeof message === 'string') {
+      const head = typeof name === 'string' ? `${name}: ${message}` : message
+      return typeof stack === 'string' && stack !== '' ? `${head}\n${stack}` : head
+    }
+  }
+  return typeof dumped === 'string' ? dumped : (JSON.stringify(dumped) ?? String(dumped))
+}
+
+/** The return value as JSON text within the output budget; undefined for `undefined`. */
+function serialise(value: unknown, output: Output): string | undefined {
+  if (value === undefined) return undefined
+  const json = JSON.stringify(value)
+  return json === undefined ? undefined : output.take(json)
+}
