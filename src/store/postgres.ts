@@ -8,7 +8,7 @@
 import type { Pool } from 'pg'
 import { BarbicanError } from '../common/errors.ts'
 import { pg } from '../common/lazy-deps.ts'
-import { redactUrl } from '../common/redact-url.ts'
+import { redactUrl } from '../common/backend-urls.ts'
 import { assertSchemaCurrent, inTransaction, migratePostgres } from './postgres-schema.ts'
 import type {
   Baseline,

@@ -8,7 +8,7 @@ import { createHash } from 'node:crypto'
 import type { RedisClientType } from 'redis'
 import { BarbicanError } from '../common/errors.ts'
 import { redis } from '../common/lazy-deps.ts'
-import { redactUrl } from '../common/redact-url.ts'
+import { redactUrl } from '../common/backend-urls.ts'
 
 export type RedisClient = RedisClientType
 
