@@ -12,7 +12,12 @@ export interface Target {
   readonly stateful: boolean
   /** Sent on every request (e.g. `authorization` for a gateway with inbound auth). */
   readonly headers?: Readonly<Record<string, string>>
+  /** Speak 2026-07-28: every call stateless, with its routing headers and `_meta` (no session). */
+  readonly stateless2026?: boolean
 }
+
+/** The stateless revision (its calls carry their version and capabilities in `_meta`). */
+export const STATELESS_VERSION = '2026-07-28'
 
 /** The revision the load generator speaks (the newest legacy one; every peer supports it). */
 export const PROTOCOL_VERSION = '2025-11-25'
@@ -117,6 +122,17 @@ export async function toolCall(
   id: number,
   text: string,
 ): Promise<unknown> {
+  if (target.stateless2026) {
+    const body = `{"jsonrpc":"2.0","id":${id},"method":"tools/call","params":{"name":"echo","arguments":{"text":${JSON.stringify(text)}},"_meta":{"io.modelcontextprotocol/protocolVersion":"${STATELESS_VERSION}","io.modelcontextprotocol/clientCapabilities":{}}}}`
+    const headers = {
+      ...BASE_HEADERS,
+      ...target.headers,
+      'mcp-protocol-version': STATELESS_VERSION,
+      'mcp-method': 'tools/call',
+      'mcp-name': 'echo',
+    }
+    return (await post(dispatcher, target, body, headers)).message
+  }
   const body = `{"jsonrpc":"2.0","id":${id},"method":"tools/call","params":{"name":"echo","arguments":{"text":${JSON.stringify(text)}}}}`
   return (await post(dispatcher, target, body, headersFor(target, session))).message
 }

@@ -237,6 +237,8 @@ export async function startBarbican(
   nodeOptions: readonly string[] = [],
   root: string = ROOT,
   auth = false,
+  /** More top-level config keys (store, redis, rateLimits), and calls in 2026-07-28 form. */
+  extra: { readonly config?: Record<string, unknown>; readonly stateless2026?: boolean } = {},
 ): Promise<Running> {
   const port = await freePort()
   const dir = mkdtempSync(join(tmpdir(), 'barbican-bench-'))
@@ -253,6 +255,7 @@ export async function startBarbican(
       limits: sessionLimits(root),
       upstreams: { echo: entry },
       ...(auth ? { auth: AUTH_CONFIG } : {}),
+      ...extra.config,
     }),
   )
   return await startServing(
@@ -260,7 +263,8 @@ export async function startBarbican(
     [join(root, 'bin/barbican.js'), 'serve', '--config', config],
     {
       url: `http://127.0.0.1:${port}/mcp`,
-      stateful: true,
+      stateful: extra.stateless2026 !== true,
+      ...(extra.stateless2026 ? { stateless2026: true } : {}),
       ...(auth ? { headers: { authorization: `Bearer ${BENCH_API_KEY}` } } : {}),
     },
     { nodeOptions, cleanup: () => rmSync(dir, { recursive: true, force: true }) },

@@ -11,7 +11,8 @@
  * --cpu-prof profile to bench/results/profiles when it stops), --compare DIR (also run the
  * Barbican checkout in DIR, as `barbican-…@base`, in the same rounds: before/after a change;
  * `--compare . --compare-node-options=--max-semi-space-size=32` compares Node flags instead),
- * --auth (also Barbican → stdio with inbound API-key auth and a permission rule on), --docs
+ * --auth (also Barbican → stdio with inbound API-key auth and a permission rule on), --backends
+ * (also 2026-07-28 calls through Barbican → stdio, embedded and on PostgreSQL + Redis), --docs
  * (also copy the report into docs/performance.md, between its `bench:latest` markers),
  * --no-build (run Barbican from its TypeScript sources instead of building dist/ first).
  */
@@ -19,6 +20,7 @@ import { fork, spawnSync } from 'node:child_process'
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { parseArgs } from 'node:util'
+import { benchBackends } from './backends.ts'
 import type { LoadMessage, LoadResult, LoadSpec } from './load.ts'
 import { coldStart, idleSessions, mergedToolsList } from './micro.ts'
 import {
@@ -49,6 +51,7 @@ const { values } = parseArgs({
     compare: { type: 'string' },
     'compare-node-options': { type: 'string' },
     auth: { type: 'boolean', default: false },
+    backends: { type: 'boolean', default: false },
     docs: { type: 'boolean', default: false },
     build: { type: 'boolean', default: true },
     'no-build': { type: 'boolean', default: false },
@@ -152,6 +155,43 @@ if (values.auth) {
     start: () =>
       startBarbican('barbican-stdio+auth', { stdio: true }, barbicanNodeOptions, ROOT, true),
   })
+}
+
+if (values.backends) {
+  // The same gateway and quota, embedded (SQLite, memory counters) and with the fleet backends
+  // (PostgreSQL in a fresh schema, Redis under a fresh prefix), both answering 2026-07-28 calls.
+  const quota = {
+    rateLimits: { bench: { per: ['subject'], limit: 1_000_000_000, windowMs: 60_000 } },
+  }
+  const backends = await benchBackends()
+  CONFIGURATIONS.splice(
+    4,
+    0,
+    {
+      name: 'barbican-stdio-2026',
+      description: 'Barbican → stdio, 2026-07-28 stateless calls, a quota, embedded state',
+      start: () =>
+        startBarbican('barbican-stdio-2026', { stdio: true }, barbicanNodeOptions, ROOT, false, {
+          config: quota,
+          stateless2026: true,
+        }),
+    },
+    {
+      name: 'barbican-stdio-2026+pg+redis',
+      description:
+        'barbican-stdio-2026 with store.postgres and redis (audit, pins in PostgreSQL; quota in Redis)',
+      start: () =>
+        startBarbican(
+          'barbican-stdio-2026+pg+redis',
+          { stdio: true },
+          barbicanNodeOptions,
+          ROOT,
+          false,
+          { config: { ...quota, ...backends.config }, stateless2026: true },
+        ),
+    },
+  )
+  process.once('exit', () => backends.cleanup())
 }
 
 if (values.compare !== undefined) {

@@ -3,7 +3,7 @@
  * several writers: `append` takes a transaction-scoped advisory lock before it reads the head,
  * so appends from all replicas are serialized in the database and each builds on the record
  * the previous one committed. A group commit (audit-log.ts) makes that one transaction, with
- * one multi-row INSERT, per batch of calls. Durable when COMMIT returns (the server's fsync).
+ * one multi-row INSERT, per batch of calls, in two round trips. Durable when COMMIT returns (the server's fsync).
  */
 import type { Pool } from 'pg'
 import { inTransaction } from '../store/postgres-schema.ts'
@@ -20,6 +20,9 @@ const HEAD = `
 const PRUNE_HEAD = `
   SELECT seq, hash FROM barbican_audit_checkpoints WHERE reason = 'prune'
   ORDER BY seq DESC LIMIT 1`
+/** The head in one statement: the last record, else what the last prune left. */
+const HEAD_ONE = `
+  SELECT seq, hash FROM ((${HEAD}) UNION ALL (${PRUNE_HEAD})) AS h ORDER BY seq DESC LIMIT 1`
 
 function agrees(r: AuditRecord, q: AuditQuery): boolean {
   if (q.subject === undefined && q.target === undefined && q.outcome === undefined) return true
@@ -48,38 +51,40 @@ export function postgresAuditStore(pool: Pool, ownsPool: boolean): AuditStore {
   let closed = false
   return {
     async append(build) {
-      return inTransaction(pool, async (client) => {
-        await client.query('SELECT pg_advisory_xact_lock($1)', [APPEND_LOCK])
-        const added = build(await head(client))
-        if (added.length === 0) return added
-        const values: unknown[] = []
-        const rows: string[] = []
-        for (const r of added) {
-          const s = r.searchable ?? searchableOf(r)
-          const n = values.length
-          rows.push(
-            `($${n + 1}, $${n + 2}, $${n + 3}, $${n + 4}, $${n + 5}, $${n + 6}, $${n + 7}, $${n + 8}, $${n + 9})`,
-          )
-          values.push(
-            r.seq,
-            r.at,
-            s.type,
-            s.subject,
-            s.target,
-            s.outcome,
-            r.prevHash,
-            r.hash,
-            r.body,
-          )
+      // Two round trips per batch: lock and head, then rows and COMMIT. Both go as simple
+      // (multi-statement) queries, so the rows are escaped literals (pg's escapeLiteral).
+      const client = await pool.connect()
+      try {
+        const opened = (await client.query(
+          `BEGIN; SELECT pg_advisory_xact_lock(${APPEND_LOCK}); ${HEAD_ONE}`,
+        )) as unknown as { rows: Row[] }[]
+        const row = opened[2]?.rows[0]
+        const added = build(
+          row ? { seq: Number(row.seq), hash: String(row.hash) } : { seq: 0, hash: GENESIS_HASH },
+        )
+        if (added.length === 0) {
+          await client.query('COMMIT')
+          return added
         }
+        const text = (v: string | null | undefined) =>
+          v === null || v === undefined ? 'NULL' : client.escapeLiteral(v)
+        const rows = added.map((r) => {
+          const s = r.searchable ?? searchableOf(r)
+          const seq = Math.trunc(Number(r.seq))
+          return `(${seq}, ${text(r.at)}, ${text(s.type)}, ${text(s.subject)}, ${text(s.target)}, ${text(s.outcome)}, ${text(r.prevHash)}, ${text(r.hash)}, ${text(r.body)})`
+        })
         await client.query(
           `INSERT INTO barbican_audit_records
              (seq, at, type, subject, target, outcome, prev_hash, hash, body)
-           VALUES ${rows.join(', ')}`,
-          values,
+           VALUES ${rows.join(', ')}; COMMIT`,
         )
         return added
-      })
+      } catch (err) {
+        await client.query('ROLLBACK').catch(() => {})
+        throw err
+      } finally {
+        client.release()
+      }
     },
     head: () => head(pool),
     async read(query: AuditQuery = {}) {

@@ -12,6 +12,8 @@ export const COMMANDS = [
   'seal',
   'status',
   'audit',
+  'migrate',
+  'store',
   'import',
   'policy',
 ] as const
@@ -197,6 +199,34 @@ Options:
 
 Example:
   printf %s "$GITHUB_TOKEN" | barbican seal --upstream github --header Authorization
+`,
+  migrate: `Usage: barbican migrate [--config FILE]
+
+Bring the PostgreSQL schema (store.postgres.url, or BARBICAN_POSTGRES_URL) up to date. Safe to
+run again and from several replicas at once: each migration is applied once, under a lock.
+serve runs it at start unless store.postgres.migrate is false; then a replica facing an older
+schema refuses to start until this has run (docs/configuration.md).
+
+Options:
+${CONFIG}
+
+Example:
+  BARBICAN_POSTGRES_URL=postgres://barbican@db/barbican barbican migrate
+`,
+  store: `Usage: barbican store migrate --from sqlite:PATH --to postgres://…
+
+Move an embedded installation into PostgreSQL: the pins, pending changes, their history and
+baselines of the store file PATH, and the audit log beside it (audit.db) with its chain and
+signed checkpoints, so barbican audit verify still accepts it. One transaction, into a database
+without Barbican data. Linked tokens are not moved (users link again); API keys stay in their
+keys file.
+
+Options:
+  --from sqlite:PATH  the store file (.barbican/barbican.db beside the config by default)
+  --to URL            postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE
+
+Example:
+  barbican store migrate --from sqlite:.barbican/barbican.db --to "$BARBICAN_POSTGRES_URL"
 `,
   import: `Usage: barbican import [FILE…] [--output FILE]
 

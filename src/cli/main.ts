@@ -43,6 +43,10 @@ Commands:
   audit   verify | tail|query [--subject S] [--tool T] [--outcome O] [--since T] [--until T]
           [--limit N]      [--config FILE]
           Check the audit log's chain and signed checkpoints; read it as JSON lines.
+  migrate [--config FILE]
+          Bring the PostgreSQL schema up to date (BARBICAN_POSTGRES_URL or store.postgres).
+  store   migrate --from sqlite:PATH --to postgres://…
+          Move an embedded installation (pins, history, baselines, audit log) into PostgreSQL.
   import  [FILE…] [--output FILE]
           Turn Claude Desktop, Cursor, Windsurf, VS Code or Claude Code configs into
           barbican.yaml, with exact versions.
@@ -113,6 +117,7 @@ export async function main(argv: readonly string[], io: CliIo = defaultIo): Prom
     positionals.length > (command === 'audit' || command === 'policy' ? 2 : 1) &&
     command !== 'pins' &&
     command !== 'keys' &&
+    command !== 'store' &&
     command !== 'import'
   ) {
     io.stderr(`barbican: unexpected argument "${positionals[1]}"\n\n${USAGE}`)
@@ -203,6 +208,14 @@ export async function main(argv: readonly string[], io: CliIo = defaultIo): Prom
       const { runSeal } = await import('./seal.ts')
       return await runSeal(options, io)
     }
+    case 'migrate': {
+      const { runMigrate } = await import('./store-migrate.ts')
+      return await runMigrate(options, io)
+    }
+    case 'store': {
+      const { runStoreMigrate } = await import('./store-migrate.ts')
+      return await runStoreMigrate(positionals.slice(1), { from: values.from, to: values.to }, io)
+    }
     case 'import': {
       const { runImport } = await import('./import.ts')
       return await runImport(positionals.slice(1), { output: values.output }, io)
@@ -240,6 +253,8 @@ const OPTIONS = {
   since: { type: 'string' },
   until: { type: 'string' },
   limit: { type: 'string' },
+  from: { type: 'string' },
+  to: { type: 'string' },
   help: { type: 'boolean', short: 'h' },
   version: { type: 'boolean', short: 'v' },
 } as const

@@ -11,6 +11,7 @@ import { openAuditLog, withAudit } from '../gateway/audit-setup.ts'
 import { Gateway } from '../gateway/gateway.ts'
 import { planFromConfig } from '../gateway/plan.ts'
 import { lockfilePathOf, openStore, withTrust } from '../gateway/trust-setup.ts'
+import type { Store } from '../store/store.ts'
 import type { ConnectionInfo } from '../transports/inbound.ts'
 import { serveStdio } from '../transports/stdio-inbound.ts'
 import { type CliIo, type CommandOptions, trustOptionsOf } from './command.ts'
@@ -34,7 +35,13 @@ export async function runStdio(
     return 1
   }
   const auth = config.auth ? new AuthRuntime(config.auth, log.child({ part: 'auth' })) : undefined
-  const store = await openStore(config, loaded.source.path)
+  let store: Store
+  try {
+    store = await openStore(config, loaded.source.path)
+  } catch (err) {
+    io.stderr(`barbican: cannot open the store: ${(err as Error).message}\n`)
+    return 1
+  }
   let audit: AuditLog | undefined
   try {
     audit = await openAuditLog(config, loaded.source.path, {

@@ -6,7 +6,10 @@
  * ever repeats it.
  */
 import { z } from 'zod'
+import { POSTGRES_SCHEMES, REDIS_SCHEMES, urlProblem } from '../common/backend-urls.ts'
 import type { ConfigIssue, KeyPath } from './config-error.ts'
+
+export { POSTGRES_SCHEMES, REDIS_SCHEMES }
 
 function doc<T extends z.ZodType>(schema: T, title: string, description: string): T {
   return schema.meta({ title, description })
@@ -16,25 +19,6 @@ export const POSTGRES_URL_ENV = 'BARBICAN_POSTGRES_URL'
 export const REDIS_URL_ENV = 'BARBICAN_REDIS_URL'
 /** What every Redis key of Barbican starts with unless `redis.prefix` says otherwise. */
 export const DEFAULT_REDIS_PREFIX = 'barbican:'
-
-/** Why `url` is not a usable URL of one of `schemes`, or undefined when it is. */
-export function urlProblem(url: string, schemes: readonly string[]): string | undefined {
-  let parsed: URL
-  try {
-    parsed = new URL(url)
-  } catch {
-    return `is not a URL (expected ${schemes[0]}://HOST[:PORT]/…)`
-  }
-  const scheme = parsed.protocol.replace(/:$/, '')
-  if (!schemes.includes(scheme)) {
-    return `has the scheme "${scheme}:"; expected ${schemes.map((s) => `${s}:`).join(' or ')}`
-  }
-  if (parsed.hostname === '') return 'names no host'
-  return undefined
-}
-
-export const POSTGRES_SCHEMES = ['postgres', 'postgresql'] as const
-export const REDIS_SCHEMES = ['redis', 'rediss'] as const
 
 const urlOf = (schemes: readonly string[]) =>
   z.string().superRefine((value, ctx) => {

@@ -137,3 +137,30 @@ describe('rate-limit policy', () => {
     await chain(toolCall('x', who('a')))
   })
 })
+
+describe('rate-limit policy and its store', () => {
+  test('takes every quota of a call in one store request; calls no quota covers make none', async () => {
+    const inner = new MemoryRateCounterStore()
+    const requests: string[][] = []
+    const store = {
+      take: inner.take.bind(inner),
+      takeAll: (entries: Parameters<typeof inner.takeAll>[0], now: number) => {
+        requests.push(entries.map((e) => (e.rule as RateLimitConfig).name))
+        return inner.takeAll(entries, now)
+      },
+    }
+    const limits: RateLimitConfig[] = [
+      { ...base, limit: 5, name: 'per-user', per: ['subject'] },
+      { ...base, limit: 1, name: 'per-tool', per: ['tool'], tools: ['x'] },
+    ]
+    const { relay } = countingRelay()
+    const chain = compose([rateLimit(limits, store, () => 0)], relay)
+    await chain(toolCall('x', who('a')))
+    await assert.rejects(chain(toolCall('x', who('a'))), /Rate limit "per-tool" exceeded/)
+    await chain(callOf('tools/list', {}, { identity: who('a') }))
+    assert.deepEqual(requests, [
+      ['per-user', 'per-tool'],
+      ['per-user', 'per-tool'],
+    ])
+  })
+})

@@ -72,6 +72,18 @@ describe('RedisRateCounterStore', () => {
     assert.ok(ttl > 0 && ttl <= 1200 + 1000, `counters expire (pttl ${ttl})`)
   })
 
+  it('a connection lost fails the call closed with ERR_STORE_UNAVAILABLE, never hangs', async () => {
+    const own = await openRedis(REDIS_URL)
+    const store = new RedisRateCounterStore(own, freshRedisPrefix())
+    const rule: RateRule = { algorithm: 'token-bucket', limit: 5, windowMs: 1000 }
+    own.destroy()
+    await assert.rejects(store.take('k', rule, Date.now()), (err: Error & { code?: string }) => {
+      assert.equal(err.code, 'ERR_STORE_UNAVAILABLE')
+      assert.match(err.message, /rate limits cannot be checked/)
+      return true
+    })
+  })
+
   it('a server that is down fails the open with ERR_STORE_UNAVAILABLE', async () => {
     await assert.rejects(openRedis('redis://127.0.0.1:1'), (err: Error & { code?: string }) => {
       assert.equal(err.code, 'ERR_STORE_UNAVAILABLE')

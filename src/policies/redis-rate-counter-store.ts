@@ -6,6 +6,7 @@
  * only live counters. Time is the caller's clock: replicas are expected to run NTP, and a skew
  * of a few ms only shifts when a token comes back.
  */
+import { BarbicanError } from '../common/errors.ts'
 import { type RedisClient, RedisScript } from '../store/redis.ts'
 import type { RateCounterStore, RateDecision, RateRule, RateTake } from './rate-counter-store.ts'
 
@@ -79,7 +80,17 @@ export class RedisRateCounterStore implements RateCounterStore {
     for (const { rule } of entries) {
       args.push(rule.algorithm, String(rule.limit), String(rule.windowMs))
     }
-    const flat = (await TAKE_ALL.run(this.#client, keys, args)) as number[]
+    let flat: number[]
+    try {
+      flat = (await TAKE_ALL.run(this.#client, keys, args)) as number[]
+    } catch (err) {
+      // Fail closed: without the fleet's count a quota cannot be honoured.
+      throw new BarbicanError(
+        'ERR_STORE_UNAVAILABLE',
+        `rate limits cannot be checked: Redis ${(err as Error).message}`,
+        { cause: err },
+      )
+    }
     const decisions: RateDecision[] = []
     for (let i = 0; i < flat.length; i += 2) {
       decisions.push(

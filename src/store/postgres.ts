@@ -6,9 +6,9 @@
  * `pg` is loaded only here, when PostgreSQL is configured (common/lazy-deps.ts).
  */
 import type { Pool } from 'pg'
+import { redactUrl } from '../common/backend-urls.ts'
 import { BarbicanError } from '../common/errors.ts'
 import { pg } from '../common/lazy-deps.ts'
-import { redactUrl } from '../common/redact-url.ts'
 import { assertSchemaCurrent, inTransaction, migratePostgres } from './postgres-schema.ts'
 import type {
   Baseline,

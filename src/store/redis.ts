@@ -6,9 +6,9 @@
  */
 import { createHash } from 'node:crypto'
 import type { RedisClientType } from 'redis'
+import { redactUrl } from '../common/backend-urls.ts'
 import { BarbicanError } from '../common/errors.ts'
 import { redis } from '../common/lazy-deps.ts'
-import { redactUrl } from '../common/redact-url.ts'
 
 export type RedisClient = RedisClientType
 

@@ -55,6 +55,17 @@ describe('scripts/build.js', () => {
     assert.match(all, /getBuiltinModule\("node:http"\)/)
   })
 
+  test('pg and redis are never bundled: loaded from their packages, and only when configured', () => {
+    for (const file of readdirSync(out).filter((f) => f.endsWith('.js') || f.endsWith('.cjs'))) {
+      const code = readFileSync(join(out, file), 'utf8')
+      const bundled = /Client has already been connected|RedisClientMultiCommand/.test(code)
+      assert.ok(!bundled, `${file} holds pg or redis code`)
+    }
+    const main = readFileSync(join(out, 'main.js'), 'utf8')
+    // The store modules that open them are chunks main.js reaches only by import().
+    assert.ok(!/barbican_schema_version|pg_advisory_xact_lock|HMGET/.test(main), 'main.js')
+  })
+
   test('zod and yaml are only in the config worker, not in what a gateway keeps loaded', () => {
     const markers = /\$ZodType|parseDocument/
     // `barbican import` writes YAML: its own chunk, which main.js loads only for that command.
