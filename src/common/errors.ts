@@ -28,6 +28,7 @@ export type ErrorCode =
   | 'ERR_STORE_UNAVAILABLE'
   | 'ERR_META_TOOL_ARGUMENTS'
   | 'ERR_META_TOOL_NESTED'
+  | 'ERR_TENANT_UNKNOWN'
   | 'ERR_INTERNAL'
 
 export class BarbicanError extends Error {
@@ -69,6 +70,8 @@ const JSON_RPC_CODES: Readonly<Record<ErrorCode, number>> = {
   // search_tools / call_tool (tools.mode: search, ADR 070).
   ERR_META_TOOL_ARGUMENTS: -32027,
   ERR_META_TOOL_NESTED: -32028,
+  // A credential names a tenant this gateway does not configure (HTTP 403, docs/tenants.md).
+  ERR_TENANT_UNKNOWN: -32023,
   ERR_INTERNAL: INTERNAL_ERROR,
 }
 
