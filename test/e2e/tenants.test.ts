@@ -20,6 +20,7 @@ import { parseConfigText } from '../../src/config/load.ts'
 import { normalizeConfig } from '../../src/config/normalize.ts'
 import { openAuditLog } from '../../src/gateway/audit-setup.ts'
 import { memoryStore } from '../../src/store/memory.ts'
+import { startIssuer, type TestIssuer } from '../fixtures/auth-issuer.ts'
 import { finalReply, postStatelessToolCall } from '../support/stateless.ts'
 
 type Json = Record<string, unknown>
@@ -37,8 +38,10 @@ const globexAdmin = generateApiKey()
 const rootAdmin = generateApiKey()
 
 let server: RunningServer
+let issuer: TestIssuer
 
 before(async () => {
+  issuer = await startIssuer({ clients: [] })
   const state = mkdtempSync(join(tmpdir(), 'barbican-tenants-'))
   const text = JSON.stringify({
     listen: '127.0.0.1:0',
@@ -66,6 +69,9 @@ before(async () => {
       },
     },
     auth: {
+      // Tokens name their tenant in `org_id`.
+      jwt: { issuer: issuer.issuer, algorithms: ['ES256'], tenantClaim: 'org_id' },
+      network: { allow: ['127.0.0.1'] },
       apiKeys: {
         keys: [
           { id: 'acme', hash: acme.hash, subject: 'alice', tenant: 'acme' },
@@ -104,6 +110,7 @@ before(async () => {
 after(async () => {
   await server?.stop()
   await audit?.close()
+  await issuer?.close()
 })
 
 let audit: AuditLog | undefined
@@ -123,6 +130,66 @@ async function openAudit(path: string): Promise<AuditLog | undefined> {
 /** A message with the names an attacker tried replaced, to compare two refusals. */
 const neutral = (value: unknown, ...names: string[]) =>
   names.reduce((text, name) => text.split(name).join('NAME'), JSON.stringify(value))
+
+describe("a caller's tenant", () => {
+  const token = (claims: Json) => {
+    const now = Math.floor(Date.now() / 1000)
+    return issuer.sign({
+      iss: issuer.issuer,
+      aud: `${server.url}/mcp`,
+      sub: 'someone',
+      iat: now,
+      exp: now + 300,
+      ...claims,
+    })
+  }
+  const postList = async (bearer: string) => {
+    const res = await fetch(`${server.url}/mcp`, {
+      method: 'POST',
+      headers: {
+        authorization: `Bearer ${bearer}`,
+        'content-type': 'application/json',
+        accept: 'application/json, text/event-stream',
+        'mcp-protocol-version': '2026-07-28',
+        'mcp-method': 'tools/list',
+      },
+      body: JSON.stringify({
+        jsonrpc: '2.0',
+        id: 1,
+        method: 'tools/list',
+        params: {
+          _meta: {
+            'io.modelcontextprotocol/protocolVersion': '2026-07-28',
+            'io.modelcontextprotocol/clientCapabilities': {},
+          },
+        },
+      }),
+    })
+    return { status: res.status, ...(await finalReply(res)) }
+  }
+  const names = (final: Json | undefined) => {
+    const result = final?.result as { tools: { name: string }[] } | undefined
+    assert.ok(result, JSON.stringify(final))
+    return result.tools.map((t) => t.name)
+  }
+
+  test('comes from the configured token claim', async () => {
+    const reply = await postList(await token({ org_id: 'globex' }))
+    assert.deepEqual(names(reply.final).sort(), ['get-sum', 'trigger-long-running-operation'])
+  })
+
+  test('is the default tenant when the token names none', async () => {
+    const reply = await postList(await token({}))
+    // The top-level upstream `main` is server-memory.
+    assert.ok(names(reply.final).includes('create_entities'), JSON.stringify(reply.final))
+  })
+
+  test('is refused when the token names a tenant that is not configured', async () => {
+    const reply = await postList(await token({ org_id: 'initech' }))
+    assert.equal(reply.status, 403)
+    assert.equal((reply.final!.error as Json).code, -32023)
+  })
+})
 
 describe('a credential naming no configured tenant', () => {
   test('is refused with 403 and a precise reason, before any session', async () => {
