@@ -263,6 +263,8 @@ export interface TenantConfig {
   readonly servers: readonly VirtualServerConfig[]
   /** In place of `auth.permissions` for this tenant's callers; absent: those. */
   readonly permissions?: AuthConfig['permissions'] | undefined
+  /** In place of the top-level `rateLimits`; absent: those (counted apart per tenant). */
+  readonly rateLimits?: readonly RateLimitConfig[] | undefined
 }
 
 /** The whole validated configuration. */

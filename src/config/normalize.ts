@@ -176,7 +176,13 @@ export function buildConfig(native: NativeConfig, options: NormalizeOptions = {}
     // A tenant's confined servers keep their state apart too: `.tenants` is no upstream name.
     const root = options.stateRoot ?? join(options.baseDir ?? process.cwd(), DEFAULT_STATE_ROOT)
     const own = buildConfig(
-      { ...native, upstreams: t.upstreams, servers: t.servers, tenants: undefined },
+      {
+        ...native,
+        upstreams: t.upstreams,
+        servers: t.servers,
+        rateLimits: t.rateLimits,
+        tenants: undefined,
+      },
       { ...options, stateRoot: join(root, '.tenants', name) },
     )
     return {
@@ -184,6 +190,7 @@ export function buildConfig(native: NativeConfig, options: NormalizeOptions = {}
       upstreams: own.upstreams,
       servers: own.servers,
       ...(t.permissions === undefined ? {} : { permissions: t.permissions }),
+      ...(t.rateLimits === undefined ? {} : { rateLimits: own.rateLimits }),
     }
   })
   return deepFreeze({

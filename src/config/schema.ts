@@ -328,6 +328,12 @@ const tenant = z.strictObject({
     'Permissions',
     'Rules for the tenant’s callers, in place of `auth.permissions`. Default: `auth.permissions`.',
   ),
+  rateLimits: doc(
+    rateLimitsSchema.optional(),
+    'Quotas',
+    'The tenant’s quotas, in place of the top-level `rateLimits`. Default: the top-level ones, ' +
+      'counted apart for each tenant.',
+  ),
 })
 
 /** The whole native file. Unknown keys are errors: a typo must never be silently ignored. */

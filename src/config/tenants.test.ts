@@ -33,6 +33,7 @@ describe('tenants:', () => {
             upstreams: { main: server('globex') },
             servers: { tools: { upstreams: ['main'] } },
             permissions: [{ subjects: ['ann'], tools: ['read_*'] }],
+            rateLimits: { calls: { limit: 5, windowMs: 1000 } },
           },
         },
       },
@@ -53,6 +54,9 @@ describe('tenants:', () => {
       [['tools', '/mcp/tools']],
     )
     assert.deepEqual(globex?.permissions?.[0]?.subjects, ['ann'])
+    assert.equal(globex?.rateLimits?.[0]?.name, 'calls')
+    assert.equal(globex?.rateLimits?.[0]?.limit, 5)
+    assert.equal(acme?.rateLimits, undefined)
     // A confined server of a tenant keeps its state apart from the top level's namesake.
     const top = config.upstreams[0] as StdioUpstreamConfig
     const theirs = acme?.upstreams[0] as StdioUpstreamConfig

@@ -56,7 +56,8 @@ export class TenantRouter implements InboundHandler {
 
 /**
  * The configuration a tenant's gateway is built from: the tenant's upstreams and servers, its
- * permissions in place of `auth.permissions` when it has some, every other section shared.
+ * permissions and quotas in place of the top-level ones when it has some, every other section
+ * shared (a tenant's gateway has its own quota counters either way).
  */
 export function tenantView(config: Config, tenant: TenantConfig): Config {
   const { tenants: _tenants, ...shared } = config
@@ -69,6 +70,7 @@ export function tenantView(config: Config, tenant: TenantConfig): Config {
     upstreams: tenant.upstreams,
     servers: tenant.servers,
     ...(auth === undefined ? {} : { auth }),
+    ...(tenant.rateLimits === undefined ? {} : { rateLimits: tenant.rateLimits }),
   }
 }
 
