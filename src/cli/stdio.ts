@@ -63,7 +63,7 @@ export async function runStdio(
   const lockfilePath = lockfilePathOf(loaded.source.path)
   const pins = tenant === undefined ? store.pins : tenantPins(store.pins, tenant.name)
   const plan = withTrust(
-    planFromConfig(config, log, auth, tenant?.name),
+    planFromConfig(config, log, auth, undefined, tenant?.name),
     config,
     { store: { ...store, pins }, lockfilePath, audit, ...trustOptionsOf(options) },
     log,
