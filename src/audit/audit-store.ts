@@ -32,6 +32,8 @@ export interface AuditQuery {
   /** Records with a greater sequence number only. */
   readonly afterSeq?: number | undefined
   readonly subject?: string | undefined
+  /** Calls of this tenant only (docs/tenants.md): admin acts and other tenants' calls are out. */
+  readonly tenant?: string | undefined
   readonly target?: string | undefined
   readonly outcome?: string | undefined
   /** ISO 8601 bounds on `at`, inclusive. */

@@ -27,11 +27,17 @@ export interface Opened {
   readonly tamper: Tamper
 }
 
-export function call(subject: string, target: string, outcome: 'ok' | 'error' = 'ok'): AuditEvent {
+export function call(
+  subject: string,
+  target: string,
+  outcome: 'ok' | 'error' = 'ok',
+  tenant?: string,
+): AuditEvent {
   return {
     type: 'call',
     callId: `c-${subject}-${target}`,
     subject,
+    ...(tenant === undefined ? {} : { tenant }),
     transport: 'streamable-http',
     server: 'default',
     upstream: 'files',
@@ -108,6 +114,18 @@ export function auditContract(backend: string, open: () => Promise<Opened>): voi
         [2, 3],
       )
       assert.equal((await store.read({ since: '2999-01-01T00:00:00.000Z' })).length, 0)
+      // A tenant's calls only: admin acts and other tenants' calls are never in its view.
+      await log.record(call('carol', 'read', 'ok', 'acme'))
+      await log.record(call('dave', 'read', 'ok', 'globex'))
+      assert.deepEqual(
+        (await store.read({ tenant: 'acme' })).map((r) => r.seq),
+        [4],
+      )
+      assert.deepEqual(
+        (await store.read({ tenant: 'globex', newestFirst: true, limit: 5 })).map((r) => r.seq),
+        [5],
+      )
+      assert.deepEqual(await store.read({ tenant: 'initech' }), [])
       assert.equal((await store.read({ until: '2000-01-01T00:00:00.000Z' })).length, 0)
     },
   )

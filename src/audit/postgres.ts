@@ -8,7 +8,7 @@
 import type { Pool } from 'pg'
 import { inTransaction } from '../store/postgres-schema.ts'
 import type { AuditQuery, AuditStore, ChainHead, Checkpoint } from './audit-store.ts'
-import { type AuditRecord, GENESIS_HASH, searchableOf } from './record.ts'
+import { type AuditRecord, GENESIS_HASH, searchableOf, tenantOf } from './record.ts'
 
 type Row = Record<string, unknown>
 
@@ -25,6 +25,7 @@ const HEAD_ONE = `
   SELECT seq, hash FROM ((${HEAD}) UNION ALL (${PRUNE_HEAD})) AS h ORDER BY seq DESC LIMIT 1`
 
 function agrees(r: AuditRecord, q: AuditQuery): boolean {
+  if (q.tenant !== undefined && tenantOf(r) !== q.tenant) return false
   if (q.subject === undefined && q.target === undefined && q.outcome === undefined) return true
   const s = searchableOf(r)
   return (
@@ -97,6 +98,7 @@ export function postgresAuditStore(pool: Pool, ownsPool: boolean): AuditStore {
       }
       where('seq', '>', query.afterSeq)
       where('subject', '=', query.subject)
+      where("(body::jsonb ->> 'tenant')", '=', query.tenant)
       where('target', '=', query.target)
       where('outcome', '=', query.outcome)
       where('at', '>=', query.since)

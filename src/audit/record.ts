@@ -110,6 +110,12 @@ export function searchableOf(record: AuditRecord): Searchable {
   return searchableOfEvent(JSON.parse(record.body) as Record<string, unknown>)
 }
 
+/** The tenant a record's call was made in; undefined for the default tenant and admin acts. */
+export function tenantOf(record: AuditRecord): string | undefined {
+  const event = JSON.parse(record.body) as Record<string, unknown>
+  return event.type === 'call' && typeof event.tenant === 'string' ? event.tenant : undefined
+}
+
 function searchableOfEvent(e: AuditEvent | Record<string, unknown>): Searchable {
   const event = e as Record<string, unknown>
   return {

@@ -17,7 +17,7 @@ import { dirname } from 'node:path'
 import type { DatabaseSync, SQLInputValue } from 'node:sqlite'
 import { loadSqlite } from '../store/load-sqlite.ts'
 import type { AuditQuery, AuditStore, ChainHead, Checkpoint } from './audit-store.ts'
-import { type AuditRecord, GENESIS_HASH, searchableOf } from './record.ts'
+import { type AuditRecord, GENESIS_HASH, searchableOf, tenantOf } from './record.ts'
 
 type Row = Record<string, unknown>
 
@@ -110,6 +110,7 @@ function walSync(path: string): { sync(): Promise<void>; close(): Promise<void> 
 }
 
 function agrees(r: AuditRecord, q: AuditQuery): boolean {
+  if (q.tenant !== undefined && tenantOf(r) !== q.tenant) return false
   if (q.subject === undefined && q.target === undefined && q.outcome === undefined) return true
   const s = searchableOf(r)
   return (
@@ -185,6 +186,7 @@ function sqliteAuditStore(
       }
       where('seq > ?', query.afterSeq)
       where('subject = ?', query.subject)
+      where("json_extract(body, '$.tenant') = ?", query.tenant)
       where('target = ?', query.target)
       where('outcome = ?', query.outcome)
       where('at >= ?', query.since)

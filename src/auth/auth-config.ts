@@ -79,7 +79,8 @@ const apiKey = z.strictObject({
   scopes: doc(strings.default([]), 'Scopes', 'Scopes the key grants. Default: none.'),
 })
 
-const permission = z.strictObject({
+/** One rule of `auth.permissions` (also of a tenant's own `permissions`). */
+export const permission = z.strictObject({
   subjects: doc(strings.optional(), 'Subjects', 'Identity subjects this rule applies to.'),
   scopes: doc(strings.optional(), 'Scopes', 'The rule applies when the caller holds all of these.'),
   claims: doc(

@@ -6,6 +6,7 @@
  * token or a revoked key stops working at once.
  */
 import type { IncomingHttpHeaders } from 'node:http'
+import { BarbicanError, jsonRpcCodeOf } from '../common/errors.ts'
 import { API_KEY_PREFIX, type ApiKeyStore } from './api-keys.ts'
 import { AuthFailure } from './auth-failure.ts'
 import type { JwtVerifier } from './bearer.ts'
@@ -39,6 +40,8 @@ export type AuthResult =
       readonly status: 401 | 403 | 503
       readonly message: string
       readonly wwwAuthenticate: string
+      /** The JSON-RPC error code of the refusal's body, when not the generic -32600. */
+      readonly code?: number
     }
 
 /**
@@ -57,6 +60,11 @@ export class InboundAuthenticator {
   readonly #options: InboundAuthOptions
   /** The scopes each server requires, worked out once (the options do not change). */
   readonly #required = new Map<string | undefined, readonly string[]>()
+  /**
+   * The tenants the gateway configures (docs/tenants.md); a credential naming any other is
+   * refused (fail closed). Undefined: no `tenants:` section, the tenant is only a label.
+   */
+  knownTenants: ReadonlySet<string> | undefined
 
   constructor(options: InboundAuthOptions) {
     this.#options = options
@@ -108,6 +116,13 @@ export class InboundAuthenticator {
 
   /** `identity` if it carries every scope `server` requires; throws insufficient_scope if not. */
   #admit(identity: Identity, server: string | undefined): AuthResult {
+    const tenants = this.knownTenants
+    if (tenants !== undefined && identity.tenant !== undefined && !tenants.has(identity.tenant)) {
+      throw new BarbicanError(
+        'ERR_TENANT_UNKNOWN',
+        `The credential names tenant "${identity.tenant.slice(0, 64)}", which this gateway does not serve`,
+      )
+    }
     const required = this.#scopesFor(server)
     const missing =
       required.length === 0 ? required : required.filter((s) => !identity.scopes.includes(s))
@@ -122,6 +137,16 @@ export class InboundAuthenticator {
 
   /** The refusal (status, reason, challenge) for what authenticating threw. */
   #refusal(err: unknown, server: string | undefined): AuthResult {
+    if (err instanceof BarbicanError && err.code === 'ERR_TENANT_UNKNOWN') {
+      // A valid credential for nobody here: signing in again cannot help, so no OAuth error.
+      return {
+        ok: false,
+        status: 403,
+        message: err.message,
+        wwwAuthenticate: 'Bearer realm="barbican"',
+        code: jsonRpcCodeOf(err.code),
+      }
+    }
     const failure =
       err instanceof AuthFailure ? err : new AuthFailure('invalid_token', 'Authentication failed')
     return {

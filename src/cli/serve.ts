@@ -10,7 +10,7 @@ import { startTracing, stopTracing } from '../common/tracing.ts'
 import { VERSION } from '../common/version.ts'
 import type { Config, LoadedConfig } from '../config/config.ts'
 import { isLoopbackHost } from '../config/listen.ts'
-import { adminRoutes } from '../gateway/admin-api.ts'
+import { adminRoutes, tenantOfCaller } from '../gateway/admin-api.ts'
 import { openAuditLog, withAudit } from '../gateway/audit-setup.ts'
 import { type Backends, NO_BACKENDS, openBackends } from '../gateway/backends.ts'
 import { Gateway } from '../gateway/gateway.ts'
@@ -21,9 +21,11 @@ import { planFromConfig } from '../gateway/plan.ts'
 import { readinessRoute } from '../gateway/readiness.ts'
 import { applyDiff, type ConfigDiff, diffConfigs, RESTART_SECTIONS } from '../gateway/reload.ts'
 import { startupSummary } from '../gateway/startup-summary.ts'
+import { auditView, pinsView, TenantRouter, tenantView } from '../gateway/tenants.ts'
 import { lockfilePathOf, openStore, type TrustSetup, withTrust } from '../gateway/trust-setup.ts'
 import { memoryStore } from '../store/memory.ts'
 import type { Store } from '../store/store.ts'
+import { tenantPins } from '../store/tenant-pins.ts'
 import { createHttpInbound, type HttpInbound } from '../transports/http-inbound.ts'
 import { describeConfinement } from '../transports/sandbox.ts'
 import { type CliIo, type CommandOptions, trustOptionsOf } from './command.ts'
@@ -77,8 +79,36 @@ export async function startServer(
   // Only `serve` has a /metrics endpoint: other commands never load prom-client.
   const { enabled, maxTools } = config.metrics
   const gateway = new Gateway(enabled ? { ...plan, metrics: { maxTools } } : plan, log)
+  // Each tenant runs a gateway of its own (ADR 060); its pins live under qualified names.
+  const tenants = new Map<string, Gateway>()
+  for (const t of config.tenants ?? []) {
+    const view = tenantView(config, t)
+    const tenantLog = log.child({ tenant: t.name })
+    const store = { ...trust.store, pins: tenantPins(trust.store.pins, t.name) }
+    // Fleet-wide quota counters of a tenant are keyed apart from every other tenant's.
+    const own: Backends =
+      backends.redis === undefined
+        ? backends
+        : {
+            ...backends,
+            redis: { ...backends.redis, prefix: `${backends.redis.prefix}tenant.${t.name}:` },
+          }
+    const tenantPlan = withAudit(
+      withTrust(
+        planFromConfig(view, tenantLog, auth, own, t.name),
+        view,
+        { audit, ...trust, store },
+        tenantLog,
+      ),
+      audit,
+      view,
+    )
+    tenants.set(t.name, new Gateway(tenantPlan, tenantLog))
+  }
+  const router = config.tenants === undefined ? undefined : new TenantRouter(gateway, tenants)
+  if (auth && router) auth.authenticator.knownTenants = new Set(tenants.keys())
   const http = createHttpInbound(
-    gateway,
+    router ?? gateway,
     {
       host: config.listen.host,
       port: config.listen.port,
@@ -136,16 +166,26 @@ export async function startServer(
     async stop() {
       server.reloader?.stop()
       await http.close()
-      await gateway.stop()
+      await Promise.all([gateway.stop(), ...[...tenants.values()].map((g) => g.stop())])
       await auth?.close()
     },
   }
   for (const [path, route] of adminRoutes(access, {
-    status: () =>
-      overview(gateway, running, {
+    status: (caller) => {
+      const own = tenantOfCaller(caller)
+      const tenant = own === undefined ? undefined : running.tenants?.find((t) => t.name === own)
+      const shown = own === undefined ? gateway : tenants.get(own)
+      if (own !== undefined && (tenant === undefined || shown === undefined))
+        return Promise.resolve({})
+      return overview(shown ?? gateway, tenant ? tenantView(running, tenant) : running, {
         config: server.configLabel,
         lastReload: server.reloader?.last,
-      }),
+      })
+    },
+    ...(audit === undefined
+      ? {}
+      : { audit: (caller, query) => auditView(audit.store, caller, query) }),
+    pins: (caller, query) => pinsView(trust.store.pins, caller, query),
     reload: async (caller) => {
       if (!server.reloader) {
         return {
@@ -173,12 +213,14 @@ export async function startServer(
     await auth?.close()
     throw err
   }
-  auth?.install(
-    http,
-    config.servers.map((s) => s.name),
-  )
+  auth?.install(http, [
+    ...new Set(
+      [config.servers, ...(config.tenants ?? []).map((t) => t.servers)].flat().map((s) => s.name),
+    ),
+  ])
   // Upstreams connect in the background: the listener answers at once, lists degrade meanwhile.
-  return Object.assign(server, { started: gateway.start() })
+  const started = Promise.all([gateway.start(), ...[...tenants.values()].map((g) => g.start())])
+  return Object.assign(server, { started: started.then(() => {}) })
 }
 
 /**

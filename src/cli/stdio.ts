@@ -10,8 +10,10 @@ import type { LoadedConfig } from '../config/config.ts'
 import { openAuditLog, withAudit } from '../gateway/audit-setup.ts'
 import { Gateway } from '../gateway/gateway.ts'
 import { planFromConfig } from '../gateway/plan.ts'
+import { tenantView } from '../gateway/tenants.ts'
 import { lockfilePathOf, openStore, withTrust } from '../gateway/trust-setup.ts'
 import type { Store } from '../store/store.ts'
+import { tenantPins } from '../store/tenant-pins.ts'
 import type { ConnectionInfo } from '../transports/inbound.ts'
 import { serveStdio } from '../transports/stdio-inbound.ts'
 import { type CliIo, type CommandOptions, trustOptionsOf } from './command.ts'
@@ -25,7 +27,17 @@ export async function runStdio(
 ): Promise<number> {
   const loaded = await loading
   if (!loaded) return 1
-  const { config } = loaded
+  const { config: whole } = loaded
+  // The stdio identity's tenant, when tenants are configured, is the configuration served.
+  const tenantName = whole.tenants === undefined ? undefined : whole.auth?.stdio?.tenant
+  const tenant = whole.tenants?.find((t) => t.name === tenantName)
+  if (tenantName !== undefined && tenant === undefined) {
+    io.stderr(
+      `barbican: auth.stdio.tenant names tenant "${tenantName}", which tenants: does not configure\n`,
+    )
+    return 1
+  }
+  const config = tenant === undefined ? whole : tenantView(whole, tenant)
   const server = options.server ?? config.servers[0]?.name ?? 'default'
   const log = loggerFor(config.log)
   try {
@@ -56,10 +68,11 @@ export async function runStdio(
   }
   if (auth && audit) auth.audit = audit
   const lockfilePath = lockfilePathOf(loaded.source.path)
+  const pins = tenant === undefined ? store.pins : tenantPins(store.pins, tenant.name)
   const plan = withTrust(
-    planFromConfig(config, log, auth),
+    planFromConfig(config, log, auth, undefined, tenant?.name),
     config,
-    { store, lockfilePath, audit, ...trustOptionsOf(options) },
+    { store: { ...store, pins }, lockfilePath, audit, ...trustOptionsOf(options) },
     log,
   )
   const gateway = new Gateway(withAudit(plan, audit, config), log)

@@ -31,6 +31,7 @@ export type ErrorCode =
   | 'ERR_CODE_LIMIT'
   | 'ERR_CODE_FAILED'
   | 'ERR_CODE_UNAVAILABLE'
+  | 'ERR_TENANT_UNKNOWN'
   | 'ERR_INTERNAL'
 
 export class BarbicanError extends Error {
@@ -76,6 +77,8 @@ const JSON_RPC_CODES: Readonly<Record<ErrorCode, number>> = {
   ERR_CODE_LIMIT: -32032,
   ERR_CODE_FAILED: -32033,
   ERR_CODE_UNAVAILABLE: -32034,
+  // A credential names a tenant this gateway does not configure (HTTP 403, docs/tenants.md).
+  ERR_TENANT_UNKNOWN: -32023,
   ERR_INTERNAL: INTERNAL_ERROR,
 }
 

@@ -281,6 +281,20 @@ export interface CedarConfig {
   readonly mode: 'enforce' | 'shadow'
 }
 
+/**
+ * One tenant (docs/tenants.md): upstreams and virtual servers of its own, named as freely as the
+ * top-level ones, which belong to the default tenant.
+ */
+export interface TenantConfig {
+  readonly name: string
+  readonly upstreams: readonly UpstreamConfig[]
+  readonly servers: readonly VirtualServerConfig[]
+  /** In place of `auth.permissions` for this tenant's callers; absent: those. */
+  readonly permissions?: AuthConfig['permissions'] | undefined
+  /** In place of the top-level `rateLimits`; absent: those (counted apart per tenant). */
+  readonly rateLimits?: readonly RateLimitConfig[] | undefined
+}
+
 /** The whole validated configuration. */
 export interface Config {
   readonly listen: ListenAddress
@@ -298,6 +312,8 @@ export interface Config {
   readonly upstreams: readonly UpstreamConfig[]
   /** In the order they were declared; at least one. */
   readonly servers: readonly VirtualServerConfig[]
+  /** Isolated tenants besides the default one (docs/tenants.md); absent: none. */
+  readonly tenants?: readonly TenantConfig[] | undefined
   /** Where pins live; absent: the SQLite file beside the config (docs/trust.md). */
   readonly store?: StoreConfig | undefined
   /** Shared ephemeral state between replicas; absent: process memory (ADR 055). */

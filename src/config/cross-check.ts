@@ -18,6 +18,30 @@ function isObj(value: unknown): value is Obj {
  * issue at the same path (see `supersedes`), since they say more precisely what is wrong.
  */
 export function crossCheck(input: unknown): { issues: ConfigIssue[]; supersedes: Set<string> } {
+  const result = crossCheckServers(input)
+  if (isObj(input) && isObj(input.tenants)) {
+    for (const [tenant, entry] of Object.entries(input.tenants)) {
+      const at = ['tenants', tenant]
+      if (tenant === 'default') {
+        result.issues.push({
+          path: at,
+          message:
+            'is reserved: the top-level upstreams and servers are the default tenant; choose another name',
+        })
+      }
+      if (!isObj(entry)) continue
+      // A tenant's upstreams and servers obey the same rules as the top-level ones.
+      const own = crossCheckServers({ upstreams: entry.upstreams, servers: entry.servers })
+      for (const issue of own.issues) result.issues.push({ ...issue, path: [...at, ...issue.path] })
+      for (const path of own.supersedes) {
+        result.supersedes.add(JSON.stringify([...at, ...(JSON.parse(path) as unknown[])]))
+      }
+    }
+  }
+  return result
+}
+
+function crossCheckServers(input: unknown): { issues: ConfigIssue[]; supersedes: Set<string> } {
   const issues: ConfigIssue[] = []
   const supersedes = new Set<string>()
   if (!isObj(input)) return { issues, supersedes }

@@ -56,9 +56,32 @@ describe('examples/', () => {
     assert.deepEqual(loaded?.warnings, [])
   })
 
+  test('tenants gives two tenants the same upstream name and their own servers', async () => {
+    const loaded = await loadConfig({
+      cwd: `${examples}tenants`,
+      env: { GLOBEX_SECRET: 'not-a-real-secret' },
+    })
+    assert.ok(loaded)
+    assert.deepEqual(
+      loaded.config.upstreams.map((u) => u.name),
+      ['docs'],
+    )
+    const [acme, globex] = loaded.config.tenants ?? []
+    assert.deepEqual(
+      acme?.servers.map((s) => s.path),
+      ['/mcp', '/mcp/readonly'],
+    )
+    assert.deepEqual([acme?.upstreams[0]?.name, globex?.upstreams[0]?.name], ['github', 'github'])
+    assert.equal(acme?.rateLimits?.[0]?.limit, 600)
+    assert.deepEqual(
+      globex?.servers.map((s) => s.path),
+      ['/mcp'],
+    )
+  })
+
   test('the native examples validate against the published JSON Schema', () => {
     const validate = new Ajv2020({ strict: false }).compile(configJsonSchema())
-    for (const name of ['single', 'multiplex']) {
+    for (const name of ['single', 'multiplex', 'tenants']) {
       const value = parse(readFileSync(`${examples}${name}/barbican.yaml`, 'utf8'))
       assert.equal(validate(value), true, `${name}: ${JSON.stringify(validate.errors)}`)
     }

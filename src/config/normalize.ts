@@ -177,6 +177,28 @@ export function buildConfig(native: NativeConfig, options: NormalizeOptions = {}
     }
   })
   const backends = backendsOf(native, options)
+  // Each tenant's upstreams and servers are built exactly as the top-level ones are.
+  const tenants = Object.entries(native.tenants ?? {}).map(([name, t]) => {
+    // A tenant's confined servers keep their state apart too: `.tenants` is no upstream name.
+    const root = options.stateRoot ?? join(options.baseDir ?? process.cwd(), DEFAULT_STATE_ROOT)
+    const own = buildConfig(
+      {
+        ...native,
+        upstreams: t.upstreams,
+        servers: t.servers,
+        rateLimits: t.rateLimits,
+        tenants: undefined,
+      },
+      { ...options, stateRoot: join(root, '.tenants', name) },
+    )
+    return {
+      name,
+      upstreams: own.upstreams,
+      servers: own.servers,
+      ...(t.permissions === undefined ? {} : { permissions: t.permissions }),
+      ...(t.rateLimits === undefined ? {} : { rateLimits: own.rateLimits }),
+    }
+  })
   return deepFreeze({
     listen,
     security: resolveSecurity(native.security, listen),
@@ -185,6 +207,7 @@ export function buildConfig(native: NativeConfig, options: NormalizeOptions = {}
     metrics: native.metrics,
     upstreams,
     servers,
+    ...(native.tenants === undefined ? {} : { tenants }),
     ...backends,
     audit: resolveAudit(native.audit, options.baseDir),
     ...(native.auth === undefined

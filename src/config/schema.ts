@@ -5,7 +5,7 @@
  * editors show them while the operator types.
  */
 import { z } from 'zod'
-import { authSchema } from '../auth/auth-config.ts'
+import { authSchema, permission } from '../auth/auth-config.ts'
 import { AUDIT_DEFAULTS, auditSchema } from './audit-schema.ts'
 import { redisSchema } from './backends.ts'
 import { confirmSchema, contextsSchema } from './confirm-schema.ts'
@@ -307,6 +307,35 @@ const metrics = z.strictObject({
   ),
 })
 
+const upstreamsRecord = z.record(z.string().regex(NAME_PATTERN), upstreamSchema)
+const serversRecord = z.record(z.string().regex(NAME_PATTERN), virtualServerSchema)
+
+/** One tenant (docs/tenants.md): its own upstreams, virtual servers and permissions. */
+const tenant = z.strictObject({
+  upstreams: doc(
+    upstreamsRecord,
+    'Upstreams',
+    'The tenant’s own MCP servers, by name; names may repeat those of other tenants.',
+  ),
+  servers: doc(
+    serversRecord.optional(),
+    'Virtual servers',
+    'The tenant’s virtual servers, at the same paths as the gateway’s (/mcp, /mcp/NAME), seen ' +
+      'only by its callers. Default: one server "default" over all its upstreams.',
+  ),
+  permissions: doc(
+    z.array(permission).optional(),
+    'Permissions',
+    'Rules for the tenant’s callers, in place of `auth.permissions`. Default: `auth.permissions`.',
+  ),
+  rateLimits: doc(
+    rateLimitsSchema.optional(),
+    'Quotas',
+    'The tenant’s quotas, in place of the top-level `rateLimits`. Default: the top-level ones, ' +
+      'counted apart for each tenant.',
+  ),
+})
+
 /** The whole native file. Unknown keys are errors: a typo must never be silently ignored. */
 export const nativeConfigSchema = z.strictObject({
   $schema: doc(z.string().optional(), 'JSON Schema', 'Editor hint; ignored by Barbican.'),
@@ -339,16 +368,24 @@ export const nativeConfigSchema = z.strictObject({
       'See docs/security.md. Default: none (loopback binds only).',
   ),
   upstreams: doc(
-    z.record(z.string().regex(NAME_PATTERN), upstreamSchema),
+    upstreamsRecord,
     'Upstreams',
     'The MCP servers behind the gateway, by name. A name is 1-64 letters, digits, "_" or "-", ' +
       'starting with a letter or digit, and must not contain the namespacing separator.',
   ),
   servers: doc(
-    z.record(z.string().regex(NAME_PATTERN), virtualServerSchema).optional(),
+    serversRecord.optional(),
     'Virtual servers',
     'Groups of upstreams served at their own path: "default" at /mcp, NAME at /mcp/NAME. ' +
       'Default: one server "default" over all upstreams.',
+  ),
+  tenants: doc(
+    z.record(z.string().regex(NAME_PATTERN), tenant).optional(),
+    'Tenants',
+    'Isolated tenants on one gateway, by name (docs/tenants.md). A caller’s tenant comes from ' +
+      'the token claim `auth.jwt.tenantClaim` (or introspection’s) or from its API key; a caller ' +
+      'without one uses the top-level upstreams and servers (the default tenant), and a caller ' +
+      'naming a tenant not listed here is refused (403). "default" is reserved. Default: none.',
   ),
   store: storeSchema.optional(),
   redis: redisSchema.optional(),

@@ -3,7 +3,9 @@
  * prints, and `POST /admin/api/reload`, a hot reload of the config file. Open on a loopback
  * bind with no inbound auth; otherwise only an identity with the admin permission (scope
  * `barbican:admin`, or an API key that carries it) gets in. A non-loopback gateway without
- * inbound auth has no admin API at all: it fails closed.
+ * inbound auth has no admin API at all: it fails closed. `GET /admin/api/audit` and
+ * `GET /admin/api/pins` read the audit log and the pins; an admin identity with a tenant is a
+ * tenant admin and sees only its tenant through every route (docs/tenants.md).
  */
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import { ADMIN_SCOPE, isAdmin } from '../auth/admin.ts'
@@ -22,14 +24,28 @@ export interface AdminAccess {
 export type AdminCaller = Identity | 'loopback'
 
 export interface AdminHandlers {
-  /** The overview: upstreams, virtual servers, sessions, the last reload. */
-  status(): Promise<unknown>
+  /**
+   * The overview: upstreams, virtual servers, sessions, the last reload. A tenant admin (an
+   * admin identity with a tenant, docs/tenants.md) sees its tenant's only.
+   */
+  status(caller: AdminCaller): Promise<unknown>
+  /** Audit records, newest first, of the caller's tenant for a tenant admin. */
+  audit?(caller: AdminCaller, query: URLSearchParams): Promise<unknown>
+  /** Pins and pending changes, of the caller's tenant for a tenant admin. */
+  pins?(caller: AdminCaller, query: URLSearchParams): Promise<unknown>
   /** Reloads the config file; `ok: false` in the answer when the new one was refused. */
   reload(caller: AdminCaller): Promise<{ readonly ok: boolean }>
 }
 
 export const ADMIN_STATUS_PATH = '/admin/api/status'
 export const ADMIN_RELOAD_PATH = '/admin/api/reload'
+export const ADMIN_AUDIT_PATH = '/admin/api/audit'
+export const ADMIN_PINS_PATH = '/admin/api/pins'
+
+/** The tenant an admin caller is confined to; undefined for a gateway admin (or loopback). */
+export function tenantOfCaller(caller: AdminCaller): string | undefined {
+  return caller === 'loopback' ? undefined : caller.tenant
+}
 
 const CHALLENGE = 'Bearer realm="barbican-admin"'
 
@@ -41,9 +57,24 @@ export function adminRoutes(access: AdminAccess, handlers: AdminHandlers): Map<s
     if (req.method !== 'GET' && req.method !== 'HEAD') {
       return sendRpcError(res, 405, 'Use GET', { headers: { allow: 'GET, HEAD' } })
     }
-    if ((await admit(req, res, access)) === undefined) return
-    sendJson(res, 200, await handlers.status(), req.method === 'HEAD')
+    const caller = await admit(req, res, access)
+    if (caller === undefined) return
+    sendJson(res, 200, await handlers.status(caller), req.method === 'HEAD')
   })
+  for (const [path, read] of [
+    [ADMIN_AUDIT_PATH, handlers.audit],
+    [ADMIN_PINS_PATH, handlers.pins],
+  ] as const) {
+    if (read === undefined) continue
+    routes.set(path, async (req, res) => {
+      if (req.method !== 'GET')
+        return sendRpcError(res, 405, 'Use GET', { headers: { allow: 'GET' } })
+      const caller = await admit(req, res, access)
+      if (caller === undefined) return
+      const query = new URL(req.url ?? '/', 'http://localhost').searchParams
+      sendJson(res, 200, await read.call(handlers, caller, query))
+    })
+  }
   routes.set(ADMIN_RELOAD_PATH, async (req, res) => {
     if (req.method !== 'POST') {
       return sendRpcError(res, 405, 'Use POST', { headers: { allow: 'POST' } })
@@ -56,6 +87,10 @@ export function adminRoutes(access: AdminAccess, handlers: AdminHandlers): Map<s
     req.resume()
     const caller = await admit(req, res, access)
     if (caller === undefined) return
+    if (tenantOfCaller(caller) !== undefined) {
+      // The file holds every tenant: a tenant admin changes only what is theirs.
+      return sendRpcError(res, 403, 'Reloading the configuration needs an admin without a tenant')
+    }
     const result = await handlers.reload(caller)
     sendJson(res, result.ok ? 200 : 422, result)
   })

@@ -24,6 +24,7 @@ import { rateLimit } from '../policies/rate-limit.ts'
 import type { CatalogRules, ItemRules } from '../relay/catalog.ts'
 import { prefixUri } from '../relay/names.ts'
 import { compileUriFilter, tryJudged } from '../relay/resource-uri.ts'
+import { tenantQualified } from '../store/tenant-pins.ts'
 import { createOutboundTransport, type OutboundSpec } from '../transports/connect-outbound.ts'
 import { installedLaunch } from '../trust/installed-launch.ts'
 import { type Backends, NO_BACKENDS, rateCounterStoreOf } from './backends.ts'
@@ -40,9 +41,10 @@ export function planFromConfig(
   log: Logger,
   auth?: AuthRuntime,
   backends: Backends = NO_BACKENDS,
+  tenant?: string,
 ): GatewayPlan {
   return {
-    upstreams: config.upstreams.map((u) => upstreamPlan(u, config, log, auth)),
+    upstreams: config.upstreams.map((u) => upstreamPlan(u, config, log, auth, tenant)),
     policies: policiesFromConfig(config, backends),
     servers: config.servers.map(serverPlan),
     clientRequestTimeoutMs: config.limits.requestTimeoutMs,
@@ -95,8 +97,12 @@ function upstreamPlan(
   config: Config,
   log: Logger,
   auth: AuthRuntime | undefined,
+  tenant: string | undefined,
 ): UpstreamPlan {
   const upstreamLog = log.child({ part: 'upstream', upstream: u.name })
+  // A tenant's credentials and linked accounts are kept under its qualified name (ADR 060), so
+  // another tenant's upstream of the same name never presents them.
+  const keyed = tenant === undefined ? u : { ...u, name: tenantQualified(tenant, u.name) }
   return {
     name: u.name,
     requestTimeoutMs: u.requestTimeoutMs,
@@ -104,7 +110,8 @@ function upstreamPlan(
     idleTimeoutMs: u.transport === 'stdio' ? u.idleTimeoutMs : 0,
     connectTimeoutMs: config.limits.upstreamConnectTimeoutMs,
     ...(u.sessions === 'per-identity' ? { sessionScope: 'identity' as const } : {}),
-    createTransport: securedTransportFactory(u, auth, (spec) => {
+    createTransport: securedTransportFactory(keyed, auth, (filled) => {
+      const spec = keyed === u ? filled : { ...filled, name: u.name }
       let launched: OutboundSpec
       try {
         launched = withInstalledPackage(u.name, spec)

@@ -33,6 +33,8 @@ export const RESTART_SECTIONS = [
   'redis',
   'audit',
   'auth',
+  // Each tenant runs a gateway built at start (ADR 060): a changed tenant needs a restart.
+  'tenants',
 ] as const satisfies readonly (keyof Config)[]
 
 export function diffConfigs(running: Config, next: Config): ConfigDiff {

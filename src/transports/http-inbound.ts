@@ -11,7 +11,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo, Socket } from 'node:net'
 import type { Duplex } from 'node:stream'
 import type { InboundAuthenticator } from '../auth/authenticator.ts'
-import { setRequestIdentity } from '../auth/request-identity.ts'
+import { requestIdentity, setRequestIdentity } from '../auth/request-identity.ts'
 import { jsonLogger, type Logger } from '../common/log.ts'
 import { checkRequestHeaders, corsHeaders, type GuardRefusal } from './http-guard.ts'
 import {
@@ -234,6 +234,10 @@ export class HttpInbound {
     }
     // Without inbound auth the request goes on in this microtask, with no await in between.
     if (this.authenticator !== undefined && !(await this.#authenticate(req, res, server))) return
+    // With tenants, whether the name exists depends on who asks: the same 404 when it does not.
+    if (this.#handler.serves !== undefined && !this.#handler.serves(server, requestIdentity(req))) {
+      return sendRpcError(res, 404, `Not found: ${pathname.slice(0, 200)}`)
+    }
     switch (match[1]) {
       case 'mcp':
         return this.streamable.handle(req, res, server)
@@ -280,6 +284,10 @@ export class HttpInbound {
     }
     const authenticator = this.authenticator
     if (!authenticator) {
+      if (this.#handler.serves !== undefined && !this.#handler.serves(server, undefined)) {
+        rejectUpgrade(socket, 404, 'Not found')
+        return
+      }
       this.websocket.upgrade(req, socket, head, server)
       return
     }
@@ -293,6 +301,10 @@ export class HttpInbound {
           return
         }
         setRequestIdentity(req, result.identity)
+        if (this.#handler.serves !== undefined && !this.#handler.serves(server, result.identity)) {
+          rejectUpgrade(socket, 404, 'Not found')
+          return
+        }
         // The upgrade's credential is checked again before every message on the socket, so an
         // expired token or a revoked key ends the connection rather than living as long as it.
         const held = {
@@ -327,6 +339,7 @@ export class HttpInbound {
     })
     sendRpcError(res, result.status, result.message, {
       headers: { 'www-authenticate': result.wwwAuthenticate },
+      ...(result.code === undefined ? {} : { code: result.code }),
     })
     return false
   }

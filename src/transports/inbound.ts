@@ -28,6 +28,11 @@ export interface ConnectionInfo {
 export interface InboundHandler {
   /** True when a virtual server of that name exists (unknown paths get 404 before any session). */
   hasServer(name: string): boolean
+  /**
+   * After authentication: whether the caller's own view has that server (tenants, ADR 060).
+   * Absent: `hasServer` already said. A false answer is the same 404 as an unknown name.
+   */
+  serves?(name: string, identity: Identity | undefined): boolean
   /** Attaches a session to a new client connection. The handler sets `transport.onmessage`. */
   connect(transport: Transport, info: ConnectionInfo): void
 }
