@@ -20,6 +20,7 @@ import { overview } from '../gateway/overview.ts'
 import { planFromConfig } from '../gateway/plan.ts'
 import { readinessRoute } from '../gateway/readiness.ts'
 import { applyDiff, type ConfigDiff, diffConfigs, RESTART_SECTIONS } from '../gateway/reload.ts'
+import { SandboxRefusals } from '../gateway/sandbox-refusals.ts'
 import { startupSummary } from '../gateway/startup-summary.ts'
 import { auditView, pinsView, TenantRouter, tenantView } from '../gateway/tenants.ts'
 import { lockfilePathOf, openStore, type TrustSetup, withTrust } from '../gateway/trust-setup.ts'
@@ -69,9 +70,15 @@ export async function startServer(
 ): Promise<RunningServer> {
   const auth = config.auth ? new AuthRuntime(config.auth, log.child({ part: 'auth' })) : undefined
   if (auth && audit) auth.audit = audit
+  const refusals = new SandboxRefusals(log, audit)
   const planOf = (c: Config) =>
     withAudit(
-      withTrust(planFromConfig(c, log, auth, backends), c, { audit, ...trust }, log),
+      withTrust(
+        planFromConfig(c, log, auth, backends, undefined, refusals.report),
+        c,
+        { audit, ...trust },
+        log,
+      ),
       audit,
       c,
     )
@@ -95,7 +102,7 @@ export async function startServer(
           }
     const tenantPlan = withAudit(
       withTrust(
-        planFromConfig(view, tenantLog, auth, own, t.name),
+        planFromConfig(view, tenantLog, auth, own, t.name, refusals.report),
         view,
         { audit, ...trust, store },
         tenantLog,
@@ -107,6 +114,7 @@ export async function startServer(
   }
   const router = config.tenants === undefined ? undefined : new TenantRouter(gateway, tenants)
   if (auth && router) auth.authenticator.knownTenants = new Set(tenants.keys())
+  refusals.metrics = gateway.metrics
   const http = createHttpInbound(
     router ?? gateway,
     {

@@ -10,6 +10,7 @@ import type { LoadedConfig } from '../config/config.ts'
 import { openAuditLog, withAudit } from '../gateway/audit-setup.ts'
 import { Gateway } from '../gateway/gateway.ts'
 import { planFromConfig } from '../gateway/plan.ts'
+import { SandboxRefusals } from '../gateway/sandbox-refusals.ts'
 import { tenantView } from '../gateway/tenants.ts'
 import { lockfilePathOf, openStore, withTrust } from '../gateway/trust-setup.ts'
 import type { Store } from '../store/store.ts'
@@ -70,7 +71,14 @@ export async function runStdio(
   const lockfilePath = lockfilePathOf(loaded.source.path)
   const pins = tenant === undefined ? store.pins : tenantPins(store.pins, tenant.name)
   const plan = withTrust(
-    planFromConfig(config, log, auth, undefined, tenant?.name),
+    planFromConfig(
+      config,
+      log,
+      auth,
+      undefined,
+      tenant?.name,
+      new SandboxRefusals(log, audit).report,
+    ),
     config,
     { store: { ...store, pins }, lockfilePath, audit, ...trustOptionsOf(options) },
     log,

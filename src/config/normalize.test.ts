@@ -127,7 +127,7 @@ describe('normalizeConfig', () => {
     })
   })
 
-  test('keeps sandbox: none, resolves granted paths and refuses network.allow without a proxy', () => {
+  test('keeps sandbox: none, resolves granted paths and keeps the egress allow list', () => {
     const upstream = (sandbox: unknown) =>
       normalizeConfig(
         { upstreams: { s: { command: 'node', sandbox } } },
@@ -146,11 +146,18 @@ describe('normalizeConfig', () => {
     assert.equal(confined.limits.processes, 8)
     assert.equal(confined.limits.memoryBytes, 2048 * 1024 * 1024)
     assert.ok(confined.protect.includes('/srv/gw/barbican.yaml'))
+    assert.equal(confined.network, undefined, 'no hosts: no proxy, no network')
+    const egress = upstream({ network: { allow: ['api.example.com', '*.cdn.example.net:8443'] } })
+    assert.ok(egress.sandbox !== 'none')
+    assert.deepEqual(egress.sandbox.network, {
+      allow: ['api.example.com', '*.cdn.example.net:8443'],
+      maxConnections: 32,
+    })
     assert.throws(
-      () => upstream({ network: { allow: ['api.example.com'] } }),
+      () => upstream({ network: { allow: ['api.example.com:http'] } }),
       (err: unknown) =>
         err instanceof ConfigError &&
-        err.issues.some((i) => /egress through a proxy is not available/.test(i.message)),
+        err.issues.some((i) => /the port must be 1-65535/.test(i.message)),
     )
   })
 

@@ -279,17 +279,6 @@ function resolveSandbox(
   options: NormalizeOptions,
 ): SandboxSpec | 'none' {
   if (input === 'none') return 'none'
-  if (input !== undefined && input.network.allow.length > 0) {
-    // Never silently less: a server that was promised hosts must not start without them.
-    throw new ConfigError([
-      {
-        path: ['upstreams', name, 'sandbox', 'network', 'allow'],
-        message:
-          'egress through a proxy is not available yet: a confined server has no network; ' +
-          'use sandbox: none for a server that needs it (docs/sandbox.md)',
-      },
-    ])
-  }
   const base = options.baseDir ?? process.cwd()
   const absolute = (path: string) => (isAbsolute(path) ? path : resolve(base, path))
   const limits = input?.limits ?? {
@@ -304,6 +293,14 @@ function resolveSandbox(
     read: (input?.fs.read ?? []).map(absolute),
     write: (input?.fs.write ?? []).map(absolute),
     protect: protectedPaths(native, options),
+    ...(input !== undefined && input.network.allow.length > 0
+      ? {
+          network: {
+            allow: input.network.allow,
+            maxConnections: input.network.maxConnections,
+          },
+        }
+      : {}),
     limits: {
       memoryBytes: limits.memoryMb * 1024 * 1024,
       processes: limits.processes,

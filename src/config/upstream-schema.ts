@@ -4,6 +4,7 @@
  */
 import { z } from 'zod'
 import { credentialsSchema } from '../auth/auth-config.ts'
+import { egressEntryProblem } from '../net/egress-policy.ts'
 import { trustSchema } from './trust-schema.ts'
 
 const HEADER_NAME_PATTERN = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/
@@ -78,9 +79,22 @@ const limits = z
   .default({ memoryMb: 2048, processes: 256, cpuSeconds: 24 * 3600, fileSizeMb: 1024 })
 
 const allow = doc(
-  z.array(z.string().min(1)).default([]),
+  z
+    .array(
+      z
+        .string()
+        .min(1)
+        .superRefine((entry, ctx) => {
+          const problem = egressEntryProblem(entry)
+          if (problem !== undefined) ctx.addIssue({ code: 'custom', message: problem })
+        }),
+    )
+    .default([]),
   'Allowed hosts',
-  'Hosts reachable through the egress proxy (not available yet: must be empty). Default: [].',
+  'Hosts reachable through the egress proxy: host names, *.domain patterns, IP addresses or ' +
+    'CIDR ranges, each with an optional :port (:* for any; without one, 80 and 443). ' +
+    'Loopback, private, link-local and metadata addresses only when the address or its range ' +
+    'is listed. Default: [] (no network).',
 )
 
 const sandbox = doc(
@@ -100,7 +114,17 @@ const sandbox = doc(
             'against the config file. Default: none.',
         ),
         network: doc(
-          z.strictObject({ allow }).default({ allow: [] }),
+          z
+            .strictObject({
+              allow,
+              maxConnections: limit(
+                'Connections',
+                'Connections through the egress proxy at once; more are dropped.',
+                4096,
+                32,
+              ),
+            })
+            .default({ allow: [], maxConnections: 32 }),
           'Network',
           'What the server may reach. Default: nothing (no network).',
         ),

@@ -26,6 +26,7 @@ import { prefixUri } from '../relay/names.ts'
 import { compileUriFilter, tryJudged } from '../relay/resource-uri.ts'
 import { tenantQualified } from '../store/tenant-pins.ts'
 import { createOutboundTransport, type OutboundSpec } from '../transports/connect-outbound.ts'
+import type { SandboxRefusalSink } from '../transports/sandbox.ts'
 import { installedLaunch } from '../trust/installed-launch.ts'
 import { type Backends, NO_BACKENDS, rateCounterStoreOf } from './backends.ts'
 import type { GatewayPlan, ServerPlan, UpstreamPlan } from './gateway.ts'
@@ -42,9 +43,12 @@ export function planFromConfig(
   auth?: AuthRuntime,
   backends: Backends = NO_BACKENDS,
   tenant?: string,
+  onSandboxRefusal?: SandboxRefusalSink,
 ): GatewayPlan {
   return {
-    upstreams: config.upstreams.map((u) => upstreamPlan(u, config, log, auth, tenant)),
+    upstreams: config.upstreams.map((u) =>
+      upstreamPlan(u, config, log, auth, tenant, onSandboxRefusal),
+    ),
     policies: policiesFromConfig(config, backends),
     servers: config.servers.map(serverPlan),
     clientRequestTimeoutMs: config.limits.requestTimeoutMs,
@@ -98,6 +102,7 @@ function upstreamPlan(
   log: Logger,
   auth: AuthRuntime | undefined,
   tenant: string | undefined,
+  onSandboxRefusal: SandboxRefusalSink | undefined,
 ): UpstreamPlan {
   const upstreamLog = log.child({ part: 'upstream', upstream: u.name })
   // A tenant's credentials and linked accounts are kept under its qualified name (ADR 060), so
@@ -116,14 +121,19 @@ function upstreamPlan(
       try {
         launched = withInstalledPackage(u.name, spec)
       } catch (err) {
-        return refusedTransport(toBarbicanError(err))
+        const error = toBarbicanError(err)
+        // A confined npx package that cannot run inside: the sandbox refused the launch.
+        if (error.code === 'ERR_LAUNCH_REFUSED') {
+          onSandboxRefusal?.({ upstream: u.name, kind: 'launch', reason: error.message })
+        }
+        return refusedTransport(error)
       }
       return createOutboundTransport(launched, {
         name: u.name,
         log: upstreamLog,
         limits: config.limits,
         requestTimeoutMs: u.requestTimeoutMs,
-        stdio: { maxQueuedBytes: config.limits.upstreamMaxQueuedBytes },
+        stdio: { maxQueuedBytes: config.limits.upstreamMaxQueuedBytes, onSandboxRefusal },
       })
     }),
   }

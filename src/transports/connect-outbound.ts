@@ -55,7 +55,7 @@ export interface OutboundDeps {
   readonly stdio?:
     | Pick<
         StdioOutboundOptions,
-        'closeGraceMs' | 'termGraceMs' | 'startTimeoutMs' | 'maxQueuedBytes'
+        'closeGraceMs' | 'termGraceMs' | 'startTimeoutMs' | 'maxQueuedBytes' | 'onSandboxRefusal'
       >
     | undefined
 }

@@ -48,7 +48,26 @@ export interface SandboxSpec {
   /** Barbican's own files, masked wherever a bound path contains them. */
   readonly protect: readonly string[]
   readonly limits: SandboxLimits
+  /** Hosts reachable through the egress proxy (ADR 040); absent or empty: no network at all. */
+  readonly network?: SandboxNetwork | undefined
 }
+
+/** `sandbox.network`: what the egress proxy lets through, and how much at once. */
+export interface SandboxNetwork {
+  readonly allow: readonly string[]
+  /** Connections through the proxy at once. */
+  readonly maxConnections: number
+}
+
+/** Whether a sandbox gets an egress proxy. */
+export function wantsEgress(spec: SandboxSpec): boolean {
+  return (spec.network?.allow.length ?? 0) > 0
+}
+
+/** Where the proxy's unix socket appears inside the sandbox. */
+export const EGRESS_SOCKET_INSIDE = '/run/barbican/egress.sock'
+/** The sandbox-loopback port the forwarder inside listens on (HTTP(S)_PROXY points at it). */
+export const EGRESS_PORT = 3128
 
 export const DEFAULT_SANDBOX_LIMITS: SandboxLimits = {
   memoryBytes: 2 * 1024 ** 3,
@@ -56,6 +75,18 @@ export const DEFAULT_SANDBOX_LIMITS: SandboxLimits = {
   cpuSeconds: 24 * 3600,
   fileBytes: 1024 ** 3,
 }
+
+/** A sandbox refusal (launch that cannot be confined, egress refused), audited and counted. */
+export interface SandboxRefusal {
+  readonly upstream: string
+  readonly kind: 'launch' | 'egress'
+  /** What was refused: the destination `host:port` of an egress attempt. */
+  readonly target?: string | undefined
+  readonly reason: string
+}
+
+/** Told of every sandbox refusal (src/gateway/sandbox-refusals.ts records and counts them). */
+export type SandboxRefusalSink = (refusal: SandboxRefusal) => void
 
 /** The programs confinement needs, found on the host. */
 export interface SandboxFacility {
@@ -125,8 +156,7 @@ export function sandboxFacility(): SandboxFacility | { missing: string } {
 export const MECHANISM = 'bubblewrap (mount, pid, net, ipc, uts namespaces) + prlimit'
 /** What the mechanism leaves open, said wherever the mechanism is named. */
 export const NOT_COVERED =
-  'no seccomp syscall filter; memory limit is per process (RLIMIT_DATA), not per tree; ' +
-  'no egress proxy yet: network.allow is refused'
+  'no seccomp syscall filter; memory limit is per process (RLIMIT_DATA), not per tree'
 
 /** The fallback where bubblewrap is missing, for Node servers only (ADR 030, "Fallback"). */
 export const NODE_MECHANISM =
@@ -161,7 +191,10 @@ export function describeConfinement(
     return `refused: this host lacks ${found.missing}, and only Node programs can fall back to the Node.js permission model`
   }
   const uid = runsAsRoot() ? `, uid ${sandboxUid(name)}` : ''
-  return `${MECHANISM}${uid}, state ${sandbox.stateDir}; not covered: ${NOT_COVERED}`
+  const network = wantsEgress(sandbox)
+    ? `, network only through the egress proxy to ${sandbox.network!.allow.join(' ')}`
+    : ', no network'
+  return `${MECHANISM}${uid}${network}, state ${sandbox.stateDir}; not covered: ${NOT_COVERED}`
 }
 
 /**
@@ -341,6 +374,7 @@ export function confinedLaunch(
   launch: Launch,
   spec: SandboxSpec,
   found: SandboxFacility | { missing: string } = sandboxFacility(),
+  egressSocket?: string,
 ): Launch {
   if ('missing' in found) {
     const fallback = nodePermissionLaunch(name, launch, spec)
@@ -352,6 +386,7 @@ export function confinedLaunch(
         'Install it, or set `sandbox: none` on the entry to run it unconfined.',
     )
   }
+  const forwarder = wantsEgress(spec) ? egressForwarder(name, egressSocket) : undefined
   const cwd = launch.cwd ?? spec.stateDir
   const resolved = resolveCommand(launch.command, launch.cwd ?? process.cwd(), launch.env.PATH)
   const root = runsAsRoot()
@@ -375,6 +410,7 @@ export function confinedLaunch(
   // the operator's home is reachable.
   args.push('--setenv', 'HOME', spec.stateDir)
   args.push('--setenv', 'TMPDIR', '/tmp')
+  if (forwarder) for (const [key, value] of proxyEnvironment()) args.push('--setenv', key, value)
   for (const dir of SYSTEM_DIRS) {
     if (!existsSync(dir)) continue
     const real = realpathSync(dir)
@@ -391,6 +427,11 @@ export function confinedLaunch(
   for (const path of view.masked) {
     if (statSync(path).isDirectory()) args.push('--tmpfs', path)
     else args.push('--ro-bind', '/dev/null', path)
+  }
+  if (forwarder) {
+    args.push('--perms', '0755', '--dir', dirname(dirname(EGRESS_SOCKET_INSIDE)))
+    args.push('--perms', '0755', '--dir', dirname(EGRESS_SOCKET_INSIDE))
+    args.push('--bind', forwarder.socket, EGRESS_SOCKET_INSIDE)
   }
   args.push('--chdir', cwd, '--')
   const l = spec.limits
@@ -415,8 +456,60 @@ export function confinedLaunch(
       '--',
     )
   }
+  if (forwarder) args.push('/bin/sh', '-c', FORWARDER_SCRIPT, 'barbican-egress', forwarder.socat)
   args.push(resolved, ...launch.args)
   return { command: found.bwrap, args, env: {}, mechanism: 'bubblewrap' }
+}
+
+/**
+ * Starts the forwarder inside the sandbox, then the server: socat listens on the sandbox's own
+ * loopback (EGRESS_PORT) and carries each connection to the egress proxy's unix socket. The
+ * server starts once the port listens (read from /proc/net/tcp, without any helper program), so
+ * its first request cannot race the forwarder. `$1` is socat, the rest the server's command line.
+ */
+const FORWARDER_SCRIPT = [
+  'socat=$1; shift',
+  `"$socat" TCP-LISTEN:${EGRESS_PORT},bind=127.0.0.1,reuseaddr,fork UNIX-CONNECT:${EGRESS_SOCKET_INSIDE} </dev/null &`,
+  `port=$(printf '0100007F:%04X' ${EGRESS_PORT})`,
+  'up() { while read -r _ local _; do [ "$local" = "$port" ] && return 0; done </proc/net/tcp; return 1; }',
+  'i=0',
+  'while ! up; do i=$((i + 1)); [ "$i" -gt 20000 ] && { echo "egress forwarder did not start" >&2; exit 70; }; done',
+  'exec "$@"',
+].join('\n')
+
+/** The proxy variables a confined server with egress gets (Node's and everyone else's). */
+export function proxyEnvironment(): Array<readonly [string, string]> {
+  const url = `http://127.0.0.1:${EGRESS_PORT}`
+  return [
+    ['HTTP_PROXY', url],
+    ['HTTPS_PROXY', url],
+    ['http_proxy', url],
+    ['https_proxy', url],
+    ['NO_PROXY', ''],
+    ['no_proxy', ''],
+    // Node 22.21+ and 24: fetch and http(s) use the variables above only when asked to.
+    ['NODE_USE_ENV_PROXY', '1'],
+  ]
+}
+
+/** What the forwarder needs, or ERR_LAUNCH_REFUSED naming what is missing (never less network). */
+function egressForwarder(
+  name: string,
+  socket: string | undefined,
+): { readonly socat: string; readonly socket: string } {
+  const socat = findExecutable('socat')
+  if (socat === undefined) {
+    throw new BarbicanError(
+      'ERR_LAUNCH_REFUSED',
+      `upstream "${name}" lists hosts in sandbox.network.allow, but this host lacks socat, ` +
+        'which carries its connections to the egress proxy (Debian: apt-get install socat). ' +
+        'Install it, or remove the hosts (no network) or set sandbox: none.',
+    )
+  }
+  if (socket === undefined) {
+    throw new BarbicanError('ERR_INTERNAL', `upstream "${name}": no egress proxy was started`)
+  }
+  return { socat, socket }
 }
 
 /**

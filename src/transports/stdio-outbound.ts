@@ -10,10 +10,13 @@
  * timezone; see `pass-through-env.ts`): an upstream never sees Barbican's secrets by accident.
  */
 import { type ChildProcess, spawn } from 'node:child_process'
-import { constants } from 'node:os'
+import { mkdtempSync, rmSync } from 'node:fs'
+import { constants, tmpdir } from 'node:os'
+import { join } from 'node:path'
 import { Duplex } from 'node:stream'
 import { BarbicanError, upstreamClosed } from '../common/errors.ts'
 import type { Logger } from '../common/log.ts'
+import { type EgressProxy, startEgressProxy } from '../net/egress-proxy.ts'
 import type { JsonLimits } from '../protocol/json-limits.ts'
 import { type JsonRpcMessage, serialize } from '../protocol/jsonrpc.ts'
 import { ResponseIdScanner } from '../protocol/response-id.ts'
@@ -33,7 +36,10 @@ import {
   MECHANISM,
   NODE_MECHANISM,
   resolveCommand,
+  type SandboxRefusalSink,
   type SandboxSpec,
+  sandboxFacility,
+  wantsEgress,
 } from './sandbox.ts'
 import type { ReceiveInfo, SendOptions, Transport } from './transport.ts'
 
@@ -63,6 +69,8 @@ export interface StdioOutboundOptions extends StdioSpec {
   readonly maxQueuedBytes?: number | undefined
   /** Longest stderr line logged whole (default 16 KiB). */
   readonly maxStderrLineBytes?: number | undefined
+  /** Told when its sandbox refuses a launch or an egress attempt (audit and metrics). */
+  readonly onSandboxRefusal?: SandboxRefusalSink | undefined
 }
 
 /** How the child ended: an exit code, or the signal that killed it. */
@@ -158,6 +166,8 @@ export class StdioOutboundTransport implements Transport {
   readonly #stderrTail = new StderrTail()
   /** Why the process went away on its own (exit code or signal, last stderr lines). */
   #closeError: BarbicanError | undefined
+  /** The egress proxy of a confined server with `sandbox.network.allow`, and its folder. */
+  #egress: { proxy?: EgressProxy; readonly dir: string } | undefined
 
   constructor(options: StdioOutboundOptions) {
     this.#options = options
@@ -205,10 +215,17 @@ export class StdioOutboundTransport implements Transport {
     let launch: Launch
     try {
       launch = this.#launchOf({ command: o.command, args, env, cwd: o.cwd })
+      if (launch.mechanism === 'bubblewrap' && this.#egress) await this.#startEgress()
     } catch (err) {
       this.#state = 'closed'
+      this.#stopEgress()
       this.#resolveClosed()
-      if (err instanceof BarbicanError && err.code === 'ERR_LAUNCH_REFUSED') throw err
+      if (err instanceof BarbicanError && err.code === 'ERR_LAUNCH_REFUSED') {
+        if (confined) {
+          o.onSandboxRefusal?.({ upstream: this.name, kind: 'launch', reason: err.message })
+        }
+        throw err
+      }
       // The command was looked up before spawning (the sandbox binds what it finds): say why not.
       const where = {
         command: o.command,
@@ -263,7 +280,15 @@ export class StdioOutboundTransport implements Transport {
     const o = this.#options
     let inner = launch
     if (o.sandbox !== undefined && o.sandbox !== 'none') {
-      inner = confinedLaunch(this.name, launch, o.sandbox)
+      const found = sandboxFacility()
+      let socket: string | undefined
+      if (wantsEgress(o.sandbox) && !('missing' in found)) {
+        // A unix socket path is short (108 bytes): a private folder under the system temp.
+        const dir = mkdtempSync(join(tmpdir(), 'barbican-egress-'))
+        this.#egress = { dir }
+        socket = join(dir, 'proxy.sock')
+      }
+      inner = confinedLaunch(this.name, launch, o.sandbox, found, socket)
       // bubblewrap kills the tree itself; the Node.js permission model does not.
       if (inner.mechanism !== 'node-permission') return inner
     }
@@ -277,6 +302,36 @@ export class StdioOutboundTransport implements Transport {
       mechanism: inner.mechanism,
       watchdog: true,
     }
+  }
+
+  /** Starts the egress proxy the sandbox's forwarder connects to (docs/sandbox.md). */
+  async #startEgress(): Promise<void> {
+    const o = this.#options
+    const egress = this.#egress!
+    const network = o.sandbox !== undefined && o.sandbox !== 'none' ? o.sandbox.network : undefined
+    egress.proxy = await startEgressProxy(join(egress.dir, 'proxy.sock'), {
+      upstream: this.name,
+      allow: network?.allow ?? [],
+      maxConnections: network?.maxConnections,
+      log: this.#log.child({ part: 'egress' }),
+      onRefused: (attempt) =>
+        o.onSandboxRefusal?.({
+          upstream: this.name,
+          kind: 'egress',
+          target: `${attempt.host}:${attempt.port}`,
+          reason: attempt.reason ?? 'refused',
+        }),
+    })
+  }
+
+  /** Closes the egress proxy and removes its socket, once the server is gone. */
+  #stopEgress(): void {
+    const egress = this.#egress
+    if (!egress) return
+    this.#egress = undefined
+    const remove = () => rmSync(egress.dir, { recursive: true, force: true })
+    if (egress.proxy) void egress.proxy.close().finally(remove)
+    else remove()
   }
 
   #awaitSpawn(child: ChildProcess, path: string | undefined) {
@@ -425,6 +480,7 @@ export class StdioOutboundTransport implements Transport {
           data: { exitCode: status.code, signal: status.signal, stderr },
         })
     if (!expected) this.#closeError = error
+    this.#stopEgress()
     for (const item of this.#queue.splice(0)) item.reject(error)
     this.#queuedBytes = 0
     const fields = { code: status.code, signal: status.signal }
