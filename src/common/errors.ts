@@ -32,6 +32,7 @@ export type ErrorCode =
   | 'ERR_CODE_FAILED'
   | 'ERR_CODE_UNAVAILABLE'
   | 'ERR_TENANT_UNKNOWN'
+  | 'ERR_UPSTREAM_OUTPUT_LIMIT'
   | 'ERR_INTERNAL'
 
 export class BarbicanError extends Error {
@@ -79,6 +80,7 @@ const JSON_RPC_CODES: Readonly<Record<ErrorCode, number>> = {
   ERR_CODE_UNAVAILABLE: -32034,
   // A credential names a tenant this gateway does not configure (HTTP 403, docs/tenants.md).
   ERR_TENANT_UNKNOWN: -32023,
+  ERR_UPSTREAM_OUTPUT_LIMIT: -32013,
   ERR_INTERNAL: INTERNAL_ERROR,
 }
 

@@ -64,6 +64,8 @@ export interface LimitsConfig extends JsonLimits {
   readonly listRetryMaxMs: number
   /** Most bytes waiting for one stdio upstream to read them (memory bound per upstream). */
   readonly upstreamMaxQueuedBytes: number
+  /** Most bytes a stdio upstream may send for one request (its reply and its progress). */
+  readonly upstreamMaxCallOutputBytes: number
 }
 
 /** Prometheus metrics at `/metrics` (docs/observability.md). */

@@ -53,6 +53,7 @@ export const DEFAULT_LIMITS = Object.freeze({
   listRetryMs: 1_000,
   listRetryMaxMs: 60_000,
   upstreamMaxQueuedBytes: 8 * 1024 * 1024,
+  upstreamMaxCallOutputBytes: 16 * 1024 * 1024,
 })
 
 /** `metrics:` defaults (docs/observability.md). */

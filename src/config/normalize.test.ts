@@ -63,6 +63,7 @@ describe('normalizeConfig', () => {
         listRetryMs: 1000,
         listRetryMaxMs: 60000,
         upstreamMaxQueuedBytes: 8388608,
+        upstreamMaxCallOutputBytes: 16777216,
       },
       log: { level: 'info', levels: {}, format: 'auto', redact: [] },
       metrics: { enabled: true, maxTools: 100 },

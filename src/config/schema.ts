@@ -246,6 +246,15 @@ const limits = z.strictObject({
     'Upstream input queue (bytes)',
     'Most bytes that may wait for a stdio upstream to read them; beyond it, calls to that upstream fail at once naming this limit, so a server that stops reading cannot grow the gateway.',
   ),
+  upstreamMaxCallOutputBytes: limitField(
+    'upstreamMaxCallOutputBytes',
+    z
+      .int()
+      .min(1024)
+      .max(1024 ** 3),
+    'Upstream output per call (bytes)',
+    'Most bytes a stdio upstream may send for one request: its reply and the progress notifications that name the request. Beyond it, the request fails naming this limit and the upstream is told to cancel it.',
+  ),
 })
 
 const logLevel = z.enum(['debug', 'info', 'warn', 'error'])

@@ -34,6 +34,8 @@ export interface UpstreamPlan {
   readonly idleTimeoutMs?: number
   /** Longest the connection and handshake may take. */
   readonly connectTimeoutMs?: number
+  /** Most bytes the upstream may send for one request (reply and progress). */
+  readonly maxCallOutputBytes?: number
   /** Legacy sessions shared by all callers (default) or one per caller identity. */
   readonly sessionScope?: 'shared' | 'identity'
 }
@@ -159,6 +161,7 @@ export class Gateway implements InboundHandler {
       log: this.#log.child({ part: 'upstream', upstream: u.name }),
       requestTimeoutMs: u.requestTimeoutMs,
       connectTimeoutMs: u.connectTimeoutMs,
+      maxCallOutputBytes: u.maxCallOutputBytes,
       idleTimeoutMs: u.idleTimeoutMs,
       restartOnExit: !u.lazy,
       sessionScope: u.sessionScope,

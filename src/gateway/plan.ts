@@ -114,6 +114,7 @@ function upstreamPlan(
     lazy: u.transport === 'stdio' ? u.lazy : false,
     idleTimeoutMs: u.transport === 'stdio' ? u.idleTimeoutMs : 0,
     connectTimeoutMs: config.limits.upstreamConnectTimeoutMs,
+    maxCallOutputBytes: config.limits.upstreamMaxCallOutputBytes,
     ...(u.sessions === 'per-identity' ? { sessionScope: 'identity' as const } : {}),
     createTransport: securedTransportFactory(keyed, auth, (filled) => {
       const spec = keyed === u ? filled : { ...filled, name: u.name }

@@ -423,10 +423,11 @@ export class StdioOutboundTransport implements Transport {
     }
     const decoded = decodePayload(text, this.#options.limits)
     for (const fault of decoded.faults) this.#invalid(fault.message, text, fault)
+    const info = decoded.batch ? { batch: true, bytes: line.length } : { bytes: line.length }
     for (const message of decoded.messages) {
       this.stats.messagesIn++
       try {
-        this.onmessage?.(message, decoded.batch ? { batch: true } : undefined)
+        this.onmessage?.(message, info)
       } catch (err) {
         // A faulty handler must not take the pipe down with it.
         this.#log.error('message handler failed', { error: err })

@@ -33,6 +33,11 @@ export interface ReceiveInfo {
   /** The payload was a JSON-RPC batch (2025-03-26). */
   readonly batch?: boolean
   /**
+   * Bytes of the payload that carried this message (stdio upstreams): what the per-call output
+   * bound counts (`limits.upstreamMaxCallOutputBytes`).
+   */
+  readonly bytes?: number
+  /**
    * Who the credential carried with this message stands for, verified for it (each POST's
    * token; a WebSocket's token checked again per message). The session's rights follow it, so a
    * refreshed token with fewer scopes takes rights away at once. Absent without inbound auth.

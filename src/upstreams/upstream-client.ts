@@ -77,6 +77,10 @@ class Pending {
   readonly reject: (error: Error) => void
   /** performance.now() past which it times out. */
   readonly deadline: number
+  /** The progress token it carries, if any: its progress notifications count as its output. */
+  progressToken: string | number | undefined
+  /** Bytes the upstream sent for it so far (progress notifications). */
+  outputBytes = 0
 
   constructor(
     client: UpstreamClient,
@@ -100,6 +104,7 @@ class Pending {
 
   cleanup(): void {
     this.signal?.removeEventListener('abort', this)
+    if (this.progressToken !== undefined) this.client.forgetProgress(this)
   }
 
   /** The caller's signal aborted. */
@@ -113,6 +118,12 @@ class Pending {
 }
 
 const ONCE = Object.freeze({ once: true })
+
+/** `limits.upstreamMaxCallOutputBytes` when nothing says otherwise. */
+export const DEFAULT_MAX_CALL_OUTPUT_BYTES = 16 * 1024 * 1024
+
+/** How many tokens of requests failed for their output are remembered (their progress dropped). */
+const MAX_SPENT_TOKENS = 64
 
 export class UpstreamClient {
   readonly name: string
@@ -128,13 +139,29 @@ export class UpstreamClient {
   #defaultTimeoutMs: number
   #codec: Codec
   #events: UpstreamClientEvents
+  readonly #maxCallOutputBytes: number
+  /** Requests in flight that carry a progress token, by token. */
+  readonly #byProgressToken = new Map<string | number, Pending>()
+  /**
+   * Tokens of requests failed for their output: what the server still sends for them is
+   * dropped, not relayed. The last MAX_SPENT_TOKENS only (a flood is stopped at its start).
+   */
+  readonly #spentTokens = new Set<string | number>()
 
   constructor(
     name: string,
     transport: Transport,
-    options: { log: Logger; timeoutMs: number; revision: Revision; events?: UpstreamClientEvents },
+    options: {
+      log: Logger
+      timeoutMs: number
+      revision: Revision
+      events?: UpstreamClientEvents
+      /** Most bytes the upstream may send for one request (default 16 MiB). */
+      maxCallOutputBytes?: number | undefined
+    },
   ) {
     this.name = name
+    this.#maxCallOutputBytes = options.maxCallOutputBytes ?? DEFAULT_MAX_CALL_OUTPUT_BYTES
     this.#transport = transport
     this.#log = options.log
     this.#defaultTimeoutMs = options.timeoutMs
@@ -184,6 +211,11 @@ export class UpstreamClient {
     })
     signal?.addEventListener('abort', pending, ONCE)
     this.#pending.set(id, pending)
+    const token = (params?._meta as { progressToken?: unknown } | undefined)?.progressToken
+    if (typeof token === 'string' || typeof token === 'number') {
+      pending.progressToken = token
+      this.#byProgressToken.set(token, pending)
+    }
     if (pending.deadline < this.#sweepAt) this.#armSweep(pending.deadline)
     else if (this.#pending.size === 1) this.#sweepTimer?.ref()
     if (options.owner !== undefined) (message as { [OWNER]?: unknown })[OWNER] = options.owner
@@ -218,6 +250,45 @@ export class UpstreamClient {
     pending.reject(error)
   }
 
+  /** A request that carried a progress token is settled: its progress counts no more. */
+  forgetProgress(pending: Pending): void {
+    const token = pending.progressToken
+    if (token !== undefined && this.#byProgressToken.get(token) === pending) {
+      this.#byProgressToken.delete(token)
+    }
+  }
+
+  /**
+   * Counts `bytes` the upstream sent for `pending`; past `limits.upstreamMaxCallOutputBytes`
+   * the request fails naming the limit and the upstream is told to cancel it. True when it did.
+   */
+  #overOutput(pending: Pending, bytes: number): boolean {
+    pending.outputBytes += bytes
+    if (pending.outputBytes <= this.#maxCallOutputBytes) return false
+    if (pending.progressToken !== undefined) {
+      this.#spentTokens.add(pending.progressToken)
+      if (this.#spentTokens.size > MAX_SPENT_TOKENS) {
+        this.#spentTokens.delete(this.#spentTokens.values().next().value!)
+      }
+    }
+    this.settleAbandoned(
+      pending,
+      'output limit',
+      new BarbicanError(
+        'ERR_UPSTREAM_OUTPUT_LIMIT',
+        `Upstream "${this.name}" sent ${pending.outputBytes} bytes for ${pending.method}, past ` +
+          `limits.upstreamMaxCallOutputBytes (${this.#maxCallOutputBytes}); the request was cancelled`,
+        {
+          data: {
+            limit: 'upstreamMaxCallOutputBytes',
+            maxCallOutputBytes: this.#maxCallOutputBytes,
+          },
+        },
+      ),
+    )
+    return true
+  }
+
   async notify(method: string, params?: JsonObject): Promise<void> {
     if (this.#closed) return
     const message: JsonRpcNotification =
@@ -236,11 +307,23 @@ export class UpstreamClient {
     this.notify('notifications/cancelled', { requestId: id, reason }).catch(() => {})
   }
 
-  #receive(message: JsonRpcMessage, _info?: ReceiveInfo): void {
+  #receive(message: JsonRpcMessage, info?: ReceiveInfo): void {
     if ('method' in message) {
       if ('id' in message) {
         this.#answerUpstreamRequest(message)
       } else {
+        if (
+          info?.bytes !== undefined &&
+          (this.#byProgressToken.size > 0 || this.#spentTokens.size > 0) &&
+          message.method === 'notifications/progress'
+        ) {
+          const token = (message.params as { progressToken?: unknown } | undefined)
+            ?.progressToken as string | number
+          const pending = this.#byProgressToken.get(token)
+          // Past the bound, the request has failed: its further progress is dropped.
+          if (pending !== undefined && this.#overOutput(pending, info.bytes)) return
+          if (pending === undefined && this.#spentTokens.has(token)) return
+        }
         this.#events.onNotification?.(message)
       }
       return
@@ -251,6 +334,7 @@ export class UpstreamClient {
       this.#log.debug('response for no pending request', { id })
       return
     }
+    if (info?.bytes !== undefined && this.#overOutput(pending, info.bytes)) return
     this.#pending.delete(id)
     this.#idleSweep()
     pending.cleanup()

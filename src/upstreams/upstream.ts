@@ -44,6 +44,8 @@ export interface UpstreamOptions {
   readonly requestTimeoutMs: number
   /** Longest the connection and handshake may take (default: requestTimeoutMs). */
   readonly connectTimeoutMs?: number | undefined
+  /** Most bytes the upstream may send for one request (default 16 MiB; UpstreamClient). */
+  readonly maxCallOutputBytes?: number | undefined
   /**
    * Close the connection (stop a stdio process) after this long without a request in flight;
    * 0 keeps it open. Cached lists survive, so listing does not restart the process.
@@ -198,6 +200,7 @@ export class Upstream extends EventEmitter<UpstreamEvents> {
     const client = new UpstreamClient(this.name, transport, {
       log: this.#options.log,
       timeoutMs: this.#options.requestTimeoutMs,
+      maxCallOutputBytes: this.#options.maxCallOutputBytes,
       revision: LATEST_LEGACY_REVISION,
       events: {
         onNotification: (n) => this.#onNotification(n),
