@@ -19,12 +19,14 @@ import { approveBaseline, configDocument, configDrift } from '../trust/drift.ts'
 import { QUARANTINE_SEVERITIES, type Severity } from '../trust/findings.ts'
 import { launchOf } from '../trust/launch.ts'
 import {
+  findNpmPackage,
   type LockEntry,
   type Lockfile,
   observeLaunch,
   readLockfile,
   writeLockfile,
 } from '../trust/lockfile.ts'
+import { installNpmPackage, npxPackageOf, scriptsAllowed } from '../trust/npm-install.ts'
 import { type CliIo, type CommandOptions, suggestCommand, unknownWord } from './command.ts'
 import { loadForCommand } from './load.ts'
 
@@ -266,10 +268,23 @@ export async function runLock(
       continue
     }
     try {
-      const entry = observeLaunch(launch, {
-        cwd: u.cwd ?? process.cwd(),
-        home: u.env.HOME ?? process.env.HOME,
-      })
+      const packageCache = u.sandbox === 'none' ? undefined : u.sandbox.packageCache
+      const context = { cwd: u.cwd ?? process.cwd(), home: u.env.HOME ?? process.env.HOME }
+      // A confined npx package runs from Barbican's cache: lock what will run, installed now.
+      const npx = packageCache === undefined ? undefined : npxPackageOf(u.command, u.args)
+      if (
+        npx &&
+        packageCache &&
+        !findNpmPackage(npx.name, npx.version, { ...context, packageCache })
+      ) {
+        const scripts = scriptsAllowed(previous, u.name)
+        await installNpmPackage(packageCache, npx.name, npx.version, { scripts })
+      }
+      const observed = observeLaunch(launch, { ...context, packageCache })
+      // Allowing install scripts is the operator's word in the lock; relocking keeps it.
+      const entry = previous?.upstreams[u.name]?.allowScripts
+        ? { ...observed, allowScripts: true }
+        : observed
       upstreams[u.name] = entry
       const was = previous?.upstreams[u.name]
       const label = entry.package ? `${entry.package}@${entry.version ?? '?'}` : entry.path

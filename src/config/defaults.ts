@@ -66,3 +66,6 @@ export const DEFAULT_STORE_PATH = '.barbican/barbican.db'
 
 /** Where each confined upstream's state directory goes, beside the config (docs/sandbox.md). */
 export const DEFAULT_STATE_ROOT = '.barbican/state'
+
+/** Beside the state root: where confined npx packages are installed (docs/sandbox.md). */
+export const DEFAULT_PACKAGE_CACHE_NAME = 'npm'

@@ -3,7 +3,7 @@
  * with the schema and the cross-key checks together, then resolves every default and every
  * `auto` so consumers never see an unresolved choice.
  */
-import { isAbsolute, join, resolve } from 'node:path'
+import { dirname, isAbsolute, join, resolve } from 'node:path'
 import type { AuthConfig } from '../auth/auth-config.ts'
 import type { SandboxSpec } from '../transports/sandbox.ts'
 import {
@@ -29,6 +29,7 @@ import { crossCheck } from './cross-check.ts'
 import {
   CODE_DEFAULTS,
   DEFAULT_ALLOWED_HOSTS,
+  DEFAULT_PACKAGE_CACHE_NAME,
   DEFAULT_SEPARATOR,
   DEFAULT_STATE_ROOT,
   DEFAULT_STORE_PATH,
@@ -293,6 +294,7 @@ function resolveSandbox(
     read: (input?.fs.read ?? []).map(absolute),
     write: (input?.fs.write ?? []).map(absolute),
     protect: protectedPaths(native, options),
+    packageCache: join(dirname(stateRoot), DEFAULT_PACKAGE_CACHE_NAME),
     ...(input !== undefined && input.network.allow.length > 0
       ? {
           network: {

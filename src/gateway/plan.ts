@@ -151,7 +151,11 @@ function withInstalledPackage(name: string, spec: OutboundSpec): OutboundSpec {
   const installed = installedLaunch(
     name,
     { command: spec.command, args: spec.args ?? [] },
-    { cwd: spec.cwd ?? process.cwd(), home: spec.env?.HOME ?? process.env.HOME },
+    {
+      cwd: spec.cwd ?? process.cwd(),
+      home: spec.env?.HOME ?? process.env.HOME,
+      packageCache: spec.sandbox.packageCache,
+    },
   )
   return installed === undefined ? spec : { ...spec, ...installed }
 }

@@ -4,7 +4,8 @@
  * The CLI opens the store and names the lockfile; code that builds a gateway without files
  * (tests) gets an in-memory store and no lockfile.
  */
-import { dirname, join } from 'node:path'
+import { readFileSync } from 'node:fs'
+import { basename, dirname, join } from 'node:path'
 import type { AuditSink } from '../audit/audit-log.ts'
 import { BarbicanError, toBarbicanError } from '../common/errors.ts'
 import type { Logger } from '../common/log.ts'
@@ -14,13 +15,16 @@ import { memoryStore } from '../store/memory.ts'
 import { openSqliteStore } from '../store/sqlite.ts'
 import type { Store } from '../store/store.ts'
 import { createOutboundTransport } from '../transports/connect-outbound.ts'
+import { findExecutable } from '../transports/sandbox.ts'
 import type { Transport } from '../transports/transport.ts'
 import type { CommandHint } from '../trust/command-hint.ts'
 import { checkLaunch, type LaunchRefusal } from '../trust/launch-check.ts'
-import { LOCKFILE_NAME, readLockfile } from '../trust/lockfile.ts'
+import { findNpmPackage, LOCKFILE_NAME, readLockfile } from '../trust/lockfile.ts'
+import { installNpmPackage, npxPackageOf, scriptsAllowed } from '../trust/npm-install.ts'
 import { DEFAULT_TRUST_POLICY, type TrustPolicy } from '../trust/policy.ts'
 import type { VersionResolver } from '../trust/registry-version.ts'
 import { TrustGuard } from '../trust/trust-guard.ts'
+import { DeferredTransport } from './deferred-transport.ts'
 import type { GatewayPlan, UpstreamPlan } from './gateway.ts'
 
 /** What trust needs besides the config: the open store and where the lockfile is. */
@@ -96,11 +100,68 @@ export function withTrust(
         }
       }
       if (u?.transport !== 'stdio') return p
+      const installLog = log.child({ part: 'upstream', upstream: u.name })
       return {
         ...p,
-        createTransport: () => checkedLaunch(u, setup, p.createTransport),
+        createTransport: () =>
+          withInstall(u, setup, installLog, () => checkedLaunch(u, setup, p.createTransport)),
       }
     }),
+  }
+}
+
+/**
+ * A confined `npx PACKAGE@X.Y.Z` whose package is not installed yet: installed first, outside
+ * the sandbox, into Barbican's package cache (src/trust/npm-install.ts, ADR 043), then checked
+ * against barbican.lock and launched as usual. Anything else is launched as it is.
+ */
+function withInstall(
+  u: Extract<UpstreamConfig, { transport: 'stdio' }>,
+  setup: TrustSetup,
+  log: Logger,
+  launch: () => Transport,
+): Transport {
+  const sandbox = u.sandbox
+  if (sandbox === 'none' || sandbox.packageCache === undefined) return launch()
+  const cache = sandbox.packageCache
+  if (basename(u.command) === 'uvx' && findExecutable('uv', u.env.PATH) === undefined) {
+    // PyPI packages are not installed by Barbican; without uv there is nothing to run them.
+    return refusedTransport(
+      new BarbicanError(
+        'ERR_LAUNCH_REFUSED',
+        `upstream "${u.name}": a confined uvx launch runs from uv's cache with no network, ` +
+          'but this host has no uv; install uv and fill its cache outside the sandbox ' +
+          '(uvx PACKAGE==VERSION --help once), or set sandbox: none (docs/sandbox.md)',
+      ),
+    )
+  }
+  const pkg = npxPackageOf(u.command, u.args)
+  if (pkg === undefined) return launch()
+  const context = {
+    cwd: u.cwd ?? process.cwd(),
+    home: u.env.HOME ?? process.env.HOME,
+    packageCache: cache,
+  }
+  const found = findNpmPackage(pkg.name, pkg.version, context)
+  if (found !== undefined && installedVersion(found) === pkg.version) return launch()
+  return new DeferredTransport(async () => {
+    const lock = setup.lockfilePath === undefined ? undefined : readLockfile(setup.lockfilePath)
+    const scripts = scriptsAllowed(lock, u.name)
+    log.info('installing the package outside the sandbox', {
+      package: `${pkg.name}@${pkg.version}`,
+      cache,
+      scripts,
+    })
+    await installNpmPackage(cache, pkg.name, pkg.version, { scripts })
+  }, launch)
+}
+
+function installedVersion(dir: string): string | undefined {
+  try {
+    return (JSON.parse(readFileSync(join(dir, 'package.json'), 'utf8')) as { version?: string })
+      .version
+  } catch {
+    return undefined
   }
 }
 
@@ -118,7 +179,11 @@ function checkedLaunch(
       allowFloating: setup.allowFloating === true || policy.allowFloating,
       allowInlineCode: policy.allowInlineCode,
       lock,
-      context: { cwd: u.cwd ?? process.cwd(), home: u.env.HOME ?? process.env.HOME },
+      context: {
+        cwd: u.cwd ?? process.cwd(),
+        home: u.env.HOME ?? process.env.HOME,
+        ...(u.sandbox === 'none' ? {} : { packageCache: u.sandbox.packageCache }),
+      },
       ...(setup.hint ? { hint: setup.hint } : {}),
     })
   } catch (err) {

@@ -50,6 +50,11 @@ export interface SandboxSpec {
   readonly limits: SandboxLimits
   /** Hosts reachable through the egress proxy (ADR 040); absent or empty: no network at all. */
   readonly network?: SandboxNetwork | undefined
+  /**
+   * Where Barbican installs the package of a confined `npx PACKAGE@VERSION` (ADR 043); absent:
+   * such a package must be installed beforehand.
+   */
+  readonly packageCache?: string | undefined
 }
 
 /** `sandbox.network`: what the egress proxy lets through, and how much at once. */
@@ -391,7 +396,7 @@ export function confinedLaunch(
   const resolved = resolveCommand(launch.command, launch.cwd ?? process.cwd(), launch.env.PATH)
   const root = runsAsRoot()
   const uid = sandboxUid(name)
-  mkdirSync(spec.stateDir, { recursive: true, mode: 0o700 })
+  makeStateDir(spec.stateDir)
   if (root) chownSync(spec.stateDir, uid, uid)
   const view = sandboxView(launch, resolved, spec)
   const args: string[] = [
@@ -513,6 +518,15 @@ function egressForwarder(
 }
 
 /**
+ * Creates a state directory (0700) and any missing parent (0755: as root, the server's own uid
+ * must cross `.barbican/state` when a bound folder, such as its working directory, holds it).
+ */
+function makeStateDir(stateDir: string): void {
+  mkdirSync(dirname(stateDir), { recursive: true, mode: 0o755 })
+  mkdirSync(stateDir, { recursive: true, mode: 0o700 })
+}
+
+/**
  * Whether `command` runs a Node program: Node itself (by name, or Barbican's own binary), or
  * `npx`, whose plain form a confined launch rewrites to an installed bin run with Barbican's
  * Node (src/trust/installed-launch.ts) and whose other forms are refused below (npx itself
@@ -562,7 +576,7 @@ export function nodePermissionLaunch(
     LOOSENING.test(o),
   )
   if (loosening !== undefined) refuse(`its Node option ${loosening} would loosen it`)
-  mkdirSync(spec.stateDir, { recursive: true, mode: 0o700 })
+  makeStateDir(spec.stateDir)
   // A private temp, emptied at each start as bubblewrap's tmpfs would be.
   const temp = join(spec.stateDir, '.tmp')
   rmSync(temp, { recursive: true, force: true })

@@ -29,6 +29,11 @@ export interface LockEntry {
   readonly files: string
   /** Package launches: every other package installed beside it (`npx -p`, `uvx --with`). */
   readonly with?: readonly LockEntry[]
+  /**
+   * Written by hand: lets Barbican run the package's install scripts when it installs a
+   * confined npx package (src/trust/npm-install.ts). Default: scripts never run.
+   */
+  readonly allowScripts?: boolean
 }
 
 export interface Lockfile {
@@ -40,6 +45,8 @@ export interface Lockfile {
 export interface LaunchContext {
   readonly cwd: string
   readonly home: string | undefined
+  /** Where Barbican installs the packages of confined npx launches (npm-install.ts). */
+  readonly packageCache?: string | undefined
 }
 
 /** Reads a lockfile; undefined when there is none. A malformed one is a config error. */
@@ -154,6 +161,11 @@ export function findNpmPackage(
     const candidate = join(dir, 'node_modules', name)
     if (existsSync(join(candidate, 'package.json'))) return candidate
     if (dirname(dir) === dir) break
+  }
+  if (ctx.packageCache !== undefined && version !== undefined) {
+    const slot = `${name.replace('/', '+')}@${version.replace(/^v/, '')}`
+    const candidate = join(ctx.packageCache, slot, 'node_modules', name)
+    if (existsSync(join(candidate, 'package.json'))) return candidate
   }
   if (ctx.home === undefined) return undefined
   const cache = join(ctx.home, '.npm', '_npx')
