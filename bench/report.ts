@@ -3,6 +3,7 @@
  * targets, and renders the markdown table that docs/performance.md shows.
  */
 import type { ColdStartResult, SessionsResult, ToolsListResult } from './micro.ts'
+import type { SandboxCost } from './sandbox.ts'
 
 /** One load run of one configuration at one concurrency. */
 export interface Sample {
@@ -54,6 +55,8 @@ export interface Report {
   toolsList?: ToolsListResult
   sessions?: SessionsResult
   coldStart?: ColdStartResult
+  /** bench/sandbox.ts: start and call cost of a stdio upstream by confinement. */
+  sandbox?: readonly SandboxCost[]
 }
 
 const PEERS = ['mcp-proxy', 'supergateway']
@@ -194,6 +197,14 @@ export function verdicts(report: Report): Verdict[] {
     true,
   )
   check('Merged tools/list 50 × 100 cached ≤ 5 ms p50', report.toolsList?.p50Ms, 5, true)
+  const sandboxed = (kind: string) => report.sandbox?.find((r) => r.kind === kind)?.startMs
+  const none = sandboxed('none')
+  check(
+    'Sandbox adds ≤ 50 ms to an upstream start (median), ms',
+    none === undefined ? undefined : (sandboxed('confined') ?? none) - none,
+    50,
+    true,
+  )
   return v
 }
 
@@ -281,6 +292,20 @@ export function renderMarkdown(report: Report): string {
       `| Barbican → running HTTP upstream | ${fmt(c.barbicanHttpMs, 0)} |`,
       `| mcp-proxy → stdio | ${fmt(c.mcpProxyMs, 0)} |`,
       `| supergateway → stdio | ${fmt(c.supergatewayMs, 0)} |`,
+    )
+  }
+  if (report.sandbox) {
+    const [first] = report.sandbox
+    lines.push(
+      '',
+      `## Sandbox (server-everything over stdio, medians of ${first?.runs ?? 0} starts and ${first?.calls ?? 0} sequential calls)`,
+      '',
+      '| confinement | start (spawn → initialize answered), ms | tools/call, µs | processes between Barbican and the server, MB RSS |',
+      '| --- | ---: | ---: | ---: |',
+      ...report.sandbox.map(
+        (r) =>
+          `| ${r.kind === 'egress' ? 'confined, with egress proxy' : r.kind === 'none' ? '`sandbox: none`' : 'confined'} | ${fmt(r.startMs, 1)} | ${fmt(r.callUs, 0)} | ${fmt(r.wrapperMb, 1)} |`,
+      ),
     )
   }
   lines.push('', '## Configurations', '')

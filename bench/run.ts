@@ -37,6 +37,7 @@ import {
   startSupergateway,
 } from './processes.ts'
 import { type Report, renderMarkdown, type Sample, summarise } from './report.ts'
+import { sandboxCost } from './sandbox.ts'
 
 const { values } = parseArgs({
   options: {
@@ -360,6 +361,10 @@ async function main(): Promise<void> {
       report.sessions = await idleSessions(quick ? 2_000 : 10_000)
       process.stderr.write('micro: cold start\n')
       report.coldStart = await coldStart(quick ? 1 : 3)
+      if (process.platform === 'linux') {
+        process.stderr.write('micro: sandbox start and call cost\n')
+        report.sandbox = await sandboxCost(quick ? 3 : 9, quick ? 100 : 300)
+      }
     }
     writeFileSync(join(values.out, 'latest.json'), `${JSON.stringify(report, null, 2)}\n`)
     writeFileSync(join(values.out, 'latest.md'), renderMarkdown(report))

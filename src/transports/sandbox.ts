@@ -461,7 +461,16 @@ export function confinedLaunch(
       '--',
     )
   }
-  if (forwarder) args.push('/bin/sh', '-c', FORWARDER_SCRIPT, 'barbican-egress', forwarder.socat)
+  if (forwarder) {
+    args.push(
+      '/bin/sh',
+      '-c',
+      FORWARDER_SCRIPT,
+      'barbican-egress',
+      forwarder.socat,
+      forwarder.sleep,
+    )
+  }
   args.push(resolved, ...launch.args)
   return { command: found.bwrap, args, env: {}, mechanism: 'bubblewrap' }
 }
@@ -470,15 +479,17 @@ export function confinedLaunch(
  * Starts the forwarder inside the sandbox, then the server: socat listens on the sandbox's own
  * loopback (EGRESS_PORT) and carries each connection to the egress proxy's unix socket. The
  * server starts once the port listens (read from /proc/net/tcp, without any helper program), so
- * its first request cannot race the forwarder. `$1` is socat, the rest the server's command line.
+ * its first request cannot race the forwarder. `$1` is socat, `$2` sleep, the rest the server's
+ * command line.
  */
 const FORWARDER_SCRIPT = [
-  'socat=$1; shift',
+  'socat=$1; pause=$2; shift 2',
   `"$socat" TCP-LISTEN:${EGRESS_PORT},bind=127.0.0.1,reuseaddr,fork UNIX-CONNECT:${EGRESS_SOCKET_INSIDE} </dev/null &`,
   `port=$(printf '0100007F:%04X' ${EGRESS_PORT})`,
   'up() { while read -r _ local _; do [ "$local" = "$port" ] && return 0; done </proc/net/tcp; return 1; }',
   'i=0',
-  'while ! up; do i=$((i + 1)); [ "$i" -gt 20000 ] && { echo "egress forwarder did not start" >&2; exit 70; }; done',
+  // A pause between looks leaves the CPU to socat on a busy machine; 1000 × 10 ms at most.
+  'while ! up; do i=$((i + 1)); [ "$i" -gt 1000 ] && { echo "egress forwarder did not start" >&2; exit 70; }; "$pause" 0.01; done',
   'exec "$@"',
 ].join('\n')
 
@@ -501,8 +512,9 @@ export function proxyEnvironment(): Array<readonly [string, string]> {
 function egressForwarder(
   name: string,
   socket: string | undefined,
-): { readonly socat: string; readonly socket: string } {
+): { readonly socat: string; readonly sleep: string; readonly socket: string } {
   const socat = findExecutable('socat')
+  const sleep = findExecutable('sleep') ?? '/bin/sleep'
   if (socat === undefined) {
     throw new BarbicanError(
       'ERR_LAUNCH_REFUSED',
@@ -514,7 +526,7 @@ function egressForwarder(
   if (socket === undefined) {
     throw new BarbicanError('ERR_INTERNAL', `upstream "${name}": no egress proxy was started`)
   }
-  return { socat, socket }
+  return { socat, sleep, socket }
 }
 
 /**

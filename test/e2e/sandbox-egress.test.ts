@@ -114,6 +114,8 @@ describe('a confined upstream with sandbox.network.allow', () => {
         sandbox: { network: { allow: [`127.0.0.1:${sitePort}`, 'registry.example.org'] } },
       },
     })
+    // On a loaded machine the confined upstream may still be starting: tools/list would miss it.
+    await gateway.server.started
     client = new Client({ name: 'egress-test', version: '1.0.0' })
     await client.connect(new StreamableHTTPClientTransport(new URL(`${gateway.server.url}/mcp`)))
   })

@@ -32,6 +32,7 @@ describe('a server that floods one call', () => {
     })
     const { config } = parseConfigText(text, {})
     server = await startServer(config, silentLogger)
+    await server.started
     client = new Client({ name: 'flood-test', version: '1.0.0' })
     await client.connect(new StreamableHTTPClientTransport(new URL(`${server.url}/mcp`)))
   })
