@@ -24,6 +24,7 @@ import {
 } from 'node:fs'
 import { basename, delimiter, dirname, isAbsolute, join, resolve, sep } from 'node:path'
 import { BarbicanError } from '../common/errors.ts'
+import { seccompArch, seccompProgram } from './seccomp.ts'
 
 /** Kernel limits applied to every process of a sandbox. */
 export interface SandboxLimits {
@@ -158,10 +159,13 @@ export function sandboxFacility(): SandboxFacility | { missing: string } {
 }
 
 /** The one-line description of a confinement, for the startup log and `barbican check`. */
-export const MECHANISM = 'bubblewrap (mount, pid, net, ipc, uts namespaces) + prlimit'
+export const MECHANISM =
+  'bubblewrap (mount, pid, net, ipc, uts namespaces) + prlimit' +
+  (seccompArch() === undefined ? '' : ' + seccomp')
 /** What the mechanism leaves open, said wherever the mechanism is named. */
 export const NOT_COVERED =
-  'no seccomp syscall filter; memory limit is per process (RLIMIT_DATA), not per tree'
+  'memory limit is per process (RLIMIT_DATA), not per tree' +
+  (seccompArch() === undefined ? `; no seccomp filter on ${process.arch}` : '')
 
 /** The fallback where bubblewrap is missing, for Node servers only (ADR 030, "Fallback"). */
 export const NODE_MECHANISM =
@@ -226,6 +230,8 @@ export interface Launch {
   readonly mechanism?: 'bubblewrap' | 'node-permission' | undefined
   /** Runs under the shell watchdog of stdio-outbound.ts, which reads its control pipe on fd 3. */
   readonly watchdog?: boolean | undefined
+  /** A seccomp program bwrap reads on fd 3 (`--seccomp 3`), written there at spawn. */
+  readonly seccomp?: Buffer | undefined
 }
 
 /** Where `command` lives: a path as given (against `cwd`) or the first match on PATH. */
@@ -392,6 +398,8 @@ export function confinedLaunch(
     )
   }
   const forwarder = wantsEgress(spec) ? egressForwarder(name, egressSocket) : undefined
+  const arch = seccompArch()
+  const seccomp = arch === undefined ? undefined : seccompProgram(arch)
   const cwd = launch.cwd ?? spec.stateDir
   const resolved = resolveCommand(launch.command, launch.cwd ?? process.cwd(), launch.env.PATH)
   const root = runsAsRoot()
@@ -406,6 +414,8 @@ export function confinedLaunch(
     '--unshare-ipc',
     '--unshare-uts',
     '--unshare-cgroup-try',
+    // The seccomp filter (seccomp.ts, ADR 044), written on fd 3 when the process is spawned.
+    ...(seccomp ? ['--seccomp', '3'] : []),
     // Without root, namespaces need a user namespace; as root the uid switch below does better.
     ...(root ? [] : ['--unshare-user']),
     '--clearenv',
@@ -472,7 +482,7 @@ export function confinedLaunch(
     )
   }
   args.push(resolved, ...launch.args)
-  return { command: found.bwrap, args, env: {}, mechanism: 'bubblewrap' }
+  return { command: found.bwrap, args, env: {}, mechanism: 'bubblewrap', seccomp }
 }
 
 /**

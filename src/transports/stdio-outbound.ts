@@ -239,8 +239,12 @@ export class StdioOutboundTransport implements Transport {
       )
     }
     const child = spawn(launch.command, [...launch.args], {
-      // fd 3 is the control channel of the unconfined watchdog (see UNCONFINED_WATCHDOG).
-      stdio: launch.watchdog ? ['pipe', 'pipe', 'pipe', 'pipe'] : ['pipe', 'pipe', 'pipe'],
+      // fd 3 is the control channel of the unconfined watchdog (see UNCONFINED_WATCHDOG), or
+      // where bwrap reads the seccomp filter.
+      stdio:
+        launch.watchdog || launch.seccomp
+          ? ['pipe', 'pipe', 'pipe', 'pipe']
+          : ['pipe', 'pipe', 'pipe'],
       detached: POSIX,
       env: { ...launch.env },
       shell: false,
@@ -249,9 +253,14 @@ export class StdioOutboundTransport implements Transport {
     })
     this.#child = child
     this.#mechanism = launch.mechanism
+    if (launch.seccomp) {
+      const filter = child.stdio[3] as NodeJS.WritableStream | null
+      filter?.on('error', () => {})
+      filter?.end(launch.seccomp)
+    }
     this.#wire(child)
     try {
-      this.#serverPid = await this.#awaitSpawn(child, env.PATH)
+      this.#serverPid = await this.#awaitSpawn(child, env.PATH, launch.watchdog === true)
     } catch (err) {
       this.#state = 'closing'
       this.#signal('SIGKILL')
@@ -334,7 +343,7 @@ export class StdioOutboundTransport implements Transport {
     else remove()
   }
 
-  #awaitSpawn(child: ChildProcess, path: string | undefined) {
+  #awaitSpawn(child: ChildProcess, path: string | undefined, watchdog: boolean) {
     const o = this.#options
     return new Promise<number>((resolve, reject) => {
       const refuse = (message: string, cause?: unknown) =>
@@ -363,7 +372,7 @@ export class StdioOutboundTransport implements Transport {
       child.once('error', (err: NodeJS.ErrnoException) => fail(why(err.code, err.message)))
       child.once('exit', (code, signal) => fail(`exited at once (${signal ?? code})`))
       const control = child.stdio[3]
-      if (!(control instanceof Duplex)) {
+      if (!watchdog || !(control instanceof Duplex)) {
         // Confined (or Windows): the server's own pid is not visible from here.
         child.once('spawn', () => ok(child.pid ?? 0))
         return

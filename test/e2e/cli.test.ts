@@ -83,7 +83,7 @@ describe('the barbican command', () => {
     assert.match(stdout, /\(claude\)/)
     assert.match(stdout, /ok {4}memory: .*\d+ tool\(s\)/)
     // Confined by default, and check says how and what that leaves open.
-    assert.match(stdout, /\n {6}sandbox: bubblewrap .*; not covered: .*seccomp/)
+    assert.match(stdout, /\n {6}sandbox: bubblewrap .*\+ seccomp.*; not covered: /)
   })
 
   test('check exits non-zero naming the upstream that cannot start', async () => {

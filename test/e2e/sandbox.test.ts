@@ -135,6 +135,11 @@ describe('a hostile upstream in the default sandbox', () => {
     assert.equal(await attempt('spin', '30'), 'refused: killed by SIGXCPU')
   })
 
+  test('cannot make a user namespace or mount (seccomp)', async () => {
+    assert.match(await attempt('unshare', 'user'), /^refused: .*Operation not permitted/)
+    assert.match(await attempt('unshare', 'mount'), /^refused: .*Operation not permitted/)
+  })
+
   test('cannot signal the gateway, which stays up beside the other upstream', async () => {
     assert.match(await attempt('kill', String(process.pid)), /^refused: (ESRCH|EPERM)/)
     const echo = await client.callTool({ name: 'everything__echo', arguments: { message: 'hi' } })

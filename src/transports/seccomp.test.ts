@@ -1,0 +1,47 @@
+import assert from 'node:assert/strict'
+import { describe, test } from 'node:test'
+import {
+  auditArch,
+  deniedNumber,
+  SECCOMP_DENIED,
+  type SeccompArch,
+  seccompProgram,
+  seccompVerdict,
+} from './seccomp.ts'
+
+describe('the seccomp filter', () => {
+  for (const arch of ['x64', 'arm64'] as SeccompArch[]) {
+    const program = seccompProgram(arch)
+    const verdict = (nr: number, arg0?: number) =>
+      seccompVerdict(program, {
+        arch: auditArch(arch),
+        nr,
+        ...(arg0 === undefined ? {} : { arg0 }),
+      })
+
+    test(`${arch}: refuses every listed system call with EPERM`, () => {
+      for (const name of SECCOMP_DENIED.filter((n) => !n.startsWith('clone'))) {
+        assert.equal(verdict(deniedNumber(arch, name)!), 'EPERM', name)
+      }
+    })
+
+    test(`${arch}: allows ordinary calls and a plain clone; refuses clone with CLONE_NEWUSER`, () => {
+      const [read, write, clone] = arch === 'x64' ? [0, 1, 56] : [63, 64, 220]
+      assert.equal(verdict(read), 'allow')
+      assert.equal(verdict(write), 'allow')
+      // fork/threads: CLONE_VM | CLONE_FS | CLONE_FILES | CLONE_SIGHAND | CLONE_THREAD …
+      assert.equal(verdict(clone, 0x003d0f00), 'allow')
+      assert.equal(verdict(clone, 0x10000000 | 0x11), 'EPERM')
+      assert.equal(verdict(435), 'ENOSYS', 'clone3 falls back to clone')
+    })
+
+    test(`${arch}: refuses every call of another ABI`, () => {
+      assert.equal(seccompVerdict(program, { arch: 0x40000003, nr: 0 }), 'EPERM')
+    })
+  }
+
+  test('x64: refuses x32 system calls', () => {
+    const program = seccompProgram('x64')
+    assert.equal(seccompVerdict(program, { arch: auditArch('x64'), nr: 0x40000000 }), 'EPERM')
+  })
+})
