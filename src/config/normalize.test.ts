@@ -82,6 +82,7 @@ describe('normalizeConfig', () => {
             stateDir: join(process.cwd(), '.barbican/state/everything'),
             read: [],
             write: [],
+            packageCache: join(process.cwd(), '.barbican/npm'),
             protect: [
               join(process.cwd(), 'barbican.lock'),
               ...['', '-wal', '-shm', '-journal'].map((end) =>
