@@ -21,6 +21,7 @@ import { planFromConfig } from '../gateway/plan.ts'
 import { readinessRoute } from '../gateway/readiness.ts'
 import { applyDiff, type ConfigDiff, diffConfigs, RESTART_SECTIONS } from '../gateway/reload.ts'
 import { startupSummary } from '../gateway/startup-summary.ts'
+import { warnOverBudget } from '../gateway/token-budget.ts'
 import { lockfilePathOf, openStore, type TrustSetup, withTrust } from '../gateway/trust-setup.ts'
 import { memoryStore } from '../store/memory.ts'
 import type { Store } from '../store/store.ts'
@@ -292,7 +293,9 @@ export async function runServe(
       log,
       debounceMs: RELOAD_DEBOUNCE_MS,
       pollMs: RELOAD_POLL_MS,
-      onReloaded: (outcome) =>
+      onReloaded: (outcome) => {
+        // A reload may add tools: the budget is judged again on the new catalog.
+        if (outcome.ok) void warnOverBudget(server.gateway, server.config, log).catch(() => {})
         audit?.record({
           type: 'admin',
           action: 'config.reload',
@@ -305,7 +308,8 @@ export async function runServe(
                 ? `; needs restart: ${outcome.needsRestart.join(', ')}`
                 : '')
             : outcome.error,
-        }),
+        })
+      },
     })
     server.reloader.watch()
   }
@@ -325,6 +329,7 @@ export async function runServe(
       if (stopping) return
       if (summary.degraded) log.warn(summary.message, summary.fields)
       else log.info(summary.message, summary.fields)
+      await warnOverBudget(server.gateway, server.config, log)
     })
     .catch((error: unknown) => log.error('start-up failed', { error }))
   await new Promise<void>((resolve) => {

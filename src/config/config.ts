@@ -209,6 +209,8 @@ export interface VirtualServerConfig {
   readonly prompts: RenamingFilterConfig
   /** Globs over resource URIs (and resource template URI templates). */
   readonly resources: ItemFilterConfig
+  /** Most tokens its tool list may cost (src/relay/tool-tokens.ts); absent: no budget. */
+  readonly tokenBudget?: number | undefined
 }
 
 /** One quota (docs/policy.md): which calls it counts, keyed by what, and how many per window. */

@@ -168,6 +168,7 @@ export function buildConfig(native: NativeConfig, options: NormalizeOptions = {}
         rename: server.prompts?.rename ?? {},
       },
       resources: { include: server.resources?.include, exclude: server.resources?.exclude ?? [] },
+      ...(server.tokenBudget === undefined ? {} : { tokenBudget: server.tokenBudget }),
     }
   })
   const backends = backendsOf(native, options)
