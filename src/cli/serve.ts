@@ -11,8 +11,10 @@ import { VERSION } from '../common/version.ts'
 import type { Config, LoadedConfig } from '../config/config.ts'
 import { isLoopbackHost } from '../config/listen.ts'
 import { adminRoutes } from '../gateway/admin-api.ts'
+import { consoleRoutes } from '../gateway/admin-console.ts'
 import { openAuditLog, withAudit } from '../gateway/audit-setup.ts'
 import { type Backends, NO_BACKENDS, openBackends } from '../gateway/backends.ts'
+import { consoleSource } from '../gateway/console-source.ts'
 import { Gateway } from '../gateway/gateway.ts'
 import { landingPage } from '../gateway/landing-page.ts'
 import { metricsRoute } from '../gateway/metrics-endpoint.ts'
@@ -138,6 +140,7 @@ export async function startServer(
       server.reloader?.stop()
       await http.close()
       await gateway.stop()
+      adminConsole.figures.stop()
       await auth?.close()
     },
   }
@@ -160,6 +163,23 @@ export async function startServer(
   })) {
     http.routes.set(path, route)
   }
+  const adminConsole = consoleSource({
+    gateway,
+    config: () => running,
+    overview: () =>
+      overview(gateway, running, { config: server.configLabel, lastReload: server.reloader?.last }),
+    pins: trust.store.pins,
+    audit,
+    apiKeys: auth?.apiKeys,
+    accounts: undefined,
+    reload: async (actor) => {
+      if (!server.reloader) {
+        return { ok: false, error: 'This gateway has no config file to reload (embedded demo)' }
+      }
+      return await server.reloader.reload(actor)
+    },
+  })
+  for (const [path, route] of consoleRoutes(access, adminConsole)) http.routes.set(path, route)
   http.routes.set(
     '/metrics',
     metricsRoute(gateway.metrics, config.metrics, {
