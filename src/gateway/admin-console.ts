@@ -512,7 +512,8 @@ const SECURITY_HEADERS = {
   'content-security-policy': CONSOLE_CSP,
   'x-frame-options': 'DENY',
   'x-content-type-options': 'nosniff',
-  'referrer-policy': 'no-referrer',
+  // Not no-referrer: with it Chrome sends `Origin: null` on the console's own form posts.
+  'referrer-policy': 'same-origin',
   'cross-origin-opener-policy': 'same-origin',
   'cross-origin-resource-policy': 'same-origin',
 }
