@@ -10,11 +10,12 @@ import { startTracing, stopTracing } from '../common/tracing.ts'
 import { VERSION } from '../common/version.ts'
 import type { Config, LoadedConfig } from '../config/config.ts'
 import { isLoopbackHost } from '../config/listen.ts'
+import { linkedTokenStore } from '../credentials/upstream-setup.ts'
 import { adminRoutes } from '../gateway/admin-api.ts'
 import { consoleRoutes } from '../gateway/admin-console.ts'
 import { openAuditLog, withAudit } from '../gateway/audit-setup.ts'
 import { type Backends, NO_BACKENDS, openBackends } from '../gateway/backends.ts'
-import { consoleSource } from '../gateway/console-source.ts'
+import { consoleSource, linkedAccounts } from '../gateway/console-source.ts'
 import { Gateway } from '../gateway/gateway.ts'
 import { landingPage } from '../gateway/landing-page.ts'
 import { metricsRoute } from '../gateway/metrics-endpoint.ts'
@@ -171,7 +172,7 @@ export async function startServer(
     pins: trust.store.pins,
     audit,
     apiKeys: auth?.apiKeys,
-    accounts: undefined,
+    accounts: linkedAccounts(() => linkedTokenStore(auth)),
     reload: async (actor) => {
       if (!server.reloader) {
         return { ok: false, error: 'This gateway has no config file to reload (embedded demo)' }

@@ -72,7 +72,8 @@ export interface ConsoleKeys {
 }
 
 export interface ConsoleAccounts {
-  list(): Promise<readonly LinkedAccount[]>
+  /** Undefined when no upstream uses `credentials.mode: oauth` (or its store cannot list). */
+  list(): Promise<readonly LinkedAccount[] | undefined>
   revoke(account: LinkedAccount): Promise<void>
 }
 

@@ -9,6 +9,7 @@ import { type ApiKeyEntry, type ApiKeyStore, generateApiKey } from '../auth/api-
 import { type ApiKeyFileEntry, readKeysFile, writeKeysFile } from '../auth/api-keys-file.ts'
 import { BarbicanError } from '../common/errors.ts'
 import type { Config } from '../config/config.ts'
+import type { TokenStore } from '../credentials/token-store.ts'
 import type { PinStore } from '../store/store.ts'
 import { describeConfinement } from '../transports/sandbox.ts'
 import type { ConsoleAccounts, ConsoleKeys, ConsoleSource } from './admin-console.ts'
@@ -109,6 +110,18 @@ async function serverEntries(
     })
   }
   return entries
+}
+
+/** Users' linked accounts, from the token store of the moment (a reload may add one). */
+export function linkedAccounts(store: () => TokenStore | undefined): ConsoleAccounts {
+  return {
+    list: async () => await store()?.links(),
+    async revoke(account) {
+      const tokens = store()
+      if (!tokens) throw new BarbicanError('ERR_INVALID_PARAMS', 'No upstream links accounts')
+      await tokens.delete(account)
+    },
+  }
 }
 
 /** Keys of the keys file (written like `barbican keys`), else added to the running store. */
