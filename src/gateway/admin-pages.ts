@@ -225,7 +225,7 @@ export function serversPage(frame: PageFrame, servers: readonly ServerPageEntry[
     const budget =
       s.total === undefined
         ? ''
-        : `<p>${num(s.tools.length)} tool(s) cost <strong>${num(s.total)}</strong> tokens (${TOKEN_ENCODING})${
+        : `<p>${num(s.tools.filter((t) => t.tokens !== undefined).length)} listed tool(s) cost <strong>${num(s.total)}</strong> tokens (${TOKEN_ENCODING})${
             s.budget === undefined ? '; no budget set' : ` of a budget of ${num(s.budget)}`
           }.${s.over ? ` <strong class="bad">Over budget.</strong>` : ''}</p>`
     return (

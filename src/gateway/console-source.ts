@@ -12,6 +12,7 @@ import type { Config } from '../config/config.ts'
 import type { TokenStore } from '../credentials/token-store.ts'
 import type { PinStore } from '../store/store.ts'
 import { describeConfinement } from '../transports/sandbox.ts'
+import { quarantineKey } from '../trust/quarantine.ts'
 import type { ConsoleAccounts, ConsoleKeys, ConsoleSource } from './admin-console.ts'
 import type { KeyRow, ServerPageEntry, ServerToolRow } from './admin-pages.ts'
 import { CallFigures } from './call-figures.ts'
@@ -90,10 +91,11 @@ async function serverEntries(
         tokens: costs?.tools.get(t.name),
       }
     })
-    for (const q of view.quarantined.values()) {
-      if (q.kind !== 'tool') continue
+    const exposedPrefix = quarantineKey('tool', '')
+    for (const [exposed, q] of view.quarantined) {
+      if (q.kind !== 'tool' || !exposed.startsWith(exposedPrefix)) continue
       tools.push({
-        name: q.name,
+        name: exposed.slice(exposedPrefix.length),
         upstream: q.upstream,
         original: q.key.replace(/^tool:/, ''),
         pin: 'quarantined',

@@ -143,6 +143,10 @@ describe('the admin console in chromium', () => {
       /quarantined/,
     )
 
+    await page.goto(`${server.url}/admin/servers`)
+    const listed = page.getByRole('row').filter({ hasText: 'drift__echo' })
+    assert.equal((await listed.getByRole('cell').allInnerTexts())[2], 'quarantined')
+
     await page.goto(`${server.url}/admin/quarantine`)
     await page.getByRole('heading', { name: /drift: tool:echo/ }).waitFor()
     const diff = page.getByRole('row').filter({ hasText: 'description' })
@@ -167,7 +171,7 @@ describe('the admin console in chromium', () => {
     assert.equal(cells[1], 'drift: echo')
     assert.equal(cells[2], 'pinned')
     assert.ok(Number(cells[3]) > 10, cells.join(' | '))
-    await page.getByText(/1 tool\(s\) cost \d+ tokens \(o200k_base\)/).waitFor()
+    await page.getByText(/1 listed tool\(s\) cost \d+ tokens \(o200k_base\)/).waitFor()
     await expectAccessible('the servers page')
   })
 
