@@ -339,7 +339,7 @@ export function auditPage(
     search +
       (rows.length
         ? table(
-            `Newest ${limit} matching records`,
+            `Matching records, newest first (at most ${limit})`,
             ['Seq', 'At', 'Type', 'Subject / actor', 'What', 'Outcome'],
             rows,
           )
