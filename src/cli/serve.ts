@@ -10,9 +10,12 @@ import { startTracing, stopTracing } from '../common/tracing.ts'
 import { VERSION } from '../common/version.ts'
 import type { Config, LoadedConfig } from '../config/config.ts'
 import { isLoopbackHost } from '../config/listen.ts'
+import { linkedTokenStore } from '../credentials/upstream-setup.ts'
 import { adminRoutes, tenantOfCaller } from '../gateway/admin-api.ts'
+import { consoleRoutes } from '../gateway/admin-console.ts'
 import { openAuditLog, withAudit } from '../gateway/audit-setup.ts'
 import { type Backends, NO_BACKENDS, openBackends } from '../gateway/backends.ts'
+import { consoleSource, linkedAccounts } from '../gateway/console-source.ts'
 import { Gateway } from '../gateway/gateway.ts'
 import { landingPage } from '../gateway/landing-page.ts'
 import { metricsRoute } from '../gateway/metrics-endpoint.ts'
@@ -22,6 +25,7 @@ import { readinessRoute } from '../gateway/readiness.ts'
 import { applyDiff, type ConfigDiff, diffConfigs, RESTART_SECTIONS } from '../gateway/reload.ts'
 import { startupSummary } from '../gateway/startup-summary.ts'
 import { auditView, pinsView, TenantRouter, tenantView } from '../gateway/tenants.ts'
+import { warnOverBudget } from '../gateway/token-budget.ts'
 import { lockfilePathOf, openStore, type TrustSetup, withTrust } from '../gateway/trust-setup.ts'
 import { memoryStore } from '../store/memory.ts'
 import type { Store } from '../store/store.ts'
@@ -167,6 +171,7 @@ export async function startServer(
       server.reloader?.stop()
       await http.close()
       await Promise.all([gateway.stop(), ...[...tenants.values()].map((g) => g.stop())])
+      adminConsole.figures.stop()
       await auth?.close()
     },
   }
@@ -199,6 +204,23 @@ export async function startServer(
   })) {
     http.routes.set(path, route)
   }
+  const adminConsole = consoleSource({
+    gateway,
+    config: () => running,
+    overview: () =>
+      overview(gateway, running, { config: server.configLabel, lastReload: server.reloader?.last }),
+    pins: trust.store.pins,
+    audit,
+    apiKeys: auth?.apiKeys,
+    accounts: linkedAccounts(() => linkedTokenStore(auth)),
+    reload: async (actor) => {
+      if (!server.reloader) {
+        return { ok: false, error: 'This gateway has no config file to reload (embedded demo)' }
+      }
+      return await server.reloader.reload(actor)
+    },
+  })
+  for (const [path, route] of consoleRoutes(access, adminConsole)) http.routes.set(path, route)
   http.routes.set(
     '/metrics',
     metricsRoute(gateway.metrics, config.metrics, {
@@ -334,7 +356,9 @@ export async function runServe(
       log,
       debounceMs: RELOAD_DEBOUNCE_MS,
       pollMs: RELOAD_POLL_MS,
-      onReloaded: (outcome) =>
+      onReloaded: (outcome) => {
+        // A reload may add tools: the budget is judged again on the new catalog.
+        if (outcome.ok) void warnOverBudget(server.gateway, server.config, log).catch(() => {})
         audit?.record({
           type: 'admin',
           action: 'config.reload',
@@ -347,7 +371,8 @@ export async function runServe(
                 ? `; needs restart: ${outcome.needsRestart.join(', ')}`
                 : '')
             : outcome.error,
-        }),
+        })
+      },
     })
     server.reloader.watch()
   }
@@ -367,6 +392,7 @@ export async function runServe(
       if (stopping) return
       if (summary.degraded) log.warn(summary.message, summary.fields)
       else log.info(summary.message, summary.fields)
+      await warnOverBudget(server.gateway, server.config, log)
     })
     .catch((error: unknown) => log.error('start-up failed', { error }))
   await new Promise<void>((resolve) => {

@@ -212,6 +212,8 @@ export interface VirtualServerConfig {
   readonly resources: ItemFilterConfig
   /** How the catalogue is offered to clients (code mode, tools-only hosts). */
   readonly exposure: ToolExposure
+  /** Most tokens its tool list may cost (src/relay/tool-tokens.ts); absent: no budget. */
+  readonly tokenBudget?: number | undefined
 }
 
 /** How a virtual server offers its catalogue (docs/context-economy.md). */

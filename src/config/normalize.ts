@@ -174,6 +174,7 @@ export function buildConfig(native: NativeConfig, options: NormalizeOptions = {}
         ...(server.adapt === undefined ? {} : { adapt: server.adapt }),
         code: { ...CODE_DEFAULTS, ...server.code },
       },
+      ...(server.tokenBudget === undefined ? {} : { tokenBudget: server.tokenBudget }),
     }
   })
   const backends = backendsOf(native, options)
