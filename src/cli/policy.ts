@@ -7,6 +7,7 @@
 import type { Identity } from '../auth/identity.ts'
 import type { LoadedConfig } from '../config/config.ts'
 import { CedarEngine, readPolicyFiles, validatePolicies } from '../policies/cedar-engine.ts'
+import { SecureContexts } from '../policies/secure-contexts.ts'
 import { isPlainObject, type JsonObject } from '../protocol/jsonrpc.ts'
 import type { CliIo, CommandOptions } from './command.ts'
 import { loadForCommand } from './load.ts'
@@ -74,11 +75,17 @@ export async function runPolicy(
     scopes: options.scopes ?? [],
     method: 'config',
   }
+  // Labels come from the configuration; pin state needs the live store, so offline it is unknown.
+  const contexts = config.contexts ? new SecureContexts(config.contexts) : undefined
+  const labels =
+    contexts && upstream !== undefined ? [...contexts.labelsOf(upstream, tool)].sort() : []
+  const upstreamLabels =
+    contexts && upstream !== undefined ? [...contexts.upstreamLabels(upstream)].sort() : []
   const decision = engine.decide({
     identity,
     server: server.name,
     action: 'call',
-    target: { kind: 'tool', name: tool, upstream },
+    target: { kind: 'tool', name: tool, upstream, labels, upstreamLabels },
     transport: 'streamable-http',
     method: 'tools/call',
     arguments: args,
