@@ -4,7 +4,7 @@
  * tool that stays uncallable by its guessed name, shadow mode, `policy explain` and `check`.
  */
 import assert from 'node:assert/strict'
-import { mkdtempSync, realpathSync, writeFileSync } from 'node:fs'
+import { mkdtempSync, readFileSync, realpathSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, before, describe, test } from 'node:test'
@@ -255,6 +255,29 @@ describe('cedar policies, enforced', () => {
     ])
     assert.equal(none.code, 3)
     assert.match(none.out, /no policy permits this request/)
+  })
+
+  test('policy explain names the permission rule beside the Cedar policies', async () => {
+    const { dir: withRules } = configDir('enforce')
+    const path = join(withRules, 'barbican.json')
+    const config = JSON.parse(readFileSync(path, 'utf8'))
+    config.auth.permissions = [
+      { subjects: ['alice'], servers: ['default'], tools: ['get-*'] },
+      { subjects: ['bob'], servers: ['default'] },
+    ]
+    writeFileSync(path, JSON.stringify(config))
+    const explain = (as: string, tool: string) =>
+      run(['policy', 'explain', '--config', path, '--as', as, '--call', tool])
+    const granted = await explain('bob', 'echo')
+    assert.equal(granted.code, 0, granted.out)
+    assert.match(granted.out, /^permissions: ALLOW by auth\.permissions\[1\]$/m)
+    assert.match(granted.out, /^cedar: ALLOW$/m)
+    // Cedar permits alice everything, but no permission grants her echo: both must allow.
+    const refused = await explain('alice', 'echo')
+    assert.equal(refused.code, 3, refused.out)
+    assert.match(refused.out, /^permissions: DENY/m)
+    assert.match(refused.out, /^cedar: ALLOW$/m)
+    assert.match(refused.out, /^decision: DENY$/m)
   })
 })
 
