@@ -9,9 +9,10 @@
  * its record is on disk.
  */
 
+import type { LogExport } from '../common/otel-logs.ts'
 import { type AuditKey, signCheckpoint } from './audit-key.ts'
 import type { AuditStore, CheckpointReason } from './audit-store.ts'
-import { type AuditEvent, type AuditRecord, chainRecord, exportLine } from './record.ts'
+import { type AuditEvent, type AuditRecord, chainRecord, exportFields } from './record.ts'
 
 /** Something that takes audit events; the policy and the admin commands write through it. */
 export interface AuditSink {
@@ -23,6 +24,8 @@ export interface AuditLogOptions {
   readonly key: AuditKey
   /** Receives one JSON line (with its newline) per committed record. */
   readonly export?: ExportSink | undefined
+  /** Receives every committed record's fields as an OTel log record (common/otel-logs.ts). */
+  readonly logs?: LogExport | undefined
   /** 0: no periodic checkpoints (the CLI, tests). */
   readonly checkpointIntervalMs?: number | undefined
   /** Records older than this many days are pruned; 0 keeps everything. */
@@ -118,11 +121,13 @@ export class AuditLog implements AuditSink {
   }
 
   #export(records: readonly AuditRecord[]): void {
-    const sink = this.#options.export
-    if (!sink) return
+    const { export: sink, logs } = this.#options
+    if (!sink && !logs) return
     for (const r of records) {
       try {
-        sink.write(`${exportLine(r)}\n`)
+        const fields = exportFields(r)
+        sink?.write(`${JSON.stringify(fields)}\n`)
+        logs?.emit(fields)
       } catch (err) {
         this.#options.onError?.(err)
       }
@@ -183,6 +188,7 @@ export class AuditLog implements AuditSink {
       await this.checkpoint('shutdown', true)
     } finally {
       this.#options.export?.close?.()
+      await this.#options.logs?.shutdown()
       await this.#store.close()
     }
   }

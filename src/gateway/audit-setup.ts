@@ -11,6 +11,7 @@ import type { AuditStore } from '../audit/audit-store.ts'
 import { memoryAuditStore } from '../audit/memory.ts'
 import { openSqliteAuditStore } from '../audit/sqlite.ts'
 import type { Logger } from '../common/log.ts'
+import { startLogExport } from '../common/otel-logs.ts'
 import type { Config } from '../config/config.ts'
 import { DEFAULT_STORE_PATH } from '../config/defaults.ts'
 import { auditPolicy } from '../policies/audit.ts'
@@ -75,6 +76,8 @@ export interface OpenAuditOptions {
   readonly running: boolean
   /** False for `barbican stdio`, whose stdout carries JSON-RPC. */
   readonly stdoutFree: boolean
+  /** Where OTEL_* are read (audit records as OTel logs); process.env by default. */
+  readonly env?: NodeJS.ProcessEnv | undefined
 }
 
 /** The audit log of `config`, or undefined when `audit.enabled` is false. */
@@ -90,11 +93,16 @@ export async function openAuditLog(
       'audit.export.stdout cannot be used here: stdout carries JSON-RPC. Use audit.export.file.',
     )
   }
+  // Only a running gateway exports; CLI commands that write an admin record do not.
+  const logs = options.running
+    ? await startLogExport(options.env ?? process.env, options.log)
+    : undefined
   const { store, key } = await openAuditStore(auditLocationOf(config, configPath), true)
   const log = new AuditLog({
     store,
     key,
     export: options.running ? exportSink(exported) : undefined,
+    logs,
     checkpointIntervalMs: options.running ? config.audit.checkpointIntervalMs : 0,
     retentionDays: config.audit.retentionDays,
     onError: (error) => options.log.error('audit maintenance failed', { error }),
