@@ -23,8 +23,18 @@ import {
 } from '@opentelemetry/sdk-logs'
 import { BarbicanError } from './errors.ts'
 import type { Logger } from './log.ts'
-import type { ExportedFields, LogExport } from './otel-logs.ts'
 import { VERSION } from './version.ts'
+
+/** One exported audit record: the flat field set of docs/audit.md. */
+export type ExportedFields = Readonly<Record<string, unknown>>
+
+/** What a started logs SDK gives the audit log. */
+export interface LogExport {
+  /** Queues one record for export (batched; never blocks, never throws). */
+  emit(fields: ExportedFields): void
+  /** Exports what is still queued and stops the exporter. */
+  shutdown(): Promise<void>
+}
 
 export function createLogExport(env: NodeJS.ProcessEnv, log: Logger): LogExport {
   const exporter = logExporter(env)

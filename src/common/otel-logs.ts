@@ -7,16 +7,9 @@
  */
 import type { Logger } from './log.ts'
 
-/** One exported audit record: the flat field set of docs/audit.md. */
-export type ExportedFields = Readonly<Record<string, unknown>>
+import type { LogExport } from './otel-logs-sdk.ts'
 
-/** What a started logs SDK gives the audit log. */
-export interface LogExport {
-  /** Queues one record for export (batched; never blocks, never throws). */
-  emit(fields: ExportedFields): void
-  /** Exports what is still queued and stops the exporter. */
-  shutdown(): Promise<void>
-}
+export type { ExportedFields, LogExport } from './otel-logs-sdk.ts'
 
 /**
  * Whether the environment asks for audit records as OTel logs: `OTEL_LOGS_EXPORTER=otlp`, or an
