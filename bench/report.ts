@@ -206,7 +206,19 @@ export function verdicts(report: Report): Verdict[] {
     true,
   )
   check('Audit + metrics ≤ 10 µs CPU per tools/call over none', governed('audit+metrics'), 10, true)
+  check(
+    'Audit (batched) + metrics ≤ 10 µs CPU per tools/call over none',
+    governed('audit-batched+metrics'),
+    10,
+    true,
+  )
   check('Everything on ≤ 30 µs CPU per tools/call over none', governed('everything'), 30, true)
+  check(
+    'Everything on, audit batched, ≤ 30 µs CPU per tools/call over none',
+    governed('everything-batched'),
+    30,
+    true,
+  )
   return v
 }
 

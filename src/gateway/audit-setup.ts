@@ -106,9 +106,39 @@ export async function openAuditLog(
     checkpointIntervalMs: options.running ? config.audit.checkpointIntervalMs : 0,
     retentionDays: config.audit.retentionDays,
     onError: (error) => options.log.error('audit maintenance failed', { error }),
+    ...(batchedJournal(config, configPath, options)
+      ? {
+          batched: {
+            journal: batchedJournal(config, configPath, options)!,
+            windowMs: config.audit.batchWindowMs,
+          },
+        }
+      : {}),
   })
-  if (options.running) await log.prune()
+  if (options.running) {
+    const replayed = await log.recoverJournal()
+    if (replayed > 0) {
+      options.log.warn('audit records replayed from the journal of a gateway that died', {
+        records: replayed,
+      })
+    }
+    await log.prune()
+  }
   return log
+}
+
+/**
+ * Where batched mode journals (beside the SQLite file); undefined for the fsync mode, a CLI
+ * command (it writes one admin record, durably) or a log in memory (nothing survives anyway).
+ */
+function batchedJournal(
+  config: Config,
+  configPath: string | undefined,
+  options: OpenAuditOptions,
+): string | undefined {
+  if (config.audit.durability !== 'batched' || !options.running) return undefined
+  const location = auditLocationOf(config, configPath)
+  return location.kind === 'sqlite' ? `${location.path}-batch` : undefined
 }
 
 function exportSink(exported: Config['audit']['export']): ExportSink | undefined {
