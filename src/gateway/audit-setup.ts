@@ -98,6 +98,7 @@ export async function openAuditLog(
     ? await startLogExport(options.env ?? process.env, options.log)
     : undefined
   const { store, key } = await openAuditStore(auditLocationOf(config, configPath), true)
+  const journal = batchedJournal(config, configPath, options)
   const log = new AuditLog({
     store,
     key,
@@ -106,14 +107,7 @@ export async function openAuditLog(
     checkpointIntervalMs: options.running ? config.audit.checkpointIntervalMs : 0,
     retentionDays: config.audit.retentionDays,
     onError: (error) => options.log.error('audit maintenance failed', { error }),
-    ...(batchedJournal(config, configPath, options)
-      ? {
-          batched: {
-            journal: batchedJournal(config, configPath, options)!,
-            windowMs: config.audit.batchWindowMs,
-          },
-        }
-      : {}),
+    ...(journal ? { batched: { journal, windowMs: config.audit.batchWindowMs } } : {}),
   })
   if (options.running) {
     const replayed = await log.recoverJournal()
@@ -129,7 +123,8 @@ export async function openAuditLog(
 
 /**
  * Where batched mode journals (beside the SQLite file); undefined for the fsync mode, a CLI
- * command (it writes one admin record, durably) or a log in memory (nothing survives anyway).
+ * command (it writes one admin record, durably), a log in memory (nothing survives anyway) or
+ * PostgreSQL (it keeps the stronger fsync mode: the journal would live on one replica's disk).
  */
 function batchedJournal(
   config: Config,
