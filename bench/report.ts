@@ -2,6 +2,7 @@
  * Turns the rounds' samples into medians and ratios, checks them against the performance
  * targets, and renders the markdown table that docs/performance.md shows.
  */
+import type { GovernanceResult } from './governance.ts'
 import type { ColdStartResult, SessionsResult, ToolsListResult } from './micro.ts'
 
 /** One load run of one configuration at one concurrency. */
@@ -54,6 +55,7 @@ export interface Report {
   toolsList?: ToolsListResult
   sessions?: SessionsResult
   coldStart?: ColdStartResult
+  governance?: GovernanceResult
 }
 
 const PEERS = ['mcp-proxy', 'supergateway']
@@ -194,6 +196,29 @@ export function verdicts(report: Report): Verdict[] {
     true,
   )
   check('Merged tools/list 50 × 100 cached ≤ 5 ms p50', report.toolsList?.p50Ms, 5, true)
+  const governed = (name: string) =>
+    report.governance &&
+    Math.max(...Object.values(report.governance.byConcurrency).map((c) => c[name]?.overNoneUs ?? 0))
+  check(
+    'Realistic policy chain ≤ 20 µs CPU per tools/call over none',
+    governed('governed'),
+    20,
+    true,
+  )
+  check('Audit + metrics ≤ 10 µs CPU per tools/call over none', governed('audit+metrics'), 10, true)
+  check(
+    'Audit (batched) + metrics ≤ 10 µs CPU per tools/call over none',
+    governed('audit-batched+metrics'),
+    10,
+    true,
+  )
+  check('Everything on ≤ 30 µs CPU per tools/call over none', governed('everything'), 30, true)
+  check(
+    'Everything on, audit batched, ≤ 30 µs CPU per tools/call over none',
+    governed('everything-batched'),
+    30,
+    true,
+  )
   return v
 }
 
@@ -282,6 +307,22 @@ export function renderMarkdown(report: Report): string {
       `| mcp-proxy → stdio | ${fmt(c.mcpProxyMs, 0)} |`,
       `| supergateway → stdio | ${fmt(c.supergatewayMs, 0)} |`,
     )
+  }
+  if (report.governance) {
+    const g = report.governance
+    lines.push(
+      '',
+      '## Governance and accounting, in-process (bench/governance.ts)',
+      '',
+      `Gateway CPU per tools/call on the in-process hot path, median of ${g.rounds} rounds of ${g.calls} calls; "over none" is the median difference with \`none\` in the same round.`,
+      '',
+      '| configuration | concurrency | µs CPU/call | over none |',
+      '| --- | ---: | ---: | ---: |',
+    )
+    for (const [c, byName] of Object.entries(g.byConcurrency)) {
+      for (const [name, r] of Object.entries(byName))
+        lines.push(`| ${name} | ${c} | ${fmt(r.cpuUsPerCall, 1)} | ${fmt(r.overNoneUs, 1)} |`)
+    }
   }
   lines.push('', '## Configurations', '')
   for (const c of report.configurations) lines.push(`- \`${c.name}\`: ${c.description}`)

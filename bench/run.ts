@@ -21,6 +21,7 @@ import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { parseArgs } from 'node:util'
 import { benchBackends } from './backends.ts'
+import { governance } from './governance.ts'
 import type { LoadMessage, LoadResult, LoadSpec } from './load.ts'
 import { coldStart, idleSessions, mergedToolsList } from './micro.ts'
 import {
@@ -360,6 +361,13 @@ async function main(): Promise<void> {
       report.sessions = await idleSessions(quick ? 2_000 : 10_000)
       process.stderr.write('micro: cold start\n')
       report.coldStart = await coldStart(quick ? 1 : 3)
+      process.stderr.write('micro: governance and accounting\n')
+      report.governance = await governance({
+        calls: quick ? 5_000 : 20_000,
+        concurrencies: quick ? [16] : [1, 16],
+        rounds: quick ? 1 : 3,
+        progress: (line) => process.stderr.write(line),
+      })
     }
     writeFileSync(join(values.out, 'latest.json'), `${JSON.stringify(report, null, 2)}\n`)
     writeFileSync(join(values.out, 'latest.md'), renderMarkdown(report))

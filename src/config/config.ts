@@ -93,6 +93,9 @@ export interface AuditConfig {
   readonly rawArguments: boolean
   readonly retentionDays: number
   readonly checkpointIntervalMs: number
+  /** `batched`: replies wait for a journal write, not an fsync (docs/audit.md "Durability"). */
+  readonly durability: 'fsync' | 'batched'
+  readonly batchWindowMs: number
   readonly export?: { readonly file?: string | undefined; readonly stdout: boolean } | undefined
 }
 

@@ -322,6 +322,8 @@ function resolveAudit(value: NativeConfig['audit'], baseDir: string | undefined)
     rawArguments: value.rawArguments,
     retentionDays: value.retentionDays,
     checkpointIntervalMs: value.checkpointIntervalMs,
+    durability: value.durability,
+    batchWindowMs: value.batchWindowMs,
     ...(value.path === undefined ? {} : { path: at(value.path) }),
     ...(exported === undefined
       ? {}
