@@ -5,6 +5,7 @@
 import type { AuditLog } from '../audit/audit-log.ts'
 import { AuthRuntime } from '../auth/auth-runtime.ts'
 import { hasInboundAuth } from '../auth/bind-policy.ts'
+import type { Cluster } from '../cluster/cluster.ts'
 import type { Logger } from '../common/log.ts'
 import { startTracing, stopTracing } from '../common/tracing.ts'
 import { VERSION } from '../common/version.ts'
@@ -27,6 +28,7 @@ import type { Store } from '../store/store.ts'
 import { createHttpInbound, type HttpInbound } from '../transports/http-inbound.ts'
 import { describeConfinement } from '../transports/sandbox.ts'
 import { type CliIo, type CommandOptions, trustOptionsOf } from './command.ts'
+import { joinFleet, serveInFleet, shareReload } from './fleet.ts'
 import { loadForCommand } from './load.ts'
 import { loggerFor } from './logging.ts'
 import { ConfigReloader, describeDiff } from './reloader.ts'
@@ -239,6 +241,15 @@ export async function runServe(
     io.stderr(`barbican: ${(err as Error).message}\n`)
     return 1
   }
+  let cluster: Cluster | undefined
+  try {
+    cluster = await joinFleet(process.env, log)
+  } catch (err) {
+    await store.close()
+    await backends.close()
+    io.stderr(`barbican: ${(err as Error).message}\n`)
+    return 1
+  }
   let audit: AuditLog | undefined
   try {
     audit = await openAuditLog(config, source.path, { log, running: true, stdoutFree: true })
@@ -263,9 +274,11 @@ export async function runServe(
     await audit?.close()
     await store.close()
     await backends.close()
+    await cluster?.leave()
     io.stderr(`barbican: ${why}\n`)
     return 1
   }
+  if (cluster) await serveInFleet(cluster, server, process.env)
   const what =
     source.format === 'demo' ? 'embedded demo configuration' : `${source.path} (${source.format})`
   log.info(`serving ${what} at ${server.url}/mcp (also /sse and /ws)`, {
@@ -292,8 +305,9 @@ export async function runServe(
       log,
       debounceMs: RELOAD_DEBOUNCE_MS,
       pollMs: RELOAD_POLL_MS,
-      onReloaded: (outcome) =>
-        audit?.record({
+      onReloaded: (outcome) => {
+        shareReload(cluster, outcome.trigger, outcome.ok)
+        return audit?.record({
           type: 'admin',
           action: 'config.reload',
           actor: outcome.trigger,
@@ -305,7 +319,8 @@ export async function runServe(
                 ? `; needs restart: ${outcome.needsRestart.join(', ')}`
                 : '')
             : outcome.error,
-        }),
+        })
+      },
     })
     server.reloader.watch()
   }
@@ -334,13 +349,14 @@ export async function runServe(
       process.off('SIGHUP', onHangup)
       stopping = true
       logShutdown(log, server)
-      server
-        .stop()
+      ;(cluster?.withdraw() ?? Promise.resolve())
+        .then(() => server.stop())
         // After the drain: the shutdown checkpoint covers the last call's record.
         .finally(() => audit?.close())
         .catch((error: unknown) => log.error('audit shutdown checkpoint failed', { error }))
         .finally(() => store.close())
         .finally(() => backends.close())
+        .finally(() => cluster?.leave())
         // Last: the spans of the requests the drain let finish are exported too.
         .finally(() => stopTracing())
         .finally(() => {

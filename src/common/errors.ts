@@ -31,6 +31,7 @@ export type ErrorCode =
   | 'ERR_CODE_LIMIT'
   | 'ERR_CODE_FAILED'
   | 'ERR_CODE_UNAVAILABLE'
+  | 'ERR_CLUSTER_UNAVAILABLE'
   | 'ERR_INTERNAL'
 
 export class BarbicanError extends Error {
@@ -76,6 +77,8 @@ const JSON_RPC_CODES: Readonly<Record<ErrorCode, number>> = {
   ERR_CODE_LIMIT: -32032,
   ERR_CODE_FAILED: -32033,
   ERR_CODE_UNAVAILABLE: -32034,
+  /** The replicas' shared coordination (Redis) cannot be reached: docs/decisions/058. */
+  ERR_CLUSTER_UNAVAILABLE: -32019,
   ERR_INTERNAL: INTERNAL_ERROR,
 }
 
