@@ -194,6 +194,14 @@ export class Cluster implements SessionDirectory {
       agent: this.#agent,
     })
     if (outcome === 'relayed') return true
+    if (outcome === 'cut') {
+      // The owner may have run the request before it failed: a 404 would invite the client to
+      // send it again on a new session, so this is a failed request, not a lost session.
+      sendRpcError(res, 502, 'The replica holding this session failed during the request', {
+        code: jsonRpcCodeOf('ERR_CLUSTER_UNAVAILABLE'),
+      })
+      return true
+    }
     // The owner died (or is dying): the spec's 404 makes the client start a new session. The
     // body may be partly read by now, so this replica answers rather than its endpoint.
     this.#log.info('session owner unreachable; answering 404', { owner })

@@ -17,8 +17,12 @@ const HOP_BY_HOP = new Set([
   'trailer',
 ])
 
-/** How the relay ended. `unreachable`: nothing reached the owner, the client was not answered. */
-export type RelayOutcome = 'relayed' | 'unreachable'
+/**
+ * How the relay ended. `unreachable`: no connection to the owner was made, so nothing reached
+ * it. `cut`: the connection failed after the request may have reached the owner, before any
+ * reply. In both cases the client is not answered yet.
+ */
+export type RelayOutcome = 'relayed' | 'unreachable' | 'cut'
 
 export interface RelayOptions {
   /** Sent as the hop header: the relaying replica's id. */
@@ -62,13 +66,18 @@ export function relayTo(
       agent: options.agent,
     })
     let answered = false
+    let connected = false
     const connectTimer = setTimeout(
       () => out.destroy(new Error('connect timeout')),
       options.connectTimeoutMs,
     )
+    const onConnect = () => {
+      connected = true
+      clearTimeout(connectTimer)
+    }
     out.on('socket', (socket) => {
-      if (!socket.connecting) clearTimeout(connectTimer)
-      else socket.once('connect', () => clearTimeout(connectTimer))
+      if (!socket.connecting) onConnect()
+      else socket.once('connect', onConnect)
     })
     out.on('response', (reply) => {
       answered = true
@@ -89,7 +98,7 @@ export function relayTo(
       if (answered || res.headersSent) {
         res.destroy()
         resolve('relayed')
-      } else resolve('unreachable')
+      } else resolve(connected ? 'cut' : 'unreachable')
     })
     // The client gave up: so does the hop (the owner sees its request cancelled).
     res.on('close', () => {
