@@ -104,6 +104,21 @@ describe('Cluster over Redis', () => {
     await owner.leave()
   })
 
+  it('answers 502, not 404, when the owner fails after the request reached it', async () => {
+    // A 404 would invite the client to send the call again on a new session: it may have run.
+    const owner = await Cluster.join(options)
+    const dying = createServer((req) => req.socket.destroy())
+    await new Promise<void>((resolve) => dying.listen(0, '127.0.0.1', resolve))
+    await owner.announce(urlOf(dying))
+    owner.opened('s5')
+    await new Promise((r) => setTimeout(r, 150))
+    const reply = await post(urlOf(serverB), 's5', '{}')
+    assert.equal(reply.status, 502)
+    assert.equal(JSON.parse(reply.text).error.code, -32019)
+    dying.close()
+    await owner.leave()
+  })
+
   it('forgets a replica that stopped its heartbeat: its sessions get 404', async () => {
     const owner = await Cluster.join(options)
     await owner.announce('http://127.0.0.1:9')
