@@ -9,18 +9,18 @@ const REDIS = process.env.BARBICAN_TEST_REDIS_URL ?? 'redis://127.0.0.1:6379'
 const quiet = jsonLogger({ write: () => {} })
 
 describe('joining a fleet', () => {
-  it('stays a single process without BARBICAN_REDIS_URL', async () => {
+  it('stays a single process without Redis', async () => {
     const env: NodeJS.ProcessEnv = {}
-    assert.equal(await joinFleet(env, quiet), undefined)
+    assert.equal(await joinFleet(undefined, env, quiet), undefined)
     assert.equal(env.BARBICAN_STATE_KEY, undefined)
   })
 
   it('gives every replica without a configured key the one held in Redis', async () => {
-    const prefix = `barbican-test-${randomBytes(6).toString('hex')}:`
-    const first: NodeJS.ProcessEnv = { BARBICAN_REDIS_URL: REDIS, BARBICAN_REDIS_PREFIX: prefix }
-    const second: NodeJS.ProcessEnv = { ...first }
-    const a = await joinFleet(first, quiet)
-    const b = await joinFleet(second, quiet)
+    const redis = { url: REDIS, prefix: `barbican-test-${randomBytes(6).toString('hex')}:` }
+    const first: NodeJS.ProcessEnv = {}
+    const second: NodeJS.ProcessEnv = {}
+    const a = await joinFleet(redis, first, quiet)
+    const b = await joinFleet(redis, second, quiet)
     try {
       assert.ok(first.BARBICAN_STATE_KEY)
       assert.equal(second.BARBICAN_STATE_KEY, first.BARBICAN_STATE_KEY)
@@ -33,12 +33,9 @@ describe('joining a fleet', () => {
 
   it('keeps a configured key', async () => {
     const key = randomBytes(32).toString('hex')
-    const env: NodeJS.ProcessEnv = {
-      BARBICAN_REDIS_URL: REDIS,
-      BARBICAN_REDIS_PREFIX: `barbican-test-${randomBytes(6).toString('hex')}:`,
-      BARBICAN_STATE_KEY: key,
-    }
-    const cluster = await joinFleet(env, quiet)
+    const env: NodeJS.ProcessEnv = { BARBICAN_STATE_KEY: key }
+    const redis = { url: REDIS, prefix: `barbican-test-${randomBytes(6).toString('hex')}:` }
+    const cluster = await joinFleet(redis, env, quiet)
     await cluster?.leave()
     assert.equal(env.BARBICAN_STATE_KEY, key)
   })

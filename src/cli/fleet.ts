@@ -1,11 +1,12 @@
 /**
- * `barbican serve` as one replica of a fleet (docs/decisions/058, 059): joins when
- * `BARBICAN_REDIS_URL` is set, shares the request-state key, relays legacy sessions to their
+ * `barbican serve` as one replica of a fleet (docs/decisions/058, 059): joins when Redis is
+ * configured (`redis:` or `BARBICAN_REDIS_URL`), shares the request-state key, relays legacy sessions to their
  * owners, and passes list changes, resource updates and config reloads between replicas.
  */
 import { hostname } from 'node:os'
 import { Cluster } from '../cluster/cluster.ts'
 import type { Logger } from '../common/log.ts'
+import type { RedisConfig } from '../config/backends.ts'
 import type { Gateway } from '../gateway/gateway.ts'
 import type { JsonRpcNotification } from '../protocol/jsonrpc.ts'
 import type { HttpInbound } from '../transports/http-inbound.ts'
@@ -24,13 +25,19 @@ const RELOAD = 'reload'
 /** The reload trigger named for a reload another replica asked for (never published again). */
 const FLEET_TRIGGER = 'fleet'
 
-/** Joins the fleet named by the environment; undefined when no Redis is configured. */
-export async function joinFleet(env: NodeJS.ProcessEnv, log: Logger): Promise<Cluster | undefined> {
-  const redisUrl = env.BARBICAN_REDIS_URL
-  if (redisUrl === undefined || redisUrl === '') return undefined
+/**
+ * Joins the fleet on the configured Redis; undefined when there is none (one process). `env`
+ * receives the shared request-state key when it has none.
+ */
+export async function joinFleet(
+  redis: RedisConfig | undefined,
+  env: NodeJS.ProcessEnv,
+  log: Logger,
+): Promise<Cluster | undefined> {
+  if (redis === undefined) return undefined
   const cluster = await Cluster.join({
-    redisUrl,
-    prefix: env.BARBICAN_REDIS_PREFIX || 'barbican:',
+    redisUrl: redis.url,
+    prefix: redis.prefix,
     log: log.child({ part: 'fleet' }),
   })
   // Without a configured key, every replica seals with the one held in Redis (ADR 059).

@@ -243,7 +243,7 @@ export async function runServe(
   }
   let cluster: Cluster | undefined
   try {
-    cluster = await joinFleet(process.env, log)
+    cluster = await joinFleet(config.redis, process.env, log)
   } catch (err) {
     await store.close()
     await backends.close()

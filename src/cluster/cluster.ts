@@ -8,6 +8,7 @@ import { randomBytes, randomUUID } from 'node:crypto'
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import type { RedisClientType } from 'redis'
 import { BarbicanError, jsonRpcCodeOf } from '../common/errors.ts'
+import { redis } from '../common/lazy-deps.ts'
 import type { Logger } from '../common/log.ts'
 import { sendRpcError } from '../transports/http-io.ts'
 import type { SessionDirectory } from '../transports/session-directory.ts'
@@ -75,7 +76,7 @@ export class Cluster implements SessionDirectory {
 
   /** Connects to Redis and listens to the fleet's bus; `announce` then makes it a replica. */
   static async join(options: ClusterOptions): Promise<Cluster> {
-    const { createClient } = await import('redis')
+    const { createClient } = redis()
     let joined = false
     const client = createClient({
       url: options.redisUrl,
