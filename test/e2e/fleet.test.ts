@@ -52,7 +52,7 @@ async function freePort(): Promise<number> {
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
 
-async function until(what: string, check: () => boolean | Promise<boolean>, ms = 30_000) {
+async function until(what: string, check: () => boolean | Promise<boolean>, ms = 90_000) {
   const deadline = Date.now() + ms
   while (!(await check())) {
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
@@ -87,7 +87,8 @@ interface Attempt {
   readonly error?: string
 }
 
-describe('three replicas behind HAProxy, one killed under load', () => {
+// Three replicas start one after the other on a fresh PostgreSQL schema: slow on a busy machine.
+describe('three replicas behind HAProxy, one killed under load', { timeout: 600_000 }, () => {
   const dir = realpathSync(mkdtempSync(join(tmpdir(), 'barbican-fleet-')))
   const execLog = join(dir, 'executions.log')
   const description = join(dir, 'guarded.txt')
@@ -97,85 +98,88 @@ describe('three replicas behind HAProxy, one killed under load', () => {
   let balancer: ChildProcess | undefined
   let front = ''
 
-  before(async () => {
-    assert.ok(HAPROXY, 'HAProxy is needed (.ci/run installs it): apt-get install haproxy')
-    env = { BARBICAN_POSTGRES_URL: await freshPostgresUrl(), BARBICAN_REDIS_URL: REDIS_URL }
-    writeFileSync(execLog, '')
-    writeFileSync(description, 'Guarded, first version.')
-    const ports = new Map<Name, number>()
-    for (const name of NAMES) ports.set(name, await freePort())
-    const frontPort = await freePort()
-    for (const name of NAMES) {
-      const home = join(dir, name)
-      mkdirSync(home)
-      const config = join(home, 'barbican.yaml')
+  before(
+    async () => {
+      assert.ok(HAPROXY, 'HAProxy is needed (.ci/run installs it): apt-get install haproxy')
+      env = { BARBICAN_POSTGRES_URL: await freshPostgresUrl(), BARBICAN_REDIS_URL: REDIS_URL }
+      writeFileSync(execLog, '')
+      writeFileSync(description, 'Guarded, first version.')
+      const ports = new Map<Name, number>()
+      for (const name of NAMES) ports.set(name, await freePort())
+      const frontPort = await freePort()
+      for (const name of NAMES) {
+        const home = join(dir, name)
+        mkdirSync(home)
+        const config = join(home, 'barbican.yaml')
+        writeFileSync(
+          config,
+          [
+            'upstreams:',
+            '  fleet:',
+            `    command: ${process.execPath}`,
+            `    args: ["${fixture}", "${execLog}", "${description}"]`,
+            '    sandbox: none',
+            'redis:',
+            '  url: redis://set-by-the-environment.invalid',
+            `  prefix: "${prefix}"`,
+            'audit:',
+            '  rawArguments: true',
+            'rateLimits:',
+            '  fleet-quota:',
+            '    per: [subject]',
+            '    tools: [metered]',
+            '    algorithm: fixed-window',
+            `    limit: ${QUOTA}`,
+            '    windowMs: 60000',
+            'limits:',
+            '  maxSessionsPerIdentity: 1000',
+            '',
+          ].join('\n'),
+        )
+        const url = `http://127.0.0.1:${ports.get(name)}`
+        const child = spawn(
+          process.execPath,
+          [bin, 'serve', '--config', config, '--listen', `127.0.0.1:${ports.get(name)}`],
+          {
+            stdio: ['ignore', 'ignore', 'ignore'],
+            env: { ...process.env, ...env },
+          },
+        )
+        replicas.set(name, { name, url, config, child })
+        // One at a time: the first sees the server first and pins it; the others agree.
+        await until(`replica ${name}`, () => healthy(url))
+        await directCall(url, 'announce', {})
+      }
+      const haproxyConfig = join(dir, 'haproxy.cfg')
       writeFileSync(
-        config,
+        haproxyConfig,
         [
-          'upstreams:',
-          '  fleet:',
-          `    command: ${process.execPath}`,
-          `    args: ["${fixture}", "${execLog}", "${description}"]`,
-          '    sandbox: none',
-          'redis:',
-          '  url: redis://set-by-the-environment.invalid',
-          `  prefix: "${prefix}"`,
-          'audit:',
-          '  rawArguments: true',
-          'rateLimits:',
-          '  fleet-quota:',
-          '    per: [subject]',
-          '    tools: [metered]',
-          '    algorithm: fixed-window',
-          `    limit: ${QUOTA}`,
-          '    windowMs: 60000',
-          'limits:',
-          '  maxSessionsPerIdentity: 1000',
+          'global',
+          '  maxconn 2000',
+          'defaults',
+          '  mode http',
+          '  timeout connect 1s',
+          '  timeout client 60s',
+          '  timeout server 60s',
+          '  retries 2',
+          '  option redispatch',
+          'frontend mcp',
+          `  bind 127.0.0.1:${frontPort}`,
+          '  default_backend replicas',
+          'backend replicas',
+          '  balance roundrobin',
+          ...NAMES.map(
+            (n) => `  server ${n} 127.0.0.1:${ports.get(n)} check inter 300 fall 1 rise 2`,
+          ),
           '',
         ].join('\n'),
       )
-      const url = `http://127.0.0.1:${ports.get(name)}`
-      const child = spawn(
-        process.execPath,
-        [bin, 'serve', '--config', config, '--listen', `127.0.0.1:${ports.get(name)}`],
-        {
-          stdio: ['ignore', 'ignore', 'ignore'],
-          env: { ...process.env, ...env },
-        },
-      )
-      replicas.set(name, { name, url, config, child })
-      // One at a time: the first sees the server first and pins it; the others agree.
-      await until(`replica ${name}`, () => healthy(url))
-      await directCall(url, 'announce', {})
-    }
-    const haproxyConfig = join(dir, 'haproxy.cfg')
-    writeFileSync(
-      haproxyConfig,
-      [
-        'global',
-        '  maxconn 2000',
-        'defaults',
-        '  mode http',
-        '  timeout connect 1s',
-        '  timeout client 60s',
-        '  timeout server 60s',
-        '  retries 2',
-        '  option redispatch',
-        'frontend mcp',
-        `  bind 127.0.0.1:${frontPort}`,
-        '  default_backend replicas',
-        'backend replicas',
-        '  balance roundrobin',
-        ...NAMES.map(
-          (n) => `  server ${n} 127.0.0.1:${ports.get(n)} check inter 300 fall 1 rise 2`,
-        ),
-        '',
-      ].join('\n'),
-    )
-    balancer = spawn(HAPROXY, ['-f', haproxyConfig, '-db'], { stdio: 'ignore' })
-    front = `http://127.0.0.1:${frontPort}`
-    await until('HAProxy', () => healthy(front))
-  })
+      balancer = spawn(HAPROXY, ['-f', haproxyConfig, '-db'], { stdio: 'ignore' })
+      front = `http://127.0.0.1:${frontPort}`
+      await until('HAProxy', () => healthy(front))
+    },
+    { timeout: 300_000 },
+  )
 
   after(async () => {
     balancer?.kill('SIGKILL')
