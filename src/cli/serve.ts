@@ -5,6 +5,7 @@
 import type { AuditLog } from '../audit/audit-log.ts'
 import { AuthRuntime } from '../auth/auth-runtime.ts'
 import { hasInboundAuth } from '../auth/bind-policy.ts'
+import type { Cluster } from '../cluster/cluster.ts'
 import type { Logger } from '../common/log.ts'
 import { startTracing, stopTracing } from '../common/tracing.ts'
 import { VERSION } from '../common/version.ts'
@@ -33,6 +34,7 @@ import { tenantPins } from '../store/tenant-pins.ts'
 import { createHttpInbound, type HttpInbound } from '../transports/http-inbound.ts'
 import { describeConfinement } from '../transports/sandbox.ts'
 import { type CliIo, type CommandOptions, trustOptionsOf } from './command.ts'
+import { joinFleet, serveInFleet, shareReload } from './fleet.ts'
 import { loadForCommand } from './load.ts'
 import { loggerFor } from './logging.ts'
 import { ConfigReloader, describeDiff } from './reloader.ts'
@@ -303,6 +305,15 @@ export async function runServe(
     io.stderr(`barbican: ${(err as Error).message}\n`)
     return 1
   }
+  let cluster: Cluster | undefined
+  try {
+    cluster = await joinFleet(config.redis, process.env, log)
+  } catch (err) {
+    await store.close()
+    await backends.close()
+    io.stderr(`barbican: ${(err as Error).message}\n`)
+    return 1
+  }
   let audit: AuditLog | undefined
   try {
     audit = await openAuditLog(config, source.path, { log, running: true, stdoutFree: true })
@@ -327,9 +338,11 @@ export async function runServe(
     await audit?.close()
     await store.close()
     await backends.close()
+    await cluster?.leave()
     io.stderr(`barbican: ${why}\n`)
     return 1
   }
+  if (cluster) await serveInFleet(cluster, server, process.env)
   const what =
     source.format === 'demo' ? 'embedded demo configuration' : `${source.path} (${source.format})`
   log.info(`serving ${what} at ${server.url}/mcp (also /sse and /ws)`, {
@@ -359,7 +372,8 @@ export async function runServe(
       onReloaded: (outcome) => {
         // A reload may add tools: the budget is judged again on the new catalog.
         if (outcome.ok) void warnOverBudget(server.gateway, server.config, log).catch(() => {})
-        audit?.record({
+        shareReload(cluster, outcome.trigger, outcome.ok)
+        return audit?.record({
           type: 'admin',
           action: 'config.reload',
           actor: outcome.trigger,
@@ -402,13 +416,14 @@ export async function runServe(
       process.off('SIGHUP', onHangup)
       stopping = true
       logShutdown(log, server)
-      server
-        .stop()
+      ;(cluster?.withdraw() ?? Promise.resolve())
+        .then(() => server.stop())
         // After the drain: the shutdown checkpoint covers the last call's record.
         .finally(() => audit?.close())
         .catch((error: unknown) => log.error('audit shutdown checkpoint failed', { error }))
         .finally(() => store.close())
         .finally(() => backends.close())
+        .finally(() => cluster?.leave())
         // Last: the spans of the requests the drain let finish are exported too.
         .finally(() => stopTracing())
         .finally(() => {

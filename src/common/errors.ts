@@ -32,6 +32,7 @@ export type ErrorCode =
   | 'ERR_CODE_FAILED'
   | 'ERR_CODE_UNAVAILABLE'
   | 'ERR_TENANT_UNKNOWN'
+  | 'ERR_CLUSTER_UNAVAILABLE'
   | 'ERR_INTERNAL'
 
 export class BarbicanError extends Error {
@@ -79,6 +80,8 @@ const JSON_RPC_CODES: Readonly<Record<ErrorCode, number>> = {
   ERR_CODE_UNAVAILABLE: -32034,
   // A credential names a tenant this gateway does not configure (HTTP 403, docs/tenants.md).
   ERR_TENANT_UNKNOWN: -32023,
+  /** The replicas' shared coordination (Redis) cannot be reached: docs/decisions/058. */
+  ERR_CLUSTER_UNAVAILABLE: -32019,
   ERR_INTERNAL: INTERNAL_ERROR,
 }
 
