@@ -12,9 +12,11 @@
  * and exported as in `barbican serve`: the figure then includes the spans and their export.
  */
 
+import type { Identity } from '../src/auth/identity.ts'
 import { jsonLogger, silentLogger } from '../src/common/log.ts'
 import { startTracing, stopTracing } from '../src/common/tracing.ts'
 import { Gateway } from '../src/gateway/gateway.ts'
+import type { Policy } from '../src/policies/policy.ts'
 import type { JsonRpcMessage, JsonRpcRequest } from '../src/protocol/jsonrpc.ts'
 import type { Transport } from '../src/transports/transport.ts'
 import { rules, serverPlan } from '../test/support/plans.ts'
@@ -101,7 +103,7 @@ class ClientEnd implements Transport {
 export async function hotPath(
   calls: number,
   concurrency: number,
-  options: { metrics?: boolean } = {},
+  options: { metrics?: boolean; policies?: readonly Policy[]; identity?: Identity } = {},
 ): Promise<{ calls: number; cpuUsPerCall: number; callsPerSecond: number }> {
   const gateway = new Gateway(
     {
@@ -116,12 +118,17 @@ export async function hotPath(
       servers: [serverPlan('default', ['echo'], rules('on-conflict'))],
       clientRequestTimeoutMs: 5_000,
       ...(options.metrics ? { metrics: { maxTools: 100 } } : {}),
+      ...(options.policies ? { policies: options.policies } : {}),
     },
     silentLogger,
   )
   await gateway.start()
   const client = new ClientEnd()
-  gateway.connect(client, { kind: 'streamable-http', server: 'default' })
+  gateway.connect(client, {
+    kind: 'streamable-http',
+    server: 'default',
+    ...(options.identity ? { identity: options.identity } : {}),
+  })
   try {
     await client.request({
       jsonrpc: '2.0',

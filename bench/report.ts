@@ -2,6 +2,7 @@
  * Turns the rounds' samples into medians and ratios, checks them against the performance
  * targets, and renders the markdown table that docs/performance.md shows.
  */
+import type { GovernanceResult } from './governance.ts'
 import type { ColdStartResult, SessionsResult, ToolsListResult } from './micro.ts'
 import type { SandboxCost } from './sandbox.ts'
 
@@ -57,6 +58,7 @@ export interface Report {
   coldStart?: ColdStartResult
   /** bench/sandbox.ts: start and call cost of a stdio upstream by confinement. */
   sandbox?: readonly SandboxCost[]
+  governance?: GovernanceResult
 }
 
 const PEERS = ['mcp-proxy', 'supergateway']
@@ -205,6 +207,29 @@ export function verdicts(report: Report): Verdict[] {
     50,
     true,
   )
+  const governed = (name: string) =>
+    report.governance &&
+    Math.max(...Object.values(report.governance.byConcurrency).map((c) => c[name]?.overNoneUs ?? 0))
+  check(
+    'Realistic policy chain ≤ 20 µs CPU per tools/call over none',
+    governed('governed'),
+    20,
+    true,
+  )
+  check('Audit + metrics ≤ 10 µs CPU per tools/call over none', governed('audit+metrics'), 10, true)
+  check(
+    'Audit (batched) + metrics ≤ 10 µs CPU per tools/call over none',
+    governed('audit-batched+metrics'),
+    10,
+    true,
+  )
+  check('Everything on ≤ 30 µs CPU per tools/call over none', governed('everything'), 30, true)
+  check(
+    'Everything on, audit batched, ≤ 30 µs CPU per tools/call over none',
+    governed('everything-batched'),
+    30,
+    true,
+  )
   return v
 }
 
@@ -307,6 +332,22 @@ export function renderMarkdown(report: Report): string {
           `| ${r.kind === 'egress' ? 'confined, with egress proxy' : r.kind === 'none' ? '`sandbox: none`' : 'confined'} | ${fmt(r.startMs, 1)} | ${fmt(r.callUs, 0)} | ${fmt(r.wrapperMb, 1)} |`,
       ),
     )
+  }
+  if (report.governance) {
+    const g = report.governance
+    lines.push(
+      '',
+      '## Governance and accounting, in-process (bench/governance.ts)',
+      '',
+      `Gateway CPU per tools/call on the in-process hot path, median of ${g.rounds} rounds of ${g.calls} calls; "over none" is the median difference with \`none\` in the same round.`,
+      '',
+      '| configuration | concurrency | µs CPU/call | over none |',
+      '| --- | ---: | ---: | ---: |',
+    )
+    for (const [c, byName] of Object.entries(g.byConcurrency)) {
+      for (const [name, r] of Object.entries(byName))
+        lines.push(`| ${name} | ${c} | ${fmt(r.cpuUsPerCall, 1)} | ${fmt(r.overNoneUs, 1)} |`)
+    }
   }
   lines.push('', '## Configurations', '')
   for (const c of report.configurations) lines.push(`- \`${c.name}\`: ${c.description}`)

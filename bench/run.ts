@@ -21,6 +21,7 @@ import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { parseArgs } from 'node:util'
 import { benchBackends } from './backends.ts'
+import { governance } from './governance.ts'
 import type { LoadMessage, LoadResult, LoadSpec } from './load.ts'
 import { coldStart, idleSessions, mergedToolsList } from './micro.ts'
 import {
@@ -365,6 +366,13 @@ async function main(): Promise<void> {
         process.stderr.write('micro: sandbox start and call cost\n')
         report.sandbox = await sandboxCost(quick ? 3 : 9, quick ? 100 : 300)
       }
+      process.stderr.write('micro: governance and accounting\n')
+      report.governance = await governance({
+        calls: quick ? 5_000 : 20_000,
+        concurrencies: quick ? [16] : [1, 16],
+        rounds: quick ? 1 : 3,
+        progress: (line) => process.stderr.write(line),
+      })
     }
     writeFileSync(join(values.out, 'latest.json'), `${JSON.stringify(report, null, 2)}\n`)
     writeFileSync(join(values.out, 'latest.md'), renderMarkdown(report))

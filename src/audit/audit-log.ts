@@ -9,9 +9,12 @@
  * its record is on disk.
  */
 
+import { closeSync, openSync, readdirSync, readFileSync, rmSync, writeSync } from 'node:fs'
+import { basename, dirname, join } from 'node:path'
+import type { LogExport } from '../common/otel-logs.ts'
 import { type AuditKey, signCheckpoint } from './audit-key.ts'
 import type { AuditStore, CheckpointReason } from './audit-store.ts'
-import { type AuditEvent, type AuditRecord, chainRecord, exportLine } from './record.ts'
+import { type AuditEvent, type AuditRecord, chainRecord, exportFields } from './record.ts'
 
 /** Something that takes audit events; the policy and the admin commands write through it. */
 export interface AuditSink {
@@ -23,6 +26,8 @@ export interface AuditLogOptions {
   readonly key: AuditKey
   /** Receives one JSON line (with its newline) per committed record. */
   readonly export?: ExportSink | undefined
+  /** Receives every committed record's fields as an OTel log record (common/otel-logs.ts). */
+  readonly logs?: LogExport | undefined
   /** 0: no periodic checkpoints (the CLI, tests). */
   readonly checkpointIntervalMs?: number | undefined
   /** Records older than this many days are pruned; 0 keeps everything. */
@@ -32,6 +37,12 @@ export interface AuditLogOptions {
   readonly now?: () => Date
   /** Told about failures that no caller is waiting on (periodic checkpoint, prune). */
   readonly onError?: ((error: unknown) => void) | undefined
+  /**
+   * Batched durability (ADR 048): `record()` settles once the event is written to a journal
+   * file beside the log (the OS has it: a killed process loses nothing), and events are
+   * committed and fsynced every `windowMs`. Absent: every record is fsynced before it settles.
+   */
+  readonly batched?: { readonly journal: string; readonly windowMs: number } | undefined
 }
 
 /** Where exported lines go (a file, stdout); closed with the log. */
@@ -48,6 +59,12 @@ interface Waiting {
 
 const DAY_MS = 86_400_000
 
+/** Opens journal number `n` for appending (mode 0600: it holds what the records hold). */
+function openJournal(base: string, n: number): { path: string; fd: number; n: number } {
+  const path = `${base}.${n}`
+  return { path, fd: openSync(path, 'a', 0o600), n }
+}
+
 export class AuditLog implements AuditSink {
   readonly #options: AuditLogOptions
   readonly #store: AuditStore
@@ -58,6 +75,11 @@ export class AuditLog implements AuditSink {
   /** Sequence number of the last record a checkpoint of this process covers. */
   #checkpointed = -1
   #closed = false
+  /** Batched mode: the journal being written (`<journal>.<n>`) and its descriptor. */
+  #journal: { path: string; fd: number; n: number } | undefined
+  #batchTimer: NodeJS.Timeout | undefined
+  /** Batched mode: events written to the journal, not committed yet. */
+  #pending: AuditEvent[] = []
 
   constructor(options: AuditLogOptions) {
     this.#options = options
@@ -79,6 +101,7 @@ export class AuditLog implements AuditSink {
   /** Appends `event`; settles when its record is durable (or rejects when it cannot be). */
   record(event: AuditEvent): Promise<void> {
     if (this.#closed) return Promise.reject(new Error('The audit log is closed'))
+    if (this.#options.batched) return this.#journalled(event)
     return new Promise((resolve, reject) => {
       this.#queue.push({ event, resolve, reject })
       if (!this.#draining) {
@@ -118,19 +141,126 @@ export class AuditLog implements AuditSink {
   }
 
   #export(records: readonly AuditRecord[]): void {
-    const sink = this.#options.export
-    if (!sink) return
+    const { export: sink, logs } = this.#options
+    if (!sink && !logs) return
     for (const r of records) {
       try {
-        sink.write(`${exportLine(r)}\n`)
+        const fields = exportFields(r)
+        sink?.write(`${JSON.stringify(fields)}\n`)
+        logs?.emit(fields)
       } catch (err) {
         this.#options.onError?.(err)
       }
     }
   }
 
+  /**
+   * Batched mode: one write of the event's JSON line to the journal (no fsync), then the event
+   * waits in memory for the next commit. Settles when the OS has the line.
+   */
+  #journalled(event: AuditEvent): Promise<void> {
+    const batched = this.#options.batched!
+    try {
+      this.#journal ??= openJournal(batched.journal, 0)
+      writeSync(this.#journal.fd, `${JSON.stringify(event)}\n`)
+    } catch (err) {
+      return Promise.reject(err)
+    }
+    this.#pending.push(event)
+    if (this.#batchTimer === undefined) {
+      this.#batchTimer = setTimeout(() => {
+        this.#batchTimer = undefined
+        this.#commitJournalled().catch((err: unknown) => this.#options.onError?.(err))
+      }, batched.windowMs)
+      this.#batchTimer.unref()
+    }
+    return Promise.resolve()
+  }
+
+  /**
+   * Commits the journalled events in one transaction (fsynced), after moving the journal to a
+   * new file; the old one is removed once its events are durable in the store. A crash between
+   * the commit and the removal replays that journal at the next start: its records then appear
+   * twice in the chain (same callId), never zero times.
+   */
+  async #commitJournalled(): Promise<void> {
+    const journal = this.#journal
+    const events = this.#pending
+    if (journal === undefined || events.length === 0) return
+    this.#pending = []
+    closeSync(journal.fd)
+    this.#journal = openJournal(this.#options.batched!.journal, journal.n + 1)
+    const committed = Promise.all(
+      events.map(
+        (event) =>
+          new Promise<void>((resolve, reject) => this.#queue.push({ event, resolve, reject })),
+      ),
+    )
+    if (!this.#draining) {
+      this.#draining = true
+      void this.#drain()
+    }
+    // On failure the journal stays, and is replayed at the next start.
+    await committed
+    rmSync(journal.path, { force: true })
+  }
+
+  /**
+   * Replays journals a killed gateway left (batched mode): their events are appended to the
+   * chain and the files removed. Returns how many events were replayed.
+   */
+  async recoverJournal(): Promise<number> {
+    const batched = this.#options.batched
+    if (batched === undefined) return 0
+    const dir = dirname(batched.journal)
+    const prefix = `${basename(batched.journal)}.`
+    let names: string[]
+    try {
+      names = readdirSync(dir).filter((n) => n.startsWith(prefix))
+    } catch {
+      return 0
+    }
+    names.sort((a, b) => Number(a.slice(prefix.length)) - Number(b.slice(prefix.length)))
+    let replayed = 0
+    for (const name of names) {
+      const path = join(dir, name)
+      const events = readFileSync(path, 'utf8')
+        .split('\n')
+        .filter((line) => line.trim() !== '')
+        .flatMap((line) => {
+          try {
+            return [JSON.parse(line) as AuditEvent]
+          } catch {
+            // A line cut by the crash was never acknowledged: its reply was never sent.
+            return []
+          }
+        })
+      if (events.length > 0) {
+        const at = this.#now().toISOString()
+        await this.#store.append((head) => {
+          const records: AuditRecord[] = []
+          let previous = head
+          for (const event of events) {
+            const r = chainRecord(previous, at, event)
+            records.push(r)
+            previous = r
+          }
+          return records
+        })
+      }
+      rmSync(path, { force: true })
+      replayed += events.length
+    }
+    return replayed
+  }
+
   /** Waits until every event queued so far is written. */
   async flush(): Promise<void> {
+    if (this.#batchTimer !== undefined) {
+      clearTimeout(this.#batchTimer)
+      this.#batchTimer = undefined
+    }
+    await this.#commitJournalled()
     while (this.#draining || this.#queue.length > 0) {
       await new Promise((resolve) => setImmediate(resolve))
     }
@@ -182,7 +312,13 @@ export class AuditLog implements AuditSink {
     try {
       await this.checkpoint('shutdown', true)
     } finally {
+      if (this.#journal) {
+        closeSync(this.#journal.fd)
+        rmSync(this.#journal.path, { force: true })
+        this.#journal = undefined
+      }
       this.#options.export?.close?.()
+      await this.#options.logs?.shutdown()
       await this.#store.close()
     }
   }

@@ -131,13 +131,18 @@ function searchableOfEvent(e: AuditEvent | Record<string, unknown>): Searchable 
  * first, so a SIEM can index it without knowing Barbican's storage.
  */
 export function exportLine(record: AuditRecord): string {
+  return JSON.stringify(exportFields(record))
+}
+
+/** The fields of an exported record (a JSON line, an OTel log record's attributes). */
+export function exportFields(record: AuditRecord): Record<string, unknown> {
   const event = JSON.parse(record.body) as Record<string, unknown>
-  return JSON.stringify({
+  return {
     timestamp: record.at,
     seq: record.seq,
     hash: record.hash,
     prevHash: record.prevHash,
     source: 'barbican',
     ...event,
-  })
+  }
 }

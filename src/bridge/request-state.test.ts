@@ -73,4 +73,22 @@ describe('sealed requestState', () => {
     assert.equal(stateKeyFromEnv({}).length, 32)
     assert.throws(() => stateKeyFromEnv({ BARBICAN_STATE_KEY: 'c2hvcnQ=' }), /32 bytes/)
   })
+
+  test('a passphrase of 32 characters or more is stretched to the same key everywhere', () => {
+    const secret = 'correct horse battery staple, twice over'
+    const one = stateKeyFromEnv({ BARBICAN_STATE_KEY: secret })
+    assert.equal(one.length, 32)
+    assert.deepEqual(stateKeyFromEnv({ BARBICAN_STATE_KEY: secret }), one)
+    assert.notDeepEqual(stateKeyFromEnv({ BARBICAN_STATE_KEY: `${secret}!` }), one)
+    assert.throws(() => stateKeyFromEnv({ BARBICAN_STATE_KEY: 'too short a secret' }), /32 bytes/)
+  })
+
+  test('a state sealed by one replica opens on another given the same secret', () => {
+    const env = { BARBICAN_STATE_KEY: 'a secret every replica of the fleet is given' }
+    const here = new RequestStateSealer(stateKeyFromEnv(env))
+    const there = new RequestStateSealer(stateKeyFromEnv({ ...env }))
+    assert.equal(there.open(sealed(here), alice, digest).c, 'held-1')
+    const stranger = new RequestStateSealer(stateKeyFromEnv({}))
+    rejects(() => stranger.open(sealed(here), alice, digest), /invalid/)
+  })
 })

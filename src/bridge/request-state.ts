@@ -5,7 +5,7 @@
  * original request, and it expires. It never carries a live object, only ids: the continuation
  * of a held legacy upstream call, or a modern upstream's own state with the upstream's name.
  */
-import { createCipheriv, createDecipheriv, createHash, randomBytes } from 'node:crypto'
+import { createCipheriv, createDecipheriv, createHash, hkdfSync, randomBytes } from 'node:crypto'
 import type { Identity } from '../auth/identity.ts'
 import { BarbicanError } from '../common/errors.ts'
 import { isPlainObject, type JsonObject } from '../protocol/jsonrpc.ts'
@@ -29,22 +29,29 @@ export interface StatePayload {
 
 const VERSION = 'b1'
 
+/** Shortest passphrase accepted as BARBICAN_STATE_KEY when it is not a 32-byte key itself. */
+const MIN_SECRET_CHARS = 32
+
 /**
- * The key comes from `BARBICAN_STATE_KEY` (32 bytes, base64 or hex) so several replicas can
- * open each other's states; without it a random key is made at start, which is enough for one
- * process (states then die with the process, as the held calls they name do anyway).
+ * The key comes from `BARBICAN_STATE_KEY` so several replicas can open each other's states
+ * (docs/decisions/059): 32 bytes as 64 hex digits or base64 are used as they are; any other
+ * secret of at least 32 characters (a passphrase from a secret manager) is stretched to a key
+ * with HKDF-SHA-256. Without it a random key is made at start, which is enough for one process
+ * (states then die with the process, as the held calls they name do anyway); a fleet without it
+ * shares one key held in Redis (src/cli/fleet.ts).
  */
 export function stateKeyFromEnv(env: NodeJS.ProcessEnv = process.env): Buffer {
   const raw = env.BARBICAN_STATE_KEY
   if (raw === undefined || raw === '') return randomBytes(32)
-  const key = /^[0-9a-f]{64}$/i.test(raw) ? Buffer.from(raw, 'hex') : Buffer.from(raw, 'base64')
-  if (key.length !== 32) {
-    throw new BarbicanError(
-      'ERR_CONFIG_INVALID',
-      'BARBICAN_STATE_KEY must be 32 bytes, written as 64 hex digits or base64',
-    )
+  if (/^[0-9a-f]{64}$/i.test(raw)) return Buffer.from(raw, 'hex')
+  if (/^[A-Za-z0-9+/]{43}=$/.test(raw)) return Buffer.from(raw, 'base64')
+  if (raw.length >= MIN_SECRET_CHARS) {
+    return Buffer.from(hkdfSync('sha256', raw, 'barbican', 'barbican request-state v1', 32))
   }
-  return key
+  throw new BarbicanError(
+    'ERR_CONFIG_INVALID',
+    `BARBICAN_STATE_KEY must be 32 bytes (64 hex digits or base64) or a secret of at least ${MIN_SECRET_CHARS} characters`,
+  )
 }
 
 /** Seals and opens request states with one AES-256-GCM key. */

@@ -86,3 +86,56 @@ describe('barbican check --pins', () => {
     assert.equal((await run(['check', '--config', file])).code, 0)
   })
 })
+
+describe('barbican check token accounting', () => {
+  const configWith = (name: string, server: Record<string, unknown>) => {
+    const file = join(root, `${name}.json`)
+    writeFileSync(
+      file,
+      JSON.stringify({
+        listen: '127.0.0.1:0',
+        upstreams: {
+          memory: {
+            command: process.execPath,
+            args: [memoryServer],
+            env: { MEMORY_FILE_PATH: join(root, `${name}.jsonl`) },
+          },
+        },
+        servers: { default: server },
+      }),
+    )
+    return file
+  }
+
+  test("prints each server's total in o200k_base tokens and its costliest tools", async () => {
+    const file = configWith('tokens', { tools: { include: ['read_graph', 'search_nodes'] } })
+    const { code, stdout, stderr } = await run(['check', '--config', file])
+    assert.equal(code, 0, stdout + stderr)
+    const total = /^ok {4}server default: 2 tool\(s\) cost (\d+) tokens \(o200k_base\)$/m.exec(
+      stdout,
+    )
+    assert.ok(total, stdout)
+    const costs =
+      /^ {6}costliest: (read_graph|search_nodes) (\d+), (read_graph|search_nodes) (\d+)$/m.exec(
+        stdout,
+      )
+    assert.ok(costs, stdout)
+    assert.equal(Number(costs[2]) + Number(costs[4]), Number(total[1]))
+    assert.ok(Number(costs[2]) >= Number(costs[4]))
+  })
+
+  test('warns over the budget and still passes', async () => {
+    const file = configWith('budget', { tokenBudget: 50 })
+    const { code, stdout, stderr } = await run(['check', '--config', file])
+    assert.equal(code, 0, stdout + stderr)
+    assert.match(
+      stdout,
+      /^warn {2}virtual server "default" lists tools worth \d+ tokens \(o200k_base\), over its tokenBudget of 50;/m,
+    )
+    const within = await run(['check', '--config', configWith('roomy', { tokenBudget: 1_000_000 })])
+    assert.match(
+      within.stdout,
+      /^ok {4}server default: \d+ tool\(s\) cost \d+ tokens \(o200k_base\), within its budget of 1000000$/m,
+    )
+  })
+})

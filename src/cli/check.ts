@@ -15,6 +15,8 @@ import { planFromConfig } from '../gateway/plan.ts'
 import { lockfilePathOf, openStore, storeConfigOf, withTrust } from '../gateway/trust-setup.ts'
 import { readPolicyFiles, validatePolicies } from '../policies/cedar-engine.ts'
 import { printableName } from '../protocol/item-names.ts'
+import type { JsonObject } from '../protocol/jsonrpc.ts'
+import { overBudget, TOKEN_ENCODING, toolCosts } from '../relay/tool-tokens.ts'
 import { memoryStore } from '../store/memory.ts'
 import type { Store } from '../store/store.ts'
 import { describeConfinement } from '../transports/sandbox.ts'
@@ -131,6 +133,8 @@ export async function runCheck(
           `warn  server ${server.name}: ${c.kind} name "${c.name}" offered by ${c.upstreams.join(', ')}\n`,
         )
       }
+      const budget = config.servers.find((s) => s.name === server.name)?.tokenBudget
+      for (const line of await tokenLines(server.name, catalog.tools, budget)) io.stdout(line)
     }
   } finally {
     await gateway.stop()
@@ -161,6 +165,25 @@ export async function runCheck(
 }
 
 /** Prints how an upstream's advertised items differ from their pins; true when none does. */
+/** How many tokens the server's tools cost a model, its costliest tools, and its budget. */
+async function tokenLines(
+  server: string,
+  tools: readonly JsonObject[],
+  budget: number | undefined,
+): Promise<string[]> {
+  const { tools: costs, total } = await toolCosts(tools)
+  const costliest = [...costs]
+    .sort((a, b) => b.tokens - a.tokens)
+    .slice(0, 5)
+    .map((c) => `${printableName(c.name)} ${c.tokens}`)
+  const over = overBudget(server, total, budget)
+  const head = over
+    ? `warn  ${over}`
+    : `ok    server ${server}: ${costs.length} tool(s) cost ${total} tokens (${TOKEN_ENCODING})` +
+      (budget === undefined ? '' : `, within its budget of ${budget}`)
+  return [`${head}\n`, ...(costliest.length ? [`      costliest: ${costliest.join(', ')}\n`] : [])]
+}
+
 async function pinsMatch(upstream: Upstream, store: Store, io: CliIo): Promise<boolean> {
   const [tools, prompts, resourceTemplates] = await Promise.all([
     upstream.list('tools'),

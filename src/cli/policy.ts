@@ -6,7 +6,9 @@
  */
 import type { Identity } from '../auth/identity.ts'
 import type { LoadedConfig } from '../config/config.ts'
+import { judgePermission } from '../policies/authorize.ts'
 import { CedarEngine, readPolicyFiles, validatePolicies } from '../policies/cedar-engine.ts'
+import { SecureContexts } from '../policies/secure-contexts.ts'
 import { isPlainObject, type JsonObject } from '../protocol/jsonrpc.ts'
 import type { CliIo, CommandOptions } from './command.ts'
 import { loadForCommand } from './load.ts'
@@ -45,8 +47,9 @@ export async function runPolicy(
   const loaded = await loading
   if (!loaded) return 1
   const { config } = loaded
-  if (!config.cedar) {
-    io.stderr('barbican: no Cedar policies are configured (cedar.policies)\n')
+  const permissions = config.auth?.permissions
+  if (!config.cedar && !permissions) {
+    io.stderr('barbican: no policies are configured (cedar.policies, auth.permissions)\n')
     return 1
   }
   const serverName = options.server ?? config.servers[0]!.name
@@ -55,12 +58,14 @@ export async function runPolicy(
     io.stderr(`barbican: no virtual server "${serverName}"\n`)
     return 2
   }
-  let engine: CedarEngine
+  let engine: CedarEngine | undefined
   try {
-    const policies = readPolicyFiles(config.cedar.policies)
-    const errors = validatePolicies(policies)
-    if (errors.length > 0) throw new Error(errors.join('; '))
-    engine = new CedarEngine(policies)
+    if (config.cedar) {
+      const policies = readPolicyFiles(config.cedar.policies)
+      const errors = validatePolicies(policies)
+      if (errors.length > 0) throw new Error(errors.join('; '))
+      engine = new CedarEngine(policies)
+    }
   } catch (err) {
     io.stderr(`barbican: the Cedar policies are invalid: ${(err as Error).message}\n`)
     return 1
@@ -74,20 +79,43 @@ export async function runPolicy(
     scopes: options.scopes ?? [],
     method: 'config',
   }
+  // Labels come from the configuration; pin state needs the live store, so offline it is unknown.
+  const contexts = config.contexts ? new SecureContexts(config.contexts) : undefined
+  const labels =
+    contexts && upstream !== undefined ? [...contexts.labelsOf(upstream, tool)].sort() : []
+  const upstreamLabels =
+    contexts && upstream !== undefined ? [...contexts.upstreamLabels(upstream)].sort() : []
+  io.stdout(
+    `request:  ${options.actor} call "${tool}" on server "${server.name}"${upstream ? ` (upstream "${upstream}")` : ''}\n`,
+  )
+  // auth.permissions are judged first, as the chain does (authorize, then cedar): both must allow.
+  const permitted = permissions
+    ? judgePermission(permissions, identity, server.name, { kind: 'tool', name: tool })
+    : undefined
+  if (permitted) {
+    io.stdout(
+      permitted.allowed
+        ? `permissions: ALLOW by ${permitted.rule}\n`
+        : 'permissions: DENY (no rule of auth.permissions grants this tool to this caller)\n',
+    )
+  }
+  if (engine === undefined) {
+    const allowed = permitted?.allowed === true
+    io.stdout(`decision: ${allowed ? 'ALLOW' : 'DENY'}\n`)
+    return allowed ? 0 : 3
+  }
   const decision = engine.decide({
     identity,
     server: server.name,
     action: 'call',
-    target: { kind: 'tool', name: tool, upstream },
+    target: { kind: 'tool', name: tool, upstream, labels, upstreamLabels },
     transport: 'streamable-http',
     method: 'tools/call',
     arguments: args,
   })
   const texts = new Map(engine.policies.map((p) => [p.id, p.text]))
-  io.stdout(`decision: ${decision.allowed ? 'ALLOW' : 'DENY'}\n`)
-  io.stdout(
-    `request:  ${options.actor} call "${tool}" on server "${server.name}"${upstream ? ` (upstream "${upstream}")` : ''}\n`,
-  )
+  const allowed = decision.allowed && permitted?.allowed !== false
+  io.stdout(`cedar: ${decision.allowed ? 'ALLOW' : 'DENY'}\n`)
   if (decision.reasons.length === 0) {
     io.stdout(
       decision.allowed
@@ -101,8 +129,9 @@ export async function runPolicy(
     }
   }
   for (const e of decision.errors) io.stdout(`error:    ${e}\n`)
+  io.stdout(`decision: ${allowed ? 'ALLOW' : 'DENY'}\n`)
   // The exit code is the decision, so scripts can test policies: 0 allow, 3 deny.
-  return decision.allowed ? 0 : 3
+  return allowed ? 0 : 3
 }
 
 function indent(text: string): string {

@@ -5,14 +5,18 @@
 import type { AuditLog } from '../audit/audit-log.ts'
 import { AuthRuntime } from '../auth/auth-runtime.ts'
 import { hasInboundAuth } from '../auth/bind-policy.ts'
+import type { Cluster } from '../cluster/cluster.ts'
 import type { Logger } from '../common/log.ts'
 import { startTracing, stopTracing } from '../common/tracing.ts'
 import { VERSION } from '../common/version.ts'
 import type { Config, LoadedConfig } from '../config/config.ts'
 import { isLoopbackHost } from '../config/listen.ts'
+import { linkedTokenStore } from '../credentials/upstream-setup.ts'
 import { adminRoutes, tenantOfCaller } from '../gateway/admin-api.ts'
+import { consoleRoutes } from '../gateway/admin-console.ts'
 import { openAuditLog, withAudit } from '../gateway/audit-setup.ts'
 import { type Backends, NO_BACKENDS, openBackends } from '../gateway/backends.ts'
+import { consoleSource, linkedAccounts } from '../gateway/console-source.ts'
 import { Gateway } from '../gateway/gateway.ts'
 import { landingPage } from '../gateway/landing-page.ts'
 import { metricsRoute } from '../gateway/metrics-endpoint.ts'
@@ -23,6 +27,7 @@ import { applyDiff, type ConfigDiff, diffConfigs, RESTART_SECTIONS } from '../ga
 import { SandboxRefusals } from '../gateway/sandbox-refusals.ts'
 import { startupSummary } from '../gateway/startup-summary.ts'
 import { auditView, pinsView, TenantRouter, tenantView } from '../gateway/tenants.ts'
+import { warnOverBudget } from '../gateway/token-budget.ts'
 import { lockfilePathOf, openStore, type TrustSetup, withTrust } from '../gateway/trust-setup.ts'
 import { memoryStore } from '../store/memory.ts'
 import type { Store } from '../store/store.ts'
@@ -30,6 +35,7 @@ import { tenantPins } from '../store/tenant-pins.ts'
 import { createHttpInbound, type HttpInbound } from '../transports/http-inbound.ts'
 import { describeConfinement } from '../transports/sandbox.ts'
 import { type CliIo, type CommandOptions, trustOptionsOf } from './command.ts'
+import { joinFleet, serveInFleet, shareReload } from './fleet.ts'
 import { loadForCommand } from './load.ts'
 import { loggerFor } from './logging.ts'
 import { ConfigReloader, describeDiff } from './reloader.ts'
@@ -175,6 +181,7 @@ export async function startServer(
       server.reloader?.stop()
       await http.close()
       await Promise.all([gateway.stop(), ...[...tenants.values()].map((g) => g.stop())])
+      adminConsole.figures.stop()
       await auth?.close()
     },
   }
@@ -207,6 +214,23 @@ export async function startServer(
   })) {
     http.routes.set(path, route)
   }
+  const adminConsole = consoleSource({
+    gateway,
+    config: () => running,
+    overview: () =>
+      overview(gateway, running, { config: server.configLabel, lastReload: server.reloader?.last }),
+    pins: trust.store.pins,
+    audit,
+    apiKeys: auth?.apiKeys,
+    accounts: linkedAccounts(() => linkedTokenStore(auth)),
+    reload: async (actor) => {
+      if (!server.reloader) {
+        return { ok: false, error: 'This gateway has no config file to reload (embedded demo)' }
+      }
+      return await server.reloader.reload(actor)
+    },
+  })
+  for (const [path, route] of consoleRoutes(access, adminConsole)) http.routes.set(path, route)
   http.routes.set(
     '/metrics',
     metricsRoute(gateway.metrics, config.metrics, {
@@ -289,6 +313,15 @@ export async function runServe(
     io.stderr(`barbican: ${(err as Error).message}\n`)
     return 1
   }
+  let cluster: Cluster | undefined
+  try {
+    cluster = await joinFleet(config.redis, process.env, log)
+  } catch (err) {
+    await store.close()
+    await backends.close()
+    io.stderr(`barbican: ${(err as Error).message}\n`)
+    return 1
+  }
   let audit: AuditLog | undefined
   try {
     audit = await openAuditLog(config, source.path, { log, running: true, stdoutFree: true })
@@ -313,9 +346,11 @@ export async function runServe(
     await audit?.close()
     await store.close()
     await backends.close()
+    await cluster?.leave()
     io.stderr(`barbican: ${why}\n`)
     return 1
   }
+  if (cluster) await serveInFleet(cluster, server, process.env)
   const what =
     source.format === 'demo' ? 'embedded demo configuration' : `${source.path} (${source.format})`
   log.info(`serving ${what} at ${server.url}/mcp (also /sse and /ws)`, {
@@ -342,8 +377,11 @@ export async function runServe(
       log,
       debounceMs: RELOAD_DEBOUNCE_MS,
       pollMs: RELOAD_POLL_MS,
-      onReloaded: (outcome) =>
-        audit?.record({
+      onReloaded: (outcome) => {
+        // A reload may add tools: the budget is judged again on the new catalog.
+        if (outcome.ok) void warnOverBudget(server.gateway, server.config, log).catch(() => {})
+        shareReload(cluster, outcome.trigger, outcome.ok)
+        return audit?.record({
           type: 'admin',
           action: 'config.reload',
           actor: outcome.trigger,
@@ -355,7 +393,8 @@ export async function runServe(
                 ? `; needs restart: ${outcome.needsRestart.join(', ')}`
                 : '')
             : outcome.error,
-        }),
+        })
+      },
     })
     server.reloader.watch()
   }
@@ -375,6 +414,7 @@ export async function runServe(
       if (stopping) return
       if (summary.degraded) log.warn(summary.message, summary.fields)
       else log.info(summary.message, summary.fields)
+      await warnOverBudget(server.gateway, server.config, log)
     })
     .catch((error: unknown) => log.error('start-up failed', { error }))
   await new Promise<void>((resolve) => {
@@ -384,13 +424,14 @@ export async function runServe(
       process.off('SIGHUP', onHangup)
       stopping = true
       logShutdown(log, server)
-      server
-        .stop()
+      ;(cluster?.withdraw() ?? Promise.resolve())
+        .then(() => server.stop())
         // After the drain: the shutdown checkpoint covers the last call's record.
         .finally(() => audit?.close())
         .catch((error: unknown) => log.error('audit shutdown checkpoint failed', { error }))
         .finally(() => store.close())
         .finally(() => backends.close())
+        .finally(() => cluster?.leave())
         // Last: the spans of the requests the drain let finish are exported too.
         .finally(() => stopTracing())
         .finally(() => {

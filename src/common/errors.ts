@@ -33,6 +33,7 @@ export type ErrorCode =
   | 'ERR_CODE_UNAVAILABLE'
   | 'ERR_TENANT_UNKNOWN'
   | 'ERR_UPSTREAM_OUTPUT_LIMIT'
+  | 'ERR_CLUSTER_UNAVAILABLE'
   | 'ERR_INTERNAL'
 
 export class BarbicanError extends Error {
@@ -81,6 +82,8 @@ const JSON_RPC_CODES: Readonly<Record<ErrorCode, number>> = {
   // A credential names a tenant this gateway does not configure (HTTP 403, docs/tenants.md).
   ERR_TENANT_UNKNOWN: -32023,
   ERR_UPSTREAM_OUTPUT_LIMIT: -32013,
+  /** The replicas' shared coordination (Redis) cannot be reached: docs/decisions/058. */
+  ERR_CLUSTER_UNAVAILABLE: -32019,
   ERR_INTERNAL: INTERNAL_ERROR,
 }
 

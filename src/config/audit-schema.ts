@@ -14,6 +14,8 @@ export const AUDIT_DEFAULTS = Object.freeze({
   rawArguments: false,
   retentionDays: 0,
   checkpointIntervalMs: 60_000,
+  durability: 'fsync' as 'fsync' | 'batched',
+  batchWindowMs: 200,
 })
 
 export const auditSchema = doc(
@@ -47,6 +49,20 @@ export const auditSchema = doc(
       'Checkpoint interval (ms)',
       'How often the gateway signs a checkpoint of the chain (and prunes); one is always ' +
         'signed at graceful shutdown. Default: 60000.',
+    ),
+    durability: doc(
+      z.enum(['fsync', 'batched']).default(AUDIT_DEFAULTS.durability),
+      'Durability',
+      'fsync: a reply waits until its record is fsynced (group commit). batched: a reply ' +
+        'waits until its record is written to a journal file (a killed gateway loses ' +
+        'nothing), and records are committed and fsynced every batchWindowMs, so a record is ' +
+        'lost only if the machine itself dies within that window (docs/audit.md). Default: fsync.',
+    ),
+    batchWindowMs: doc(
+      z.int().min(1).max(10_000).default(AUDIT_DEFAULTS.batchWindowMs),
+      'Batch window (ms)',
+      'With durability batched: how long a record may wait for its commit and fsync. ' +
+        'Default: 200.',
     ),
     export: doc(
       z

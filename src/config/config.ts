@@ -95,6 +95,9 @@ export interface AuditConfig {
   readonly rawArguments: boolean
   readonly retentionDays: number
   readonly checkpointIntervalMs: number
+  /** `batched`: replies wait for a journal write, not an fsync (docs/audit.md "Durability"). */
+  readonly durability: 'fsync' | 'batched'
+  readonly batchWindowMs: number
   readonly export?: { readonly file?: string | undefined; readonly stdout: boolean } | undefined
 }
 
@@ -214,6 +217,8 @@ export interface VirtualServerConfig {
   readonly resources: ItemFilterConfig
   /** How the catalogue is offered to clients (code mode, tools-only hosts). */
   readonly exposure: ToolExposure
+  /** Most tokens its tool list may cost (src/relay/tool-tokens.ts); absent: no budget. */
+  readonly tokenBudget?: number | undefined
 }
 
 /** How a virtual server offers its catalogue (docs/context-economy.md). */

@@ -67,7 +67,14 @@ describe('normalizeConfig', () => {
       },
       log: { level: 'info', levels: {}, format: 'auto', redact: [] },
       metrics: { enabled: true, maxTools: 100 },
-      audit: { enabled: true, rawArguments: false, retentionDays: 0, checkpointIntervalMs: 60000 },
+      audit: {
+        enabled: true,
+        rawArguments: false,
+        retentionDays: 0,
+        checkpointIntervalMs: 60000,
+        durability: 'fsync',
+        batchWindowMs: 200,
+      },
       upstreams: [
         {
           name: 'everything',

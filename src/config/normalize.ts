@@ -175,6 +175,7 @@ export function buildConfig(native: NativeConfig, options: NormalizeOptions = {}
         ...(server.adapt === undefined ? {} : { adapt: server.adapt }),
         code: { ...CODE_DEFAULTS, ...server.code },
       },
+      ...(server.tokenBudget === undefined ? {} : { tokenBudget: server.tokenBudget }),
     }
   })
   const backends = backendsOf(native, options)
@@ -320,6 +321,8 @@ function resolveAudit(value: NativeConfig['audit'], baseDir: string | undefined)
     rawArguments: value.rawArguments,
     retentionDays: value.retentionDays,
     checkpointIntervalMs: value.checkpointIntervalMs,
+    durability: value.durability,
+    batchWindowMs: value.batchWindowMs,
     ...(value.path === undefined ? {} : { path: at(value.path) }),
     ...(exported === undefined
       ? {}

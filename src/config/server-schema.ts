@@ -153,4 +153,11 @@ export const virtualServerSchema = z.strictObject({
     'Which resources and resource templates are exposed; globs match URIs ' +
       '(e.g. "file:///data/**").',
   ),
+  tokenBudget: doc(
+    z.number().int().positive().optional(),
+    'Token budget',
+    'Most tokens (o200k_base) the tools this server lists may cost a model, counted over each ' +
+      "tool's name, description and input schema as JSON. Over it, `barbican check` and the " +
+      'log warn, and the admin console shows it. Default: none.',
+  ),
 })

@@ -41,6 +41,23 @@ describe('linked token store on PostgreSQL', () => {
     }
   })
 
+  test('lists the links one replica made to another, for the admin console', async () => {
+    const url = await freshPostgresUrl()
+    const key = randomBytes(32)
+    const a = postgresBackend(url)
+    const b = postgresBackend(url)
+    try {
+      await new TokenStore(new LocalKeyProvider(key), a).put(alice, { accessToken: 'x' })
+      const replicaB = new TokenStore(new LocalKeyProvider(key), b)
+      assert.deepEqual(await replicaB.links(), [alice])
+      await replicaB.delete(alice)
+      assert.deepEqual(await replicaB.links(), [])
+    } finally {
+      await a.close()
+      await b.close()
+    }
+  })
+
   test('a server that is down fails the call, and the next call tries again', async () => {
     const down = postgresBackend('postgres://postgres@127.0.0.1:1/test')
     await assert.rejects(down.get('x'), /ERR_STORE_UNAVAILABLE|cannot be used/)

@@ -40,6 +40,12 @@ export function postgresBackend(
     async delete(slot) {
       await (await open()).query('DELETE FROM barbican_upstream_tokens WHERE slot = $1', [slot])
     },
+    async list() {
+      const result = await (await open()).query(
+        'SELECT slot FROM barbican_upstream_tokens ORDER BY slot',
+      )
+      return (result.rows as { slot: string }[]).map((r) => r.slot)
+    },
     async close() {
       const opened = pool
       pool = undefined

@@ -45,6 +45,12 @@ export function sqliteBackend(path: string): SealedBackend & { close(): void } {
     async delete(slot) {
       ;(await open()).prepare('DELETE FROM barbican_upstream_tokens WHERE slot = ?').run(slot)
     },
+    async list() {
+      const rows = (await open())
+        .prepare('SELECT slot FROM barbican_upstream_tokens ORDER BY slot')
+        .all() as { slot: string }[]
+      return rows.map((r) => r.slot)
+    },
     close() {
       void db?.then((handle) => handle.close()).catch(() => {})
     },

@@ -36,3 +36,37 @@ describe('linked token store', () => {
     }
   })
 })
+
+describe('linked accounts listing', () => {
+  const bob = { ...alice, user: '["user","","bob"]', upstream: 'mail' }
+  for (const kind of ['memory', 'sqlite'] as const) {
+    test(`${kind}: lists who linked what without unsealing, and forgets a deleted link`, async () => {
+      const dir = mkdtempSync(join(tmpdir(), 'barbican-links-'))
+      const backend = kind === 'sqlite' ? sqliteBackend(join(dir, 't.db')) : undefined
+      const store = new TokenStore(new LocalKeyProvider(randomBytes(32)), backend)
+      try {
+        assert.deepEqual(await store.links(), [])
+        await store.put(alice, { accessToken: 'a' })
+        await store.put(bob, { accessToken: 'b' })
+        const sorted = (links: unknown) =>
+          (links as { user: string }[]).map((l) => JSON.stringify(l)).sort()
+        assert.deepEqual(sorted(await store.links()), sorted([alice, bob]))
+        await store.delete(alice)
+        assert.deepEqual(await store.links(), [bob])
+        assert.equal(await store.get(alice), undefined)
+      } finally {
+        backend?.close()
+        rmSync(dir, { recursive: true, force: true })
+      }
+    })
+  }
+
+  test('a backend that cannot list says so (undefined), not "no links"', async () => {
+    const store = new TokenStore(new LocalKeyProvider(randomBytes(32)), {
+      get: async () => undefined,
+      put: async () => {},
+      delete: async () => {},
+    })
+    assert.equal(await store.links(), undefined)
+  })
+})

@@ -27,6 +27,8 @@ export interface SealedBackend {
   get(key: string): Promise<string | undefined>
   put(key: string, sealed: string): Promise<void>
   delete(key: string): Promise<void>
+  /** Every slot name held (the admin console's list of links); optional for older backends. */
+  list?(): Promise<string[]>
 }
 
 /** A process-local backend (tokens are lost on restart: users link again). */
@@ -40,6 +42,7 @@ export function memoryBackend(): SealedBackend {
     delete: async (key) => {
       entries.delete(key)
     },
+    list: async () => [...entries.keys()],
   }
 }
 
@@ -74,9 +77,33 @@ export class TokenStore {
   async delete(key: TokenKey): Promise<void> {
     await this.#backend.delete(slotOf(key))
   }
+
+  /**
+   * Who has linked what: read from the slot names alone, nothing is unsealed. Undefined when
+   * the backend cannot list.
+   */
+  async links(): Promise<TokenKey[] | undefined> {
+    const slots = await this.#backend.list?.()
+    if (slots === undefined) return undefined
+    const links: TokenKey[] = []
+    for (const slot of slots) {
+      if (!slot.startsWith(SLOT_PREFIX)) continue
+      try {
+        const [user, upstream, issuer] = JSON.parse(slot.slice(SLOT_PREFIX.length)) as string[]
+        if (user !== undefined && upstream !== undefined && issuer !== undefined) {
+          links.push({ user, upstream, issuer })
+        }
+      } catch {
+        // Not a slot this store wrote: not a link.
+      }
+    }
+    return links
+  }
 }
+
+const SLOT_PREFIX = 'tokens:'
 
 /** The slot name doubles as the sealing context, binding each ciphertext to its owner. */
 function slotOf(key: TokenKey): string {
-  return `tokens:${JSON.stringify([key.user, key.upstream, key.issuer])}`
+  return `${SLOT_PREFIX}${JSON.stringify([key.user, key.upstream, key.issuer])}`
 }

@@ -66,6 +66,13 @@ export function securedTransportFactory(
 }
 
 const registries = new WeakMap<AuthRuntime, LinkRegistry>()
+/** The store of users' linked upstream tokens, per runtime (read by the admin console). */
+const linkStores = new WeakMap<AuthRuntime, TokenStore>()
+
+/** Users' linked accounts of this runtime; undefined when no upstream uses `oauth`. */
+export function linkedTokenStore(auth: AuthRuntime | undefined): TokenStore | undefined {
+  return auth === undefined ? undefined : linkStores.get(auth)
+}
 
 /** The token-based credential source of one upstream (oauth, client credentials, exchange). */
 function credentialSource(
@@ -85,9 +92,11 @@ function credentialSource(
     case 'oauth': {
       let registry = registries.get(auth)
       if (!registry) {
+        const store = new TokenStore(processKeys(), tokenBackendOf(auth.config.tokens))
+        linkStores.set(auth, store)
         registry = new LinkRegistry({
           fetch: auth.fetch,
-          store: new TokenStore(processKeys(), tokenBackendOf(auth.config.tokens)),
+          store,
           baseUrl: () => auth.baseUrl(),
           log: auth.log,
           audit: () => auth.audit,

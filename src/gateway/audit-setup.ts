@@ -11,6 +11,7 @@ import type { AuditStore } from '../audit/audit-store.ts'
 import { memoryAuditStore } from '../audit/memory.ts'
 import { openSqliteAuditStore } from '../audit/sqlite.ts'
 import type { Logger } from '../common/log.ts'
+import { startLogExport } from '../common/otel-logs.ts'
 import type { Config } from '../config/config.ts'
 import { DEFAULT_STORE_PATH } from '../config/defaults.ts'
 import { auditPolicy } from '../policies/audit.ts'
@@ -75,6 +76,8 @@ export interface OpenAuditOptions {
   readonly running: boolean
   /** False for `barbican stdio`, whose stdout carries JSON-RPC. */
   readonly stdoutFree: boolean
+  /** Where OTEL_* are read (audit records as OTel logs); process.env by default. */
+  readonly env?: NodeJS.ProcessEnv | undefined
 }
 
 /** The audit log of `config`, or undefined when `audit.enabled` is false. */
@@ -90,17 +93,47 @@ export async function openAuditLog(
       'audit.export.stdout cannot be used here: stdout carries JSON-RPC. Use audit.export.file.',
     )
   }
+  // Only a running gateway exports; CLI commands that write an admin record do not.
+  const logs = options.running
+    ? await startLogExport(options.env ?? process.env, options.log)
+    : undefined
   const { store, key } = await openAuditStore(auditLocationOf(config, configPath), true)
+  const journal = batchedJournal(config, configPath, options)
   const log = new AuditLog({
     store,
     key,
     export: options.running ? exportSink(exported) : undefined,
+    logs,
     checkpointIntervalMs: options.running ? config.audit.checkpointIntervalMs : 0,
     retentionDays: config.audit.retentionDays,
     onError: (error) => options.log.error('audit maintenance failed', { error }),
+    ...(journal ? { batched: { journal, windowMs: config.audit.batchWindowMs } } : {}),
   })
-  if (options.running) await log.prune()
+  if (options.running) {
+    const replayed = await log.recoverJournal()
+    if (replayed > 0) {
+      options.log.warn('audit records replayed from the journal of a gateway that died', {
+        records: replayed,
+      })
+    }
+    await log.prune()
+  }
   return log
+}
+
+/**
+ * Where batched mode journals (beside the SQLite file); undefined for the fsync mode, a CLI
+ * command (it writes one admin record, durably), a log in memory (nothing survives anyway) or
+ * PostgreSQL (it keeps the stronger fsync mode: the journal would live on one replica's disk).
+ */
+function batchedJournal(
+  config: Config,
+  configPath: string | undefined,
+  options: OpenAuditOptions,
+): string | undefined {
+  if (config.audit.durability !== 'batched' || !options.running) return undefined
+  const location = auditLocationOf(config, configPath)
+  return location.kind === 'sqlite' ? `${location.path}-batch` : undefined
 }
 
 function exportSink(exported: Config['audit']['export']): ExportSink | undefined {

@@ -22,6 +22,7 @@ import type { Transport } from '../transports/transport.ts'
 import type { TrustGuard } from '../trust/trust-guard.ts'
 import { Upstream, type UpstreamState } from '../upstreams/upstream.ts'
 import type { UpstreamReply } from '../upstreams/upstream-client.ts'
+import { LIST_CHANGED } from '../upstreams/upstream-lists.ts'
 
 export interface UpstreamPlan {
   readonly name: string
@@ -349,7 +350,27 @@ export class Gateway implements InboundHandler {
     return [...this.sessions].filter((s) => servers.some((v) => v.name === s.info.server))
   }
 
+  /**
+   * Told of every list change and resource update this replica's upstreams report, so that the
+   * other replicas of a fleet tell their clients too (src/cli/fleet.ts). Unset: one process.
+   */
+  onUpstreamChange: ((upstream: string, n: JsonRpcNotification) => void) | undefined
+
+  /** A list change or resource update another replica's connection to `upstream` reported. */
+  applyPeerChange(upstream: string, n: JsonRpcNotification): void {
+    const target = this.upstreams.get(upstream)
+    if (target === undefined) return
+    if (n.method === 'notifications/resources/updated') {
+      for (const s of this.#sessionsOf(target)) s.forwardResourceUpdated(upstream, n.params)
+    } else target.listsChangedElsewhere(n.method)
+  }
+
   #onUpstreamNotification(upstream: Upstream, n: JsonRpcNotification): void {
+    if (
+      this.onUpstreamChange !== undefined &&
+      (n.method === 'notifications/resources/updated' || LIST_CHANGED[n.method] !== undefined)
+    )
+      this.onUpstreamChange(upstream.name, n)
     switch (n.method) {
       case 'notifications/progress':
         this.#progress.route(n.params)

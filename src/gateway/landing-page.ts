@@ -98,7 +98,8 @@ function render(source: LandingPageSource): string {
     )
   }
   parts.push(
-    '<p>There is no admin console in this version; use the <code>barbican</code> command.</p>',
+    '<p>Operators: the <a href="/admin">admin console</a> (needs the admin permission when ' +
+      'inbound auth is on), or the <code>barbican</code> command.</p>',
   )
   parts.push('</body></html>')
   return parts.join('')

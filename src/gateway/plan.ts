@@ -21,6 +21,7 @@ import { confirmPolicy } from '../policies/confirm.ts'
 import { guards } from '../policies/guards.ts'
 import type { Policy } from '../policies/policy.ts'
 import { rateLimit } from '../policies/rate-limit.ts'
+import { SecureContexts } from '../policies/secure-contexts.ts'
 import type { CatalogRules, ItemRules } from '../relay/catalog.ts'
 import { prefixUri } from '../relay/names.ts'
 import { compileUriFilter, tryJudged } from '../relay/resource-uri.ts'
@@ -73,6 +74,8 @@ function policiesFromConfig(config: Config, backends: Backends): Policy[] {
     policies.push(rateLimit(config.rateLimits, rateCounterStoreOf(backends)))
   }
   if (config.auth?.permissions) policies.push(authorize(config.auth.permissions))
+  // One tracker of secure contexts: confirm enters labels into it, Cedar reads them.
+  const tracker = config.contexts ? new SecureContexts(config.contexts) : undefined
   if (config.cedar) {
     // Cedar's WebAssembly module loads here, only when Cedar policies are configured.
     const texts = readPolicyFiles(config.cedar.policies)
@@ -81,13 +84,14 @@ function policiesFromConfig(config: Config, backends: Backends): Policy[] {
     if (errors.length > 0) {
       throw new BarbicanError('ERR_CONFIG_INVALID', `Cedar policies: ${errors.join('; ')}`)
     }
-    policies.push(cedarPolicy(new CedarEngine(texts), config.cedar.mode))
+    policies.push(cedarPolicy(new CedarEngine(texts), config.cedar.mode, tracker))
   }
   if (config.confirm || config.contexts) {
     policies.push(
       confirmPolicy({
         rule: config.confirm,
         contexts: config.contexts,
+        tracker,
         answerMs: config.limits.heldCallTimeoutMs,
       }),
     )

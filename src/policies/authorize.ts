@@ -152,6 +152,24 @@ export function authorize(rules: readonly PermissionRule[]): Policy {
   }
 }
 
+/**
+ * What `auth.permissions` decide on one item for one caller, as the `authorize` policy decides a
+ * request naming it: the rule that grants it (`auth.permissions[i]`), or none. For
+ * `barbican policy explain` and the equivalence tests (ADR 046).
+ */
+export function judgePermission(
+  rules: readonly PermissionRule[],
+  identity: Identity,
+  server: string,
+  item: Item,
+): { readonly allowed: boolean; readonly rule?: string | undefined } {
+  const grants = rules
+    .map((rule, i) => compile(rule, i))
+    .filter((c) => c.server(server) && appliesTo(c.rule, identity))
+  const grant = grants.length === 0 ? undefined : grantFor(grants, item)
+  return { allowed: grant !== undefined, rule: grant?.where }
+}
+
 /** How a refusal names what was refused ("alice may not call the tool …"). */
 const VERBS: Readonly<Record<ItemKind, string>> = {
   tool: 'call the tool',

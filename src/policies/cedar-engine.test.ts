@@ -35,7 +35,7 @@ describe('Cedar engine', () => {
     const starter = /```cedar\n([\s\S]*?)```/.exec(doc)?.[1]
     assert.ok(starter)
     const policies = readPolicyFiles([file(starter)])
-    assert.equal(policies.length, 6)
+    assert.equal(policies.length, 8)
     assert.deepEqual(validatePolicies(policies), [])
   })
 
@@ -100,6 +100,76 @@ forbid (principal, action, resource) when { context.arguments.hasTag("n") && con
     assert.throws(() => readPolicyFiles(['/nonexistent/p.cedar']), { code: 'ERR_CONFIG_INVALID' })
     assert.throws(() => readPolicyFiles([file('permit (principal, action resource);')]), {
       code: 'ERR_CONFIG_INVALID',
+    })
+  })
+
+  describe('split and cached decisions (ADR 045)', () => {
+    const text = `permit (principal in Barbican::Group::"team", action == Barbican::Action::"call", resource in Barbican::Upstream::"files");
+permit (principal, action == Barbican::Action::"call", resource == Barbican::Tool::"web__fetch") when { context.arguments.hasTag("url") && context.arguments.getTag("url") like "https://*" };
+forbid (principal, action == Barbican::Action::"call", resource == Barbican::Tool::"files__write") when { context.arguments.hasTag("path") && !(context.arguments.getTag("path") like "/work/*") };
+forbid (principal, action, resource) when { resource.annotations has destructiveHint && resource.annotations.destructiveHint };
+forbid (principal, action == Barbican::Action::"call", resource in Barbican::Upstream::"night") when { context.time < 1000 };
+permit (principal == Barbican::User::"bob", action, resource);
+`
+    const policies = readPolicyFiles([file(text)])
+    const split = new CedarEngine(policies)
+    const whole = new CedarEngine(policies, { split: false })
+    const bob: Identity = { subject: 'bob', scopes: [], method: 'api-key' }
+    const tool = (name: string, upstream: string, annotations?: Record<string, boolean>) =>
+      ({ kind: 'tool', name, upstream, annotations }) as const
+    const cases: CedarQuery[] = [
+      call(tool('files__read', 'files')),
+      call(tool('files__write', 'files'), { path: '/work/a' }),
+      call(tool('files__write', 'files'), { path: '/etc/passwd' }),
+      call(tool('files__write', 'files')),
+      call(tool('files__rm', 'files', { destructiveHint: true })),
+      call(tool('web__fetch', 'web'), { url: 'https://example.com' }),
+      call(tool('web__fetch', 'web'), { url: 'http://example.com' }),
+      call(tool('web__fetch', 'web')),
+      { ...call(tool('night__job', 'night')), time: 10 },
+      { ...call(tool('night__job', 'night')), time: 5000 },
+      { ...call(tool('files__write', 'files'), { path: '/etc' }), identity: bob },
+      { ...call(tool('x__y', 'x')), identity: bob },
+      { ...call(tool('files__rm', 'files', { destructiveHint: true })), identity: bob },
+      { ...call({ kind: 'server' }), action: 'list', method: 'tools/list' },
+    ]
+
+    test('the per-call part holds exactly the policies that read arguments or time', () => {
+      assert.equal(split.perCall, true)
+      const steadyOnly = new CedarEngine(readPolicyFiles([file(text.split('\n')[0]!)]))
+      assert.equal(steadyOnly.perCall, false)
+    })
+
+    test('split and cached, every case decides as the whole set does, with the same policies', () => {
+      const scope = {}
+      for (const round of [1, 2]) {
+        for (const [i, q] of cases.entries()) {
+          const expected = whole.decide(q)
+          for (const got of [split.decide(q), split.decide(q, scope)]) {
+            assert.equal(got.allowed, expected.allowed, `case ${i}, round ${round}`)
+            assert.deepEqual([...got.reasons].sort(), [...expected.reasons].sort(), `case ${i}`)
+          }
+        }
+      }
+    })
+
+    test('a cached decision lasts as long as its catalog: a new one is judged afresh', () => {
+      const first = {}
+      const safe = call(tool('files__rm', 'files', { destructiveHint: false }))
+      const marked = call(tool('files__rm', 'files', { destructiveHint: true }))
+      assert.equal(split.decide(safe, first).allowed, true)
+      // Same catalog: the annotations come from it, so the cached decision stands.
+      assert.equal(split.decide(marked, first).allowed, true)
+      // A new catalog (its tools changed) judges again.
+      assert.equal(split.decide(marked, {}).allowed, false)
+    })
+
+    test('an action no policy names is denied, cached or not', () => {
+      const odd = { ...call(tool('files__read', 'files')), action: 'nonsense' as never }
+      const scope = {}
+      const decision = split.decide(odd, scope)
+      assert.equal(decision.allowed, false)
+      assert.equal(split.decide(odd, scope).allowed, false)
     })
   })
 })

@@ -24,7 +24,16 @@ export type CedarTarget =
       readonly name: string
       readonly upstream?: string | undefined
       readonly annotations?: JsonObject | undefined
+      /** Absent: `unpinned`. */
+      readonly pinState?: PinState | undefined
+      /** The operator labels of the item (contexts.labels), its upstream's included. */
+      readonly labels?: readonly string[] | undefined
+      /** The operator labels of its upstream alone. */
+      readonly upstreamLabels?: readonly string[] | undefined
     }
+
+/** Whether an item is served as approved (ADR 006; docs/policy.md "What a policy sees"). */
+export type PinState = 'pinned' | 'changed' | 'unpinned'
 
 export interface CedarQuery {
   readonly identity: Identity
@@ -36,6 +45,8 @@ export interface CedarQuery {
   readonly arguments?: JsonObject | undefined
   /** Seconds since the epoch; now when absent. */
   readonly time?: number | undefined
+  /** The labels that entered the caller's secure context (context.labels). */
+  readonly sessionLabels?: readonly string[] | undefined
 }
 
 export interface CedarDecision {
@@ -44,6 +55,8 @@ export interface CedarDecision {
   readonly reasons: readonly string[]
   /** Policies that failed to evaluate (they count as not applying). */
   readonly errors: readonly string[]
+  /** Cedar could not evaluate the request at all: denied, and never cached. */
+  readonly failed?: true
 }
 
 /** One policy of a file, by its id `file#n` (n counts from 1 in the file). */
@@ -104,56 +117,270 @@ export function validatePolicies(policies: readonly CedarPolicyText[]): string[]
 
 let nextSetId = 0
 
-/** An evaluator for one policy set, parsed once into the module's cache. */
+/**
+ * What a policy's condition reads of the context that changes from one call to the next: such a
+ * policy is judged on every call; every other policy's verdict depends only on the principal,
+ * action, resource and the rest of the context, and is cached (ADR 045).
+ */
+const PER_CALL_CONTEXT = new Set(['arguments', 'time'])
+
+/** Most cached decisions per catalog; beyond, the cache starts afresh. */
+const DECISIONS_PER_CATALOG = 10_000
+
+/** A scope test Barbican can rule out before asking Cedar: `==` / `in [..]` / `is`. */
+interface ScopeFilter {
+  readonly principal?: string | undefined
+  readonly actions?: ReadonlySet<string> | undefined
+  readonly resource?: string | undefined
+  readonly resourceType?: string | undefined
+}
+
+/** One pre-parsed part of the policy set. */
+interface PartialSet {
+  readonly id: string
+  /** Per policy of the part, what its scope can be ruled out by (per-call part only). */
+  readonly scopes: readonly ScopeFilter[]
+}
+
+/** Where a cached decision is kept: one map per catalog, dropped with it. */
+export type DecisionScope = object
+
+/**
+ * An evaluator for one policy set. The set is split in two pre-parsed parts (ADR 045): the
+ * policies whose conditions read `context.arguments` or `context.time` are judged on every call
+ * (and only when their scope can match the request); the others are judged once per principal,
+ * action, resource and context and the decision cached per catalog, so that a change of catalog
+ * (a list, a pin decision) starts afresh. The two verdicts combine as Cedar combines policies:
+ * a matching `forbid` denies, else a matching `permit` allows, else deny.
+ */
 export class CedarEngine {
-  readonly #setId = `barbican-${nextSetId++}`
   readonly policies: readonly CedarPolicyText[]
+  readonly #steady: PartialSet | undefined
+  readonly #perCall: PartialSet | undefined
+  readonly #cache = new WeakMap<DecisionScope, Map<string, CedarDecision>>()
+  readonly #identityKeys = new WeakMap<Identity, string>()
 
-  constructor(policies: readonly CedarPolicyText[]) {
+  /** `split: false` judges the whole set in one part: the reference the tests compare with. */
+  constructor(policies: readonly CedarPolicyText[], options: { split?: boolean } = {}) {
     this.policies = policies
-    const parsed = cedar().preparsePolicySet(this.#setId, {
-      staticPolicies: Object.fromEntries(policies.map((p) => [p.id, p.text])),
-    })
-    if (parsed.type === 'failure') {
-      throw invalid(parsed.errors.map((e) => e.message).join('; '))
+    const steady: CedarPolicyText[] = []
+    const perCall: { policy: CedarPolicyText; scope: ScopeFilter }[] = []
+    let readsLabels = false
+    for (const policy of policies) {
+      const json = cedar().policyToJson(policy.text)
+      if (json.type === 'failure') throw invalid(json.errors.map((e) => e.message).join('; '))
+      const body = json.json as unknown as PolicyJsonShape
+      const reads = contextReads(body.conditions)
+      if (reads.has('*') || reads.has('labels')) readsLabels = true
+      if (options.split === false) continue
+      if (reads.has('*') || [...PER_CALL_CONTEXT].some((a) => reads.has(a))) {
+        perCall.push({ policy, scope: scopeOf(body) })
+      } else steady.push(policy)
     }
+    this.readsSessionLabels = readsLabels
+    this.#steady = preparse(options.split === false ? policies : steady, [])
+    this.#perCall = preparse(
+      perCall.map((p) => p.policy),
+      perCall.map((p) => p.scope),
+    )
   }
 
-  decide(query: CedarQuery): CedarDecision {
-    const { principal, entities } = principalOf(query.identity)
-    const { resource, entities: resourceEntities } = resourceOf(query.server, query.target)
-    const args = uid('Arguments', 'call')
-    entities.push(...resourceEntities, {
-      uid: args,
-      attrs: {},
-      parents: [],
-      tags: argumentTags(query.arguments),
-    })
-    const answer = cedar().statefulIsAuthorized({
-      principal,
-      action: { type: 'Barbican::Action', id: query.action },
-      resource,
-      context: {
-        server: query.server,
-        transport: query.transport,
-        method: query.method,
-        time: query.time ?? Math.floor(Date.now() / 1000),
-        arguments: { __entity: args },
-      },
-      preparsedPolicySetId: this.#setId,
-      entities,
-    })
-    if (answer.type === 'failure') {
-      // Fail closed: a request Cedar cannot evaluate is denied.
-      return { allowed: false, reasons: [], errors: answer.errors.map((e) => e.message) }
+  /** Whether some policy reads `context.labels` (the caller's secure context). */
+  readonly readsSessionLabels: boolean
+
+  /** Whether some policy reads the call's arguments or time (and is judged on every call). */
+  get perCall(): boolean {
+    return this.#perCall !== undefined
+  }
+
+  /**
+   * The decision on `query`. With `scope` (the catalog the target was read from), the part of the
+   * decision that does not depend on the call is cached in it; without, nothing is cached.
+   */
+  decide(query: CedarQuery, scope?: DecisionScope): CedarDecision {
+    const steady = this.#steadyDecision(query, scope)
+    // A forbid of the steady part denies whatever the per-call part says; so does a failure.
+    if (steady.failed || (!steady.allowed && steady.reasons.length > 0)) return steady
+    const perCall = this.#perCall
+    if (perCall === undefined || !perCall.scopes.some((s) => mayApply(s, query))) return steady
+    const now = evaluate(perCall.id, query)
+    if (now.failed || (!now.allowed && now.reasons.length > 0))
+      return withErrors(now, steady.errors)
+    if (steady.allowed || now.allowed) {
+      return {
+        allowed: true,
+        reasons: [...steady.reasons, ...now.reasons],
+        errors: [...steady.errors, ...now.errors],
+      }
     }
-    const { decision, diagnostics } = answer.response
+    return { allowed: false, reasons: [], errors: [...steady.errors, ...now.errors] }
+  }
+
+  #steadyDecision(query: CedarQuery, scope: DecisionScope | undefined): CedarDecision {
+    const steady = this.#steady
+    if (steady === undefined) return { allowed: false, reasons: [], errors: [] }
+    if (scope === undefined) return evaluate(steady.id, query)
+    let decisions = this.#cache.get(scope)
+    if (decisions === undefined) {
+      decisions = new Map()
+      this.#cache.set(scope, decisions)
+    }
+    const key = this.#keyOf(query)
+    let decision = decisions.get(key)
+    if (decision === undefined) {
+      decision = evaluate(steady.id, query)
+      if (decision.failed) return decision
+      if (decisions.size >= DECISIONS_PER_CATALOG) decisions.clear()
+      decisions.set(key, decision)
+    }
+    return decision
+  }
+
+  /** Everything a steady policy can read of a query (the catalog supplies the rest). */
+  #keyOf(query: CedarQuery): string {
+    let identity = this.#identityKeys.get(query.identity)
+    if (identity === undefined) {
+      const { subject, tenant, client, scopes, method, claims } = query.identity
+      identity = JSON.stringify([subject, tenant, client, scopes, method, claims])
+      this.#identityKeys.set(query.identity, identity)
+    }
+    const t = query.target
+    const item = t.kind === 'server' ? '' : `${t.kind}\u0000${t.name}\u0000${t.upstream ?? ''}`
+    const labels = query.sessionLabels?.length ? [...query.sessionLabels].sort().join(',') : ''
+    return `${identity}\u0000${labels}\u0000${query.server}\u0000${query.transport}\u0000${query.method}\u0000${query.action}\u0000${item}`
+  }
+}
+
+function withErrors(decision: CedarDecision, errors: readonly string[]): CedarDecision {
+  return errors.length === 0 ? decision : { ...decision, errors: [...errors, ...decision.errors] }
+}
+
+function preparse(
+  policies: readonly CedarPolicyText[],
+  scopes: readonly ScopeFilter[],
+): PartialSet | undefined {
+  if (policies.length === 0) return undefined
+  const id = `barbican-${nextSetId++}`
+  const parsed = cedar().preparsePolicySet(id, {
+    staticPolicies: Object.fromEntries(policies.map((p) => [p.id, p.text])),
+  })
+  if (parsed.type === 'failure') throw invalid(parsed.errors.map((e) => e.message).join('; '))
+  return { id, scopes }
+}
+
+/** One `statefulIsAuthorized` call on a pre-parsed set. */
+function evaluate(setId: string, query: CedarQuery): CedarDecision {
+  const { principal, entities } = principalOf(query.identity)
+  const { resource, entities: resourceEntities } = resourceOf(query.server, query.target)
+  const args = uid('Arguments', 'call')
+  entities.push(...resourceEntities, {
+    uid: args,
+    attrs: {},
+    parents: [],
+    tags: argumentTags(query.arguments),
+  })
+  const answer = cedar().statefulIsAuthorized({
+    principal,
+    action: { type: 'Barbican::Action', id: query.action },
+    resource,
+    context: {
+      server: query.server,
+      transport: query.transport,
+      method: query.method,
+      time: query.time ?? Math.floor(Date.now() / 1000),
+      arguments: { __entity: args },
+      labels: [...(query.sessionLabels ?? [])],
+    },
+    preparsedPolicySetId: setId,
+    entities,
+  })
+  if (answer.type === 'failure') {
+    // Fail closed: a request Cedar cannot evaluate is denied.
     return {
-      allowed: decision === 'allow',
-      reasons: diagnostics.reason,
-      errors: diagnostics.errors.map((e) => `${e.policyId}: ${e.error.message}`),
+      allowed: false,
+      reasons: [],
+      errors: answer.errors.map((e) => e.message),
+      failed: true,
     }
   }
+  const { decision, diagnostics } = answer.response
+  return {
+    allowed: decision === 'allow',
+    reasons: diagnostics.reason,
+    errors: diagnostics.errors.map((e) => `${e.policyId}: ${e.error.message}`),
+  }
+}
+
+/** The parts of Cedar's policy JSON the split reads. */
+interface PolicyJsonShape {
+  readonly principal: ScopeJson
+  readonly action: ScopeJson
+  readonly resource: ScopeJson
+  readonly conditions: readonly unknown[]
+}
+
+interface ScopeJson {
+  readonly op: string
+  readonly entity?: { readonly type: string; readonly id: string }
+  readonly entities?: readonly { readonly type: string; readonly id: string }[]
+  readonly entity_type?: string
+}
+
+/**
+ * The context attributes an expression reads (`context.x`, `context has x`); `*` when it uses the
+ * context in a way this walk cannot see through (the whole record), which counts as reading all.
+ */
+function contextReads(node: unknown, into = new Set<string>()): Set<string> {
+  if (Array.isArray(node)) {
+    for (const n of node) contextReads(n, into)
+    return into
+  }
+  if (node === null || typeof node !== 'object') return into
+  const record = node as Record<string, unknown>
+  if (record.Var === 'context') into.add('*')
+  for (const [key, value] of Object.entries(record)) {
+    if ((key === '.' || key === 'has') && value !== null && typeof value === 'object') {
+      const access = value as { left?: unknown; attr?: unknown }
+      if ((access.left as Record<string, unknown> | undefined)?.Var === 'context') {
+        into.add(String(access.attr))
+        continue
+      }
+    }
+    contextReads(value, into)
+  }
+  return into
+}
+
+const entityKey = (e: { type: string; id: string }) => `${e.type}\u0000${e.id}`
+
+function scopeOf(policy: PolicyJsonShape): ScopeFilter {
+  const { principal, action, resource } = policy
+  return {
+    principal: principal.op === '==' && principal.entity ? entityKey(principal.entity) : undefined,
+    actions:
+      action.op === '==' && action.entity
+        ? new Set([action.entity.id])
+        : action.op === 'in' && action.entities
+          ? new Set(action.entities.map((e) => e.id))
+          : undefined,
+    resource: resource.op === '==' && resource.entity ? entityKey(resource.entity) : undefined,
+    resourceType: resource.op === 'is' ? resource.entity_type : undefined,
+  }
+}
+
+/** False only when the policy's scope surely excludes the request; true when it may match. */
+function mayApply(scope: ScopeFilter, query: CedarQuery): boolean {
+  if (scope.actions && !scope.actions.has(query.action)) return false
+  if (scope.principal && scope.principal !== entityKey(uid('User', query.identity.subject)))
+    return false
+  if (scope.resource || scope.resourceType) {
+    const t = query.target
+    const type = `Barbican::${t.kind === 'server' ? 'Server' : ITEM_TYPES[t.kind]}`
+    if (scope.resourceType && scope.resourceType !== type) return false
+    const id = t.kind === 'server' ? query.server : t.name
+    if (scope.resource && scope.resource !== `${type}\u0000${id}`) return false
+  }
+  return true
 }
 
 function invalid(message: string): BarbicanError {
@@ -213,12 +440,18 @@ function resourceOf(
   if (target.upstream !== undefined) {
     const upstreamUid = uid('Upstream', target.upstream)
     parents.push(upstreamUid)
-    entities.push({ uid: upstreamUid, attrs: {}, parents: [serverUid] })
+    entities.push({
+      uid: upstreamUid,
+      attrs: { labels: [...(target.upstreamLabels ?? [])] },
+      parents: [serverUid],
+    })
   }
   const resource = uid(ITEM_TYPES[target.kind], target.name)
   const attrs: Record<string, CedarValueJson> = {
     [target.kind === 'resource' ? 'uri' : 'name']: target.name,
     upstream: target.upstream ?? '',
+    pinState: target.pinState ?? 'unpinned',
+    labels: [...(target.labels ?? [])],
   }
   if (target.kind === 'tool') {
     // Only well-typed annotations: an upstream's odd value must not break evaluation.

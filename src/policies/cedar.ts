@@ -10,9 +10,17 @@
 import { BarbicanError } from '../common/errors.ts'
 import { isPlainObject, type JsonObject } from '../protocol/jsonrpc.ts'
 import type { Catalog } from '../relay/catalog.ts'
-import type { CedarAction, CedarDecision, CedarEngine, CedarTarget } from './cedar-engine.ts'
+import { quarantineKey } from '../trust/quarantine.ts'
+import type {
+  CedarAction,
+  CedarDecision,
+  CedarEngine,
+  CedarTarget,
+  PinState,
+} from './cedar-engine.ts'
 import { type Item, type ItemKind, permissionOf } from './method-permissions.ts'
 import type { Call, Next, Policy, Reply } from './policy.ts'
+import { contextKey, type SecureContexts } from './secure-contexts.ts'
 import { narrowCatalog, watchable } from './visible.ts'
 
 export type CedarMode = 'enforce' | 'shadow'
@@ -37,12 +45,48 @@ const USE: Readonly<Record<ItemKind, CedarAction>> = {
   resource: 'read',
 }
 
+/**
+ * Where decisions on the server itself are cached: they read nothing of a catalog, so one cache
+ * serves for the engine's life (the engine is rebuilt with the configuration).
+ */
+const SERVER_ONLY = {}
+
 /** Most narrowed views one catalog keeps (one per identity); beyond, they are rebuilt. */
 const VIEWS_PER_CATALOG = 1000
 
-export function cedarPolicy(engine: CedarEngine, mode: CedarMode): Policy {
+/**
+ * `contexts`: the secure contexts the confirm policy tracks, for item labels (`resource.labels`)
+ * and the caller's context labels (`context.labels`); absent, both are empty.
+ */
+export function cedarPolicy(
+  engine: CedarEngine,
+  mode: CedarMode,
+  contexts?: SecureContexts,
+): Policy {
   /** Each identity's view of a catalog, by identity key; dropped with the catalog. */
   const views = new WeakMap<Catalog, Map<string, Catalog>>()
+  const targets = new WeakMap<Catalog, Map<string, CedarTarget>>()
+  /** What Cedar sees of an item, built once per catalog and item. */
+  const targetOf = (item: Item, catalog: Catalog | undefined): CedarTarget => {
+    if (catalog === undefined) return describe(item, undefined, contexts)
+    let byItem = targets.get(catalog)
+    if (byItem === undefined) {
+      byItem = new Map()
+      targets.set(catalog, byItem)
+    }
+    const key = `${item.kind}:${item.name}`
+    let target = byItem.get(key)
+    if (target === undefined) {
+      target = describe(item, catalog, contexts)
+      byItem.set(key, target)
+    }
+    return target
+  }
+  /** The caller's context labels, read only when some policy reads `context.labels`. */
+  const sessionLabels = (call: Call): string[] | undefined =>
+    engine.readsSessionLabels && contexts
+      ? contexts.held(contextKey(call.peer?.sessionId, call.identity))
+      : undefined
   return {
     name: 'cedar',
     async handle(call: Call, next: Next): Promise<Reply> {
@@ -57,15 +101,19 @@ export function cedarPolicy(engine: CedarEngine, mode: CedarMode): Policy {
       const catalog = item || permission?.list ? await call.catalog?.() : undefined
       const target: CedarTarget = item ? targetOf(item, catalog) : { kind: 'server' }
       const args = request.method === 'tools/call' ? request.params?.arguments : undefined
-      const decision = engine.decide({
-        identity: call.identity,
-        server: call.server,
-        action,
-        target,
-        transport: call.transport,
-        method: request.method,
-        arguments: isPlainObject(args) ? args : undefined,
-      })
+      const decision = engine.decide(
+        {
+          identity: call.identity,
+          server: call.server,
+          action,
+          target,
+          transport: call.transport,
+          method: request.method,
+          arguments: isPlainObject(args) ? args : undefined,
+          sessionLabels: sessionLabels(call),
+        },
+        catalog ?? SERVER_ONLY,
+      )
       const where = decision.reasons.join(', ') || undefined
       if (!decision.allowed) {
         const what = item ? `${action} "${item.name}"` : `${action} on the server "${call.server}"`
@@ -92,14 +140,18 @@ export function cedarPolicy(engine: CedarEngine, mode: CedarMode): Policy {
       call.decisions?.push({ policy: 'cedar', effect: 'allow', rule: where })
       if (mode === 'enforce' && permission?.list && route.kind === 'fanout') {
         const view = viewOf(route.catalog, call, views, (it) =>
-          engine.decide({
-            identity: call.identity,
-            server: call.server,
-            action: USE[it.kind],
-            target: targetOf(it, route.catalog),
-            transport: call.transport,
-            method: request.method,
-          }),
+          engine.decide(
+            {
+              identity: call.identity,
+              server: call.server,
+              action: USE[it.kind],
+              target: targetOf(it, route.catalog),
+              transport: call.transport,
+              method: request.method,
+              sessionLabels: sessionLabels(call),
+            },
+            route.catalog,
+          ),
         )
         return await next({ ...call, route: { ...route, catalog: view } })
       }
@@ -107,14 +159,18 @@ export function cedarPolicy(engine: CedarEngine, mode: CedarMode): Policy {
         const params = watchable(
           request.params,
           (item) =>
-            engine.decide({
-              identity: call.identity,
-              server: call.server,
-              action: 'subscribe',
-              target: targetOf(item, catalog),
-              transport: call.transport,
-              method: request.method,
-            }).allowed,
+            engine.decide(
+              {
+                identity: call.identity,
+                server: call.server,
+                action: 'subscribe',
+                target: targetOf(item, catalog),
+                transport: call.transport,
+                method: request.method,
+                sessionLabels: sessionLabels(call),
+              },
+              catalog,
+            ).allowed,
         )
         return await next({ ...call, request: { ...request, params } })
       }
@@ -123,8 +179,15 @@ export function cedarPolicy(engine: CedarEngine, mode: CedarMode): Policy {
   }
 }
 
-/** What Cedar sees of an item: its upstream and, for a tool, its annotations. */
-function targetOf(item: Item, catalog: Catalog | undefined): CedarTarget {
+/**
+ * What Cedar sees of an item: its upstream, pin state and labels, and, for a tool, its
+ * annotations.
+ */
+function describe(
+  item: Item,
+  catalog: Catalog | undefined,
+  contexts: SecureContexts | undefined,
+): CedarTarget {
   if (catalog === undefined) return { kind: item.kind, name: item.name }
   const targets =
     item.kind === 'tool'
@@ -135,10 +198,44 @@ function targetOf(item: Item, catalog: Catalog | undefined): CedarTarget {
   const upstream = targets.get(item.name)?.upstream
   let annotations: JsonObject | undefined
   if (item.kind === 'tool') {
-    const entry = catalog.tools.find((t) => t.name === item.name)
+    const entry = toolsOf(catalog).get(item.name)
     annotations = isPlainObject(entry?.annotations) ? entry.annotations : undefined
   }
-  return { kind: item.kind, name: item.name, upstream, annotations }
+  const pinState: PinState =
+    catalog.pins === undefined || item.kind === 'resource'
+      ? 'unpinned'
+      : catalog.pins.changed.has(quarantineKey(item.kind, item.name))
+        ? 'changed'
+        : 'pinned'
+  const labels =
+    upstream === undefined || contexts === undefined
+      ? []
+      : item.kind === 'tool'
+        ? [...contexts.labelsOf(upstream, item.name)]
+        : [...contexts.upstreamLabels(upstream)]
+  const upstreamLabels =
+    upstream === undefined || contexts === undefined ? [] : [...contexts.upstreamLabels(upstream)]
+  return {
+    kind: item.kind,
+    name: item.name,
+    upstream,
+    annotations,
+    pinState,
+    labels: labels.sort(),
+    upstreamLabels: upstreamLabels.sort(),
+  }
+}
+
+const toolsByName = new WeakMap<Catalog, Map<unknown, JsonObject>>()
+
+/** A catalog's tools by name, indexed once per catalog (a call must not scan the list). */
+function toolsOf(catalog: Catalog): Map<unknown, JsonObject> {
+  let tools = toolsByName.get(catalog)
+  if (tools === undefined) {
+    tools = new Map(catalog.tools.map((t) => [t.name, t]))
+    toolsByName.set(catalog, tools)
+  }
+  return tools
 }
 
 /**

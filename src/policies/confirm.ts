@@ -37,6 +37,8 @@ export interface ConfirmOptions {
   readonly rule?: ConfirmRule | undefined
   /** Secure contexts (`contexts:`); absent: no labels are tracked. */
   readonly contexts?: (ContextsOptions & { readonly onTrifecta: 'deny' | 'confirm' }) | undefined
+  /** The tracker of `contexts`, when another policy (cedar) reads it too; built when absent. */
+  readonly tracker?: SecureContexts | undefined
   /** How long a 2026-07-28 client has to answer (the sealed state's lifetime). */
   readonly answerMs: number
   /** Seals the `requestState` of a question; by default keyed from BARBICAN_STATE_KEY. */
@@ -53,7 +55,9 @@ export function confirmPolicy(options: ConfirmOptions): Policy {
   const rule = options.rule
   const servers = rule?.servers?.length ? picomatch([...rule.servers]) : () => true
   const tools = rule?.tools?.length ? picomatch([...rule.tools]) : () => false
-  const contexts = options.contexts ? new SecureContexts(options.contexts) : undefined
+  const contexts = options.contexts
+    ? (options.tracker ?? new SecureContexts(options.contexts))
+    : undefined
   const sealer = options.sealer ?? new RequestStateSealer(confirmStateKey())
   /** Questions already answered (nonce → expiry): a sealed question is answered once. */
   const answered = new Map<string, number>()

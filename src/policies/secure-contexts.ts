@@ -53,6 +53,22 @@ export class SecureContexts {
     return labels
   }
 
+  /** The labels of an upstream alone (its items' labels include these). */
+  upstreamLabels(upstream: string): ReadonlySet<string> {
+    const labels = new Set<string>()
+    for (const rule of this.#rules) if (rule.upstream(upstream)) labels.add(rule.label)
+    return labels
+  }
+
+  /** The labels that entered the context `key` within the window, sorted. */
+  held(key: string, now = Date.now()): string[] {
+    const context = this.#contexts.get(key)
+    if (context === undefined) return []
+    const labels: string[] = []
+    for (const [label, at] of context) if (now - at < this.#windowMs) labels.push(label)
+    return labels.sort()
+  }
+
   /** True when `label` entered the context `key` within the window. */
   holds(key: string, label: string, now = Date.now()): boolean {
     const at = this.#contexts.get(key)?.get(label)

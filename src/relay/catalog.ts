@@ -67,6 +67,12 @@ export interface Catalog {
   readonly resourceTargets: ReadonlyMap<string, Target>
   readonly conflicts: readonly Conflict[]
   readonly heldBack: readonly HeldBack[]
+  /**
+   * Pin state, when trust is on: the tools and prompts (by `kind:exposed` key) let through
+   * although they differ from their approval; every other tool and prompt is pinned. Absent:
+   * trust is off, nothing is pinned.
+   */
+  readonly pins?: { readonly changed: ReadonlySet<string> } | undefined
 }
 
 /** How a virtual server presents its tools (relay/tool-search-mode.ts, ADR 070). */

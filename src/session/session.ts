@@ -416,6 +416,10 @@ export class Session {
     signal: AbortSignal,
     log: Logger,
   ): Call & { route: Route } {
+    // The peer is built only for a policy that reads it (confirm, cedar with context labels):
+    // most calls pass no such policy and should not pay for its closures.
+    let peer: CallPeer | undefined
+    const session = this
     return {
       id: `${this.#id}-${this.#nextCall++}`,
       request,
@@ -426,8 +430,11 @@ export class Session {
       signal,
       log,
       decisions: [],
-      peer: this.#peer(modern, request),
-      catalog: async () => (await this.#deps.server.catalog()).catalog,
+      get peer() {
+        peer ??= session.#peer(modern, request)
+        return peer
+      },
+      catalog: this.#catalogOfServer,
     }
   }
 
@@ -447,6 +454,9 @@ export class Session {
     if (view === undefined) throw new BarbicanError('ERR_INTERNAL', 'tools/list has no catalog')
     return view
   }
+
+  /** The virtual server's catalog, as policies read it (one function for every call). */
+  readonly #catalogOfServer = async () => (await this.#deps.server.catalog()).catalog
 
   /** The client as policies reach it (policies/policy.ts CallPeer). */
   #peer(modern: boolean, request: Request): CallPeer {

@@ -13,6 +13,7 @@ import type { Duplex } from 'node:stream'
 import type { InboundAuthenticator } from '../auth/authenticator.ts'
 import { requestIdentity, setRequestIdentity } from '../auth/request-identity.ts'
 import { jsonLogger, type Logger } from '../common/log.ts'
+import { eraOf, isRevision } from '../protocol/revisions.ts'
 import { checkRequestHeaders, corsHeaders, type GuardRefusal } from './http-guard.ts'
 import {
   DEFAULT_HTTP_INBOUND_OPTIONS,
@@ -21,6 +22,7 @@ import {
 } from './http-inbound-options.ts'
 import { sendJson, sendRpcError } from './http-io.ts'
 import type { InboundHandler } from './inbound.ts'
+import { HOP_HEADER, type SessionDirectory } from './session-directory.ts'
 import { SSE_MESSAGES_PATH, SseEndpoint } from './sse-inbound.ts'
 import { StreamableHttpEndpoint } from './streamable-http-inbound.ts'
 import { rejectUpgrade, WebSocketEndpoint } from './websocket-inbound.ts'
@@ -63,6 +65,7 @@ export class HttpInbound {
    */
   readonly #acceptedHeaders = new Set<string>()
   #closing: Promise<void> | undefined
+  #directory: SessionDirectory | undefined
 
   constructor(handler: InboundHandler, options: Partial<HttpInboundOptions> = {}, log?: Logger) {
     this.options = resolveHttpInboundOptions(options)
@@ -95,6 +98,20 @@ export class HttpInbound {
       }
     })
     this.routes.set('/healthz', (_req, res) => sendJson(res, 200, { status: 'ok' }))
+  }
+
+  /**
+   * Where legacy sessions live when replicas share them (ADR 058): requests naming a session
+   * this replica does not hold are handed to it before anything else is done with them.
+   */
+  get sessionDirectory(): SessionDirectory | undefined {
+    return this.#directory
+  }
+
+  set sessionDirectory(directory: SessionDirectory | undefined) {
+    this.#directory = directory
+    this.streamable.directory = directory
+    this.sse.directory = directory
   }
 
   /** Starts listening; resolves with the bound address (useful with port 0). */
@@ -220,6 +237,8 @@ export class HttpInbound {
         return sendRpcError(res, 405, 'Use POST', { headers: { allow: 'POST' } })
       }
       const url = new URL(req.url ?? '/', 'http://localhost')
+      const id = url.searchParams.get('sessionId')
+      if (id && !this.sse.holds(id) && (await this.#relayed(id, req, res))) return
       // Authenticated for the server the session was opened on, like every request to it: a
       // token minted for another server, or one without this server's step-up scopes, is
       // refused. A POST naming no live session is checked against any server, then gets 404.
@@ -231,6 +250,16 @@ export class HttpInbound {
     const server = match ? serverName(match[2]) : undefined
     if (match === null || server === undefined || !this.#handler.hasServer(server)) {
       return sendRpcError(res, 404, `Not found: ${pathname.slice(0, 200)}`)
+    }
+    if (match[1] === 'mcp' && this.#directory !== undefined) {
+      // A 2026-07-28 request is stateless wherever it lands, whatever session id it carries.
+      const version = req.headers['mcp-protocol-version']
+      const modern =
+        typeof version === 'string' && isRevision(version) && eraOf(version) === 'modern'
+      const id = req.headers['mcp-session-id']
+      if (typeof id === 'string' && !modern && !this.streamable.holds(id)) {
+        if (await this.#relayed(id, req, res)) return
+      }
     }
     // Without inbound auth the request goes on in this microtask, with no await in between.
     if (this.authenticator !== undefined && !(await this.#authenticate(req, res, server))) return
@@ -251,6 +280,16 @@ export class HttpInbound {
           headers: { upgrade: 'websocket', connection: 'Upgrade' },
         })
     }
+  }
+
+  /**
+   * Hands a request for a session held elsewhere to the directory, unless another replica
+   * already relayed it here. The owner authenticates it, so this replica does not.
+   */
+  async #relayed(id: string, req: IncomingMessage, res: ServerResponse): Promise<boolean> {
+    const directory = this.#directory
+    if (directory === undefined || req.headers[HOP_HEADER] !== undefined) return false
+    return await directory.relay(id, req, res)
   }
 
   #onUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer): void {

@@ -26,6 +26,7 @@ import {
   sendRpcError,
 } from './http-io.ts'
 import type { InboundHandler } from './inbound.ts'
+import type { SessionDirectory } from './session-directory.ts'
 import { admitHttpSession, SessionLimits } from './session-limits.ts'
 import { formatEvent, SseConnection } from './sse-writer.ts'
 import type { ReceiveInfo, SendOptions, Transport } from './transport.ts'
@@ -143,6 +144,8 @@ export class SseEndpoint {
   readonly #log: Logger
   readonly #sessions = new Map<string, SseSessionTransport>()
   readonly #limits: SessionLimits<SseSessionTransport>
+  /** Told of every session opened and closed here when replicas share sessions (ADR 058). */
+  directory: SessionDirectory | undefined
 
   constructor(handler: InboundHandler, options: SseInboundOptions, log: Logger) {
     this.#handler = handler
@@ -186,10 +189,12 @@ export class SseEndpoint {
       () => {
         this.#sessions.delete(id)
         this.#limits.remove(transport)
+        this.directory?.closed(id)
       },
     )
     this.#sessions.set(id, transport)
     this.#limits.add(owner, transport)
+    this.directory?.opened(id)
     // Relative, so it resolves against whatever URL the client used to reach us (proxies).
     connection.write(formatEvent(`${SSE_MESSAGES_PATH}?sessionId=${id}`, { event: 'endpoint' }))
     try {
@@ -210,6 +215,11 @@ export class SseEndpoint {
    * The virtual server of the live session `id` names, so the listener authenticates its POSTs
    * for that server (audience and step-up scopes); undefined for an unknown session.
    */
+  /** Whether this replica holds the session `id`. */
+  holds(id: string): boolean {
+    return this.#sessions.has(id)
+  }
+
   serverOf(id: string | null): string | undefined {
     return id === null ? undefined : this.#sessions.get(id)?.server
   }

@@ -23,6 +23,7 @@ import {
   singleHeader,
 } from './http-io.ts'
 import type { InboundHandler } from './inbound.ts'
+import type { SessionDirectory } from './session-directory.ts'
 import { admitHttpSession, SessionLimits } from './session-limits.ts'
 import { type SessionOptions, StreamableHttpSession } from './streamable-http-session.ts'
 import { bodyVersionClaim, handleStatelessPost } from './streamable-http-stateless.ts'
@@ -51,6 +52,8 @@ export class StreamableHttpEndpoint {
   readonly #sessions = new Map<string, StreamableHttpSession>()
   readonly #limits: SessionLimits<StreamableHttpSession>
   readonly #sweep: NodeJS.Timeout | undefined
+  /** Told of every session opened and closed here when replicas share sessions (ADR 058). */
+  directory: SessionDirectory | undefined
 
   constructor(handler: InboundHandler, options: StreamableHttpOptions, log: Logger) {
     this.#handler = handler
@@ -84,6 +87,11 @@ export class StreamableHttpEndpoint {
   /** Number of live legacy sessions. */
   get sessionCount(): number {
     return this.#sessions.size
+  }
+
+  /** Whether this replica holds the session `id` (open or closing). */
+  holds(id: string): boolean {
+    return this.#sessions.has(id)
   }
 
   /** Routes one request for the virtual server `server` (already known to exist). */
@@ -189,10 +197,12 @@ export class StreamableHttpEndpoint {
       () => {
         this.#sessions.delete(id)
         this.#limits.remove(session)
+        this.directory?.closed(id)
       },
     )
     this.#sessions.set(id, session)
     this.#limits.add(owner, session)
+    this.directory?.opened(id)
     const headers = headerRecord(req)
     try {
       this.#handler.connect(session, {

@@ -38,21 +38,26 @@ export function quarantineCatalog(
   verdict: TrustVerdict,
 ): { catalog: Catalog; quarantined: Map<string, Quarantine> } {
   const quarantined = new Map<string, Quarantine>()
+  const changed = new Set<string>()
   const split = (targets: ReadonlyMap<string, Target>, kind: 'tool' | 'prompt') => {
     const kept = new Map<string, Target>()
     for (const [exposed, target] of targets) {
-      const q = verdict.quarantined.get(target.upstream)?.get(itemKey(kind, target.original))
+      const key = itemKey(kind, target.original)
+      const q = verdict.quarantined.get(target.upstream)?.get(key)
       if (q) quarantined.set(quarantineKey(kind, exposed), q)
       else kept.set(exposed, target)
+      if (verdict.changed.get(target.upstream)?.has(key)) changed.add(quarantineKey(kind, exposed))
     }
     return kept
   }
   const toolTargets = split(catalog.toolTargets, 'tool')
   const promptTargets = split(catalog.promptTargets, 'prompt')
-  if (quarantined.size === 0) return { catalog, quarantined }
+  const pins = { changed }
+  if (quarantined.size === 0) return { catalog: { ...catalog, pins }, quarantined }
   return {
     catalog: {
       ...catalog,
+      pins,
       tools: catalog.tools.filter((t) => typeof t.name !== 'string' || toolTargets.has(t.name)),
       prompts: catalog.prompts.filter(
         (p) => typeof p.name !== 'string' || promptTargets.has(p.name),

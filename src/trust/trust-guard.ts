@@ -30,6 +30,8 @@ export interface Quarantine {
 /** The outcome of one review: quarantined keys per upstream, and every scan finding. */
 export interface TrustVerdict {
   readonly quarantined: ReadonlyMap<string, ReadonlyMap<string, Quarantine>>
+  /** Per upstream, the items let through although they differ from their approval (warn). */
+  readonly changed: ReadonlyMap<string, ReadonlySet<string>>
   readonly findings: readonly Finding[]
 }
 
@@ -170,6 +172,7 @@ export class TrustGuard {
     const surfaces = upstreams.map((u) => ({ upstream: u.upstream, items: surfaceOf(u.lists) }))
     const findings = scanSurfaces(surfaces)
     const quarantined = new Map<string, Map<string, Quarantine>>()
+    const changed = new Map<string, Set<string>>()
     for (const { upstream, items } of surfaces) {
       const pinned = new Map((await this.store.pinned(upstream)).map((p) => [p.key, p]))
       const pending = new Map((await this.store.pending(upstream)).map((p) => [p.key, p]))
@@ -185,11 +188,13 @@ export class TrustGuard {
           pending.get(item.key),
         )
         if (q) hidden.set(item.key, q)
+        else if (q === null)
+          changed.set(upstream, (changed.get(upstream) ?? new Set()).add(item.key))
       }
       if (hidden.size > 0) quarantined.set(upstream, hidden)
       this.#hidden.set(upstream, hidden)
     }
-    return { quarantined, findings }
+    return { quarantined, changed, findings }
   }
 
   /** Every item hidden by the latest review of its upstream. */
@@ -203,7 +208,7 @@ export class TrustGuard {
     findings: readonly Finding[],
     approved: PinnedItem | undefined,
     pending: PendingChange | undefined,
-  ): Promise<Quarantine | undefined> {
+  ): Promise<Quarantine | null | undefined> {
     const policy = this.policy(upstream)
     const severe =
       policy.scan === 'quarantine' && findings.some((f) => QUARANTINE_SEVERITIES.has(f.severity))
@@ -243,7 +248,8 @@ export class TrustGuard {
         message,
         upstream,
       )
-      return undefined
+      // Let through, but not as approved: null tells the review (policies read it as `changed`).
+      return null
     }
     if (policy.firstSight === 'approve' || severe) {
       const reason = severe ? 'scan' : 'new'

@@ -331,6 +331,17 @@ export class Upstream extends EventEmitter<UpstreamEvents> {
     this.emit('state', state)
   }
 
+  /**
+   * The same list changed on another replica's connection to this server (src/cli/fleet.ts):
+   * this replica lists it again too and tells its clients. `method` is the list_changed one.
+   */
+  listsChangedElsewhere(method: string): void {
+    const keys = LIST_CHANGED[method]
+    if (!keys) return
+    for (const key of keys) this.#lists.delete(key)
+    this.emit('listChanged', keys)
+  }
+
   #onNotification(notification: JsonRpcNotification): void {
     const keys = LIST_CHANGED[notification.method]
     if (keys) {

@@ -29,6 +29,8 @@ const LAYERS = [
   'transports',
   /** What the operator asked for. */
   'config',
+  /** Replicas made one gateway: liveness, session owners and relays, the fleet's bus. */
+  'cluster',
   /** Where two MCP revisions meet. */
   'bridge',
   /** Barbican's connections to upstream servers. */
@@ -64,6 +66,7 @@ const PLACES: Readonly<Record<string, Layer>> = {
   'auth/': 'auth',
   'transports/': 'transports',
   'config/': 'config',
+  'cluster/': 'cluster',
   'bridge/': 'bridge',
   'upstreams/': 'upstreams',
   'credentials/': 'credentials',

@@ -4,7 +4,7 @@
  * tool that stays uncallable by its guessed name, shadow mode, `policy explain` and `check`.
  */
 import assert from 'node:assert/strict'
-import { mkdtempSync, realpathSync, writeFileSync } from 'node:fs'
+import { mkdtempSync, readFileSync, realpathSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, before, describe, test } from 'node:test'
@@ -15,6 +15,8 @@ import { main } from '../../src/cli/main.ts'
 import { type RunningServer, startServer } from '../../src/cli/serve.ts'
 import { jsonLogger, silentLogger } from '../../src/common/log.ts'
 import { parseConfigText } from '../../src/config/load.ts'
+import { memoryStore } from '../../src/store/memory.ts'
+import { itemKey } from '../../src/trust/surface.ts'
 import { EVERYTHING } from '../fixtures/upstream-helpers.ts'
 import { finalReply } from '../support/stateless.ts'
 
@@ -253,6 +255,118 @@ describe('cedar policies, enforced', () => {
     ])
     assert.equal(none.code, 3)
     assert.match(none.out, /no policy permits this request/)
+  })
+
+  test('policy explain names the permission rule beside the Cedar policies', async () => {
+    const { dir: withRules } = configDir('enforce')
+    const path = join(withRules, 'barbican.json')
+    const config = JSON.parse(readFileSync(path, 'utf8'))
+    config.auth.permissions = [
+      { subjects: ['alice'], servers: ['default'], tools: ['get-*'] },
+      { subjects: ['bob'], servers: ['default'] },
+    ]
+    writeFileSync(path, JSON.stringify(config))
+    const explain = (as: string, tool: string) =>
+      run(['policy', 'explain', '--config', path, '--as', as, '--call', tool])
+    const granted = await explain('bob', 'echo')
+    assert.equal(granted.code, 0, granted.out)
+    assert.match(granted.out, /^permissions: ALLOW by auth\.permissions\[1\]$/m)
+    assert.match(granted.out, /^cedar: ALLOW$/m)
+    // Cedar permits alice everything, but no permission grants her echo: both must allow.
+    const refused = await explain('alice', 'echo')
+    assert.equal(refused.code, 3, refused.out)
+    assert.match(refused.out, /^permissions: DENY/m)
+    assert.match(refused.out, /^cedar: ALLOW$/m)
+    assert.match(refused.out, /^decision: DENY$/m)
+  })
+})
+
+describe('cedar policies on pin state, operator labels and the context', () => {
+  // echo is pinned with another definition beforehand and let through with a warning
+  // (onChange: warn): its pin state is `changed`. get-sum is labelled `egress`, get-env
+  // `untrusted`.
+  const LABEL_POLICIES = `permit (principal, action == Barbican::Action::"list", resource);
+permit (principal, action == Barbican::Action::"call", resource) when { resource.pinState == "pinned" };
+forbid (principal, action == Barbican::Action::"call", resource)
+when { resource.labels.contains("egress") && context.labels.contains("untrusted") };
+`
+  let server: RunningServer
+  before(async () => {
+    const dir = realpathSync(mkdtempSync(join(tmpdir(), 'barbican-cedar-pins-')))
+    writeFileSync(join(dir, 'team.cedar'), LABEL_POLICIES)
+    const store = memoryStore()
+    await store.pins.pin({
+      upstream: 'everything',
+      key: itemKey('tool', 'echo'),
+      kind: 'tool',
+      name: 'echo',
+      hash: '0'.repeat(64),
+      definition: { name: 'echo', description: 'an older echo' },
+      approvedAt: new Date().toISOString(),
+      approvedBy: 'test',
+    })
+    const text = JSON.stringify({
+      listen: '127.0.0.1:0',
+      audit: { enabled: false },
+      upstreams: {
+        everything: {
+          command: process.execPath,
+          args: [EVERYTHING, 'stdio'],
+          trust: { onChange: 'warn' },
+        },
+      },
+      auth: { apiKeys: { keys: [{ id: 'a', hash: alice.hash, subject: 'alice' }] } },
+      contexts: {
+        labels: { egress: { tools: ['get-sum'] }, untrusted: { tools: ['get-env'] } },
+      },
+      cedar: { policies: ['team.cedar'], mode: 'enforce' },
+    })
+    writeFileSync(join(dir, 'barbican.json'), text)
+    server = await startServer(
+      parseConfigText(text, { file: join(dir, 'barbican.json') }).config,
+      silentLogger,
+      { store },
+    )
+  })
+  after(async () => {
+    await server?.stop()
+  })
+
+  test('a tool that differs from its pin is refused by a policy on pin state', async () => {
+    const client = await connect(server, alice.key)
+    const tools = await allTools(client)
+    assert.ok(tools.includes('get-sum') && !tools.includes('echo'), tools.join(', '))
+    await assert.rejects(client.callTool({ name: 'echo', arguments: { message: 'hi' } }), /-32001/)
+    await client.close()
+    // The same decision for a 2026-07-28 stateless caller.
+    const refused = await modern(server, alice.key, 'tools/call', {
+      name: 'echo',
+      arguments: { message: 'hi' },
+    })
+    assert.equal(refused.error?.code, -32001)
+    const allowed = await modern(server, alice.key, 'tools/call', {
+      name: 'get-sum',
+      arguments: { a: 1, b: 2 },
+    })
+    assert.ok(allowed.result, JSON.stringify(allowed))
+  })
+
+  test('an egress tool is refused once untrusted content entered the session', async () => {
+    const client = await connect(server, alice.key)
+    const sum = await client.callTool({ name: 'get-sum', arguments: { a: 1, b: 2 } })
+    assert.notEqual(sum.isError, true)
+    const env = await client.callTool({ name: 'get-env', arguments: {} })
+    assert.notEqual(env.isError, true)
+    await assert.rejects(
+      client.callTool({ name: 'get-sum', arguments: { a: 1, b: 2 } }),
+      /may not call "get-sum"/,
+    )
+    // Another session starts clean.
+    const fresh = await connect(server, alice.key)
+    const again = await fresh.callTool({ name: 'get-sum', arguments: { a: 1, b: 2 } })
+    assert.notEqual(again.isError, true)
+    await client.close()
+    await fresh.close()
   })
 })
 

@@ -66,7 +66,7 @@ describe('the landing page without inbound auth', () => {
     assert.ok(!page.includes('<script') && !page.includes('\u202e'), page)
     assert.match(page, /<td>default<\/td><td><code>\/mcp<\/code><\/td>/)
     assert.match(page, /<td>ops<\/td><td><code>\/mcp\/ops<\/code><\/td>/)
-    assert.match(page, /no admin console in this version/)
+    assert.match(page, /the <a href="\/admin">admin console<\/a>/)
   })
 
   test('answers HEAD without a body, and other methods and a foreign Host without JSON-RPC', async () => {

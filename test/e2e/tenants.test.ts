@@ -583,4 +583,20 @@ describe('the admin API', () => {
     })
     assert.equal(reload.status, 403)
   })
+
+  test("a tenant admin is refused the console, which shows every tenant's data", async () => {
+    for (const path of ['/admin', '/admin/quarantine', '/admin/audit']) {
+      const page = await fetch(`${server.url}${path}`, {
+        headers: { authorization: `Bearer ${acmeAdmin.key}` },
+      })
+      assert.equal(page.status, 403, path)
+      const text = await page.text()
+      assert.ok(text.includes('tenant'), text)
+      assert.ok(!text.includes('globex'), path)
+    }
+    const root = await fetch(`${server.url}/admin`, {
+      headers: { authorization: `Bearer ${rootAdmin.key}` },
+    })
+    assert.equal(root.status, 200)
+  })
 })

@@ -1,0 +1,188 @@
+/**
+ * `node bench/fleet.ts`: one Barbican (the embedded default), one replica joined to a fleet on
+ * Redis, and three replicas behind HAProxy (round-robin, no stickiness), each in front of the
+ * stdio echo fixture, under the same legacy Streamable HTTP load (bench/load.ts). Per
+ * configuration, alternating over rounds: calls per second, and the replicas' CPU per call (all
+ * replicas summed; HAProxy's own CPU apart). Medians over the rounds.
+ *
+ * Options: --rounds N (3), --duration MS (3000), --concurrency N (16).
+ *
+ * On a 2-core machine three replicas cannot show scale-out: they share the two cores with
+ * HAProxy and the load generator. What they show is the cost of being a fleet: the relay of
+ * the 2 requests in 3 that land off their session's owner, and Redis on the side.
+ */
+import { fork, spawn } from 'node:child_process'
+import { randomBytes } from 'node:crypto'
+import { existsSync, mkdtempSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { parseArgs } from 'node:util'
+import type { LoadMessage, LoadResult, LoadSpec } from './load.ts'
+import { cpuMicros, freePort, NODE, ROOT, type Running, startBarbican } from './processes.ts'
+
+const { values } = parseArgs({
+  options: {
+    rounds: { type: 'string', default: '3' },
+    duration: { type: 'string', default: '3000' },
+    concurrency: { type: 'string', default: '16' },
+  },
+})
+const ROUNDS = Number(values.rounds)
+const DURATION_MS = Number(values.duration)
+const CONCURRENCY = Number(values.concurrency)
+const REDIS = process.env.BARBICAN_REDIS_URL ?? 'redis://127.0.0.1:6379'
+const HAPROXY = ['/usr/sbin/haproxy', '/usr/bin/haproxy'].find((p) => existsSync(p))
+
+interface Deployment {
+  readonly name: string
+  readonly url: string
+  /** The gateway processes whose CPU counts. */
+  readonly pids: readonly number[]
+  readonly balancerPid?: number
+  stop(): Promise<void>
+}
+
+/** startBarbican with the fleet's variables in its environment (it inherits ours). */
+async function replica(name: string, prefix: string | undefined): Promise<Running> {
+  if (prefix === undefined) return await startBarbican(name, { stdio: true })
+  process.env.BARBICAN_REDIS_URL = REDIS
+  process.env.BARBICAN_REDIS_PREFIX = prefix
+  try {
+    return await startBarbican(name, { stdio: true })
+  } finally {
+    delete process.env.BARBICAN_REDIS_URL
+    delete process.env.BARBICAN_REDIS_PREFIX
+  }
+}
+
+async function single(): Promise<Deployment> {
+  const r = await replica('single', undefined)
+  return { name: 'one process (embedded)', url: r.target.url, pids: [r.pid], stop: r.stop }
+}
+
+async function joined(): Promise<Deployment> {
+  const r = await replica('replica', `bench-${randomBytes(4).toString('hex')}:`)
+  return { name: 'one replica on Redis', url: r.target.url, pids: [r.pid], stop: r.stop }
+}
+
+async function fleet(): Promise<Deployment> {
+  if (!HAPROXY) throw new Error('HAProxy is needed for the three-replica configuration')
+  const prefix = `bench-${randomBytes(4).toString('hex')}:`
+  const replicas: Running[] = []
+  for (const n of [1, 2, 3]) replicas.push(await replica(`replica-${n}`, prefix))
+  const port = await freePort()
+  const dir = mkdtempSync(join(tmpdir(), 'barbican-bench-fleet-'))
+  const config = join(dir, 'haproxy.cfg')
+  writeFileSync(
+    config,
+    [
+      'global',
+      '  maxconn 4000',
+      'defaults',
+      '  mode http',
+      '  timeout connect 2s',
+      '  timeout client 60s',
+      '  timeout server 60s',
+      'frontend mcp',
+      `  bind 127.0.0.1:${port}`,
+      '  default_backend replicas',
+      'backend replicas',
+      '  balance roundrobin',
+      ...replicas.map((r, i) => `  server r${i} ${new URL(r.target.url).host}`),
+      '',
+    ].join('\n'),
+  )
+  const balancer = spawn(HAPROXY, ['-f', config, '-db'], { stdio: 'ignore' })
+  await new Promise((resolve) => setTimeout(resolve, 300))
+  return {
+    name: 'three replicas + HAProxy',
+    url: `http://127.0.0.1:${port}/mcp`,
+    pids: replicas.map((r) => r.pid),
+    ...(balancer.pid === undefined ? {} : { balancerPid: balancer.pid }),
+    async stop() {
+      balancer.kill('SIGKILL')
+      await Promise.all(replicas.map((r) => r.stop()))
+    },
+  }
+}
+
+interface Sample {
+  readonly rps: number
+  readonly cpuUsPerCall: number
+  readonly balancerUsPerCall: number
+  readonly errors: number
+}
+
+const cpuOf = (pids: readonly number[]) => pids.reduce((sum, pid) => sum + cpuMicros(pid).total, 0)
+
+async function measure(d: Deployment): Promise<Sample> {
+  const child = fork(join(ROOT, 'bench/load.ts'), [], {
+    execPath: NODE,
+    execArgv: [],
+    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+    env: { ...process.env, NODE_NO_WARNINGS: '1' },
+  })
+  const spec: LoadSpec = {
+    target: { url: d.url, stateful: true },
+    concurrency: CONCURRENCY,
+    warmupMs: 1000,
+    durationMs: DURATION_MS,
+  }
+  let cpu0 = 0
+  let lb0 = 0
+  try {
+    const result = await new Promise<LoadResult>((resolve, reject) => {
+      child.on('message', (message: LoadMessage) => {
+        if (message.type === 'measuring') {
+          cpu0 = cpuOf(d.pids)
+          lb0 = d.balancerPid ? cpuMicros(d.balancerPid).total : 0
+        } else if (message.type === 'done') resolve(message.result)
+        else reject(new Error(message.error))
+      })
+      child.once('exit', (code) => reject(new Error(`load generator exited (${code})`)))
+      child.send(spec)
+    })
+    const cpu = cpuOf(d.pids) - cpu0
+    const lb = d.balancerPid ? cpuMicros(d.balancerPid).total - lb0 : 0
+    return {
+      rps: (result.requests * 1000) / result.elapsedMs,
+      cpuUsPerCall: cpu / result.requests,
+      balancerUsPerCall: lb / result.requests,
+      errors: result.errors,
+    }
+  } finally {
+    child.kill()
+  }
+}
+
+const median = (xs: number[]) => {
+  const s = [...xs].sort((a, b) => a - b)
+  return s[Math.floor(s.length / 2)] ?? Number.NaN
+}
+
+const deployments = [await single(), await joined(), await fleet()]
+const samples = new Map<string, Sample[]>(deployments.map((d) => [d.name, []]))
+try {
+  for (let round = 0; round < ROUNDS; round++) {
+    // Rotated per round, so drift on a shared machine spreads over every configuration.
+    const order = deployments.map((_, i) => deployments[(i + round) % deployments.length]!)
+    for (const d of order) samples.get(d.name)!.push(await measure(d))
+  }
+} finally {
+  await Promise.all(deployments.map((d) => d.stop()))
+}
+const base = median(samples.get(deployments[0]!.name)!.map((s) => s.rps))
+console.log(
+  `\nlegacy tools/call, c=${CONCURRENCY}, ${ROUNDS} rounds of ${DURATION_MS} ms (medians)\n`,
+)
+console.log(
+  '| configuration | calls/s | × one process | gateway CPU µs/call | HAProxy µs/call | errors |',
+)
+console.log('| --- | --- | --- | --- | --- | --- |')
+for (const d of deployments) {
+  const s = samples.get(d.name)!
+  const rps = median(s.map((x) => x.rps))
+  console.log(
+    `| ${d.name} | ${rps.toFixed(0)} | ${(rps / base).toFixed(2)} | ${median(s.map((x) => x.cpuUsPerCall)).toFixed(1)} | ${median(s.map((x) => x.balancerUsPerCall)).toFixed(1)} | ${s.reduce((n, x) => n + x.errors, 0)} |`,
+  )
+}

@@ -1,0 +1,103 @@
+/**
+ * Batched durability (ADR 048): a record settles once its event is in the journal file, is
+ * committed within the window, and a gateway killed with SIGKILL right after its replies loses
+ * none of them: the next start replays the journal into the chain, which still verifies.
+ */
+import assert from 'node:assert/strict'
+import { spawn } from 'node:child_process'
+import { existsSync, mkdtempSync, readdirSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { describe, test } from 'node:test'
+import { ephemeralAuditKey } from './audit-key.ts'
+import { AuditLog } from './audit-log.ts'
+import type { CallEvent } from './record.ts'
+import { openSqliteAuditStore } from './sqlite.ts'
+import { verifyAuditLog } from './verify.ts'
+
+const event = (n: number): CallEvent => ({
+  type: 'call',
+  callId: `c-${n}`,
+  subject: 'alice',
+  transport: 'streamable-http',
+  server: 'default',
+  method: 'tools/call',
+  target: 'echo',
+  outcome: 'ok',
+  latencyMs: 1,
+  decision: 'none',
+})
+
+describe('batched audit durability', () => {
+  test('a record settles at the journal write and is committed within the window', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'barbican-batched-'))
+    const store = await openSqliteAuditStore(join(dir, 'audit.db'))
+    const key = ephemeralAuditKey()
+    const journal = join(dir, 'audit.db-batch')
+    const log = new AuditLog({ store, key, batched: { journal, windowMs: 50 } })
+    await Promise.all([1, 2, 3].map((n) => log.record(event(n))))
+    // Settled, not committed yet: the events are in the journal only.
+    assert.equal((await store.read()).length, 0)
+    assert.deepEqual(
+      readdirSync(dir).filter((f) => f.startsWith('audit.db-batch')),
+      ['audit.db-batch.0'],
+    )
+    const deadline = Date.now() + 5000
+    while ((await store.read()).length < 3 && Date.now() < deadline) {
+      await new Promise((resolve) => setTimeout(resolve, 20))
+    }
+    assert.deepEqual(
+      (await store.read()).map((r) => JSON.parse(r.body).callId),
+      ['c-1', 'c-2', 'c-3'],
+    )
+    // The committed journal is gone.
+    assert.equal(existsSync(`${journal}.0`), false)
+    await log.close()
+    const reopened = await openSqliteAuditStore(join(dir, 'audit.db'))
+    assert.equal((await verifyAuditLog(reopened, key)).ok, true)
+    await reopened.close()
+  })
+
+  test('SIGKILL right after the records settle loses none: the next start replays them', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'barbican-batched-kill-'))
+    const db = join(dir, 'audit.db')
+    const journal = join(dir, 'audit.db-batch')
+    const script = `
+      import { ephemeralAuditKey } from ${JSON.stringify(new URL('./audit-key.ts', import.meta.url).href)}
+      import { AuditLog } from ${JSON.stringify(new URL('./audit-log.ts', import.meta.url).href)}
+      import { openSqliteAuditStore } from ${JSON.stringify(new URL('./sqlite.ts', import.meta.url).href)}
+      const store = await openSqliteAuditStore(${JSON.stringify(db)})
+      const log = new AuditLog({ store, key: ephemeralAuditKey(), batched: { journal: ${JSON.stringify(journal)}, windowMs: 60000 } })
+      for (let n = 1; n <= 20; n++) await log.record({ type: 'call', callId: 'k-' + n, subject: 'bob', transport: 'stdio', server: 'default', method: 'tools/call', outcome: 'ok', latencyMs: 1, decision: 'none' })
+      process.stdout.write('settled\\n')
+      setInterval(() => {}, 1000)
+    `
+    const child = spawn(process.execPath, ['--input-type=module', '-e', script], {
+      stdio: ['ignore', 'pipe', 'inherit'],
+    })
+    await new Promise<void>((resolve, reject) => {
+      child.stdout.on('data', (chunk: Buffer) => {
+        if (chunk.toString().includes('settled')) resolve()
+      })
+      child.once('exit', (code) => reject(new Error(`child exited ${code} before settling`)))
+    })
+    child.kill('SIGKILL')
+    await new Promise((resolve) => child.once('exit', resolve))
+
+    const store = await openSqliteAuditStore(db)
+    assert.equal((await store.read()).length, 0, 'nothing was committed before the kill')
+    const log = new AuditLog({
+      store,
+      key: ephemeralAuditKey(),
+      batched: { journal, windowMs: 50 },
+    })
+    assert.equal(await log.recoverJournal(), 20)
+    const ids = (await store.read()).map((r) => JSON.parse(r.body).callId)
+    assert.deepEqual(
+      ids,
+      Array.from({ length: 20 }, (_, i) => `k-${i + 1}`),
+    )
+    assert.equal(existsSync(`${journal}.0`), false)
+    await log.close()
+  })
+})

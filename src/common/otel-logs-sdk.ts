@@ -1,0 +1,153 @@
+/**
+ * The OpenTelemetry logs SDK, set up from the standard `OTEL_*` variables, for audit records.
+ * Only otel-logs.ts imports this module, dynamically and only when the export is asked for.
+ *
+ * Read here: OTEL_LOGS_EXPORTER (`otlp`), OTEL_EXPORTER_OTLP_PROTOCOL and its LOGS_ variant
+ * (`http/protobuf` by default, `http/json`), OTEL_EXPORTER_OTLP_LOGS_ENDPOINT (as is) or
+ * OTEL_EXPORTER_OTLP_ENDPOINT (`/v1/logs` appended), OTEL_SERVICE_NAME, OTEL_BLRP_*. The
+ * exporter reads the rest itself (headers, timeout, compression, certificates).
+ */
+import { type AnyValue, SeverityNumber } from '@opentelemetry/api'
+import { OTLPLogExporter as JsonLogExporter } from '@opentelemetry/exporter-logs-otlp-http'
+import { OTLPLogExporter as ProtobufLogExporter } from '@opentelemetry/exporter-logs-otlp-proto'
+import {
+  defaultResource,
+  detectResources,
+  envDetector,
+  resourceFromAttributes,
+} from '@opentelemetry/resources'
+import {
+  BatchLogRecordProcessor,
+  LoggerProvider,
+  type LogRecordExporter,
+} from '@opentelemetry/sdk-logs'
+import { BarbicanError } from './errors.ts'
+import type { Logger } from './log.ts'
+import { VERSION } from './version.ts'
+
+/** One exported audit record: the flat field set of docs/audit.md. */
+export type ExportedFields = Readonly<Record<string, unknown>>
+
+/** What a started logs SDK gives the audit log. */
+export interface LogExport {
+  /** Queues one record for export (batched; never blocks, never throws). */
+  emit(fields: ExportedFields): void
+  /** Exports what is still queued and stops the exporter. */
+  shutdown(): Promise<void>
+}
+
+export function createLogExport(env: NodeJS.ProcessEnv, log: Logger): LogExport {
+  const exporter = logExporter(env)
+  const resource = defaultResource()
+    .merge(resourceFromAttributes({ 'service.name': 'barbican', 'service.version': VERSION }))
+    .merge(detectResources({ detectors: [envDetector] }))
+  const provider = new LoggerProvider({
+    resource,
+    processors: [new BatchLogRecordProcessor({ exporter, ...batchOptions(env) })],
+  })
+  const logger = provider.getLogger('barbican.audit', VERSION)
+  const otelLog = log.child({ part: 'otel-logs' })
+  return {
+    emit(fields) {
+      try {
+        logger.emit(logRecordOf(fields))
+      } catch (error) {
+        otelLog.warn('an audit record could not be queued for OTel export', { error })
+      }
+    },
+    async shutdown() {
+      try {
+        await provider.shutdown()
+      } catch (error) {
+        otelLog.warn('the last audit records could not be exported as OTel logs', { error })
+      }
+    },
+  }
+}
+
+/**
+ * One audit record as an OTel log record (docs/audit.md "SIEM fields"): the event name, a
+ * severity by outcome, a one-line body, the well-known attributes SIEMs map (`user.id`,
+ * `mcp.method.name`, `gen_ai.tool.name`, `error.type`, `trace_id`), and every field of the record
+ * under `barbican.audit.*`, nested values as JSON text.
+ */
+export function logRecordOf(fields: ExportedFields) {
+  const attributes: Record<string, AnyValue> = {}
+  for (const [key, value] of Object.entries(fields)) {
+    if (value === undefined || value === null) continue
+    attributes[`barbican.audit.${key}`] =
+      typeof value === 'string' || typeof value === 'number' || typeof value === 'boolean'
+        ? value
+        : JSON.stringify(value)
+  }
+  const type = String(fields.type)
+  const outcome = String(fields.outcome)
+  const who = fields.type === 'admin' ? fields.actor : fields.subject
+  if (typeof who === 'string') attributes['user.id'] = who
+  if (typeof fields.method === 'string') attributes['mcp.method.name'] = fields.method
+  if (fields.method === 'tools/call' && typeof fields.target === 'string') {
+    attributes['gen_ai.tool.name'] = fields.target
+  }
+  if (typeof fields.errorCode === 'string') attributes['error.type'] = fields.errorCode
+  if (typeof fields.traceId === 'string') attributes.trace_id = fields.traceId
+  const what = fields.type === 'admin' ? fields.action : fields.method
+  const target = typeof fields.target === 'string' ? ` ${fields.target}` : ''
+  const timestamp = typeof fields.timestamp === 'string' ? new Date(fields.timestamp) : new Date()
+  return {
+    eventName: `barbican.audit.${type}`,
+    timestamp,
+    severityNumber: outcome === 'ok' ? SeverityNumber.INFO : SeverityNumber.WARN,
+    severityText: outcome === 'ok' ? 'INFO' : 'WARN',
+    body: `${String(who)} ${String(what)}${target}: ${outcome}`,
+    attributes,
+  }
+}
+
+function invalid(message: string): BarbicanError {
+  return new BarbicanError('ERR_CONFIG_INVALID', message)
+}
+
+function setting(env: NodeJS.ProcessEnv, name: string): string | undefined {
+  const value = env[name]?.trim()
+  return value === undefined || value === '' ? undefined : value
+}
+
+/** The OTLP/HTTP exporter of the protocol asked for; gRPC is not shipped (as for traces). */
+function logExporter(env: NodeJS.ProcessEnv): LogRecordExporter {
+  const exporter = setting(env, 'OTEL_LOGS_EXPORTER')?.toLowerCase() ?? 'otlp'
+  if (exporter !== 'otlp') {
+    throw invalid(`OTEL_LOGS_EXPORTER=${exporter} is not supported: use otlp or none`)
+  }
+  const protocol =
+    setting(env, 'OTEL_EXPORTER_OTLP_LOGS_PROTOCOL') ??
+    setting(env, 'OTEL_EXPORTER_OTLP_PROTOCOL') ??
+    'http/protobuf'
+  const logs = setting(env, 'OTEL_EXPORTER_OTLP_LOGS_ENDPOINT')
+  const base = setting(env, 'OTEL_EXPORTER_OTLP_ENDPOINT')
+  const url = logs ?? (base === undefined ? undefined : `${base.replace(/\/+$/, '')}/v1/logs`)
+  const config = url === undefined ? {} : { url }
+  if (protocol === 'http/protobuf') return new ProtobufLogExporter(config)
+  if (protocol === 'http/json') return new JsonLogExporter(config)
+  throw invalid(
+    `OTEL_EXPORTER_OTLP_PROTOCOL=${protocol} is not supported: use http/protobuf or http/json`,
+  )
+}
+
+/** The batch processor's OTEL_BLRP_* settings; the SDK's defaults for those not set. */
+function batchOptions(env: NodeJS.ProcessEnv): Record<string, number> {
+  const options: Record<string, number> = {}
+  const read = (variable: string, option: string) => {
+    const raw = setting(env, variable)
+    if (raw === undefined) return
+    const value = Number(raw)
+    if (!Number.isInteger(value) || value <= 0) {
+      throw invalid(`${variable}=${raw} is not a positive integer`)
+    }
+    options[option] = value
+  }
+  read('OTEL_BLRP_SCHEDULE_DELAY', 'scheduledDelayMillis')
+  read('OTEL_BLRP_MAX_QUEUE_SIZE', 'maxQueueSize')
+  read('OTEL_BLRP_MAX_EXPORT_BATCH_SIZE', 'maxExportBatchSize')
+  read('OTEL_BLRP_EXPORT_TIMEOUT', 'exportTimeoutMillis')
+  return options
+}

@@ -1,0 +1,21 @@
+/**
+ * Where legacy sessions live when several replicas serve one gateway (docs/decisions/058). The
+ * listener tells the directory about the sessions it opens and closes, and hands it the requests
+ * that name a session this replica does not hold; src/cluster/ implements it over Redis.
+ */
+import type { IncomingMessage, ServerResponse } from 'node:http'
+
+/** Marks a request relayed by another replica: it is never relayed again. */
+export const HOP_HEADER = 'x-barbican-hop'
+
+export interface SessionDirectory {
+  /** A legacy session was opened on this replica. */
+  opened(id: string): void
+  /** A legacy session of this replica ended. */
+  closed(id: string): void
+  /**
+   * A request naming session `id`, which this replica does not hold. Relays it to the owning
+   * replica and answers the client (true), or leaves it to this replica's own 404 (false).
+   */
+  relay(id: string, req: IncomingMessage, res: ServerResponse): Promise<boolean>
+}
