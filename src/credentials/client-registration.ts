@@ -18,6 +18,11 @@ import { type OAuthClientConfig, OAuthError } from './oauth-client.ts'
 import type { KeyProvider } from './secret-box.ts'
 import type { SealedBackend } from './token-store.ts'
 
+/** No client can be had at a server; its message is for the user on the link page. */
+export class ClientRegistrationError extends OAuthError {
+  override readonly name = 'ClientRegistrationError'
+}
+
 /** How the client id was obtained. */
 export type ClientMethod = 'configured' | 'metadata-document' | 'dynamic'
 
@@ -79,7 +84,7 @@ export class ClientRegistrar {
       metadata.client_id_metadata_document_supported === true
         ? ' (it supports client metadata documents, but auth.publicUrl is not https)'
         : ''
-    throw new OAuthError(
+    throw new ClientRegistrationError(
       `Upstream "${wish.upstream}": ${metadata.issuer} offers no dynamic client registration` +
         `${cimd}; configure credentials.clientId registered there`,
     )
@@ -139,7 +144,9 @@ export class ClientRegistrar {
         typeof answer.error === 'string'
           ? `${answer.error}${typeof answer.error_description === 'string' ? `: ${answer.error_description}` : ''}`
           : `HTTP ${res.status}`
-      throw new OAuthError(`Dynamic client registration at ${issuer} failed: ${reason}`)
+      throw new ClientRegistrationError(
+        `Dynamic client registration at ${issuer} failed: ${reason}`,
+      )
     }
     const expires = answer.client_secret_expires_at
     const registration: Registration = {

@@ -15,7 +15,7 @@ import type { TokenSet } from './token-store.ts'
 
 /** Thrown for any OAuth failure; `code` is stable, `message` names the step. */
 export class OAuthError extends Error {
-  override readonly name = 'OAuthError'
+  override readonly name: string = 'OAuthError'
   readonly code = 'ERR_OAUTH'
   /** The server's OAuth `error` (e.g. `invalid_client`), when it gave one. */
   readonly error: string | undefined

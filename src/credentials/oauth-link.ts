@@ -27,7 +27,11 @@ import {
   type RouteHandler,
   serveClientDocument,
 } from './client-metadata-document.ts'
-import type { ClientIdentity, ClientRegistrar } from './client-registration.ts'
+import {
+  type ClientIdentity,
+  type ClientRegistrar,
+  ClientRegistrationError,
+} from './client-registration.ts'
 import { bindBrowser, clearBrowserBinding, isSameBrowser } from './link-browser.ts'
 import { page } from './link-page.ts'
 import {
@@ -201,8 +205,9 @@ export class LinkRegistry {
       )
     } catch (err) {
       this.#deps.log.warn('cannot start an upstream link', { upstream, error: err })
+      // Only the registration's own reason is shown: others may name internal addresses.
       const reason =
-        err instanceof OAuthError
+        err instanceof ClientRegistrationError
           ? err.message
           : `Cannot reach the authorization server of ${upstream}.`
       page(res, 502, 'Link failed', reason)

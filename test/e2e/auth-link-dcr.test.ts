@@ -165,3 +165,50 @@ describe('linking by dynamic client registration (RFC 7591)', () => {
     }
   })
 })
+
+describe('an authorization server offering neither CIMD nor registration', () => {
+  test('the link page says a clientId is needed, and nothing is sent upstream', async () => {
+    const issuer = await startIssuer({ clients: [] })
+    const upstream = await startRecordingUpstream()
+    const carol = generateApiKey()
+    const text = JSON.stringify({
+      listen: '127.0.0.1:0',
+      upstreams: {
+        files: {
+          url: upstream.url,
+          transport: 'streamable-http',
+          credentials: { mode: 'oauth', issuer: issuer.issuer },
+        },
+      },
+      auth: {
+        apiKeys: { keys: [{ id: 'carol', hash: carol.hash, subject: 'carol' }] },
+        network: { allow: ['127.0.0.1'] },
+      },
+    })
+    const server = await startServer(parseConfigText(text).config, silentLogger)
+    try {
+      const client = await connect(`${server.url}/mcp`, carol.key)
+      try {
+        const res = await fetch(await linkUrlFrom(client, 'files'))
+        assert.equal(res.status, 502)
+        assert.match(
+          await res.text(),
+          /offers no dynamic client registration; configure credentials\.clientId/,
+        )
+      } finally {
+        await client.close()
+      }
+      // No document is served for a gateway whose public URL is not https.
+      const doc = await fetch(`${server.url}/oauth/client/files`)
+      await doc.body?.cancel()
+      assert.equal(doc.status, 404)
+      assert.ok(
+        !upstream.requests.some((r) => (r.body as { method?: string })?.method === 'tools/call'),
+      )
+    } finally {
+      await server.stop()
+      await upstream.close()
+      await issuer.close()
+    }
+  })
+})
