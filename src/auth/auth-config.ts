@@ -253,7 +253,12 @@ const oauthCredentials = z.strictObject({
     'Issuer',
     "Upstream's authorization server. Default: discovered from the upstream's protected resource metadata.",
   ),
-  clientId,
+  clientId: doc(
+    z.string().min(1).optional(),
+    'Client id',
+    "Barbican's client id registered at the issuer. Default: its client metadata document URL " +
+      'where the issuer supports them (https publicUrl), else a dynamic registration (RFC 7591).',
+  ),
   clientSecret: clientSecret.optional(),
   scopes: upstreamScopes,
   resource,

@@ -15,8 +15,15 @@ import type { TokenSet } from './token-store.ts'
 
 /** Thrown for any OAuth failure; `code` is stable, `message` names the step. */
 export class OAuthError extends Error {
-  override readonly name = 'OAuthError'
+  override readonly name: string = 'OAuthError'
   readonly code = 'ERR_OAUTH'
+  /** The server's OAuth `error` (e.g. `invalid_client`), when it gave one. */
+  readonly error: string | undefined
+
+  constructor(message: string, options?: ErrorOptions & { error?: string | undefined }) {
+    super(message, options)
+    this.error = options?.error
+  }
 }
 
 export interface OAuthClientConfig {
@@ -151,7 +158,9 @@ export async function tokenRequest(
   const answer = (await res.json().catch(() => ({}))) as Record<string, unknown>
   if (!res.ok || typeof answer.access_token !== 'string') {
     const reason = typeof answer.error === 'string' ? answer.error : `HTTP ${res.status}`
-    throw new OAuthError(`The token request (${params.grant_type}) failed: ${reason}`)
+    throw new OAuthError(`The token request (${params.grant_type}) failed: ${reason}`, {
+      error: typeof answer.error === 'string' ? answer.error : undefined,
+    })
   }
   return {
     accessToken: answer.access_token,

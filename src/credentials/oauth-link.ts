@@ -6,7 +6,9 @@
  * the flow to the browser that opened it (a cookie, link-browser.ts) and starts an authorization
  * code flow with PKCE; `/oauth/callback` checks that browser, state and `iss`, redeems the code
  * and stores the tokens under (user, upstream, issuer). Later calls carry the stored access token, refreshed (with rotation)
- * when it expires. The client's own token plays no part in any of it.
+ * when it expires. The client's own token plays no part in any of it. The `client_id` Barbican
+ * presents is configured, its client metadata document, or registered dynamically
+ * (client-registration.ts).
  */
 
 import { randomBytes } from 'node:crypto'
@@ -18,6 +20,18 @@ import type { Identity } from '../auth/identity.ts'
 import { identityKey } from '../auth/request-identity.ts'
 import type { Logger } from '../common/log.ts'
 import type { GuardedFetch } from '../net/guarded-fetch.ts'
+import {
+  CLIENT_DOCUMENT_PATH,
+  clientDocument,
+  clientDocumentUrl,
+  type RouteHandler,
+  serveClientDocument,
+} from './client-metadata-document.ts'
+import {
+  type ClientIdentity,
+  type ClientRegistrar,
+  ClientRegistrationError,
+} from './client-registration.ts'
 import { bindBrowser, clearBrowserBinding, isSameBrowser } from './link-browser.ts'
 import { page } from './link-page.ts'
 import {
@@ -43,7 +57,8 @@ const STATE_TTL_MS = 10 * 60_000
 const EXPIRY_MARGIN_MS = 30_000
 
 export interface OAuthLinkConfig {
-  readonly clientId: string
+  /** A client registered by hand; absent: a client metadata document or dynamic registration. */
+  readonly clientId?: string | undefined
   readonly clientSecret?: string | undefined
   readonly scopes: readonly string[]
   /** Explicit issuer; discovered from the upstream's metadata when absent. */
@@ -57,6 +72,8 @@ export interface LinkDeps {
   readonly store: TokenStore
   readonly baseUrl: () => string
   readonly log: Logger
+  /** Chooses (and registers, when needed) the client id presented to each server. */
+  readonly clients: ClientRegistrar
   /** Where account links are recorded, when an audit log is open. */
   readonly audit?: (() => AuditSink | undefined) | undefined
 }
@@ -75,6 +92,8 @@ interface PendingState {
   readonly upstream: string
   readonly verifier: string
   readonly metadata: AuthorizationServerMetadata
+  /** The client the authorization request named; the code is redeemed as that client. */
+  readonly client: ClientIdentity
   readonly expires: number
 }
 
@@ -99,15 +118,28 @@ export class LinkRegistry {
   }
 
   /** Exact paths → handlers, for the HTTP listener's route table. */
-  routes(): Map<string, (req: IncomingMessage, res: ServerResponse) => Promise<void>> {
-    const routes = new Map<string, (req: IncomingMessage, res: ServerResponse) => Promise<void>>()
-    for (const name of this.#links.keys()) {
+  routes(): Map<string, RouteHandler> {
+    const routes = new Map<string, RouteHandler>()
+    for (const [name, link] of this.#links) {
       routes.set(`${LINK_PATH}${encodeURIComponent(name)}`, (req, res) =>
         this.#start(name, req, res),
       )
+      if (link.config.clientId === undefined) {
+        routes.set(`${CLIENT_DOCUMENT_PATH}${encodeURIComponent(name)}`, async (_req, res) =>
+          serveClientDocument(res, this.#document(name, link.config)),
+        )
+      }
     }
     routes.set(CALLBACK_PATH, (req, res) => this.#callback(req, res))
     return routes
+  }
+
+  /** The upstream's client metadata document, while the public URL is https. */
+  #document(upstream: string, config: OAuthLinkConfig): Record<string, unknown> | undefined {
+    const base = this.#deps.baseUrl()
+    const url = clientDocumentUrl(base, upstream)
+    if (url === undefined) return undefined
+    return clientDocument(url, base, `${base}${CALLBACK_PATH}`, config.scopes)
   }
 
   #ticketUrl(upstream: string, identity: Identity): string {
@@ -139,6 +171,7 @@ export class LinkRegistry {
     const link = this.#links.get(upstream)!
     try {
       const metadata = await link.metadata()
+      const client = await link.client(metadata)
       const { verifier, challenge } = pkcePair()
       const state = randomBytes(24).toString('base64url')
       const binding = bindBrowser(state, this.#cookieScope())
@@ -148,10 +181,11 @@ export class LinkRegistry {
         upstream,
         verifier,
         metadata,
+        client,
         expires: Date.now() + STATE_TTL_MS,
       })
       const target = authorizationUrl(metadata, {
-        clientId: link.config.clientId,
+        clientId: client.clientId,
         redirectUri: `${this.#deps.baseUrl()}${CALLBACK_PATH}`,
         scopes: link.config.scopes,
         resource: link.config.resource,
@@ -171,7 +205,12 @@ export class LinkRegistry {
       )
     } catch (err) {
       this.#deps.log.warn('cannot start an upstream link', { upstream, error: err })
-      page(res, 502, 'Link failed', `Cannot reach the authorization server of ${upstream}.`)
+      // Only the registration's own reason is shown: others may name internal addresses.
+      const reason =
+        err instanceof ClientRegistrationError
+          ? err.message
+          : `Cannot reach the authorization server of ${upstream}.`
+      page(res, 502, 'Link failed', reason)
     }
   }
 
@@ -208,13 +247,12 @@ export class LinkRegistry {
       checkResponseIssuer(state.metadata, url.searchParams.get('iss'))
       const code = url.searchParams.get('code')
       if (code === null) {
-        throw new OAuthError(
-          `The authorization server refused: ${url.searchParams.get('error') ?? 'no code'}`,
-        )
+        const error = url.searchParams.get('error') ?? undefined
+        throw new OAuthError(`The authorization server refused: ${error ?? 'no code'}`, { error })
       }
       const tokens = await tokenRequest(
         state.metadata,
-        link.config,
+        state.client,
         {
           grant_type: 'authorization_code',
           code,
@@ -237,6 +275,9 @@ export class LinkRegistry {
       )
     } catch (err) {
       this.#deps.log.warn('upstream link failed', { upstream: state.upstream, error: err })
+      if (isClientRejection(err)) {
+        await this.#deps.clients.rejected(state.metadata.issuer, state.client)
+      }
       await this.#audit(state.user, state.upstream, 'error', (err as Error).message)
       const reason = err instanceof OAuthError ? err.message : 'The link could not be completed.'
       page(res, 400, 'Link failed', reason, undefined, clear)
@@ -310,6 +351,15 @@ class UpstreamLink implements CredentialSource {
     return this.#metadata
   }
 
+  /** The client to present at the issuer (configured, CIMD or registered). */
+  client(metadata: AuthorizationServerMetadata): Promise<ClientIdentity> {
+    return this.#deps.clients.clientFor(metadata, {
+      upstream: this.upstream,
+      clientId: this.config.clientId,
+      clientSecret: this.config.clientSecret,
+    })
+  }
+
   async save(user: string, issuer: string, tokens: TokenSet): Promise<void> {
     await this.#deps.store.put({ user, upstream: this.upstream, issuer }, tokens)
   }
@@ -361,7 +411,21 @@ class UpstreamLink implements CredentialSource {
     const id = JSON.stringify(key)
     let running = this.#refreshing.get(id)
     if (!running) {
-      running = refreshTokens(metadata, this.config, tokens, this.config.resource, this.#deps.fetch)
+      running = this.client(metadata)
+        .then(async (client) => {
+          try {
+            return await refreshTokens(
+              metadata,
+              client,
+              tokens,
+              this.config.resource,
+              this.#deps.fetch,
+            )
+          } catch (err) {
+            if (isClientRejection(err)) await this.#deps.clients.rejected(metadata.issuer, client)
+            throw err
+          }
+        })
         .then(async (next) => {
           await this.#deps.store.put(key, next)
           return next
@@ -380,4 +444,12 @@ class UpstreamLink implements CredentialSource {
       return undefined
     }
   }
+}
+
+/** The server no longer knows or accepts the client (RFC 6749 §5.2, §4.1.2.1). */
+function isClientRejection(err: unknown): boolean {
+  return (
+    err instanceof OAuthError &&
+    (err.error === 'invalid_client' || err.error === 'unauthorized_client')
+  )
 }

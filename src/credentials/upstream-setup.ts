@@ -13,7 +13,8 @@ import type { JsonRpcMessage } from '../protocol/jsonrpc.ts'
 import { stampedTransport } from '../transports/stamped-transport.ts'
 import type { ReceiveInfo, SendOptions, Transport } from '../transports/transport.ts'
 import { requestOwner } from '../upstreams/upstream-client.ts'
-import { LinkRegistry } from './oauth-link.ts'
+import { ClientRegistrar } from './client-registration.ts'
+import { CALLBACK_PATH, LinkRegistry } from './oauth-link.ts'
 import { postgresBackend } from './postgres-backend.ts'
 import { type KeyProvider, keyProviderFromEnv, SEALED_PREFIX, secretSlot } from './secret-box.ts'
 import { sqliteBackend } from './sqlite-backend.ts'
@@ -92,7 +93,9 @@ function credentialSource(
     case 'oauth': {
       let registry = registries.get(auth)
       if (!registry) {
-        const store = new TokenStore(processKeys(), tokenBackendOf(auth.config.tokens))
+        // Linked tokens and dynamic client registrations share one sealed backend.
+        const backend = tokenBackendOf(auth.config.tokens)
+        const store = new TokenStore(processKeys(), backend)
         linkStores.set(auth, store)
         registry = new LinkRegistry({
           fetch: auth.fetch,
@@ -100,6 +103,14 @@ function credentialSource(
           baseUrl: () => auth.baseUrl(),
           log: auth.log,
           audit: () => auth.audit,
+          clients: new ClientRegistrar({
+            fetch: auth.fetch,
+            keys: processKeys(),
+            backend,
+            baseUrl: () => auth.baseUrl(),
+            redirectUri: () => `${auth.baseUrl()}${CALLBACK_PATH}`,
+            log: auth.log,
+          }),
         })
         registries.set(auth, registry)
       }
