@@ -52,6 +52,7 @@ type Ranker = (request: string, limit: number) => string[]
 
 const SEPARATOR = '__'
 const B = SHIPPED_TUNING.boosts
+const R = SHIPPED_TUNING.rerank
 const here = (file: string) => new URL(file, import.meta.url)
 
 export function loadCatalogue(): {
@@ -257,7 +258,14 @@ async function main(): Promise<void> {
   const rankers: [string, Ranker][] = [
     ['minisearch (shipped)', minisearch(tools, serverOf)],
     ['orama, same analysis', await orama(tools, serverOf)],
+    [
+      'minisearch, no re-rank',
+      minisearch(tools, serverOf, { rerank: { ...R, weight: 0, server: 0 } }),
+    ],
+    ['minisearch, re-rank: coverage', minisearch(tools, serverOf, { rerank: { ...R, server: 0 } })],
+    ['minisearch, re-rank: server', minisearch(tools, serverOf, { rerank: { ...R, weight: 0 } })],
     ['minisearch, no synonyms', minisearch(tools, serverOf, { synonymWeight: 0 })],
+    ['minisearch, + details 0.1', minisearch(tools, serverOf, { boosts: { ...B, details: 0.1 } })],
     ['minisearch, + Porter stemming', minisearch(tools, serverOf, { stem: stemmer })],
     ['minisearch, no fuzzy', minisearch(tools, serverOf, { fuzzy: false })],
     ['minisearch, whole descriptions', minisearch(tools, serverOf, { leadLength: 1e9 })],

@@ -89,6 +89,27 @@ describe('ToolIndex', () => {
     assert.equal(index.search('on disk', 1)[0]?.name, undefined)
   })
 
+  test('the re-rank favours the server the query names and tools covering every word', () => {
+    const tools: JsonObject[] = [
+      { name: 'web__search_github', description: 'Search GitHub, GitHub and GitHub via the web' },
+      { name: 'github__search_code', description: 'Search code' },
+      {
+        name: 'db__update_many',
+        description: 'Update documents',
+        inputSchema: { properties: { filter: { description: 'Which orders to touch' } } },
+      },
+      { name: 'db__update_one', description: 'Update one document, update it now' },
+    ]
+    const off = { ...SHIPPED_TUNING, rerank: { depth: 20, weight: 0, server: 0 } }
+    const plain = new ToolIndex(tools, serverOf, off)
+    const shipped = new ToolIndex(tools, serverOf)
+    assert.equal(plain.search('search GitHub code', 1)[0]?.name, 'web__search_github')
+    assert.equal(shipped.search('search GitHub code', 1)[0]?.name, 'github__search_code')
+    // "orders" is only in a parameter description, which BM25 does not index but coverage sees.
+    assert.equal(plain.search('update orders', 1)[0]?.name, 'db__update_one')
+    assert.equal(shipped.search('update orders', 1)[0]?.name, 'db__update_many')
+  })
+
   test('returns only what the visibility check admits, at most `limit`', () => {
     const hidden = index.search('read file', 5, (t) => t.name !== 'files__read_text_file')
     assert.ok(!names(hidden).includes('files__read_text_file'))
