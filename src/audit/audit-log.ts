@@ -53,6 +53,8 @@ export interface ExportSink {
 
 interface Waiting {
   readonly event: AuditEvent
+  /** The event's JSON when already encoded (batched mode's journal line, without newline). */
+  readonly body?: string | undefined
   readonly resolve: () => void
   readonly reject: (error: unknown) => void
 }
@@ -78,8 +80,8 @@ export class AuditLog implements AuditSink {
   /** Batched mode: the journal being written (`<journal>.<n>`) and its descriptor. */
   #journal: { path: string; fd: number; n: number } | undefined
   #batchTimer: NodeJS.Timeout | undefined
-  /** Batched mode: events written to the journal, not committed yet. */
-  #pending: AuditEvent[] = []
+  /** Batched mode: events written to the journal (with their JSON), not committed yet. */
+  #pending: { event: AuditEvent; body: string }[] = []
 
   constructor(options: AuditLogOptions) {
     this.#options = options
@@ -123,7 +125,7 @@ export class AuditLog implements AuditSink {
             const records: AuditRecord[] = []
             let previous = head
             for (const w of batch) {
-              const r = chainRecord(previous, at, w.event)
+              const r = chainRecord(previous, at, w.event, w.body)
               records.push(r)
               previous = r
             }
@@ -160,13 +162,16 @@ export class AuditLog implements AuditSink {
    */
   #journalled(event: AuditEvent): Promise<void> {
     const batched = this.#options.batched!
+    // Encoded once: the journal line is also the record's hashed body at commit.
+    let body: string
     try {
+      body = JSON.stringify(event)
       this.#journal ??= openJournal(batched.journal, 0)
-      writeSync(this.#journal.fd, `${JSON.stringify(event)}\n`)
+      writeSync(this.#journal.fd, `${body}\n`)
     } catch (err) {
       return Promise.reject(err)
     }
-    this.#pending.push(event)
+    this.#pending.push({ event, body })
     if (this.#batchTimer === undefined) {
       this.#batchTimer = setTimeout(() => {
         this.#batchTimer = undefined
@@ -192,8 +197,10 @@ export class AuditLog implements AuditSink {
     this.#journal = openJournal(this.#options.batched!.journal, journal.n + 1)
     const committed = Promise.all(
       events.map(
-        (event) =>
-          new Promise<void>((resolve, reject) => this.#queue.push({ event, resolve, reject })),
+        ({ event, body }) =>
+          new Promise<void>((resolve, reject) =>
+            this.#queue.push({ event, body, resolve, reject }),
+          ),
       ),
     )
     if (!this.#draining) {

@@ -84,14 +84,17 @@ export function recordHash(seq: number, at: string, prevHash: string, body: stri
     .digest('hex')
 }
 
-/** The record that follows `head`, with its hash. */
+/**
+ * The record that follows `head`, with its hash. `body`, when given, must be
+ * `JSON.stringify(event)` already made (the batched journal line): an event is encoded once.
+ */
 export function chainRecord(
   head: { readonly seq: number; readonly hash: string },
   at: string,
   event: AuditEvent,
+  body: string = JSON.stringify(event),
 ): AuditRecord {
   const seq = head.seq + 1
-  const body = JSON.stringify(event)
   const hash = recordHash(seq, at, head.hash, body)
   return { seq, at, prevHash: head.hash, hash, body, searchable: searchableOfEvent(event) }
 }

@@ -67,3 +67,42 @@ test('sqlite: two writers on one file continue one chain', async () => {
     await cli.close()
   }
 })
+
+test('sqlite: the subject and target indexes are built by the first query using them', async () => {
+  const path = join(dir, 'lazy', 'audit.db')
+  const log = new AuditLog({ store: await openSqliteAuditStore(path), key: ephemeralAuditKey() })
+  const { DatabaseSync } = await loadSqlite()
+  const indexes = () => {
+    const db = new DatabaseSync(path)
+    try {
+      const rows = db
+        .prepare(
+          "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'audit_records'",
+        )
+        .all() as { name: string }[]
+      return rows.map((r) => r.name).sort()
+    } finally {
+      db.close()
+    }
+  }
+  try {
+    await log.record(call('alice', 'echo'))
+    await log.record(call('bob', 'add'))
+    // Appends maintain only the index pruning needs.
+    assert.deepEqual(indexes(), ['audit_by_at'])
+    const bySubject = await log.store.read({ subject: 'bob' })
+    assert.deepEqual(
+      bySubject.map((r) => r.seq),
+      [2],
+    )
+    assert.deepEqual(indexes(), ['audit_by_at', 'audit_by_subject'])
+    const byTarget = await log.store.read({ target: 'echo' })
+    assert.deepEqual(
+      byTarget.map((r) => r.seq),
+      [1],
+    )
+    assert.deepEqual(indexes(), ['audit_by_at', 'audit_by_subject', 'audit_by_target'])
+  } finally {
+    await log.close()
+  }
+})

@@ -21,6 +21,16 @@ import { type AuditRecord, GENESIS_HASH, searchableOf, tenantOf } from './record
 
 type Row = Record<string, unknown>
 
+/**
+ * Indexes only `audit query` uses, made by the first query that filters on their column (any
+ * process): until someone searches by subject or target, each append maintains one index
+ * (`at`, which pruning needs) instead of three, ~20 µs less main-thread CPU per transaction.
+ */
+const QUERY_INDEXES = {
+  subject: 'CREATE INDEX IF NOT EXISTS audit_by_subject ON audit_records (subject, seq)',
+  target: 'CREATE INDEX IF NOT EXISTS audit_by_target ON audit_records (target, seq)',
+} as const
+
 const SCHEMA = `
   CREATE TABLE IF NOT EXISTS audit_records (
     seq INTEGER PRIMARY KEY,
@@ -33,8 +43,6 @@ const SCHEMA = `
     hash TEXT NOT NULL,
     body TEXT NOT NULL
   );
-  CREATE INDEX IF NOT EXISTS audit_by_subject ON audit_records (subject, seq);
-  CREATE INDEX IF NOT EXISTS audit_by_target ON audit_records (target, seq);
   CREATE INDEX IF NOT EXISTS audit_by_at ON audit_records (at);
   CREATE TABLE IF NOT EXISTS audit_checkpoints (
     id INTEGER PRIMARY KEY,
@@ -177,6 +185,8 @@ function sqliteAuditStore(
       return head()
     },
     async read(query: AuditQuery = {}) {
+      if (query.subject !== undefined) db.exec(QUERY_INDEXES.subject)
+      if (query.target !== undefined) db.exec(QUERY_INDEXES.target)
       const clauses: string[] = []
       const values: SQLInputValue[] = []
       const where = (clause: string, value: SQLInputValue | undefined) => {
