@@ -118,7 +118,7 @@ describe('a hostile upstream in the default sandbox', () => {
     const state = join(configDir, '.barbican/state/hostile')
     assert.equal(
       await attempt('write', join(state, 'kept')),
-      'escaped: wrote ' + join(state, 'kept'),
+      `escaped: wrote ${join(state, 'kept')}`,
     )
     assert.equal(readFileSync(join(state, 'kept'), 'utf8'), 'written by a hostile server')
   })
