@@ -94,7 +94,8 @@ function replying(dispatch: Dispatch): Dispatch {
 /** Runs a call to one of the exposure's own tools. */
 export async function callExposureTool(
   server: VirtualServer,
-  catalog: () => Promise<Catalog>,
+  /** The caller's view of the catalogue (what their `tools/list` shows), or its refusal. */
+  view: () => Promise<Catalog | ErrorReply>,
   params: JsonObject | undefined,
   sent: Dispatch,
   signal: AbortSignal,
@@ -109,8 +110,13 @@ export async function callExposureTool(
     )
   }
   switch (name) {
-    case RUN_CODE:
-      return await runCode(server, await catalog(), args, dispatch, signal)
+    case RUN_CODE: {
+      // Only the tools the caller may call exist for the program: hidden and quarantined ones
+      // are not even names it could enumerate.
+      const catalog = await view()
+      if (!('tools' in catalog)) return toolError(catalog)
+      return await runCode(server, catalog, args, dispatch, signal)
+    }
     case LIST_RESOURCES:
       return await listResources(args, dispatch, signal)
     case READ_RESOURCE: {
@@ -184,7 +190,7 @@ function isolateLimits(limits: CodeLimits): IsolateLimits {
 }
 
 /**
- * `run_code`: runs the program with one host function per tool of the caller's catalog, each a
+ * `run_code`: runs the program with one host function per tool of the caller's view, each a
  * `tools/call` through `dispatch`. QuickJS is loaded at the first program (lazy-deps.ts).
  */
 async function runCode(
