@@ -22,7 +22,8 @@ import {
 } from '../relay/adapted-tools.ts'
 import type { Catalog } from '../relay/catalog.ts'
 import { codeFunctions, RUN_CODE, runCodeTool } from '../relay/code-catalog.ts'
-import { type HostFunction, type IsolateLimits, runIsolated } from '../relay/code-isolate.ts'
+import type { HostFunction, IsolateLimits } from '../relay/code-isolate.ts'
+import { runInThread } from '../relay/code-thread.ts'
 import type { VirtualServer } from '../relay/virtual-server.ts'
 import { complete } from './local-answers.ts'
 
@@ -249,7 +250,7 @@ async function runProgram(
       )
     })
   }
-  const outcome = await runIsolated(code, functions, isolateLimits(limits), signal)
+  const outcome = await runInThread(code, functions, isolateLimits(limits), signal)
   const content: JsonObject[] = []
   if (outcome.logs.length > 0) content.push({ type: 'text', text: outcome.logs.join('\n') })
   if (outcome.error) {

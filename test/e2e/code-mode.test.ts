@@ -271,6 +271,45 @@ describe('tools.mode: code over server-filesystem', () => {
       }
     })
 
+    test('an endless loop does not stall the gateway for other clients', async () => {
+      const other = await ERAS['modern (SDK v2, 2026-07-28)']!(
+        new URL(`${server.url}/mcp`),
+        alice.key,
+      )
+      try {
+        // Warm: the first calls start the worker threads and the upstream's route.
+        await other.callTool({ name: 'run_code', arguments: { code: 'return 0' } })
+        await other.callTool({ name: 'list_allowed_directories', arguments: {} })
+        const loop = run('while (true) {}')
+        loop.catch(() => {})
+        // The gateway runs in this process: were the loop on its thread, even this timer would
+        // fire only when the loop is stopped, 3 s later.
+        const looping = Date.now()
+        await new Promise((resolve) => setTimeout(resolve, 300))
+        let started = Date.now()
+        const direct = (await other.callTool({
+          name: 'list_allowed_directories',
+          arguments: {},
+        })) as ToolResult
+        let took = Date.now() - started
+        assert.match(text(direct), new RegExp(dataDir.replaceAll('/', '\\/')))
+        assert.ok(took < 500, `a direct call waited ${took} ms`)
+        assert.ok(Date.now() - looping < 1000, `answered ${Date.now() - looping} ms into the loop`)
+        started = Date.now()
+        const quick = (await other.callTool({
+          name: 'run_code',
+          arguments: { code: 'return 1 + 1' },
+        })) as ToolResult
+        took = Date.now() - started
+        assert.equal(text(quick), '2')
+        assert.ok(took < 500, `another program waited ${took} ms`)
+        assert.ok(Date.now() - looping < 1500, `answered ${Date.now() - looping} ms into the loop`)
+        assert.match(text(await loop), /ERR_CODE_LIMIT: .*time limit/)
+      } finally {
+        await other.close()
+      }
+    })
+
     test('a memory bomb is stopped at the memory limit', async () => {
       for (const code of [
         'const a = []; for (;;) a.push(new Array(100000).fill(1))',
