@@ -45,7 +45,8 @@ function release(worker: Worker): void {
   worker.removeAllListeners('error')
   worker.removeAllListeners('exit')
   if (idle.length < MAX_IDLE) {
-    // A kept worker that dies while idle is simply forgotten.
+    // A kept worker that fails or dies while idle is simply forgotten (never an uncaught error).
+    worker.on('error', () => {})
     worker.once('exit', () => {
       const at = idle.indexOf(worker)
       if (at >= 0) idle.splice(at, 1)
