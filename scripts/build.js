@@ -7,6 +7,7 @@
 // - main.js: the command (src/cli/main.ts) and everything it imports statically, with picomatch
 //   and eventsource-parser inside; code behind a dynamic import() in chunk-*.js files loaded on
 //   first use;
+// - code-worker.js: the worker thread code-mode programs run in (QuickJS from its package);
 // - config-worker.js: the worker thread that loads the configuration, with yaml and zod inside;
 // - undici.cjs, ws.cjs, jose.cjs, ajv.cjs: one-file copies of the dependencies src/common/lazy-deps.ts loads on
 //   first use, each bundled from the package's public entry (one file to read and compile
@@ -132,6 +133,16 @@ try {
     outdir: dist,
     format: 'esm',
     plugins: [builtinsPlugin, zodLocalesPlugin],
+  })
+  // The worker thread code-mode programs run in (src/relay/code-worker.ts, ADR 075); QuickJS
+  // stays in its package as for main.js.
+  await esbuild.build({
+    ...common,
+    entryPoints: { 'code-worker': 'src/relay/code-worker.ts' },
+    outdir: dist,
+    format: 'esm',
+    external: ['quickjs-emscripten'],
+    plugins: [builtinsPlugin],
   })
   // The file `require(name)` loads from the sources (ws's CommonJS entry, not its ES wrapper).
   const resolve = createRequire(import.meta.url).resolve

@@ -58,6 +58,14 @@ function freshInstance(maxBytes: number): Promise<QuickJSModule> {
   return spare ?? newQuickJS(maxBytes)
 }
 
+/** Makes the spare instance for `maxBytes` ahead of the first run (a worker just started). */
+export function prepareInstance(maxBytes: number): void {
+  if (spares.has(maxBytes)) return
+  const spare = newQuickJS(maxBytes)
+  spare.catch(() => spares.delete(maxBytes))
+  spares.set(maxBytes, spare)
+}
+
 /**
  * The prelude, evaluated before the program: it takes the bridge functions off the global object
  * into a closure, builds the namespaces and `console`, and freezes what it built, so the program

@@ -22,7 +22,8 @@ import {
 } from '../relay/adapted-tools.ts'
 import type { Catalog } from '../relay/catalog.ts'
 import { codeFunctions, RUN_CODE, runCodeTool } from '../relay/code-catalog.ts'
-import { type HostFunction, type IsolateLimits, runIsolated } from '../relay/code-isolate.ts'
+import type { HostFunction, IsolateLimits } from '../relay/code-isolate.ts'
+import { runInThread } from '../relay/code-thread.ts'
 import type { VirtualServer } from '../relay/virtual-server.ts'
 import { complete } from './local-answers.ts'
 
@@ -94,7 +95,8 @@ function replying(dispatch: Dispatch): Dispatch {
 /** Runs a call to one of the exposure's own tools. */
 export async function callExposureTool(
   server: VirtualServer,
-  catalog: () => Promise<Catalog>,
+  /** The caller's view of the catalogue (what their `tools/list` shows), or its refusal. */
+  view: () => Promise<Catalog | ErrorReply>,
   params: JsonObject | undefined,
   sent: Dispatch,
   signal: AbortSignal,
@@ -109,8 +111,13 @@ export async function callExposureTool(
     )
   }
   switch (name) {
-    case RUN_CODE:
-      return await runCode(server, await catalog(), args, dispatch, signal)
+    case RUN_CODE: {
+      // Only the tools the caller may call exist for the program: hidden and quarantined ones
+      // are not even names it could enumerate.
+      const catalog = await view()
+      if (!('tools' in catalog)) return toolError(catalog)
+      return await runCode(server, catalog, args, dispatch, signal)
+    }
     case LIST_RESOURCES:
       return await listResources(args, dispatch, signal)
     case READ_RESOURCE: {
@@ -184,7 +191,7 @@ function isolateLimits(limits: CodeLimits): IsolateLimits {
 }
 
 /**
- * `run_code`: runs the program with one host function per tool of the caller's catalog, each a
+ * `run_code`: runs the program with one host function per tool of the caller's view, each a
  * `tools/call` through `dispatch`. QuickJS is loaded at the first program (lazy-deps.ts).
  */
 async function runCode(
@@ -243,7 +250,7 @@ async function runProgram(
       )
     })
   }
-  const outcome = await runIsolated(code, functions, isolateLimits(limits), signal)
+  const outcome = await runInThread(code, functions, isolateLimits(limits), signal)
   const content: JsonObject[] = []
   if (outcome.logs.length > 0) content.push({ type: 'text', text: outcome.logs.join('\n') })
   if (outcome.error) {

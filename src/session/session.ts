@@ -369,8 +369,9 @@ export class Session {
           undefined,
           about,
         )
-      const catalog = async () => (await server.catalog()).catalog
-      const run = () => callExposureTool(server, catalog, request.params, dispatch, signal)
+      // run_code's functions are the caller's view: what a tools/list of theirs would show.
+      const view = () => this.#view(this.#callOf(viewRequest(request), modern, signal, about.log))
+      const run = () => callExposureTool(server, view, request.params, dispatch, signal)
       // The call itself is audited too (a program's digest, or its text with rawArguments),
       // besides each call it makes; the other policies judge those calls, not this one.
       const audit = this.#deps.policies.find((p) => p.name === 'audit')

@@ -30,8 +30,8 @@ describe('scripts/build.js', () => {
   })
   after(() => rmSync(out, { recursive: true, force: true }))
 
-  test('writes the entry, the config worker and the stamp, all in one folder', () => {
-    for (const file of ['main.js', 'config-worker.js', '.build-started'])
+  test('writes the entry, the config and code workers and the stamp, all in one folder', () => {
+    for (const file of ['main.js', 'config-worker.js', 'code-worker.js', '.build-started'])
       assert.ok(existsSync(join(out, file)), file)
     // No per-upstream watchdog script any more (ADR 030): confinement carries die-with-parent.
     assert.equal(existsSync(join(out, 'stdio-launcher.js')), false)

@@ -32,6 +32,8 @@ type Json = Record<string, unknown>
 
 const root = fileURLToPath(new URL('../../', import.meta.url))
 const filesystem = join(root, 'node_modules/@modelcontextprotocol/server-filesystem/dist/index.js')
+/** Its `add` hides an instruction in its description: the trust scan quarantines it. */
+const POISONED = join(root, 'test/fixtures/trust-poisoned-server.ts')
 
 /** The limits the escape tests run into (servers.default.code). */
 const LIMITS = { timeoutMs: 3000, memoryMb: 16, maxCalls: 12, maxOutputKb: 8, maxConcurrent: 2 }
@@ -269,6 +271,45 @@ describe('tools.mode: code over server-filesystem', () => {
       }
     })
 
+    test('an endless loop does not stall the gateway for other clients', async () => {
+      const other = await ERAS['modern (SDK v2, 2026-07-28)']!(
+        new URL(`${server.url}/mcp`),
+        alice.key,
+      )
+      try {
+        // Warm: the first calls start the worker threads and the upstream's route.
+        await other.callTool({ name: 'run_code', arguments: { code: 'return 0' } })
+        await other.callTool({ name: 'list_allowed_directories', arguments: {} })
+        const loop = run('while (true) {}')
+        loop.catch(() => {})
+        // The gateway runs in this process: were the loop on its thread, even this timer would
+        // fire only when the loop is stopped, 3 s later.
+        const looping = Date.now()
+        await new Promise((resolve) => setTimeout(resolve, 300))
+        let started = Date.now()
+        const direct = (await other.callTool({
+          name: 'list_allowed_directories',
+          arguments: {},
+        })) as ToolResult
+        let took = Date.now() - started
+        assert.match(text(direct), new RegExp(dataDir.replaceAll('/', '\\/')))
+        assert.ok(took < 500, `a direct call waited ${took} ms`)
+        assert.ok(Date.now() - looping < 1000, `answered ${Date.now() - looping} ms into the loop`)
+        started = Date.now()
+        const quick = (await other.callTool({
+          name: 'run_code',
+          arguments: { code: 'return 1 + 1' },
+        })) as ToolResult
+        took = Date.now() - started
+        assert.equal(text(quick), '2')
+        assert.ok(took < 500, `another program waited ${took} ms`)
+        assert.ok(Date.now() - looping < 1500, `answered ${Date.now() - looping} ms into the loop`)
+        assert.match(text(await loop), /ERR_CODE_LIMIT: .*time limit/)
+      } finally {
+        await other.close()
+      }
+    })
+
     test('a memory bomb is stopped at the memory limit', async () => {
       for (const code of [
         'const a = []; for (;;) a.push(new Array(100000).fill(1))',
@@ -342,23 +383,86 @@ describe('tools.mode: code over server-filesystem', () => {
         arguments: {
           code: `
             const a = await files.read_text_file({ path: '${dataDir}/alpha.txt' })
-            try { await files.write_file({ path: '${out}', content: a.content }) }
+            try { await files['write' + '_file']({ path: '${out}', content: a.content }) }
             catch (e) { console.log('refused:', e.message) }
-            return a.content.length`,
+            return { length: a.content.length, names: Object.keys(files) }`,
         },
       })) as ToolResult
       assert.notEqual(result.isError, true, text(result))
-      assert.match(
-        text(result),
-        /refused: write_file: error -32001: bob may not call the tool "write_file"/,
+      // The hidden tool is not a name the program can enumerate or call.
+      assert.match(text(result), /refused: .*not a function/)
+      const { names } = JSON.parse(String(result.content[1]?.text)) as { names: string[] }
+      assert.ok(names.includes('read_text_file'), names.join(', '))
+      assert.ok(names.includes('list_allowed_directories'), names.join(', '))
+      assert.ok(!names.includes('write_file'), names.join(', '))
+      assert.ok(
+        names.every((n) => /^(read|list)_/.test(n)),
+        names.join(', '),
       )
       assert.throws(() => readFileSync(out), /ENOENT/)
+      // Directly, the same tool is refused by policy, as before.
+      await assert.rejects(
+        client.callTool({ name: 'write_file', arguments: { path: out, content: 'x' } }),
+        /bob may not call the tool "write_file"/,
+      )
     } finally {
       await client.close()
     }
-    const denied = records.find((r) => r.subject === 'bob' && r.target === 'write_file')
-    assert.ok(denied, 'the refused call is audited')
-    assert.notEqual(denied.outcome, 'ok')
+  })
+
+  describe('a quarantined tool', () => {
+    let trusting: RunningServer
+    before(async () => {
+      const config = {
+        listen: '127.0.0.1:0',
+        upstreams: {
+          files: { command: process.execPath, args: [filesystem, dataDir] },
+          poisoned: { command: process.execPath, args: [POISONED], trust: { scan: 'quarantine' } },
+        },
+        servers: { default: { tools: { mode: 'code' }, code: LIMITS } },
+      }
+      trusting = await startServer(
+        parseConfigText(JSON.stringify(config), { json: true }).config,
+        silentLogger,
+      )
+    })
+    after(async () => {
+      await trusting?.stop()
+    })
+
+    test('does not exist for a program, and a constructed call fails', async () => {
+      const client = new Client({ name: 'code-quarantine', version: '1.0.0' })
+      await client.connect(new StreamableHTTPClientTransport(new URL(`${trusting.url}/mcp`)))
+      try {
+        const { tools } = await client.listTools()
+        assert.doesNotMatch(tools[0]?.description ?? '', /function add\(/)
+        const result = (await client.callTool({
+          name: 'run_code',
+          arguments: {
+            code: `
+              const globals = Object.getOwnPropertyNames(globalThis)
+              const adds = globals.filter((g) => globalThis[g] && typeof globalThis[g].add === 'function')
+              let called
+              try { await globalThis['poi' + 'soned']['a' + 'dd']({ a: 1, b: 2 }); called = 'ran' }
+              catch (e) { called = e.name }
+              return { adds, called, files: typeof files }`,
+          },
+        })) as ToolResult
+        assert.notEqual(result.isError, true, text(result))
+        assert.deepEqual(JSON.parse(String(result.content[0]?.text)), {
+          adds: [],
+          called: 'TypeError',
+          files: 'object',
+        })
+        // A direct call is refused as quarantined (no upstream reached either way).
+        await assert.rejects(
+          client.callTool({ name: 'poisoned__add', arguments: { a: 1, b: 2 } }),
+          /quarantined/,
+        )
+      } finally {
+        await client.close()
+      }
+    })
   })
 
   describe('confirmation of a destructive tool called from a program', () => {
