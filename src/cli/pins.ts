@@ -26,6 +26,7 @@ import {
   writeLockfile,
 } from '../trust/lockfile.ts'
 import { type CliIo, type CommandOptions, suggestCommand, unknownWord } from './command.ts'
+import { TRUST_DECISION, tellFleet } from './fleet.ts'
 import { loadForCommand } from './load.ts'
 
 /** Who is deciding: `--as NAME`, else the login name. */
@@ -132,6 +133,7 @@ export async function runPins(
             `${action === 'approve' ? 'approved' : 'rejected'} ${upstream} ${printableName(k)}\n`,
           )
         }
+        if (keys.length > 0) await tellFleet(loaded.config.redis, TRUST_DECISION, io.stderr)
         return 0
       }
       case 'history': {
