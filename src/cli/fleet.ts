@@ -24,6 +24,8 @@ const UPSTREAM_CHANGE = 'upstream-change'
 const RELOAD = 'reload'
 /** An operator decided on pins (console or CLI): every replica re-reads the pin store now. */
 export const TRUST_DECISION = 'trust-decision'
+/** An API key was created or revoked in the shared store: every replica re-reads the keys. */
+export const API_KEYS_CHANGED = 'api-keys'
 /** The reload trigger named for a reload another replica asked for (never published again). */
 const FLEET_TRIGGER = 'fleet'
 
@@ -64,6 +66,8 @@ export async function serveInFleet(
   cluster: Cluster,
   server: FleetMember,
   env: NodeJS.ProcessEnv,
+  /** Follows the API keys in PostgreSQL, when they live there. */
+  sharedKeys?: { refresh(): Promise<void> },
 ): Promise<void> {
   const { gateway, http } = server
   gateway.onUpstreamChange = (upstream, n) => cluster.publish(UPSTREAM_CHANGE, { upstream, n })
@@ -75,6 +79,7 @@ export async function serveInFleet(
   cluster.on(RELOAD, () => void server.reloader?.reload(FLEET_TRIGGER))
   gateway.onTrustDecision = () => cluster.publish(TRUST_DECISION)
   cluster.on(TRUST_DECISION, () => void gateway.trustChangedElsewhere())
+  cluster.on(API_KEYS_CHANGED, () => void sharedKeys?.refresh())
   http.sessionDirectory = cluster
   await cluster.announce(advertisedUrl(env, server.url))
 }
