@@ -42,6 +42,8 @@ export class ApiKeyStore {
   readonly #file: string | undefined
   #fileEntries: ApiKeyEntry[] = []
   #fileStamp = ''
+  /** Keys held in a shared store (PostgreSQL), as last read by its follower. */
+  #sharedEntries: ApiKeyEntry[] = []
   readonly #revoked = new Set<string>()
   /** The keys in force by lower-case hex digest, with the identity each stands for. */
   #index: Map<string, { readonly id: string; readonly identity: Identity }> | undefined
@@ -68,7 +70,7 @@ export class ApiKeyStore {
   #buildIndex(): Map<string, { readonly id: string; readonly identity: Identity }> {
     const index = new Map<string, { readonly id: string; readonly identity: Identity }>()
     // Later entries win over earlier ones with the same hash, as a scan would have had it.
-    for (const entry of [...this.#configured, ...this.#fileEntries]) {
+    for (const entry of [...this.#configured, ...this.#fileEntries, ...this.#sharedEntries]) {
       const identity: Identity = Object.freeze({
         subject: entry.subject,
         tenant: entry.tenant,
@@ -100,7 +102,16 @@ export class ApiKeyStore {
   /** The entries in force now, re-reading the keys file if it changed since last time. */
   entries(): ApiKeyEntry[] {
     if (this.#file !== undefined) this.#reload(this.#file)
-    return [...this.#configured, ...this.#fileEntries]
+    return [...this.#configured, ...this.#fileEntries, ...this.#sharedEntries]
+  }
+
+  /**
+   * The keys of the shared store now (src/gateway/shared-api-keys.ts): they replace the last
+   * ones at once, so a key removed there is refused from the next request on.
+   */
+  replaceShared(entries: readonly ApiKeyEntry[]): void {
+    this.#sharedEntries = [...entries]
+    this.#index = undefined
   }
 
   #reload(file: string): void {

@@ -4,7 +4,7 @@
  * owners, and passes list changes, resource updates and config reloads between replicas.
  */
 import { hostname } from 'node:os'
-import { Cluster } from '../cluster/cluster.ts'
+import { Cluster, publishToFleet } from '../cluster/cluster.ts'
 import type { Logger } from '../common/log.ts'
 import type { RedisConfig } from '../config/backends.ts'
 import type { Gateway } from '../gateway/gateway.ts'
@@ -22,6 +22,10 @@ export interface FleetMember {
 /** Bus topics. */
 const UPSTREAM_CHANGE = 'upstream-change'
 const RELOAD = 'reload'
+/** An operator decided on pins (console or CLI): every replica re-reads the pin store now. */
+export const TRUST_DECISION = 'trust-decision'
+/** An API key was created or revoked in the shared store: every replica re-reads the keys. */
+export const API_KEYS_CHANGED = 'api-keys'
 /** The reload trigger named for a reload another replica asked for (never published again). */
 const FLEET_TRIGGER = 'fleet'
 
@@ -62,6 +66,8 @@ export async function serveInFleet(
   cluster: Cluster,
   server: FleetMember,
   env: NodeJS.ProcessEnv,
+  /** Follows the API keys in PostgreSQL, when they live there. */
+  sharedKeys?: { refresh(): Promise<void> },
 ): Promise<void> {
   const { gateway, http } = server
   gateway.onUpstreamChange = (upstream, n) => cluster.publish(UPSTREAM_CHANGE, { upstream, n })
@@ -71,6 +77,9 @@ export async function serveInFleet(
       gateway.applyPeerChange(upstream, n)
   })
   cluster.on(RELOAD, () => void server.reloader?.reload(FLEET_TRIGGER))
+  gateway.onTrustDecision = () => cluster.publish(TRUST_DECISION)
+  cluster.on(TRUST_DECISION, () => void gateway.trustChangedElsewhere())
+  cluster.on(API_KEYS_CHANGED, () => void sharedKeys?.refresh())
   http.sessionDirectory = cluster
   await cluster.announce(advertisedUrl(env, server.url))
 }
@@ -83,4 +92,24 @@ export async function serveInFleet(
 export function shareReload(cluster: Cluster | undefined, trigger: string, ok: boolean): void {
   if (cluster === undefined || !ok || trigger === FLEET_TRIGGER || trigger === 'file') return
   cluster.publish(RELOAD)
+}
+
+/**
+ * Tells the fleet about a decision the CLI made (`topic`), when Redis is configured, so that
+ * replicas act on it at once instead of at their next poll. A failure is said and otherwise
+ * harmless: the decision is stored, and the replicas' poll finds it.
+ */
+export async function tellFleet(
+  redis: RedisConfig | undefined,
+  topic: string,
+  stderr: (text: string) => void,
+): Promise<void> {
+  if (redis === undefined) return
+  try {
+    await publishToFleet({ redisUrl: redis.url, prefix: redis.prefix }, topic)
+  } catch (err) {
+    stderr(
+      `barbican: could not tell the fleet at once (${(err as Error).message}); replicas notice within seconds\n`,
+    )
+  }
 }

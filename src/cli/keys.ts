@@ -1,6 +1,6 @@
 /**
  * `barbican keys create|list|revoke`: API keys kept in the keys file the configuration names
- * (`auth.apiKeys.file`). A new key is printed once and only its hash is written; a running
+ * (`auth.apiKeys.file`), or in PostgreSQL when the store is there (shared by the fleet). A new key is printed once and only its hash is written; a running
  * gateway re-reads the file on the next request, so a revoked key stops working there at once.
  * Keys listed in the configuration itself are shown but never edited: the command does not
  * rewrite the operator's YAML.
@@ -13,7 +13,9 @@ import { type ApiKeyFileEntry, readKeysFile, writeKeysFile } from '../auth/api-k
 import { silentLogger } from '../common/log.ts'
 import type { LoadedConfig } from '../config/config.ts'
 import { openAuditLog } from '../gateway/audit-setup.ts'
+import { PostgresApiKeys } from '../store/postgres-api-keys.ts'
 import type { CliIo, CommandOptions } from './command.ts'
+import { API_KEYS_CHANGED, tellFleet } from './fleet.ts'
 import { loadForCommand } from './load.ts'
 import { actorOf } from './pins.ts'
 
@@ -45,6 +47,9 @@ export async function runKeys(
   if (!loaded) return 1
   const apiKeys = loaded.config.auth?.apiKeys
   const configured: readonly ApiKeyEntry[] = apiKeys?.keys ?? []
+  const store = loaded.config.store
+  if (store?.kind === 'postgres')
+    return await runPostgresKeys(store.url, action, id, configured, loaded, options, io)
   const file = apiKeys?.file
   try {
     if (action === 'list') {
@@ -115,6 +120,92 @@ export async function runKeys(
   } catch (err) {
     io.stderr(`barbican: ${(err as Error).message}\n`)
     return 1
+  }
+}
+
+/**
+ * The same actions on the keys in PostgreSQL (`store: { postgres: … }`), shared by every
+ * replica: a change is told to the fleet on its bus (Redis configured), and replicas also poll
+ * the table, so a revoked key is refused everywhere within a second.
+ */
+async function runPostgresKeys(
+  url: string,
+  action: 'create' | 'list' | 'revoke',
+  id: string | undefined,
+  configured: readonly ApiKeyEntry[],
+  loaded: LoadedConfig,
+  options: CommandOptions,
+  io: CliIo,
+): Promise<number> {
+  const { openPostgresPool } = await import('../store/postgres.ts')
+  let pool: Awaited<ReturnType<typeof openPostgresPool>>
+  try {
+    pool = await openPostgresPool(url, { maxConnections: 1 })
+  } catch (err) {
+    io.stderr(`barbican: ${(err as Error).message}\n`)
+    return 1
+  }
+  const table = new PostgresApiKeys(pool)
+  try {
+    if (action === 'list') {
+      const stored = await table.list()
+      for (const k of configured) io.stdout(`${describe(k)}  (in the configuration)\n`)
+      for (const k of stored) io.stdout(`${describe(k)}  created ${k.createdAt}\n`)
+      if (configured.length + stored.length === 0) io.stdout('no API keys\n')
+      return 0
+    }
+    const keyId = id as string
+    if (action === 'create') {
+      if (!KEY_ID.test(keyId)) {
+        io.stderr(
+          `barbican: key ID "${keyId.slice(0, 80)}" must be 1-64 letters, digits, ".", "_" or "-", starting with a letter or digit\n`,
+        )
+        return 2
+      }
+      const { key, hash } = generateApiKey()
+      const entry = {
+        id: keyId,
+        hash,
+        subject: options.subject ?? keyId,
+        ...(options.tenant === undefined ? {} : { tenant: options.tenant }),
+        scopes: [...(options.scopes ?? [])],
+        createdAt: new Date().toISOString(),
+      }
+      if (configured.some((k) => k.id === keyId) || !(await table.create(entry))) {
+        io.stderr(
+          `barbican: a key "${keyId}" exists already; revoke it first or choose another ID\n`,
+        )
+        return 1
+      }
+      if (!(await recorded(loaded, options, { action: 'key.create', target: keyId }, io))) {
+        await table.revoke(keyId)
+        return 1
+      }
+      await tellFleet(loaded.config.redis, API_KEYS_CHANGED, io.stderr)
+      io.stderr(
+        `created ${describe(entry)} in PostgreSQL\nThe key is shown once; give it to its holder:\n`,
+      )
+      io.stdout(`${key}\n`)
+      return 0
+    }
+    if (!(await table.revoke(keyId))) {
+      io.stderr(
+        configured.some((k) => k.id === keyId)
+          ? `barbican: key "${keyId}" is listed in the configuration, not in PostgreSQL; remove it there and restart\n`
+          : `barbican: no key "${keyId}" in PostgreSQL\n`,
+      )
+      return 1
+    }
+    await tellFleet(loaded.config.redis, API_KEYS_CHANGED, io.stderr)
+    // A revocation stands even when it cannot be recorded: undoing it would re-enable the key.
+    if (!(await recorded(loaded, options, { action: 'key.revoke', target: keyId }, io))) return 1
+    io.stdout(`revoked ${keyId}: every replica refuses it within a second\n`)
+    return 0
+  } catch (err) {
+    io.stderr(`barbican: ${(err as Error).message}\n`)
+    return 1
+  } finally {
+    await pool.end().catch(() => {})
   }
 }
 

@@ -28,6 +28,7 @@ import {
 } from '../trust/lockfile.ts'
 import { installNpmPackage, npxPackageOf, scriptsAllowed } from '../trust/npm-install.ts'
 import { type CliIo, type CommandOptions, suggestCommand, unknownWord } from './command.ts'
+import { TRUST_DECISION, tellFleet } from './fleet.ts'
 import { loadForCommand } from './load.ts'
 
 /** Who is deciding: `--as NAME`, else the login name. */
@@ -134,6 +135,7 @@ export async function runPins(
             `${action === 'approve' ? 'approved' : 'rejected'} ${upstream} ${printableName(k)}\n`,
           )
         }
+        if (keys.length > 0) await tellFleet(loaded.config.redis, TRUST_DECISION, io.stderr)
         return 0
       }
       case 'history': {

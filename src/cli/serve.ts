@@ -25,6 +25,7 @@ import { planFromConfig } from '../gateway/plan.ts'
 import { readinessRoute } from '../gateway/readiness.ts'
 import { applyDiff, type ConfigDiff, diffConfigs, RESTART_SECTIONS } from '../gateway/reload.ts'
 import { SandboxRefusals } from '../gateway/sandbox-refusals.ts'
+import { followPostgresKeys } from '../gateway/shared-api-keys.ts'
 import { startupSummary } from '../gateway/startup-summary.ts'
 import { auditView, pinsView, TenantRouter, tenantView } from '../gateway/tenants.ts'
 import { warnOverBudget } from '../gateway/token-budget.ts'
@@ -350,7 +351,23 @@ export async function runServe(
     io.stderr(`barbican: ${why}\n`)
     return 1
   }
-  if (cluster) await serveInFleet(cluster, server, process.env)
+  // With PostgreSQL, API keys live there too: every replica follows the one table.
+  let sharedKeys: Awaited<ReturnType<typeof followPostgresKeys>> | undefined
+  const keys = server.auth?.apiKeys
+  if (config.store?.kind === 'postgres' && keys !== undefined) {
+    try {
+      sharedKeys = await followPostgresKeys(config.store.url, keys, log)
+    } catch (err) {
+      io.stderr(`barbican: cannot read the API keys in PostgreSQL: ${(err as Error).message}\n`)
+      await server.stop()
+      await audit?.close()
+      await store.close()
+      await backends.close()
+      await cluster?.leave()
+      return 1
+    }
+  }
+  if (cluster) await serveInFleet(cluster, server, process.env, sharedKeys?.follower)
   const what =
     source.format === 'demo' ? 'embedded demo configuration' : `${source.path} (${source.format})`
   log.info(`serving ${what} at ${server.url}/mcp (also /sse and /ws)`, {
@@ -430,6 +447,7 @@ export async function runServe(
         .finally(() => audit?.close())
         .catch((error: unknown) => log.error('audit shutdown checkpoint failed', { error }))
         .finally(() => store.close())
+        .finally(() => sharedKeys?.close())
         .finally(() => backends.close())
         .finally(() => cluster?.leave())
         // Last: the spans of the requests the drain let finish are exported too.

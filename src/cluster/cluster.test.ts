@@ -6,7 +6,7 @@ import { after, before, describe, it } from 'node:test'
 import { BarbicanError } from '../common/errors.ts'
 import { jsonLogger } from '../common/log.ts'
 import { HOP_HEADER } from '../transports/session-directory.ts'
-import { Cluster } from './cluster.ts'
+import { Cluster, publishToFleet } from './cluster.ts'
 
 const REDIS = process.env.BARBICAN_TEST_REDIS_URL ?? 'redis://127.0.0.1:6379'
 const quiet = () => jsonLogger({ write: () => {} })
@@ -145,6 +145,19 @@ describe('Cluster over Redis', () => {
     while (atB.length === 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10))
     assert.deepEqual(atB, [{ n: 1 }])
     assert.deepEqual(atA, [])
+  })
+
+  it('carries a message published from outside the fleet (the CLI) to every replica', async () => {
+    const atA: unknown[] = []
+    const atB: unknown[] = []
+    a.on('cli', (d) => atA.push(d))
+    b.on('cli', (d) => atB.push(d))
+    await publishToFleet({ redisUrl: REDIS, prefix }, 'cli', { k: 'x' })
+    const deadline = Date.now() + 1000
+    while ((atA.length === 0 || atB.length === 0) && Date.now() < deadline)
+      await new Promise((r) => setTimeout(r, 10))
+    assert.deepEqual(atA, [{ k: 'x' }])
+    assert.deepEqual(atB, [{ k: 'x' }])
   })
 
   it('hands every replica the same request-state key', async () => {

@@ -29,6 +29,31 @@ export interface ClusterOptions {
   readonly connectTimeoutMs?: number
 }
 
+/**
+ * Tells a fleet's replicas that `topic` happened, from a process that is not a replica (the
+ * CLI after an operator's decision): one connection, one PUBLISH, closed. The replicas poll the
+ * stores as well, so a message lost here only delays what they notice.
+ */
+export async function publishToFleet(
+  options: Pick<ClusterOptions, 'redisUrl' | 'prefix'>,
+  topic: string,
+  data: unknown = null,
+): Promise<void> {
+  const { createClient } = redis()
+  const client = createClient({
+    url: options.redisUrl,
+    socket: { connectTimeout: 2000, reconnectStrategy: false },
+  })
+  client.on('error', () => {})
+  try {
+    await client.connect()
+    const message: BusMessage = { from: `cli:${randomUUID()}`, topic, data }
+    await client.publish(`${options.prefix}bus`, JSON.stringify(message))
+  } finally {
+    client.destroy()
+  }
+}
+
 /** A message on the bus; `from` lets a replica ignore its own. */
 interface BusMessage {
   readonly from: string

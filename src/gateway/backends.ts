@@ -4,6 +4,11 @@
  * it. Without Redis everything stays in process memory, exactly as for a single gateway.
  */
 import type { Config } from '../config/config.ts'
+import {
+  type AnswerLedger,
+  MemoryAnswerLedger,
+  RedisAnswerLedger,
+} from '../policies/answer-ledger.ts'
 import { MemoryRateCounterStore, type RateCounterStore } from '../policies/rate-counter-store.ts'
 import { RedisRateCounterStore } from '../policies/redis-rate-counter-store.ts'
 import type { RedisClient } from '../store/redis.ts'
@@ -35,4 +40,10 @@ export async function openBackends(config: Config): Promise<Backends> {
 export function rateCounterStoreOf(backends: Backends): RateCounterStore {
   if (backends.redis === undefined) return new MemoryRateCounterStore()
   return new RedisRateCounterStore(backends.redis.client, backends.redis.prefix)
+}
+
+/** Where answered confirmations are kept: Redis when configured (single-use fleet-wide). */
+export function answerLedgerOf(backends: Backends): AnswerLedger {
+  if (backends.redis === undefined) return new MemoryAnswerLedger()
+  return new RedisAnswerLedger(backends.redis.client, backends.redis.prefix)
 }

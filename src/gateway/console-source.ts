@@ -46,6 +46,7 @@ export function consoleSource(parts: ConsoleParts): ConsoleSource {
     pins,
     refreshTrust: async () => {
       await Promise.all([...gateway.servers.values()].map((s) => s.refreshTrust()))
+      gateway.onTrustDecision?.()
     },
     audit: parts.audit,
     keys: parts.apiKeys

@@ -356,6 +356,17 @@ export class Gateway implements InboundHandler {
    */
   onUpstreamChange: ((upstream: string, n: JsonRpcNotification) => void) | undefined
 
+  /**
+   * Told when an operator decided on pins through this replica (the console), so the other
+   * replicas of a fleet re-read the pin store at once (src/cli/fleet.ts). Unset: one process.
+   */
+  onTrustDecision: (() => void) | undefined
+
+  /** Another replica or the CLI decided on pins: clients' lists follow now, not at the poll. */
+  async trustChangedElsewhere(): Promise<void> {
+    await Promise.allSettled([...this.servers.values()].map((s) => s.refreshTrust(true)))
+  }
+
   /** A list change or resource update another replica's connection to `upstream` reported. */
   applyPeerChange(upstream: string, n: JsonRpcNotification): void {
     const target = this.upstreams.get(upstream)

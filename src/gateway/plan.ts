@@ -29,7 +29,7 @@ import { tenantQualified } from '../store/tenant-pins.ts'
 import { createOutboundTransport, type OutboundSpec } from '../transports/connect-outbound.ts'
 import type { SandboxRefusalSink } from '../transports/sandbox.ts'
 import { installedLaunch } from '../trust/installed-launch.ts'
-import { type Backends, NO_BACKENDS, rateCounterStoreOf } from './backends.ts'
+import { answerLedgerOf, type Backends, NO_BACKENDS, rateCounterStoreOf } from './backends.ts'
 import type { GatewayPlan, ServerPlan, UpstreamPlan } from './gateway.ts'
 import { refusedTransport } from './trust-setup.ts'
 
@@ -93,6 +93,7 @@ function policiesFromConfig(config: Config, backends: Backends): Policy[] {
         contexts: config.contexts,
         tracker,
         answerMs: config.limits.heldCallTimeoutMs,
+        ledger: answerLedgerOf(backends),
       }),
     )
   }

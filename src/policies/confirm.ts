@@ -20,6 +20,7 @@ import { BarbicanError } from '../common/errors.ts'
 import { isPlainObject, type JsonObject } from '../protocol/jsonrpc.ts'
 import type { Result } from '../protocol/model.ts'
 import { toolDefinition } from '../relay/catalog.ts'
+import { type AnswerLedger, MemoryAnswerLedger } from './answer-ledger.ts'
 import type { Call, ConfirmationAnswer, Next, Policy, Reply } from './policy.ts'
 import { type ContextsOptions, contextKey, SecureContexts } from './secure-contexts.ts'
 
@@ -43,6 +44,8 @@ export interface ConfirmOptions {
   readonly answerMs: number
   /** Seals the `requestState` of a question; by default keyed from BARBICAN_STATE_KEY. */
   readonly sealer?: RequestStateSealer | undefined
+  /** Where answered questions are kept: this process by default, Redis in a fleet. */
+  readonly ledger?: AnswerLedger | undefined
 }
 
 /** The key of Barbican's question among a round's `inputRequests`. */
@@ -59,8 +62,8 @@ export function confirmPolicy(options: ConfirmOptions): Policy {
     ? (options.tracker ?? new SecureContexts(options.contexts))
     : undefined
   const sealer = options.sealer ?? new RequestStateSealer(confirmStateKey())
-  /** Questions already answered (nonce → expiry): a sealed question is answered once. */
-  const answered = new Map<string, number>()
+  /** Questions already answered: a sealed question is answered once, fleet-wide in a fleet. */
+  const ledger = options.ledger ?? new MemoryAnswerLedger()
 
   const needsRule = async (call: Call, name: string): Promise<boolean> => {
     if (rule === undefined || !servers(call.server)) return false
@@ -140,7 +143,7 @@ export function confirmPolicy(options: ConfirmOptions): Policy {
       const digest = requestDigest(call.request.method, params)
       const opened = openState(params.requestState, call, digest)
       if (opened?.asked === true) {
-        spend(opened.nonce, opened.exp)
+        await spend(opened.nonce, opened.exp)
         const answer = answerOf(params.inputResponses)
         if (answer !== 'accept') throw refusal(call, answer, declined(tool, answer))
         call.decisions?.push({ policy: 'confirm', effect: 'allow', answer })
@@ -216,16 +219,13 @@ export function confirmPolicy(options: ConfirmOptions): Policy {
   }
 
   /** Marks a question answered; a second answer to it is refused (no replay of an accept). */
-  function spend(nonce: string, exp: number): void {
-    const now = Date.now()
-    for (const [n, e] of answered) if (e <= now) answered.delete(n)
-    if (answered.has(nonce)) {
+  async function spend(nonce: string, exp: number): Promise<void> {
+    if (!(await ledger.claim(nonce, exp))) {
       throw new BarbicanError(
         'ERR_INVALID_PARAMS',
         'This confirmation was already answered; call again to be asked again',
       )
     }
-    answered.set(nonce, exp)
   }
 
   /**

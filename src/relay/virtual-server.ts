@@ -231,10 +231,11 @@ export class VirtualServer extends EventEmitter<VirtualServerEvents> {
    * Notices an operator's decision, possibly made by another process: when the pin store moved
    * since the catalog was reviewed, the catalog is rebuilt at the next request and clients are
    * told their lists changed, so an approved item comes back without waiting for them to ask.
+   * `fresh`: read the store's revision now (a decision was announced), not a recent read.
    */
-  async refreshTrust(): Promise<void> {
+  async refreshTrust(fresh = false): Promise<void> {
     if (!this.#trust || !this.#catalog || this.#reviewing > 0) return
-    if ((await this.#trust.revision()) === this.#trustRevision) return
+    if ((await this.#trust.revision(fresh)) === this.#trustRevision) return
     this.#catalog = undefined
     this.emit('listChanged', ['tools', 'prompts', 'resourceTemplates'])
   }

@@ -102,6 +102,21 @@ export const POSTGRES_MIGRATIONS: readonly PostgresMigration[] = [
       );
     `,
   },
+  {
+    version: 2,
+    name: 'API keys (hashes)',
+    sql: `
+      CREATE TABLE barbican_api_keys (
+        id TEXT PRIMARY KEY,
+        hash TEXT NOT NULL,
+        subject TEXT NOT NULL,
+        tenant TEXT,
+        scopes TEXT NOT NULL,
+        created_at TEXT NOT NULL
+      );
+      INSERT INTO barbican_counters (name, value) VALUES ('api_keys', 0);
+    `,
+  },
 ]
 
 /** The newest schema version this build knows. */

@@ -3,7 +3,7 @@ import { after, test } from 'node:test'
 import { dropPostgresSchemas, freshPostgresUrl } from '../../test/support/backends.ts'
 import { storeContract } from './contract.ts'
 import { openPostgresPool, openPostgresStore } from './postgres.ts'
-import { migratePostgres, POSTGRES_SCHEMA_VERSION } from './postgres-schema.ts'
+import { migratePostgres, POSTGRES_MIGRATIONS, POSTGRES_SCHEMA_VERSION } from './postgres-schema.ts'
 
 after(dropPostgresSchemas)
 
@@ -41,11 +41,14 @@ test('postgres: migrations are idempotent, also when replicas start at once', as
   const pools = await Promise.all([1, 2, 3].map(() => openPostgresPool(url)))
   try {
     assert.deepEqual(await migratePostgres(pools[0]!), [], 'nothing left to apply')
-    const versions = await pools[0]!.query('SELECT version FROM barbican_schema_version')
+    const versions = await pools[0]!.query(
+      'SELECT version FROM barbican_schema_version ORDER BY version',
+    )
     assert.deepEqual(
       versions.rows.map((r) => r.version),
-      [POSTGRES_SCHEMA_VERSION],
+      POSTGRES_MIGRATIONS.map((m) => m.version),
     )
+    assert.equal(versions.rows.at(-1)?.version, POSTGRES_SCHEMA_VERSION)
   } finally {
     await Promise.all(pools.map((p) => p.end()))
   }

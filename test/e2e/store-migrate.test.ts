@@ -129,7 +129,7 @@ describe('moving an installation to PostgreSQL', () => {
       assert.match(verify.stdout, /^ok +3 record\(s\)/m)
       const migrate = await runCli(['migrate', '--config', config])
       assert.equal(migrate.code, 0, migrate.stderr)
-      assert.match(migrate.stdout, /schema up to date \(version 1\)/)
+      assert.match(migrate.stdout, /schema up to date \(version \d+\)/)
     } finally {
       delete process.env.BARBICAN_POSTGRES_URL
     }

@@ -1,0 +1,102 @@
+/**
+ * API keys in PostgreSQL across a fleet (ADR 055): two in-process replicas follow the keys
+ * table and share the bus on the real Redis; a key created with `barbican keys create` is
+ * accepted on replica B, and after `barbican keys revoke` B answers 401 within a second.
+ */
+import assert from 'node:assert/strict'
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { after, test } from 'node:test'
+import { joinFleet, serveInFleet } from '../../src/cli/fleet.ts'
+import { type RunningServer, startServer } from '../../src/cli/serve.ts'
+import type { Cluster } from '../../src/cluster/cluster.ts'
+import { silentLogger } from '../../src/common/log.ts'
+import { normalizeConfig } from '../../src/config/normalize.ts'
+import { followPostgresKeys } from '../../src/gateway/shared-api-keys.ts'
+import { openPostgresPool } from '../../src/store/postgres.ts'
+import {
+  dropPostgresSchemas,
+  freshPostgresUrl,
+  freshRedisPrefix,
+  REDIS_URL,
+} from '../support/backends.ts'
+import { runCli as run } from '../support/cli.ts'
+
+const root = mkdtempSync(join(tmpdir(), 'barbican-fleet-keys-'))
+const closers: (() => Promise<unknown>)[] = []
+after(async () => {
+  for (const close of closers.reverse()) await close().catch(() => {})
+  await dropPostgresSchemas()
+  rmSync(root, { recursive: true, force: true })
+})
+
+const initialize = {
+  jsonrpc: '2.0',
+  id: 1,
+  method: 'initialize',
+  params: {
+    protocolVersion: '2025-06-18',
+    capabilities: {},
+    clientInfo: { name: 't', version: '1' },
+  },
+}
+
+test('a key revoked with the CLI is refused on replica B within 1 s', async () => {
+  const url = await freshPostgresUrl()
+  // The schema exists before the replicas follow it (serve migrates when it opens the store).
+  await (await openPostgresPool(url)).end()
+  const redis = { url: REDIS_URL, prefix: freshRedisPrefix() }
+  const raw = {
+    listen: '127.0.0.1:0',
+    store: { postgres: { url } },
+    redis,
+    auth: { apiKeys: { keys: [] } },
+    upstreams: { idle: { command: 'true', lazy: true } },
+  }
+  const file = join(root, 'barbican.json')
+  writeFileSync(file, JSON.stringify(raw))
+  const config = normalizeConfig(raw)
+  const servers: RunningServer[] = []
+  for (let i = 0; i < 2; i++) {
+    const cluster: Cluster = (await joinFleet(config.redis, {}, silentLogger))!
+    closers.push(() => cluster.leave())
+    const server = await startServer(config, silentLogger)
+    closers.push(() => server.stop())
+    const keys = await followPostgresKeys(url, server.auth!.apiKeys!, silentLogger)
+    closers.push(() => keys.close())
+    await serveInFleet(cluster, server, {}, keys.follower)
+    servers.push(server)
+  }
+  const b = servers[1]!
+  const status = async (key: string) =>
+    (
+      await fetch(`${b.url}/mcp`, {
+        method: 'POST',
+        headers: {
+          authorization: `Bearer ${key}`,
+          'content-type': 'application/json',
+          accept: 'application/json, text/event-stream',
+        },
+        body: JSON.stringify(initialize),
+      })
+    ).status
+  const within = async (want: (s: number) => boolean, key: string) => {
+    const started = Date.now()
+    let s = await status(key)
+    while (!want(s) && Date.now() - started < 1000) s = await status(key)
+    return { s, ms: Date.now() - started }
+  }
+
+  const created = await run(['keys', 'create', 'ci', '--config', file])
+  assert.equal(created.code, 0, created.stderr)
+  const key = created.stdout.trim()
+  const accepted = await within((s) => s === 200, key)
+  assert.equal(accepted.s, 200, 'the new key is accepted on B')
+
+  const revoked = await run(['keys', 'revoke', 'ci', '--config', file])
+  assert.equal(revoked.code, 0, revoked.stderr)
+  const refused = await within((s) => s === 401, key)
+  assert.equal(refused.s, 401, `B still accepted the key ${refused.ms} ms after the revocation`)
+  assert.ok(refused.ms < 1000)
+})
