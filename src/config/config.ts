@@ -300,6 +300,11 @@ export interface TenantConfig {
   readonly permissions?: AuthConfig['permissions'] | undefined
   /** In place of the top-level `rateLimits`; absent: those (counted apart per tenant). */
   readonly rateLimits?: readonly RateLimitConfig[] | undefined
+  /** Each in place of the top-level section of the same name; absent: that one (ADR 060). */
+  readonly guards?: GuardsConfig | undefined
+  readonly confirm?: ConfirmConfig | undefined
+  readonly contexts?: ContextsConfig | undefined
+  readonly cedar?: CedarConfig | undefined
 }
 
 /** The whole validated configuration. */

@@ -189,6 +189,7 @@ export function buildConfig(native: NativeConfig, options: NormalizeOptions = {}
         upstreams: t.upstreams,
         servers: t.servers,
         rateLimits: t.rateLimits,
+        cedar: t.cedar,
         tenants: undefined,
       },
       { ...options, stateRoot: join(root, '.tenants', name) },
@@ -199,6 +200,10 @@ export function buildConfig(native: NativeConfig, options: NormalizeOptions = {}
       servers: own.servers,
       ...(t.permissions === undefined ? {} : { permissions: t.permissions }),
       ...(t.rateLimits === undefined ? {} : { rateLimits: own.rateLimits }),
+      ...(t.guards === undefined ? {} : { guards: t.guards }),
+      ...(t.confirm === undefined ? {} : { confirm: t.confirm }),
+      ...(t.contexts === undefined ? {} : { contexts: t.contexts }),
+      ...(t.cedar === undefined ? {} : { cedar: own.cedar }),
     }
   })
   return deepFreeze({

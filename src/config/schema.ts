@@ -319,7 +319,23 @@ const metrics = z.strictObject({
 const upstreamsRecord = z.record(z.string().regex(NAME_PATTERN), upstreamSchema)
 const serversRecord = z.record(z.string().regex(NAME_PATTERN), virtualServerSchema)
 
-/** One tenant (docs/tenants.md): its own upstreams, virtual servers and permissions. */
+/** `cedar:`: policy files and whether they enforce. */
+const cedarSchema = z.strictObject({
+  policies: doc(
+    z.array(z.string().min(1)).min(1),
+    'Policy files',
+    'Files of Cedar policies (relative to the config file), judged against the schema ' +
+      'Barbican ships; `barbican check` validates them. See docs/policy.md.',
+  ),
+  mode: doc(
+    z.enum(['enforce', 'shadow']).default('enforce'),
+    'Mode',
+    '`enforce` refuses what the policies deny; `shadow` only logs and audits would-be ' +
+      'denials. Default: enforce.',
+  ),
+})
+
+/** One tenant (docs/tenants.md): its own upstreams, virtual servers, permissions and policies. */
 const tenant = z.strictObject({
   upstreams: doc(
     upstreamsRecord,
@@ -342,6 +358,27 @@ const tenant = z.strictObject({
     'Quotas',
     'The tenant’s quotas, in place of the top-level `rateLimits`. Default: the top-level ones, ' +
       'counted apart for each tenant.',
+  ),
+  guards: doc(
+    guardsSchema.optional(),
+    'Guards',
+    'The tenant’s argument and result checks, in place of the top-level `guards`. Default: those.',
+  ),
+  confirm: doc(
+    confirmSchema.optional(),
+    'Confirmation',
+    'The tenant’s calls a human must confirm, in place of the top-level `confirm`. Default: that.',
+  ),
+  contexts: doc(
+    contextsSchema.optional(),
+    'Contexts',
+    'The tenant’s labels and secure contexts, in place of the top-level `contexts`. Default: those.',
+  ),
+  cedar: doc(
+    cedarSchema.optional(),
+    'Cedar policies',
+    'The tenant’s Cedar policies (files relative to the config file), in place of the top-level ' +
+      '`cedar`. Default: that.',
   ),
 })
 
@@ -404,22 +441,7 @@ export const nativeConfigSchema = z.strictObject({
   confirm: confirmSchema.optional(),
   contexts: contextsSchema.optional(),
   cedar: doc(
-    z
-      .strictObject({
-        policies: doc(
-          z.array(z.string().min(1)).min(1),
-          'Policy files',
-          'Files of Cedar policies (relative to the config file), judged against the schema ' +
-            'Barbican ships; `barbican check` validates them. See docs/policy.md.',
-        ),
-        mode: doc(
-          z.enum(['enforce', 'shadow']).default('enforce'),
-          'Mode',
-          '`enforce` refuses what the policies deny; `shadow` only logs and audits would-be ' +
-            'denials. Default: enforce.',
-        ),
-      })
-      .optional(),
+    cedarSchema.optional(),
     'Cedar policies',
     'A Cedar policy engine judging every request after `auth.permissions`. Default: none.',
   ),

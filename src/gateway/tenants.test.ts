@@ -23,6 +23,8 @@ const config = normalizeConfig({
     globex: {
       upstreams: { main: { url: 'http://127.0.0.1:9/globex' } },
       rateLimits: { few: { limit: 1, windowMs: 1000 } },
+      guards: { arguments: 'enforce' },
+      cedar: { policies: ['globex.cedar'] },
     },
   },
 })
@@ -42,6 +44,10 @@ describe('tenantView', () => {
     const g = tenantView(config, globex!)
     assert.deepEqual(g.auth?.permissions?.[0]?.subjects, ['top'], 'the top-level rules by default')
     assert.equal(g.rateLimits?.[0]?.name, 'few')
+    assert.equal(g.guards?.arguments, 'enforce')
+    assert.ok(g.cedar?.policies[0]?.endsWith('/globex.cedar'), 'resolved like the top-level files')
+    assert.equal(a.guards, undefined, 'the top-level guards (none) by default')
+    assert.equal(a.cedar, undefined)
   })
 })
 

@@ -56,7 +56,8 @@ export class TenantRouter implements InboundHandler {
 
 /**
  * The configuration a tenant's gateway is built from: the tenant's upstreams and servers, its
- * permissions and quotas in place of the top-level ones when it has some, every other section
+ * permissions, quotas, guards, confirmation, contexts and Cedar policies in place of the
+ * top-level ones when it has some, every other section
  * shared (a tenant's gateway has its own quota counters either way).
  */
 export function tenantView(config: Config, tenant: TenantConfig): Config {
@@ -71,6 +72,10 @@ export function tenantView(config: Config, tenant: TenantConfig): Config {
     servers: tenant.servers,
     ...(auth === undefined ? {} : { auth }),
     ...(tenant.rateLimits === undefined ? {} : { rateLimits: tenant.rateLimits }),
+    ...(tenant.guards === undefined ? {} : { guards: tenant.guards }),
+    ...(tenant.confirm === undefined ? {} : { confirm: tenant.confirm }),
+    ...(tenant.contexts === undefined ? {} : { contexts: tenant.contexts }),
+    ...(tenant.cedar === undefined ? {} : { cedar: tenant.cedar }),
   }
 }
 

@@ -56,7 +56,8 @@ before(async () => {
       },
     },
     tenants: {
-      acme: { upstreams: { main: everything } },
+      // acme's own guards (ADR 060): globex keeps the top-level ones (none).
+      acme: { upstreams: { main: everything }, guards: { arguments: 'enforce' } },
       globex: {
         upstreams: { main: everything },
         servers: {
@@ -417,6 +418,25 @@ describe('stateless 2026-07-28 requests', () => {
       'get-sum',
       'trigger-long-running-operation',
     ])
+  })
+
+  test("a tenant's own guards govern its calls only", async () => {
+    const badSum = async (key: string) =>
+      (
+        await request(
+          key,
+          'tools/call',
+          { name: 'get-sum', arguments: { a: 'x', b: 1 } },
+          'get-sum',
+        )
+      ).final
+    const refused = (await badSum(acme.key))?.error as { code: number; data?: Json } | undefined
+    assert.equal(refused?.code, -32602)
+    assert.equal((refused?.data?.details as Json | undefined)?.guard, 'arguments')
+    const passed = await badSum(globex.key)
+    assert.ok(passed !== undefined, 'globex got an answer')
+    const details = ((passed?.error as { data?: Json } | undefined)?.data?.details ?? {}) as Json
+    assert.notEqual(details.guard, 'arguments', "globex's call reached its upstream unguarded")
   })
 
   test("calling another tenant's tool reads like calling a tool that does not exist", async () => {
