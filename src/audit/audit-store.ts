@@ -32,7 +32,7 @@ export interface AuditQuery {
   /** Records with a greater sequence number only. */
   readonly afterSeq?: number | undefined
   readonly subject?: string | undefined
-  /** Calls of this tenant only (docs/tenants.md): admin acts and other tenants' calls are out. */
+  /** This tenant's records only (docs/tenants.md): its calls and its admins' acts. */
   readonly tenant?: string | undefined
   readonly target?: string | undefined
   readonly outcome?: string | undefined

@@ -59,6 +59,8 @@ export interface AdminEvent {
   readonly target?: string | undefined
   readonly outcome: Outcome
   readonly detail?: string | undefined
+  /** The tenant whose admin acted (docs/tenants.md); absent: a gateway admin. */
+  readonly tenant?: string | undefined
 }
 
 export type AuditEvent = CallEvent | AdminEvent
@@ -113,10 +115,13 @@ export function searchableOf(record: AuditRecord): Searchable {
   return searchableOfEvent(JSON.parse(record.body) as Record<string, unknown>)
 }
 
-/** The tenant a record's call was made in; undefined for the default tenant and admin acts. */
+/**
+ * The tenant a record's call was made in, or whose admin acted; undefined for the default
+ * tenant and a gateway admin's acts. The SQL stores filter on the same `tenant` field.
+ */
 export function tenantOf(record: AuditRecord): string | undefined {
   const event = JSON.parse(record.body) as Record<string, unknown>
-  return event.type === 'call' && typeof event.tenant === 'string' ? event.tenant : undefined
+  return typeof event.tenant === 'string' ? event.tenant : undefined
 }
 
 function searchableOfEvent(e: AuditEvent | Record<string, unknown>): Searchable {

@@ -27,7 +27,7 @@ import { applyDiff, type ConfigDiff, diffConfigs, RESTART_SECTIONS } from '../ga
 import { SandboxRefusals } from '../gateway/sandbox-refusals.ts'
 import { followPostgresKeys } from '../gateway/shared-api-keys.ts'
 import { startupSummary } from '../gateway/startup-summary.ts'
-import { auditView, pinsView, TenantRouter, tenantView } from '../gateway/tenants.ts'
+import { auditView, decidePin, pinsView, TenantRouter, tenantView } from '../gateway/tenants.ts'
 import { warnOverBudget } from '../gateway/token-budget.ts'
 import { lockfilePathOf, openStore, type TrustSetup, withTrust } from '../gateway/trust-setup.ts'
 import { memoryStore } from '../store/memory.ts'
@@ -202,6 +202,27 @@ export async function startServer(
       ? {}
       : { audit: (caller, query) => auditView(audit.store, caller, query) }),
     pins: (caller, query) => pinsView(trust.store.pins, caller, query),
+    decidePin: async (caller, decision, { upstream, key }) => {
+      const own = tenantOfCaller(caller)
+      const actor = `admin (${caller === 'loopback' ? 'loopback' : caller.subject})`
+      if (!(await decidePin(trust.store.pins, own, decision, upstream, key, actor))) return false
+      // Takes effect on the next request: the catalogs judged by the pins are refreshed now.
+      const affected = own === undefined ? [gateway, ...tenants.values()] : [tenants.get(own)]
+      await Promise.all(
+        affected.flatMap((g) => (g ? [...g.servers.values()].map((s) => s.refreshTrust()) : [])),
+      )
+      gateway.onTrustDecision?.()
+      await audit?.record({
+        type: 'admin',
+        action: `pin.${decision}`,
+        actor,
+        upstream,
+        target: key,
+        outcome: 'ok',
+        ...(own === undefined ? {} : { tenant: own }),
+      })
+      return true
+    },
     reload: async (caller) => {
       if (!server.reloader) {
         return {

@@ -11,7 +11,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http'
 import { ADMIN_SCOPE, isAdmin } from '../auth/admin.ts'
 import type { InboundAuthenticator } from '../auth/authenticator.ts'
 import type { Identity } from '../auth/identity.ts'
-import { sendRpcError } from '../transports/http-io.ts'
+import { readTextBody, sendRpcError } from '../transports/http-io.ts'
 
 export interface AdminAccess {
   /** The listener is bound to a loopback address. */
@@ -33,9 +33,25 @@ export interface AdminHandlers {
   audit?(caller: AdminCaller, query: URLSearchParams): Promise<unknown>
   /** Pins and pending changes, of the caller's tenant for a tenant admin. */
   pins?(caller: AdminCaller, query: URLSearchParams): Promise<unknown>
+  /**
+   * Decides a pending pin change of the caller's tenant (a tenant admin names its own upstream
+   * names); false when there is no such change, which is also the answer for another tenant's.
+   */
+  decidePin?(caller: AdminCaller, decision: PinDecision, target: PinTarget): Promise<boolean>
   /** Reloads the config file; `ok: false` in the answer when the new one was refused. */
   reload(caller: AdminCaller): Promise<{ readonly ok: boolean }>
 }
+
+export type PinDecision = 'approve' | 'reject'
+
+/** What `POST /admin/api/pins/approve|reject` names: an upstream and a pin key. */
+export interface PinTarget {
+  readonly upstream: string
+  readonly key: string
+}
+
+/** Largest body `POST /admin/api/pins/approve|reject` reads: `{upstream, key}` fits easily. */
+const PIN_DECISION_MAX_BYTES = 4096
 
 export const ADMIN_STATUS_PATH = '/admin/api/status'
 export const ADMIN_RELOAD_PATH = '/admin/api/reload'
@@ -75,6 +91,39 @@ export function adminRoutes(access: AdminAccess, handlers: AdminHandlers): Map<s
       sendJson(res, 200, await read.call(handlers, caller, query))
     })
   }
+  const decide = handlers.decidePin
+  if (decide !== undefined) {
+    for (const decision of ['approve', 'reject'] as const) {
+      const path = `${ADMIN_PINS_PATH}/${decision}`
+      routes.set(path, async (req, res) => {
+        if (req.method !== 'POST') {
+          return sendRpcError(res, 405, 'Use POST', { headers: { allow: 'POST' } })
+        }
+        // As for reload: the JSON content type is this route's CSRF defence.
+        if (!/^application\/json\b/i.test(req.headers['content-type'] ?? '')) {
+          req.resume()
+          return sendRpcError(res, 415, `POST ${path} needs Content-Type: application/json`)
+        }
+        const caller = await admit(req, res, access)
+        if (caller === undefined) {
+          req.resume()
+          return
+        }
+        const text = await readTextBody(req, res, PIN_DECISION_MAX_BYTES)
+        if (text === undefined) return
+        const target = pinTargetOf(text)
+        if (typeof target === 'string') return sendRpcError(res, 400, target)
+        if (!(await decide.call(handlers, caller, decision, target))) {
+          return sendRpcError(
+            res,
+            404,
+            `No pending change for ${target.key} of upstream "${target.upstream}"`,
+          )
+        }
+        sendJson(res, 200, { ok: true, decision, ...target })
+      })
+    }
+  }
   routes.set(ADMIN_RELOAD_PATH, async (req, res) => {
     if (req.method !== 'POST') {
       return sendRpcError(res, 405, 'Use POST', { headers: { allow: 'POST' } })
@@ -95,6 +144,21 @@ export function adminRoutes(access: AdminAccess, handlers: AdminHandlers): Map<s
     sendJson(res, result.ok ? 200 : 422, result)
   })
   return routes
+}
+
+/** `{upstream, key}`, or the reason the body is not that. */
+function pinTargetOf(text: string): PinTarget | string {
+  let body: unknown
+  try {
+    body = JSON.parse(text)
+  } catch {
+    return 'The body is not JSON; send {"upstream": "NAME", "key": "tool:NAME"}'
+  }
+  const { upstream, key } = (body ?? {}) as Record<string, unknown>
+  if (typeof upstream !== 'string' || upstream === '' || typeof key !== 'string' || key === '') {
+    return 'The body needs "upstream" and "key", both non-empty strings'
+  }
+  return { upstream, key }
 }
 
 /** Returns who asked, or undefined after answering the refusal. */

@@ -12,7 +12,8 @@ import type { PinStore } from '../store/store.ts'
 import { tenantPins } from '../store/tenant-pins.ts'
 import type { ConnectionInfo, InboundHandler } from '../transports/inbound.ts'
 import type { Transport } from '../transports/transport.ts'
-import { type AdminCaller, tenantOfCaller } from './admin-api.ts'
+import { approveChange, rejectChange } from '../trust/decisions.ts'
+import { type AdminCaller, type PinDecision, tenantOfCaller } from './admin-api.ts'
 import type { Gateway } from './gateway.ts'
 
 export class TenantRouter implements InboundHandler {
@@ -119,4 +120,24 @@ export async function pinsView(
     pinned: pinned.map(({ definition: _d, ...p }) => p),
     pending: pending.map(({ definition: _d, ...p }) => p),
   }
+}
+
+/**
+ * `POST /admin/api/pins/approve|reject` with `{upstream, key}`: decides one pending change. A
+ * tenant admin names its own upstreams, looked up under the tenant's qualified names, so another
+ * tenant's change reads exactly like one that does not exist. False: no such pending change.
+ */
+export async function decidePin(
+  pins: PinStore,
+  tenant: string | undefined,
+  decision: PinDecision,
+  upstream: string,
+  key: string,
+  actor: string,
+): Promise<boolean> {
+  const view = tenant === undefined ? pins : tenantPins(pins, tenant)
+  if (!(await view.pending(upstream)).some((p) => p.key === key)) return false
+  if (decision === 'approve') await approveChange(view, upstream, key, actor)
+  else await rejectChange(view, upstream, key, actor)
+  return true
 }

@@ -38,6 +38,7 @@ const globexAdmin = generateApiKey()
 const rootAdmin = generateApiKey()
 
 let server: RunningServer
+const store = memoryStore()
 let issuer: TestIssuer
 
 before(async () => {
@@ -100,9 +101,7 @@ before(async () => {
   server = await startServer(
     parseConfigText(text, { cwd: root }).config,
     silentLogger,
-    {
-      store: memoryStore(),
-    },
+    { store },
     await openAudit(join(state, 'audit.db')),
   )
   await server.started
@@ -618,5 +617,73 @@ describe('the admin API', () => {
       headers: { authorization: `Bearer ${rootAdmin.key}` },
     })
     assert.equal(root.status, 200)
+  })
+
+  test("a tenant admin decides its own tenant's pending pins, and another's reads as unknown", async () => {
+    const propose = (upstream: string, key: string) =>
+      store.pins.propose({
+        upstream,
+        key,
+        kind: 'tool',
+        name: key.slice('tool:'.length),
+        hash: `hash-${upstream}-${key}`,
+        definition: { name: key.slice('tool:'.length), inputSchema: { type: 'object' } },
+        previousHash: null,
+        reason: 'new',
+        findings: [],
+        status: 'pending',
+        seenAt: new Date().toISOString(),
+      })
+    await propose('acme.main', 'tool:acme-new')
+    await propose('acme.main', 'tool:acme-bad')
+    await propose('globex.main', 'tool:globex-new')
+    const post = async (key: string, decision: string, body: Json) => {
+      const res = await fetch(`${server.url}/admin/api/pins/${decision}`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+        body: JSON.stringify(body),
+      })
+      return { status: res.status, body: (await res.json()) as Json }
+    }
+    const approved = await post(acmeAdmin.key, 'approve', {
+      upstream: 'main',
+      key: 'tool:acme-new',
+    })
+    assert.equal(approved.status, 200)
+    const rejected = await post(acmeAdmin.key, 'reject', { upstream: 'main', key: 'tool:acme-bad' })
+    assert.equal(rejected.status, 200)
+    const pinned = await store.pins.pinned('acme.main')
+    assert.ok(pinned.some((p) => p.key === 'tool:acme-new' && p.approvedBy === 'admin (ops-a)'))
+    const pending = await store.pins.pending('acme.main')
+    assert.equal(pending.find((p) => p.key === 'tool:acme-bad')?.status, 'rejected')
+    assert.ok(!pending.some((p) => p.key === 'tool:acme-new'))
+
+    // globex's change, named the way acme's admin would name it or by its qualified name.
+    const stolen = await post(acmeAdmin.key, 'approve', {
+      upstream: 'main',
+      key: 'tool:globex-new',
+    })
+    const missing = await post(acmeAdmin.key, 'approve', { upstream: 'main', key: 'tool:nothing' })
+    assert.equal(stolen.status, 404)
+    assert.equal(
+      JSON.stringify(stolen.body).replace('globex-new', 'X'),
+      JSON.stringify(missing.body).replace('nothing', 'X'),
+    )
+    const qualified = await post(acmeAdmin.key, 'approve', {
+      upstream: 'globex.main',
+      key: 'tool:globex-new',
+    })
+    assert.equal(qualified.status, 404)
+    assert.equal((await store.pins.pending('globex.main'))[0]?.status, 'pending', 'untouched')
+    assert.equal((await post(acmeAdmin.key, 'approve', { upstream: 'main' })).status, 400)
+
+    const records = (await get(acmeAdmin.key, '/admin/api/audit?limit=500')).body.records as Json[]
+    const acts = records
+      .filter((r) => r.type === 'admin')
+      .map((r) => [r.action, r.target, r.tenant])
+    assert.deepEqual(acts, [
+      ['pin.reject', 'tool:acme-bad', 'acme'],
+      ['pin.approve', 'tool:acme-new', 'acme'],
+    ])
   })
 })
