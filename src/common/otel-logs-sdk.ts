@@ -21,8 +21,8 @@ import {
   LoggerProvider,
   type LogRecordExporter,
 } from '@opentelemetry/sdk-logs'
-import { BarbicanError } from './errors.ts'
 import type { Logger } from './log.ts'
+import { otelBatchOptions, otlpTarget } from './otel-env.ts'
 import { VERSION } from './version.ts'
 
 /** One exported audit record: the flat field set of docs/audit.md. */
@@ -43,7 +43,7 @@ export function createLogExport(env: NodeJS.ProcessEnv, log: Logger): LogExport 
     .merge(detectResources({ detectors: [envDetector] }))
   const provider = new LoggerProvider({
     resource,
-    processors: [new BatchLogRecordProcessor({ exporter, ...batchOptions(env) })],
+    processors: [new BatchLogRecordProcessor({ exporter, ...otelBatchOptions(env, 'OTEL_BLRP') })],
   })
   const logger = provider.getLogger('barbican.audit', VERSION)
   const otelLog = log.child({ part: 'otel-logs' })
@@ -103,51 +103,10 @@ export function logRecordOf(fields: ExportedFields) {
   }
 }
 
-function invalid(message: string): BarbicanError {
-  return new BarbicanError('ERR_CONFIG_INVALID', message)
-}
-
-function setting(env: NodeJS.ProcessEnv, name: string): string | undefined {
-  const value = env[name]?.trim()
-  return value === undefined || value === '' ? undefined : value
-}
-
-/** The OTLP/HTTP exporter of the protocol asked for; gRPC is not shipped (as for traces). */
+/** The OTLP/HTTP exporter of the protocol asked for (as for traces). */
 function logExporter(env: NodeJS.ProcessEnv): LogRecordExporter {
-  const exporter = setting(env, 'OTEL_LOGS_EXPORTER')?.toLowerCase() ?? 'otlp'
-  if (exporter !== 'otlp') {
-    throw invalid(`OTEL_LOGS_EXPORTER=${exporter} is not supported: use otlp or none`)
-  }
-  const protocol =
-    setting(env, 'OTEL_EXPORTER_OTLP_LOGS_PROTOCOL') ??
-    setting(env, 'OTEL_EXPORTER_OTLP_PROTOCOL') ??
-    'http/protobuf'
-  const logs = setting(env, 'OTEL_EXPORTER_OTLP_LOGS_ENDPOINT')
-  const base = setting(env, 'OTEL_EXPORTER_OTLP_ENDPOINT')
-  const url = logs ?? (base === undefined ? undefined : `${base.replace(/\/+$/, '')}/v1/logs`)
-  const config = url === undefined ? {} : { url }
-  if (protocol === 'http/protobuf') return new ProtobufLogExporter(config)
-  if (protocol === 'http/json') return new JsonLogExporter(config)
-  throw invalid(
-    `OTEL_EXPORTER_OTLP_PROTOCOL=${protocol} is not supported: use http/protobuf or http/json`,
-  )
-}
-
-/** The batch processor's OTEL_BLRP_* settings; the SDK's defaults for those not set. */
-function batchOptions(env: NodeJS.ProcessEnv): Record<string, number> {
-  const options: Record<string, number> = {}
-  const read = (variable: string, option: string) => {
-    const raw = setting(env, variable)
-    if (raw === undefined) return
-    const value = Number(raw)
-    if (!Number.isInteger(value) || value <= 0) {
-      throw invalid(`${variable}=${raw} is not a positive integer`)
-    }
-    options[option] = value
-  }
-  read('OTEL_BLRP_SCHEDULE_DELAY', 'scheduledDelayMillis')
-  read('OTEL_BLRP_MAX_QUEUE_SIZE', 'maxQueueSize')
-  read('OTEL_BLRP_MAX_EXPORT_BATCH_SIZE', 'maxExportBatchSize')
-  read('OTEL_BLRP_EXPORT_TIMEOUT', 'exportTimeoutMillis')
-  return options
+  const { protocol, config } = otlpTarget(env, 'LOGS')
+  return protocol === 'http/protobuf'
+    ? new ProtobufLogExporter(config)
+    : new JsonLogExporter(config)
 }

@@ -37,8 +37,8 @@ import {
   TraceIdRatioBasedSampler,
   TracerProvider,
 } from '@opentelemetry/sdk-trace'
-import { BarbicanError } from './errors.ts'
 import type { Logger } from './log.ts'
+import { otelBatchOptions, otelInvalid, otelSetting, otlpTarget } from './otel-env.ts'
 import { VERSION } from './version.ts'
 
 /** What a started SDK gives tracing.ts. */
@@ -53,7 +53,7 @@ export interface TracingRuntime {
 /** Builds the tracer provider, exporter and sampler the environment describes. */
 export function createTracingRuntime(env: NodeJS.ProcessEnv, log: Logger): TracingRuntime {
   const exporter = traceExporter(env)
-  const processor = new BatchSpanProcessor({ exporter, ...batchOptions(env) })
+  const processor = new BatchSpanProcessor({ exporter, ...otelBatchOptions(env, 'OTEL_BSP') })
   const resource = defaultResource()
     .merge(resourceFromAttributes({ 'service.name': 'barbican', 'service.version': VERSION }))
     .merge(detectResources({ detectors: [envDetector] }))
@@ -89,45 +89,22 @@ export function createTracingRuntime(env: NodeJS.ProcessEnv, log: Logger): Traci
   }
 }
 
-function invalid(message: string): BarbicanError {
-  return new BarbicanError('ERR_CONFIG_INVALID', message)
-}
-
-function setting(env: NodeJS.ProcessEnv, name: string): string | undefined {
-  const value = env[name]?.trim()
-  return value === undefined || value === '' ? undefined : value
-}
-
-/** The OTLP/HTTP exporter of the protocol asked for; gRPC is not shipped (docs/observability.md). */
+/** The OTLP/HTTP exporter of the protocol asked for (docs/observability.md). */
 function traceExporter(env: NodeJS.ProcessEnv): SpanExporter {
-  const exporter = setting(env, 'OTEL_TRACES_EXPORTER')?.toLowerCase() ?? 'otlp'
-  if (exporter !== 'otlp') {
-    throw invalid(`OTEL_TRACES_EXPORTER=${exporter} is not supported: use otlp or none`)
-  }
-  const protocol =
-    setting(env, 'OTEL_EXPORTER_OTLP_TRACES_PROTOCOL') ??
-    setting(env, 'OTEL_EXPORTER_OTLP_PROTOCOL') ??
-    'http/protobuf'
-  const traces = setting(env, 'OTEL_EXPORTER_OTLP_TRACES_ENDPOINT')
-  const base = setting(env, 'OTEL_EXPORTER_OTLP_ENDPOINT')
-  const url = traces ?? (base === undefined ? undefined : `${base.replace(/\/+$/, '')}/v1/traces`)
-  const config = url === undefined ? {} : { url }
-  if (protocol === 'http/protobuf') return new ProtobufTraceExporter(config)
-  if (protocol === 'http/json') return new JsonTraceExporter(config)
-  throw invalid(
-    `OTEL_EXPORTER_OTLP_PROTOCOL=${protocol} is not supported: use http/protobuf or http/json`,
-  )
+  const { protocol, config } = otlpTarget(env, 'TRACES')
+  return protocol === 'http/protobuf'
+    ? new ProtobufTraceExporter(config)
+    : new JsonTraceExporter(config)
 }
 
-/** OTEL_TRACES_SAMPLER, `parentbased_always_on` by default as the specification says. */
 function sampler(env: NodeJS.ProcessEnv): Sampler {
-  const name = setting(env, 'OTEL_TRACES_SAMPLER')?.toLowerCase() ?? 'parentbased_always_on'
-  const arg = setting(env, 'OTEL_TRACES_SAMPLER_ARG')
+  const name = otelSetting(env, 'OTEL_TRACES_SAMPLER')?.toLowerCase() ?? 'parentbased_always_on'
+  const arg = otelSetting(env, 'OTEL_TRACES_SAMPLER_ARG')
   const ratio = (): number => {
     if (arg === undefined) return 1
     const value = Number(arg)
     if (!Number.isFinite(value) || value < 0 || value > 1) {
-      throw invalid(`OTEL_TRACES_SAMPLER_ARG=${arg} is not a ratio between 0 and 1`)
+      throw otelInvalid(`OTEL_TRACES_SAMPLER_ARG=${arg} is not a ratio between 0 and 1`)
     }
     return value
   }
@@ -145,32 +122,10 @@ function sampler(env: NodeJS.ProcessEnv): Sampler {
     case 'parentbased_traceidratio':
       return new ParentBasedSampler({ root: new TraceIdRatioBasedSampler(ratio()) })
     default:
-      throw invalid(
+      throw otelInvalid(
         `OTEL_TRACES_SAMPLER=${name} is not supported: use always_on, always_off, traceidratio or their parentbased_ forms`,
       )
   }
 }
 
 /** The batch processor's OTEL_BSP_* settings; the SDK's defaults for those not set. */
-function batchOptions(env: NodeJS.ProcessEnv): {
-  scheduledDelayMillis?: number
-  maxQueueSize?: number
-  maxExportBatchSize?: number
-  exportTimeoutMillis?: number
-} {
-  const options: Record<string, number> = {}
-  const read = (variable: string, option: string) => {
-    const raw = setting(env, variable)
-    if (raw === undefined) return
-    const value = Number(raw)
-    if (!Number.isInteger(value) || value <= 0) {
-      throw invalid(`${variable}=${raw} is not a positive integer`)
-    }
-    options[option] = value
-  }
-  read('OTEL_BSP_SCHEDULE_DELAY', 'scheduledDelayMillis')
-  read('OTEL_BSP_MAX_QUEUE_SIZE', 'maxQueueSize')
-  read('OTEL_BSP_MAX_EXPORT_BATCH_SIZE', 'maxExportBatchSize')
-  read('OTEL_BSP_EXPORT_TIMEOUT', 'exportTimeoutMillis')
-  return options
-}
