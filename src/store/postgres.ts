@@ -10,19 +10,8 @@ import { redactUrl } from '../common/backend-urls.ts'
 import { BarbicanError } from '../common/errors.ts'
 import { pg } from '../common/lazy-deps.ts'
 import { assertSchemaCurrent, inTransaction, migratePostgres } from './postgres-schema.ts'
-import type {
-  Baseline,
-  BaselineStore,
-  ItemDefinition,
-  PendingChange,
-  PinEvent,
-  PinKind,
-  PinnedItem,
-  PinStore,
-  Store,
-} from './store.ts'
-
-type Row = Record<string, unknown>
+import { type Row, toEvent, toPending, toPinned } from './rows.ts'
+import type { Baseline, BaselineStore, ItemDefinition, PinStore, Store } from './store.ts'
 
 export interface PostgresOptions {
   /** Apply pending migrations first (default); false: refuse a schema that is not current. */
@@ -214,49 +203,5 @@ export function postgresStore(pool: Pool, ownsPool: boolean): Store {
       closed = true
       await pool.end()
     },
-  }
-}
-
-function toItem(row: Row): ItemDefinition {
-  return {
-    upstream: String(row.upstream),
-    key: String(row.key),
-    kind: String(row.kind) as PinKind,
-    name: String(row.name),
-    hash: String(row.hash),
-    definition: JSON.parse(String(row.definition)),
-  }
-}
-
-function toPinned(row: Row): PinnedItem {
-  return {
-    ...toItem(row),
-    approvedAt: String(row.approved_at),
-    approvedBy: String(row.approved_by),
-  }
-}
-
-function toPending(row: Row): PendingChange {
-  return {
-    ...toItem(row),
-    previousHash: row.previous_hash === null ? null : String(row.previous_hash),
-    reason: String(row.reason) as PendingChange['reason'],
-    findings: JSON.parse(String(row.findings)) as unknown[],
-    status: String(row.status) as PendingChange['status'],
-    seenAt: String(row.seen_at),
-    ...(row.decided_at === null ? {} : { decidedAt: String(row.decided_at) }),
-    ...(row.decided_by === null ? {} : { decidedBy: String(row.decided_by) }),
-  }
-}
-
-function toEvent(row: Row): PinEvent {
-  return {
-    upstream: String(row.upstream),
-    key: String(row.key),
-    action: String(row.action) as PinEvent['action'],
-    hash: String(row.hash),
-    previousHash: row.previous_hash === null ? null : String(row.previous_hash),
-    actor: String(row.actor),
-    at: String(row.at),
   }
 }

@@ -8,19 +8,8 @@ import { dirname } from 'node:path'
 import type { DatabaseSync } from 'node:sqlite'
 import { loadSqlite } from './load-sqlite.ts'
 import { MIGRATIONS } from './migrations.ts'
-import type {
-  Baseline,
-  BaselineStore,
-  ItemDefinition,
-  PendingChange,
-  PinEvent,
-  PinKind,
-  PinnedItem,
-  PinStore,
-  Store,
-} from './store.ts'
-
-type Row = Record<string, unknown>
+import { type Row, toEvent, toPending, toPinned } from './rows.ts'
+import type { Baseline, BaselineStore, PinStore, Store } from './store.ts'
 
 /** Opens (creating file, folder and schema as needed) the SQLite store at `path`. */
 export async function openSqliteStore(path: string): Promise<Store> {
@@ -184,50 +173,5 @@ function sqliteStore(db: DatabaseSync): Store {
     async close() {
       if (db.isOpen) db.close()
     },
-  }
-}
-
-/** The columns pins and pending changes share: which item, and the definition seen for it. */
-function toItem(row: Row): ItemDefinition {
-  return {
-    upstream: String(row.upstream),
-    key: String(row.key),
-    kind: String(row.kind) as PinKind,
-    name: String(row.name),
-    hash: String(row.hash),
-    definition: JSON.parse(String(row.definition)),
-  }
-}
-
-function toPinned(row: Row): PinnedItem {
-  return {
-    ...toItem(row),
-    approvedAt: String(row.approved_at),
-    approvedBy: String(row.approved_by),
-  }
-}
-
-function toPending(row: Row): PendingChange {
-  return {
-    ...toItem(row),
-    previousHash: row.previous_hash === null ? null : String(row.previous_hash),
-    reason: String(row.reason) as PendingChange['reason'],
-    findings: JSON.parse(String(row.findings)) as unknown[],
-    status: String(row.status) as PendingChange['status'],
-    seenAt: String(row.seen_at),
-    ...(row.decided_at === null ? {} : { decidedAt: String(row.decided_at) }),
-    ...(row.decided_by === null ? {} : { decidedBy: String(row.decided_by) }),
-  }
-}
-
-function toEvent(row: Row): PinEvent {
-  return {
-    upstream: String(row.upstream),
-    key: String(row.key),
-    action: String(row.action) as PinEvent['action'],
-    hash: String(row.hash),
-    previousHash: row.previous_hash === null ? null : String(row.previous_hash),
-    actor: String(row.actor),
-    at: String(row.at),
   }
 }
