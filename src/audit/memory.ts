@@ -1,6 +1,7 @@
 /** The audit log in process memory: for tests and `store: { memory: {} }`. */
 import type { AuditQuery, AuditStore, ChainHead, Checkpoint } from './audit-store.ts'
-import { type AuditRecord, GENESIS_HASH, searchableOf, tenantOf } from './record.ts'
+import { bodyAgrees } from './query.ts'
+import { type AuditRecord, GENESIS_HASH } from './record.ts'
 
 /** What the memory backend holds; a test may pass its own to edit it behind the store's back. */
 export interface MemoryAuditState {
@@ -55,11 +56,5 @@ function matches(r: AuditRecord, q: AuditQuery): boolean {
   if (q.afterSeq !== undefined && r.seq <= q.afterSeq) return false
   if (q.since !== undefined && r.at < q.since) return false
   if (q.until !== undefined && r.at > q.until) return false
-  if (q.tenant !== undefined && tenantOf(r) !== q.tenant) return false
-  if (q.subject === undefined && q.target === undefined && q.outcome === undefined) return true
-  const s = searchableOf(r)
-  if (q.subject !== undefined && s.subject !== q.subject) return false
-  if (q.target !== undefined && s.target !== q.target) return false
-  if (q.outcome !== undefined && s.outcome !== q.outcome) return false
-  return true
+  return bodyAgrees(r, q)
 }

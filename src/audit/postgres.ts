@@ -8,9 +8,9 @@
 import type { Pool } from 'pg'
 import { inTransaction } from '../store/postgres-schema.ts'
 import type { AuditQuery, AuditStore, ChainHead, Checkpoint } from './audit-store.ts'
-import { type AuditRecord, GENESIS_HASH, searchableOf, tenantOf } from './record.ts'
-
-type Row = Record<string, unknown>
+import { bodyAgrees } from './query.ts'
+import { GENESIS_HASH, searchableOf } from './record.ts'
+import { checkpointOfRow, type Row, recordOfRow } from './sql-rows.ts'
 
 /** The advisory lock key that serializes appends ("audi" in ASCII). */
 const APPEND_LOCK = 0x61756469
@@ -23,17 +23,6 @@ const PRUNE_HEAD = `
 /** The head in one statement: the last record, else what the last prune left. */
 const HEAD_ONE = `
   SELECT seq, hash FROM ((${HEAD}) UNION ALL (${PRUNE_HEAD})) AS h ORDER BY seq DESC LIMIT 1`
-
-function agrees(r: AuditRecord, q: AuditQuery): boolean {
-  if (q.tenant !== undefined && tenantOf(r) !== q.tenant) return false
-  if (q.subject === undefined && q.target === undefined && q.outcome === undefined) return true
-  const s = searchableOf(r)
-  return (
-    (q.subject === undefined || s.subject === q.subject) &&
-    (q.target === undefined || s.target === q.target) &&
-    (q.outcome === undefined || s.outcome === q.outcome)
-  )
-}
 
 /** The audit store over an open pool (store/postgres.ts openPostgresPool); `ownsPool`: close ends it. */
 export function postgresAuditStore(pool: Pool, ownsPool: boolean): AuditStore {
@@ -108,15 +97,9 @@ export function postgresAuditStore(pool: Pool, ownsPool: boolean): AuditStore {
         (clauses.length > 0 ? ` WHERE ${clauses.join(' AND ')}` : '') +
         ` ORDER BY seq ${query.newestFirst ? 'DESC' : 'ASC'}` +
         (query.limit === undefined ? '' : ` LIMIT ${Math.max(0, Math.floor(query.limit))}`)
-      const records = ((await pool.query(sql, values)).rows as Row[]).map((row) => ({
-        seq: Number(row.seq),
-        at: String(row.at),
-        prevHash: String(row.prev_hash),
-        hash: String(row.hash),
-        body: String(row.body),
-      }))
+      const records = ((await pool.query(sql, values)).rows as Row[]).map(recordOfRow)
       // The columns are an index; the hashed body is the truth a record is returned on.
-      return records.filter((r) => agrees(r, query))
+      return records.filter((r) => bodyAgrees(r, query))
     },
     async addCheckpoint(checkpoint) {
       await insertCheckpoint(pool, checkpoint)
@@ -125,14 +108,7 @@ export function postgresAuditStore(pool: Pool, ownsPool: boolean): AuditStore {
       const result = await pool.query(
         'SELECT * FROM barbican_audit_checkpoints ORDER BY seq, at, id',
       )
-      return (result.rows as Row[]).map((row) => ({
-        seq: Number(row.seq),
-        hash: String(row.hash),
-        at: String(row.at),
-        reason: String(row.reason) as Checkpoint['reason'],
-        keyId: String(row.key_id),
-        signature: String(row.signature),
-      }))
+      return (result.rows as Row[]).map(checkpointOfRow)
     },
     async prune(checkpoint) {
       return inTransaction(pool, async (client) => {

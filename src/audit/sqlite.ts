@@ -17,9 +17,9 @@ import { dirname } from 'node:path'
 import type { DatabaseSync, SQLInputValue } from 'node:sqlite'
 import { loadSqlite } from '../store/load-sqlite.ts'
 import type { AuditQuery, AuditStore, ChainHead, Checkpoint } from './audit-store.ts'
-import { type AuditRecord, GENESIS_HASH, searchableOf, tenantOf } from './record.ts'
-
-type Row = Record<string, unknown>
+import { bodyAgrees } from './query.ts'
+import { GENESIS_HASH, searchableOf } from './record.ts'
+import { checkpointOfRow, type Row, recordOfRow } from './sql-rows.ts'
 
 /**
  * Indexes only `audit query` uses, made by the first query that filters on their column (any
@@ -117,17 +117,6 @@ function walSync(path: string): { sync(): Promise<void>; close(): Promise<void> 
   }
 }
 
-function agrees(r: AuditRecord, q: AuditQuery): boolean {
-  if (q.tenant !== undefined && tenantOf(r) !== q.tenant) return false
-  if (q.subject === undefined && q.target === undefined && q.outcome === undefined) return true
-  const s = searchableOf(r)
-  return (
-    (q.subject === undefined || s.subject === q.subject) &&
-    (q.target === undefined || s.target === q.target) &&
-    (q.outcome === undefined || s.outcome === q.outcome)
-  )
-}
-
 function sqliteAuditStore(
   db: DatabaseSync,
   wal: { sync(): Promise<void>; close(): Promise<void> } | undefined,
@@ -206,15 +195,9 @@ function sqliteAuditStore(
         (clauses.length > 0 ? ` WHERE ${clauses.join(' AND ')}` : '') +
         ` ORDER BY seq ${query.newestFirst ? 'DESC' : 'ASC'}` +
         (query.limit === undefined ? '' : ` LIMIT ${Math.max(0, Math.floor(query.limit))}`)
-      const records = (db.prepare(sql).all(...values) as Row[]).map((row) => ({
-        seq: Number(row.seq),
-        at: String(row.at),
-        prevHash: String(row.prev_hash),
-        hash: String(row.hash),
-        body: String(row.body),
-      }))
+      const records = (db.prepare(sql).all(...values) as Row[]).map(recordOfRow)
       // The columns are an index; the hashed body is the truth a record is returned on.
-      return records.filter((r) => agrees(r, query))
+      return records.filter((r) => bodyAgrees(r, query))
     },
     async addCheckpoint(checkpoint) {
       addCheckpoint(checkpoint)
@@ -222,14 +205,7 @@ function sqliteAuditStore(
     },
     async checkpoints() {
       const rows = db.prepare('SELECT * FROM audit_checkpoints ORDER BY seq, at, id').all() as Row[]
-      return rows.map((row) => ({
-        seq: Number(row.seq),
-        hash: String(row.hash),
-        at: String(row.at),
-        reason: String(row.reason) as Checkpoint['reason'],
-        keyId: String(row.key_id),
-        signature: String(row.signature),
-      }))
+      return rows.map(checkpointOfRow)
     },
     async prune(checkpoint) {
       const removed = transaction(() => {
