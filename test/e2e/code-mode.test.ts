@@ -26,6 +26,7 @@ import { generateApiKey } from '../../src/auth/api-keys.ts'
 import { type RunningServer, startServer } from '../../src/cli/serve.ts'
 import { silentLogger } from '../../src/common/log.ts'
 import { parseConfigText } from '../../src/config/load.ts'
+import { LEGACY_ERA, type ToolClient, toolClientsByEra } from '../support/era-clients.ts'
 import { grantTo } from '../support/sandbox.ts'
 
 type Json = Record<string, unknown>
@@ -38,41 +39,12 @@ const POISONED = join(root, 'test/fixtures/trust-poisoned-server.ts')
 /** The limits the escape tests run into (servers.default.code). */
 const LIMITS = { timeoutMs: 3000, memoryMb: 16, maxCalls: 12, maxOutputKb: 8, maxConcurrent: 2 }
 
-interface ToolClient {
-  listTools(): Promise<{ tools: { name: string; description?: string | undefined }[] }>
-  callTool(params: { name: string; arguments?: Json }): Promise<unknown>
-  close(): Promise<void>
-}
-
 interface ToolResult {
   content: { type: string; text?: string }[]
   isError?: boolean
 }
 
-const ERAS: Record<string, (url: URL, key: string) => Promise<ToolClient>> = {
-  'legacy (SDK v1, 2025-11-25)': async (url, key) => {
-    const client = new Client({ name: 'code-mode', version: '1.0.0' })
-    await client.connect(
-      new StreamableHTTPClientTransport(url, {
-        requestInit: { headers: { authorization: `Bearer ${key}` } },
-      }),
-    )
-    return client as unknown as ToolClient
-  },
-  'modern (SDK v2, 2026-07-28)': async (url, key) => {
-    const client = new ClientV2(
-      { name: 'code-mode', version: '1.0.0' },
-      { versionNegotiation: { mode: { pin: '2026-07-28' } } },
-    )
-    await client.connect(
-      new StreamableHTTPClientTransportV2(url, {
-        requestInit: { headers: { authorization: `Bearer ${key}` } },
-      }),
-    )
-    assert.equal(client.getNegotiatedProtocolVersion(), '2026-07-28')
-    return client as unknown as ToolClient
-  },
-}
+const ERAS = toolClientsByEra('code-mode')
 
 /** The multi-step task: three reads and one write, in one program. */
 function summaryProgram(dir: string, out: string): string {
@@ -203,7 +175,7 @@ describe('tools.mode: code over server-filesystem', () => {
     const run = async (code: string) =>
       (await client.callTool({ name: 'run_code', arguments: { code } })) as ToolResult
     before(async () => {
-      client = await ERAS['legacy (SDK v1, 2025-11-25)']!(new URL(`${server.url}/mcp`), alice.key)
+      client = await ERAS[LEGACY_ERA]!(new URL(`${server.url}/mcp`), alice.key)
     })
     after(async () => {
       await client?.close()
@@ -372,7 +344,7 @@ describe('tools.mode: code over server-filesystem', () => {
   })
 
   test('a program acts as its caller: bob may read, not write, and sees only what he may call', async () => {
-    const client = await ERAS['legacy (SDK v1, 2025-11-25)']!(new URL(`${server.url}/mcp`), bob.key)
+    const client = await ERAS[LEGACY_ERA]!(new URL(`${server.url}/mcp`), bob.key)
     try {
       const { tools } = await client.listTools()
       assert.match(tools[0]?.description ?? '', /function read_text_file/)

@@ -9,12 +9,6 @@ import assert from 'node:assert/strict'
 import { join } from 'node:path'
 import { after, before, describe, test } from 'node:test'
 import { fileURLToPath } from 'node:url'
-import {
-  Client as ClientV2,
-  StreamableHTTPClientTransport as StreamableHTTPClientTransportV2,
-} from '@modelcontextprotocol/client'
-import { Client } from '@modelcontextprotocol/sdk/client/index.js'
-import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
 import { ephemeralAuditKey } from '../../src/audit/audit-key.ts'
 import { AuditLog } from '../../src/audit/audit-log.ts'
 import { memoryAuditStore } from '../../src/audit/memory.ts'
@@ -22,6 +16,7 @@ import { generateApiKey } from '../../src/auth/api-keys.ts'
 import { type RunningServer, startServer } from '../../src/cli/serve.ts'
 import { silentLogger } from '../../src/common/log.ts'
 import { parseConfigText } from '../../src/config/load.ts'
+import { LEGACY_ERA, type ToolClient, toolClientsByEra } from '../support/era-clients.ts'
 
 type Json = Record<string, unknown>
 
@@ -29,11 +24,6 @@ const root = fileURLToPath(new URL('../../', import.meta.url))
 const everything = join(root, 'node_modules/@modelcontextprotocol/server-everything/dist/index.js')
 
 /** What the tests need of either SDK's client. */
-interface ToolClient {
-  listTools(): Promise<{ tools: { name: string; description?: string | undefined }[] }>
-  callTool(params: { name: string; arguments?: Json }): Promise<unknown>
-  close(): Promise<void>
-}
 
 interface ToolResult {
   content: Json[]
@@ -41,30 +31,7 @@ interface ToolResult {
   isError?: boolean
 }
 
-const ERAS: Record<string, (url: URL, key: string) => Promise<ToolClient>> = {
-  'legacy (SDK v1, 2025-11-25)': async (url, key) => {
-    const client = new Client({ name: 'tools-only', version: '1.0.0' })
-    await client.connect(
-      new StreamableHTTPClientTransport(url, {
-        requestInit: { headers: { authorization: `Bearer ${key}` } },
-      }),
-    )
-    return client as unknown as ToolClient
-  },
-  'modern (SDK v2, 2026-07-28)': async (url, key) => {
-    const client = new ClientV2(
-      { name: 'tools-only', version: '1.0.0' },
-      { versionNegotiation: { mode: { pin: '2026-07-28' } } },
-    )
-    await client.connect(
-      new StreamableHTTPClientTransportV2(url, {
-        requestInit: { headers: { authorization: `Bearer ${key}` } },
-      }),
-    )
-    assert.equal(client.getNegotiatedProtocolVersion(), '2026-07-28')
-    return client as unknown as ToolClient
-  },
-}
+const ERAS = toolClientsByEra('tools-only')
 
 describe('adapt: tools-only over server-everything', () => {
   let server: RunningServer
@@ -193,7 +160,7 @@ describe('adapt: tools-only over server-everything', () => {
   }
 
   test('policy: a caller refused resources and a prompt directly is refused them as tools, and audit records it', async () => {
-    const client = await ERAS['legacy (SDK v1, 2025-11-25)']!(new URL(`${server.url}/mcp`), bob.key)
+    const client = await ERAS[LEGACY_ERA]!(new URL(`${server.url}/mcp`), bob.key)
     try {
       const call = async (name: string, args: Json = {}) =>
         (await client.callTool({ name, arguments: args })) as ToolResult
