@@ -77,9 +77,19 @@ export interface ModernCall {
 
 export class MrtrBridge {
   readonly #options: MrtrOptions
+  /**
+   * This replica's id in a fleet (docs/decisions/081), sealed into the state of every call it
+   * holds so that a retry landing on another replica is relayed here. Undefined in one process.
+   */
+  replica: string | undefined
 
   constructor(options: MrtrOptions) {
     this.#options = options
+  }
+
+  /** Which replica holds the call a retry's `requestState` names (undefined: none, or here). */
+  heldBy(requestState: unknown): string | undefined {
+    return this.#options.sealer.heldBy(requestState)
   }
 
   async modernCall(call: ModernCall): Promise<Result | ErrorReply> {
@@ -105,6 +115,13 @@ export class MrtrBridge {
       if (state.r === 1) return await this.#hold(call, base, digest, holding)
       if (state.c !== undefined) {
         const held = await store.take(state.c)
+        if (!held && state.o !== undefined && state.o !== this.replica) {
+          // Relayed retries never get here (cluster/cluster.ts): the owner was not reachable.
+          throw new BarbicanError(
+            'ERR_INVALID_PARAMS',
+            'The requestState names a call held by another replica, which could not be reached; call again',
+          )
+        }
         if (!held) {
           throw new BarbicanError(
             'ERR_INVALID_PARAMS',
@@ -240,6 +257,7 @@ export class MrtrBridge {
           dig: digest,
           exp: Date.now() + this.#options.holdMs,
           c: id,
+          ...(this.replica === undefined ? {} : { o: this.replica }),
         })
         return {
           kind: 'result',

@@ -28,6 +28,19 @@ describe('sealed requestState', () => {
     assert.equal(state.sub, 'alice')
   })
 
+  test('names the replica holding its call, and nothing for any other state', () => {
+    const sealer = new RequestStateSealer(randomBytes(32))
+    const exp = Date.now() + 60_000
+    const held = sealer.seal({ sub: 'alice', dig: digest, exp, c: 'held-1', o: 'replica-a' })
+    assert.equal(sealer.heldBy(held), 'replica-a')
+    assert.equal(sealer.heldBy(sealed(sealer)), undefined, 'one process: no replica')
+    const wrapped = sealer.seal({ sub: 'alice', dig: digest, exp, u: 'up', o: 'replica-a' })
+    assert.equal(sealer.heldBy(wrapped), undefined, 'no held call to route to')
+    assert.equal(new RequestStateSealer(randomBytes(32)).heldBy(held), undefined, 'another key')
+    assert.equal(sealer.heldBy('b1.AAAA'), undefined)
+    assert.equal(sealer.heldBy(42), undefined)
+  })
+
   test('keeps its content confidential', () => {
     const sealer = new RequestStateSealer(randomBytes(32))
     const token = sealed(sealer)

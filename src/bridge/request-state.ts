@@ -20,6 +20,8 @@ export interface StatePayload {
   readonly exp: number
   /** Continuation id of a held legacy upstream call. */
   readonly c?: string
+  /** Replica holding the call `c`, in a fleet: where a retry landing elsewhere is relayed. */
+  readonly o?: string
   /** Upstream whose own `requestState` is wrapped in `s` (modern upstreams). */
   readonly u?: string
   readonly s?: string
@@ -83,6 +85,17 @@ export class RequestStateSealer {
       throw new BarbicanError('ERR_INVALID_PARAMS', 'The requestState has expired; call again')
     }
     return payload
+  }
+
+  /**
+   * The replica holding the call a state names, read before the state is bound to a caller:
+   * enough to route the retry (the seal proves Barbican wrote it), never to act on it, since
+   * the owner opens it again with every check. Undefined for a state naming no held call, one
+   * sealed by a single process (no replica), or a forged one.
+   */
+  heldBy(token: unknown): string | undefined {
+    const payload = this.#decrypt(token)
+    return payload?.c !== undefined && typeof payload.o === 'string' ? payload.o : undefined
   }
 
   #decrypt(token: unknown): StatePayload | undefined {

@@ -16,6 +16,7 @@ export interface FleetMember {
   readonly gateway: Gateway
   readonly http: HttpInbound
   readonly url: string
+  nameReplica(id: string): void
   readonly reloader: { reload(trigger: string): Promise<unknown> } | undefined
 }
 
@@ -80,6 +81,9 @@ export async function serveInFleet(
   gateway.onTrustDecision = () => cluster.publish(TRUST_DECISION)
   cluster.on(TRUST_DECISION, () => void gateway.trustChangedElsewhere())
   cluster.on(API_KEYS_CHANGED, () => void sharedKeys?.refresh())
+  // Held 2026-07-28 calls name this replica in their state; a retry elsewhere comes back here.
+  server.nameReplica(cluster.id)
+  cluster.heldCallOwner = (requestState) => gateway.heldCallOwner(requestState)
   http.sessionDirectory = cluster
   await cluster.announce(advertisedUrl(env, server.url))
 }

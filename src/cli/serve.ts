@@ -56,6 +56,8 @@ export interface RunningServer {
    * what differed; parts that need a restart keep their running values.
    */
   apply(next: Config): Promise<ConfigDiff>
+  /** Names this replica of a fleet in its gateways' held calls (docs/decisions/081). */
+  nameReplica(id: string): void
   /** What `POST /admin/api/reload` runs; absent: the gateway has no file to reload. */
   reloader: ConfigReloader | undefined
   /** What the overview names as the configuration's origin. */
@@ -175,6 +177,9 @@ export async function startServer(
       await applyDiff(gateway, planOf(next), next, diff)
       running = runningAfter(running, next, diff)
       return diff
+    },
+    nameReplica(id: string) {
+      for (const g of [gateway, ...tenants.values()]) g.replica = id
     },
     reloader: undefined,
     configLabel: 'the configuration given to startServer',

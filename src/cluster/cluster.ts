@@ -10,6 +10,7 @@ import type { RedisClientType } from 'redis'
 import { BarbicanError, jsonRpcCodeOf } from '../common/errors.ts'
 import { redis } from '../common/lazy-deps.ts'
 import type { Logger } from '../common/log.ts'
+import { INVALID_PARAMS, type JsonRpcRequest } from '../protocol/jsonrpc.ts'
 import { sendRpcError } from '../transports/http-io.ts'
 import type { SessionDirectory } from '../transports/session-directory.ts'
 import { peerAgent, relayTo } from './relay.ts'
@@ -233,6 +234,64 @@ export class Cluster implements SessionDirectory {
     this.#log.info('session owner unreachable; answering 404', { owner })
     this.#ownerGone(id)
     sendRpcError(res, 404, 'Session not found')
+    return true
+  }
+
+  /**
+   * Reads which replica holds the call a 2026-07-28 retry's `requestState` names (the bridge
+   * knows the seal; src/cli/fleet.ts sets it). Unset: retries are served where they land.
+   */
+  heldCallOwner: ((requestState: unknown) => string | undefined) | undefined
+
+  async relayRetry(
+    request: JsonRpcRequest,
+    body: string,
+    req: IncomingMessage,
+    res: ServerResponse,
+  ): Promise<boolean> {
+    const owner = this.heldCallOwner?.(request.params?.requestState)
+    if (owner === undefined || owner === this.id) return false
+    let url = this.#peers.get(owner)
+    if (url === undefined) {
+      try {
+        url = (await this.#client.get(this.#key(`replica:${owner}`))) ?? undefined
+      } catch (err) {
+        this.#log.warn('held-call owner look-up failed', { error: err })
+        sendRpcError(res, 503, 'Replica directory unavailable', {
+          code: jsonRpcCodeOf('ERR_CLUSTER_UNAVAILABLE'),
+          id: request.id,
+        })
+        return true
+      }
+    }
+    const lost = () =>
+      // The call died with its replica: the client can only start over, as after an expiry.
+      sendRpcError(
+        res,
+        200,
+        'The requestState names a call held by a replica that has stopped; call again',
+        { code: INVALID_PARAMS, id: request.id },
+      )
+    if (url === undefined) {
+      lost()
+      return true
+    }
+    const outcome = await relayTo(url, req, res, {
+      from: this.id,
+      connectTimeoutMs: this.#options.connectTimeoutMs,
+      agent: this.#agent,
+      body,
+    })
+    if (outcome === 'unreachable') {
+      this.#log.info('held-call owner unreachable; the call is lost', { owner })
+      lost()
+    } else if (outcome === 'cut') {
+      // The owner may have resumed the call before it failed: a failed request, not a lost call.
+      sendRpcError(res, 502, 'The replica holding this call failed during the request', {
+        code: jsonRpcCodeOf('ERR_CLUSTER_UNAVAILABLE'),
+        id: request.id,
+      })
+    }
     return true
   }
 

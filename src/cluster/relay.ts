@@ -30,6 +30,11 @@ export interface RelayOptions {
   /** A connection to the owner not made by then counts as the owner being gone. */
   readonly connectTimeoutMs: number
   readonly agent: Agent
+  /**
+   * The request body when the receiving replica has read it already (a held call's retry is
+   * recognised by its body); otherwise the body is piped from `req` as it arrives.
+   */
+  readonly body?: string | undefined
 }
 
 /** A keep-alive pool for the connections between replicas. */
@@ -60,6 +65,8 @@ export function relayTo(
   return new Promise((resolve) => {
     const headers = copyHeaders(req.headers)
     headers[HOP_HEADER] = options.from
+    if (options.body !== undefined)
+      headers['content-length'] = String(Buffer.byteLength(options.body))
     const out = request(new URL(req.url ?? '/', ownerUrl), {
       method: req.method ?? 'GET',
       headers,
@@ -104,6 +111,7 @@ export function relayTo(
     res.on('close', () => {
       if (!res.writableFinished) out.destroy()
     })
-    req.pipe(out)
+    if (options.body !== undefined) out.end(options.body)
+    else req.pipe(out)
   })
 }

@@ -362,6 +362,19 @@ export class Gateway implements InboundHandler {
    */
   onTrustDecision: (() => void) | undefined
 
+  /**
+   * Names this replica of a fleet in the state of every 2026-07-28 call it holds, so that a
+   * retry landing on another replica is relayed here (docs/decisions/081).
+   */
+  set replica(id: string | undefined) {
+    this.#bridge.replica = id
+  }
+
+  /** The replica holding the call a retry's `requestState` names, if another one sealed it. */
+  heldCallOwner(requestState: unknown): string | undefined {
+    return this.#bridge.heldBy(requestState)
+  }
+
   /** Another replica or the CLI decided on pins: clients' lists follow now, not at the poll. */
   async trustChangedElsewhere(): Promise<void> {
     await Promise.allSettled([...this.servers.values()].map((s) => s.refreshTrust(true)))

@@ -4,6 +4,7 @@
  * that name a session this replica does not hold; src/cluster/ implements it over Redis.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http'
+import type { JsonRpcRequest } from '../protocol/jsonrpc.ts'
 
 /** Marks a request relayed by another replica: it is never relayed again. */
 export const HOP_HEADER = 'x-barbican-hop'
@@ -18,4 +19,15 @@ export interface SessionDirectory {
    * replica and answers the client (true), or leaves it to this replica's own 404 (false).
    */
   relay(id: string, req: IncomingMessage, res: ServerResponse): Promise<boolean>
+  /**
+   * A 2026-07-28 retry (`request` carries a `requestState`; `body` is the request as read).
+   * When the state names a call another replica holds (docs/decisions/081), relays the request
+   * there, or answers that the call is lost, and returns true; false serves it here.
+   */
+  relayRetry?(
+    request: JsonRpcRequest,
+    body: string,
+    req: IncomingMessage,
+    res: ServerResponse,
+  ): Promise<boolean>
 }

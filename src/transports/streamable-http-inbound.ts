@@ -23,7 +23,7 @@ import {
   singleHeader,
 } from './http-io.ts'
 import type { InboundHandler } from './inbound.ts'
-import type { SessionDirectory } from './session-directory.ts'
+import { HOP_HEADER, type SessionDirectory } from './session-directory.ts'
 import { admitHttpSession, SessionLimits } from './session-limits.ts'
 import { type SessionOptions, StreamableHttpSession } from './streamable-http-session.ts'
 import { bodyVersionClaim, handleStatelessPost } from './streamable-http-stateless.ts'
@@ -144,6 +144,17 @@ export class StreamableHttpEndpoint {
         return
       }
       if (!item.ok) return sendJson(res, 400, serialize(item.error))
+      // A retry of a call another replica holds goes there (ADR 081); nothing else waits here.
+      const retry = item.message
+      if (
+        this.directory?.relayRetry !== undefined &&
+        isRequest(retry) &&
+        typeof retry.params?.requestState === 'string' &&
+        req.headers[HOP_HEADER] === undefined &&
+        (await this.directory.relayRetry(retry, text, req, res))
+      ) {
+        return
+      }
       handleStatelessPost(req, res, item.message, acceptsSse, {
         handler: this.#handler,
         server,

@@ -1,0 +1,168 @@
+/**
+ * Held 2026-07-28 calls resume on any replica (docs/decisions/081): three `barbican serve`
+ * processes on one PostgreSQL and one Redis, a legacy upstream that asks for a confirmation in
+ * the middle of its call. The first round lands on one replica, the retry on another, which
+ * relays it to the replica holding the call; the call completes with the client's answer. When
+ * the holder is killed, a retry elsewhere gets a clear error at once, not a hang.
+ */
+import assert from 'node:assert/strict'
+import { type ChildProcess, spawn } from 'node:child_process'
+import { mkdirSync, mkdtempSync, realpathSync, rmSync, writeFileSync } from 'node:fs'
+import { createServer } from 'node:net'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { after, before, describe, test } from 'node:test'
+import { setTimeout as sleep } from 'node:timers/promises'
+import {
+  dropPostgresSchemas,
+  freshPostgresUrl,
+  freshRedisPrefix,
+  REDIS_URL,
+} from '../support/backends.ts'
+import { postStatelessToolCall } from '../support/stateless.ts'
+
+type Json = Record<string, unknown>
+
+const root = join(import.meta.dirname, '../..')
+const bin = join(root, 'bin/barbican.js')
+const fixture = join(root, 'test/fixtures/bridge-upstream.ts')
+const TOOL = 'test_report_meta_after_input'
+const ANSWER = { action: 'accept', content: { ok: true } }
+
+async function freePort(): Promise<number> {
+  const server = createServer()
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  const { port } = server.address() as { port: number }
+  await new Promise((resolve) => server.close(resolve))
+  return port
+}
+
+async function healthy(url: string): Promise<boolean> {
+  try {
+    return (await fetch(`${url}/healthz`)).ok
+  } catch {
+    return false
+  }
+}
+
+describe('held calls across three replicas', { timeout: 300_000 }, () => {
+  const dir = realpathSync(mkdtempSync(join(tmpdir(), 'barbican-fleet-held-')))
+  const replicas: { url: string; child: ChildProcess }[] = []
+
+  before(
+    async () => {
+      const env = {
+        BARBICAN_POSTGRES_URL: await freshPostgresUrl(),
+        BARBICAN_REDIS_URL: REDIS_URL,
+      }
+      const prefix = freshRedisPrefix()
+      for (const name of ['a', 'b', 'c']) {
+        const home = join(dir, name)
+        mkdirSync(home)
+        const config = join(home, 'barbican.yaml')
+        writeFileSync(
+          config,
+          [
+            'upstreams:',
+            '  legacy:',
+            `    command: ${process.execPath}`,
+            `    args: ["${fixture}", "--era", "legacy"]`,
+            '    sandbox: none',
+            'redis:',
+            '  url: redis://set-by-the-environment.invalid',
+            `  prefix: "${prefix}"`,
+            '',
+          ].join('\n'),
+        )
+        const port = await freePort()
+        const url = `http://127.0.0.1:${port}`
+        const child = spawn(
+          process.execPath,
+          [bin, 'serve', '--config', config, '--listen', `127.0.0.1:${port}`],
+          { stdio: 'ignore', env: { ...process.env, ...env } },
+        )
+        replicas.push({ url, child })
+        // One at a time: the first pins the upstream's tools, the others find the pins.
+        const deadline = Date.now() + 120_000
+        while (!(await healthy(url))) {
+          assert.ok(Date.now() < deadline, `replica ${name} did not start`)
+          await sleep(100)
+        }
+      }
+    },
+    { timeout: 240_000 },
+  )
+
+  after(async () => {
+    for (const r of replicas) r.child.kill('SIGKILL')
+    await dropPostgresSchemas()
+    rmSync(dir, { recursive: true, force: true })
+  })
+
+  const call = async (url: string, params: Json = {}): Promise<Json> => {
+    const { status, final } = await postStatelessToolCall(`${url}/mcp`, {
+      name: TOOL,
+      params,
+      capabilities: { elicitation: {} },
+    })
+    assert.ok(final, `no JSON-RPC response (HTTP ${status})`)
+    return final
+  }
+
+  /** The first round on `url`: its one question's key and the sealed state. */
+  async function firstRound(url: string): Promise<{ input: string; state: string }> {
+    // The upstream connects in the background after start: wait for its catalog.
+    const deadline = Date.now() + 60_000
+    for (;;) {
+      const reply = await call(url)
+      const result = reply.result as Json | undefined
+      if (result?.resultType === 'input_required') {
+        const [input] = Object.keys(result.inputRequests as Json)
+        return { input: input!, state: String(result.requestState) }
+      }
+      assert.ok(Date.now() < deadline, `no input_required from ${url}: ${JSON.stringify(reply)}`)
+      await sleep(200)
+    }
+  }
+
+  const resume = (url: string, round: { input: string; state: string }) =>
+    call(url, { inputResponses: { [round.input]: ANSWER }, requestState: round.state })
+
+  test('a retry sent to another replica resumes the call where it is held', async () => {
+    const [a, b, c] = replicas as [(typeof replicas)[0], (typeof replicas)[0], (typeof replicas)[0]]
+    for (const [first, second] of [
+      [a, b],
+      [b, c],
+      [c, a],
+    ] as const) {
+      const round = await firstRound(first.url)
+      const reply = await resume(second.url, round)
+      assert.equal(reply.error, undefined, JSON.stringify(reply.error))
+      const result = reply.result as { resultType: string; content: { text: string }[] }
+      assert.equal(result.resultType, 'complete')
+      // The answer given on the second replica reached the upstream call held on the first.
+      assert.deepEqual(JSON.parse(result.content[0]!.text).answer, { ok: true })
+      // Taken once: the same state again, anywhere, is refused.
+      const again = await resume(second.url, round)
+      assert.equal((again.error as Json | undefined)?.code, -32602, JSON.stringify(again))
+    }
+  })
+
+  test('a retry for a call whose replica was killed gets a clear error at once', async () => {
+    const [a, b] = replicas as [(typeof replicas)[0], (typeof replicas)[0]]
+    const round = await firstRound(a.url)
+    a.child.kill('SIGKILL')
+    await new Promise((resolve) => a.child.once('exit', resolve))
+    const started = Date.now()
+    const reply = await resume(b.url, round)
+    const elapsed = Date.now() - started
+    const error = reply.error as Json | undefined
+    assert.equal(error?.code, -32602, JSON.stringify(reply))
+    assert.match(String(error?.message), /replica that has stopped; call again/)
+    assert.ok(elapsed < 2000, `answered after ${elapsed} ms`)
+    // The client starts over on a live replica, which holds the new call itself.
+    const fresh = await firstRound(b.url)
+    const done = await resume(b.url, fresh)
+    assert.equal((done.result as Json | undefined)?.resultType, 'complete', JSON.stringify(done))
+  })
+})
