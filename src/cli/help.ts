@@ -213,20 +213,23 @@ ${CONFIG}
 Example:
   BARBICAN_POSTGRES_URL=postgres://barbican@db/barbican barbican migrate
 `,
-  store: `Usage: barbican store migrate --from sqlite:PATH --to postgres://…
+  store: `Usage: barbican store migrate --from sqlite:PATH [--tokens sqlite:PATH] --to postgres://…
 
 Move an embedded installation into PostgreSQL: the pins, pending changes, their history and
 baselines of the store file PATH, and the audit log beside it (audit.db) with its chain and
-signed checkpoints, so barbican audit verify still accepts it. One transaction, into a database
-without Barbican data. Linked tokens are not moved (users link again); API keys stay in their
-keys file.
+signed checkpoints, so barbican audit verify still accepts it; with --tokens, the linked
+upstream tokens and dynamic client registrations of the auth.tokens.sqlite file, still sealed
+(the replicas need the same BARBICAN_SECRET_KEY to read them). One transaction, into a database
+without Barbican data. API keys stay in their keys file.
 
 Options:
-  --from sqlite:PATH  the store file (.barbican/barbican.db beside the config by default)
-  --to URL            postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE
+  --from sqlite:PATH    the store file (.barbican/barbican.db beside the config by default)
+  --tokens sqlite:PATH  the linked-tokens file (auth.tokens.sqlite), when there is one
+  --to URL              postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE
 
 Example:
-  barbican store migrate --from sqlite:.barbican/barbican.db --to "$BARBICAN_POSTGRES_URL"
+  barbican store migrate --from sqlite:.barbican/barbican.db --tokens sqlite:.barbican/tokens.db \\
+    --to "$BARBICAN_POSTGRES_URL"
 `,
   import: `Usage: barbican import [FILE…] [--output FILE]
 

@@ -45,7 +45,7 @@ Commands:
           Check the audit log's chain and signed checkpoints; read it as JSON lines.
   migrate [--config FILE]
           Bring the PostgreSQL schema up to date (BARBICAN_POSTGRES_URL or store.postgres).
-  store   migrate --from sqlite:PATH --to postgres://…
+  store   migrate --from sqlite:PATH [--tokens sqlite:PATH] --to postgres://…
           Move an embedded installation (pins, history, baselines, audit log) into PostgreSQL.
   import  [FILE…] [--output FILE]
           Turn Claude Desktop, Cursor, Windsurf, VS Code or Claude Code configs into
@@ -214,7 +214,11 @@ export async function main(argv: readonly string[], io: CliIo = defaultIo): Prom
     }
     case 'store': {
       const { runStoreMigrate } = await import('./store-migrate.ts')
-      return await runStoreMigrate(positionals.slice(1), { from: values.from, to: values.to }, io)
+      return await runStoreMigrate(
+        positionals.slice(1),
+        { from: values.from, to: values.to, tokens: values.tokens },
+        io,
+      )
     }
     case 'import': {
       const { runImport } = await import('./import.ts')
@@ -255,6 +259,7 @@ const OPTIONS = {
   limit: { type: 'string' },
   from: { type: 'string' },
   to: { type: 'string' },
+  tokens: { type: 'string' },
   help: { type: 'boolean', short: 'h' },
   version: { type: 'boolean', short: 'v' },
 } as const

@@ -3,8 +3,11 @@
  * migrate --from sqlite:PATH --to postgres://…` moves an embedded installation into PostgreSQL:
  * pins, pending changes, their history, baselines, and the audit log with its chain and signed
  * checkpoints, row for row, so `barbican audit verify` still accepts it (with the same
- * audit-key.pem). The copy is one transaction, into a database that holds no Barbican data yet:
- * a half-moved or merged installation is never left behind.
+ * audit-key.pem); with `--tokens sqlite:PATH`, the linked upstream tokens and dynamic client
+ * registrations of that file, still sealed, so replicas given the same BARBICAN_SECRET_KEY read
+ * them (each is sealed to its slot name, which moves with it). The copy is one transaction, into
+ * a database that holds no Barbican data yet: a half-moved or merged installation is never left
+ * behind.
  */
 import { existsSync } from 'node:fs'
 import { dirname, join, resolve } from 'node:path'
@@ -52,19 +55,33 @@ export async function runMigrate(options: CommandOptions, io: CliIo): Promise<nu
 }
 
 /** The tables moved, SQLite name → PostgreSQL name, with the serial id column if any. */
-const TABLES: readonly { from: string; to: string; file: 'store' | 'audit'; serial?: string }[] = [
+const TABLES: readonly {
+  from: string
+  to: string
+  file: 'store' | 'audit' | 'tokens'
+  serial?: string
+}[] = [
   { from: 'pins', to: 'barbican_pins', file: 'store' },
   { from: 'pending_changes', to: 'barbican_pending_changes', file: 'store' },
   { from: 'pin_events', to: 'barbican_pin_events', file: 'store', serial: 'id' },
   { from: 'baselines', to: 'barbican_baselines', file: 'store' },
   { from: 'audit_records', to: 'barbican_audit_records', file: 'audit' },
   { from: 'audit_checkpoints', to: 'barbican_audit_checkpoints', file: 'audit', serial: 'id' },
+  // Linked tokens and dynamic client registrations share one table (credentials/).
+  { from: 'barbican_upstream_tokens', to: 'barbican_upstream_tokens', file: 'tokens' },
 ]
+
+/** Slots of dynamic client registrations (credentials/client-registration.ts); the rest are links. */
+const REGISTRATION_SLOT = 'client:'
 
 /** `barbican store migrate --from sqlite:PATH --to postgres://…`. */
 export async function runStoreMigrate(
   args: readonly string[],
-  values: { readonly from?: string | undefined; readonly to?: string | undefined },
+  values: {
+    readonly from?: string | undefined
+    readonly to?: string | undefined
+    readonly tokens?: string | undefined
+  },
   io: CliIo,
 ): Promise<number> {
   if (args[0] !== 'migrate') {
@@ -82,6 +99,20 @@ export async function runStoreMigrate(
     io.stderr(`barbican: --from: ${from} does not exist\n`)
     return 1
   }
+  const tokensPath =
+    values.tokens === undefined
+      ? undefined
+      : values.tokens.startsWith('sqlite:')
+        ? resolve(values.tokens.slice(7))
+        : ''
+  if (tokensPath === '') {
+    io.stderr('barbican: --tokens must be sqlite:PATH, the auth.tokens.sqlite file\n')
+    return 2
+  }
+  if (tokensPath !== undefined && !existsSync(tokensPath)) {
+    io.stderr(`barbican: --tokens: ${tokensPath} does not exist\n`)
+    return 1
+  }
   const to = values.to ?? ''
   const problem = urlProblem(to, POSTGRES_SCHEMES)
   if (problem !== undefined) {
@@ -90,15 +121,18 @@ export async function runStoreMigrate(
   }
   const { DatabaseSync } = await loadSqlite()
   const auditPath = join(dirname(from), AUDIT_FILE)
-  const sources: Record<'store' | 'audit', DatabaseSync | undefined> = {
+  const sources: Record<'store' | 'audit' | 'tokens', DatabaseSync | undefined> = {
     store: new DatabaseSync(from, { readOnly: true }),
     audit: existsSync(auditPath) ? new DatabaseSync(auditPath, { readOnly: true }) : undefined,
+    tokens: tokensPath === undefined ? undefined : new DatabaseSync(tokensPath, { readOnly: true }),
   }
   let pool: Awaited<ReturnType<typeof openPostgresPool>> | undefined
   try {
     pool = await openPostgresPool(to, { migrate: true })
     const moved = await inTransaction(pool, async (client) => {
       for (const t of TABLES) {
+        // Tokens already linked in PostgreSQL are no obstacle when none are being moved.
+        if (t.file === 'tokens' && sources.tokens === undefined) continue
         const held = await client.query(`SELECT 1 FROM ${t.to} LIMIT 1`)
         if ((held.rowCount ?? 0) > 0) {
           throw new Error(
@@ -128,7 +162,13 @@ export async function runStoreMigrate(
             `SELECT setval(pg_get_serial_sequence('${t.to}', '${t.serial}'), (SELECT MAX(${t.serial}) FROM ${t.to}))`,
           )
         }
-        counts.push(`${rows.length} ${t.from.replace(/_/g, ' ')}`)
+        if (t.file === 'tokens') {
+          const registrations = rows.filter((r) => String(r.slot).startsWith(REGISTRATION_SLOT))
+          counts.push(
+            `${rows.length - registrations.length} linked upstream tokens`,
+            `${registrations.length} client registrations`,
+          )
+        } else counts.push(`${rows.length} ${t.from.replace(/_/g, ' ')}`)
       }
       // Running replicas notice the new pins at their next revision read.
       await client.query("UPDATE barbican_counters SET value = value + 1 WHERE name = 'pins'")
@@ -141,7 +181,12 @@ export async function runStoreMigrate(
       )
     }
     io.stdout(
-      'note  linked tokens (auth.tokens.sqlite) are not moved: users link again; API keys stay in their keys file\n',
+      sources.tokens === undefined
+        ? 'note  no --tokens file given: linked tokens (auth.tokens.sqlite) are not moved, users link again\n'
+        : 'note  linked tokens and client registrations stay sealed: give every replica the same BARBICAN_SECRET_KEY\n',
+    )
+    io.stdout(
+      'note  API keys of a keys file are not moved: create them again with barbican keys create (kept in PostgreSQL)\n',
     )
     return 0
   } catch (err) {
@@ -150,6 +195,7 @@ export async function runStoreMigrate(
   } finally {
     sources.store?.close()
     sources.audit?.close()
+    sources.tokens?.close()
     await pool?.end()
   }
 }

@@ -1,10 +1,12 @@
 /**
  * `barbican store migrate` moves an embedded installation into PostgreSQL: the gateway then
  * reads the same pins, history and baselines there, and `barbican audit verify` accepts the
- * moved chain with the same key. `barbican migrate` reports the schema, and a second move into
+ * moved chain with the same key; linked tokens and client registrations arrive sealed and open
+ * with the same secret key. `barbican migrate` reports the schema, and a second move into
  * a database that already holds data is refused.
  */
 import assert from 'node:assert/strict'
+import { randomBytes } from 'node:crypto'
 import { mkdtempSync, realpathSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -12,6 +14,10 @@ import { after, describe, test } from 'node:test'
 import { loadAuditKey } from '../../src/audit/audit-key.ts'
 import { AuditLog } from '../../src/audit/audit-log.ts'
 import { openSqliteAuditStore } from '../../src/audit/sqlite.ts'
+import { postgresBackend } from '../../src/credentials/postgres-backend.ts'
+import { LocalKeyProvider } from '../../src/credentials/secret-box.ts'
+import { sqliteBackend } from '../../src/credentials/sqlite-backend.ts'
+import { TokenStore } from '../../src/credentials/token-store.ts'
 import { openPostgresStore } from '../../src/store/postgres.ts'
 import { openSqliteStore } from '../../src/store/sqlite.ts'
 import { dropPostgresSchemas, freshPostgresUrl } from '../support/backends.ts'
@@ -137,6 +143,65 @@ describe('moving an installation to PostgreSQL', () => {
     const again = await runCli(['store', 'migrate', '--from', `sqlite:${storePath}`, '--to', url])
     assert.equal(again.code, 1)
     assert.match(again.stderr, /already holds data \(barbican_pins\): move into an empty database/)
+  })
+
+  test('linked tokens and client registrations move sealed, and open with the same key', async () => {
+    const dir = realpathSync(mkdtempSync(join(tmpdir(), 'barbican-store-migrate-tokens-')))
+    const storePath = join(dir, 'barbican.db')
+    await (await openSqliteStore(storePath)).close()
+    const tokensPath = join(dir, 'tokens.db')
+    const keys = new LocalKeyProvider(randomBytes(32))
+    const file = sqliteBackend(tokensPath)
+    const links = new TokenStore(keys, file)
+    const ada = { user: '["user","","ada"]', upstream: 'drive', issuer: 'https://as.example' }
+    const bo = { user: '["user","","bo"]', upstream: 'drive', issuer: 'https://as.example' }
+    await links.put(ada, { accessToken: 'at-ada', refreshToken: 'rt-ada' })
+    await links.put(bo, { accessToken: 'at-bo' })
+    // A dynamic registration, in the slot client-registration.ts gives it.
+    const slot = `client:${JSON.stringify(['https://as.example', 'http://127.0.0.1/cb'])}`
+    await file.put(slot, await keys.seal(JSON.stringify({ clientId: 'dcr-1' }), slot))
+    file.close()
+
+    const url = await freshPostgresUrl()
+    const moved = await runCli([
+      'store',
+      'migrate',
+      '--from',
+      `sqlite:${storePath}`,
+      '--tokens',
+      `sqlite:${tokensPath}`,
+      '--to',
+      url,
+    ])
+    assert.equal(moved.code, 0, moved.stderr)
+    assert.match(moved.stdout, /, 2 linked upstream tokens, 1 client registrations from /)
+    assert.match(moved.stdout, /same BARBICAN_SECRET_KEY/)
+
+    const pg = postgresBackend(url, { migrate: false })
+    try {
+      const stored = await pg.get(slot)
+      assert.ok(stored)
+      assert.ok(!stored.includes('dcr-1'), 'still sealed in PostgreSQL')
+      assert.deepEqual(JSON.parse(await keys.open(stored, slot)), { clientId: 'dcr-1' })
+      const moved = new TokenStore(keys, pg)
+      assert.deepEqual(await moved.get(ada), { accessToken: 'at-ada', refreshToken: 'rt-ada' })
+      assert.deepEqual(await moved.get(bo), { accessToken: 'at-bo' })
+      assert.equal((await moved.links())?.length, 2)
+    } finally {
+      await pg.close()
+    }
+    const noTokens = await runCli([
+      'store',
+      'migrate',
+      '--from',
+      `sqlite:${storePath}`,
+      '--tokens',
+      tokensPath,
+      '--to',
+      url,
+    ])
+    assert.equal(noTokens.code, 2)
+    assert.match(noTokens.stderr, /--tokens must be sqlite:PATH/)
   })
 
   test('bad arguments are named', async () => {
