@@ -105,6 +105,11 @@ export class ApiKeyStore {
     return [...this.#configured, ...this.#fileEntries, ...this.#sharedEntries]
   }
 
+  /** The keys of the shared store, as last read. */
+  sharedEntries(): readonly ApiKeyEntry[] {
+    return this.#sharedEntries
+  }
+
   /**
    * The keys of the shared store now (src/gateway/shared-api-keys.ts): they replace the last
    * ones at once, so a key removed there is refused from the next request on.

@@ -68,7 +68,7 @@ export async function serveInFleet(
   server: FleetMember,
   env: NodeJS.ProcessEnv,
   /** Follows the API keys in PostgreSQL, when they live there. */
-  sharedKeys?: { refresh(): Promise<void> },
+  sharedKeys?: { refresh(): Promise<void>; onWrite: (() => void) | undefined },
 ): Promise<void> {
   const { gateway, http } = server
   gateway.onUpstreamChange = (upstream, n) => cluster.publish(UPSTREAM_CHANGE, { upstream, n })
@@ -81,6 +81,8 @@ export async function serveInFleet(
   gateway.onTrustDecision = () => cluster.publish(TRUST_DECISION)
   cluster.on(TRUST_DECISION, () => void gateway.trustChangedElsewhere())
   cluster.on(API_KEYS_CHANGED, () => void sharedKeys?.refresh())
+  // A key created or revoked in this replica's console: the others re-read the keys now.
+  if (sharedKeys) sharedKeys.onWrite = () => cluster.publish(API_KEYS_CHANGED)
   // Held 2026-07-28 calls name this replica in their state; a retry elsewhere comes back here.
   server.nameReplica(cluster.id)
   cluster.heldCallOwner = (requestState) => gateway.heldCallOwner(requestState)

@@ -25,7 +25,7 @@ import { planFromConfig } from '../gateway/plan.ts'
 import { readinessRoute } from '../gateway/readiness.ts'
 import { applyDiff, type ConfigDiff, diffConfigs, RESTART_SECTIONS } from '../gateway/reload.ts'
 import { SandboxRefusals } from '../gateway/sandbox-refusals.ts'
-import { followPostgresKeys } from '../gateway/shared-api-keys.ts'
+import { followPostgresKeys, type SharedApiKeys } from '../gateway/shared-api-keys.ts'
 import { startupSummary } from '../gateway/startup-summary.ts'
 import { auditView, decidePin, pinsView, TenantRouter, tenantView } from '../gateway/tenants.ts'
 import { warnOverBudget } from '../gateway/token-budget.ts'
@@ -56,6 +56,11 @@ export interface RunningServer {
    * what differed; parts that need a restart keep their running values.
    */
   apply(next: Config): Promise<ConfigDiff>
+  /**
+   * The API keys in PostgreSQL this replica follows (`store.postgres`): from now on the
+   * console creates and revokes keys there, like `barbican keys`, for every replica.
+   */
+  useSharedKeys(keys: SharedApiKeys): void
   /** Names this replica of a fleet in its gateways' held calls (docs/decisions/081). */
   nameReplica(id: string): void
   /** What `POST /admin/api/reload` runs; absent: the gateway has no file to reload. */
@@ -161,6 +166,7 @@ export async function startServer(
     authenticator: auth && hasInboundAuth(config.auth) ? auth.authenticator : undefined,
   }
   let running = config
+  let sharedKeys: SharedApiKeys | undefined
   const server: RunningServer = {
     gateway,
     http,
@@ -177,6 +183,9 @@ export async function startServer(
       await applyDiff(gateway, planOf(next), next, diff)
       running = runningAfter(running, next, diff)
       return diff
+    },
+    useSharedKeys(keys: SharedApiKeys) {
+      sharedKeys = keys
     },
     nameReplica(id: string) {
       for (const g of [gateway, ...tenants.values()]) g.replica = id
@@ -249,6 +258,7 @@ export async function startServer(
     pins: trust.store.pins,
     audit,
     apiKeys: auth?.apiKeys,
+    sharedKeys: () => sharedKeys,
     accounts: linkedAccounts(() => linkedTokenStore(auth)),
     reload: async (actor) => {
       if (!server.reloader) {
@@ -393,6 +403,7 @@ export async function runServe(
       return 1
     }
   }
+  if (sharedKeys) server.useSharedKeys(sharedKeys.follower)
   if (cluster) await serveInFleet(cluster, server, process.env, sharedKeys?.follower)
   const what =
     source.format === 'demo' ? 'embedded demo configuration' : `${source.path} (${source.format})`

@@ -60,15 +60,15 @@ export interface ConsoleSource {
 }
 
 export interface ConsoleKeys {
-  list(): readonly KeyRow[]
+  list(): Promise<readonly KeyRow[]>
   /** Creates a key and returns its secret (shown once). */
   create(entry: {
     readonly id: string
     readonly subject: string
     readonly scopes: readonly string[]
-  }): string
+  }): Promise<string>
   /** Revokes a key; false when there is none by that id, throws for a configured one. */
-  revoke(id: string): boolean
+  revoke(id: string): Promise<boolean>
 }
 
 export interface ConsoleAccounts {
@@ -326,7 +326,7 @@ export function consoleRoutes(access: AdminAccess, source: ConsoleSource): Map<s
   )
   routes.set(
     '/admin/keys',
-    view('/admin/keys', 'API keys', async (f) => keysPage(f, source.keys?.list())),
+    view('/admin/keys', 'API keys', async (f) => keysPage(f, await source.keys?.list())),
   )
   routes.set(
     '/admin/figures',
@@ -369,9 +369,9 @@ export function consoleRoutes(access: AdminAccess, source: ConsoleSource): Map<s
       }
       const subject = (form.get('subject') ?? '').trim().slice(0, 256) || id
       const scopes = (form.get('scopes') ?? '').split(/\s+/).filter(Boolean).slice(0, 32)
-      const secret = keys.create({ id, subject, scopes })
+      const secret = await keys.create({ id, subject, scopes })
       const frame = frameFor(caller, '/admin/keys', 'API keys')
-      sendPage(res, 200, keysPage(frame, keys.list(), { id, key: secret }))
+      sendPage(res, 200, keysPage(frame, await keys.list(), { id, key: secret }))
       return {
         audit: {
           action: 'key.create',
@@ -385,7 +385,7 @@ export function consoleRoutes(access: AdminAccess, source: ConsoleSource): Map<s
     '/admin/keys/revoke',
     change(async (form, _caller, res) => {
       const id = form.get('id') ?? ''
-      if (!needKeys(source.keys).revoke(id)) {
+      if (!(await needKeys(source.keys).revoke(id))) {
         throw new BarbicanError('ERR_INVALID_PARAMS', `No API key "${id.slice(0, 64)}"`)
       }
       redirect(res, '/admin/keys?done=revoked')

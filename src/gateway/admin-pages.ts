@@ -388,8 +388,11 @@ export function accountsPage(
 }
 
 export interface KeyRow extends ApiKeyEntry {
-  /** Where the key lives: the keys file (editable) or the configuration (read only). */
-  readonly origin: 'file' | 'config' | 'console'
+  /**
+   * Where the key lives: the keys file or PostgreSQL (editable, the latter fleet-wide), the
+   * configuration (read only), or this process's memory.
+   */
+  readonly origin: 'file' | 'config' | 'console' | 'postgres'
   readonly createdAt?: string | undefined
 }
 
@@ -421,7 +424,9 @@ export function keysPage(
             ? 'configuration (read only)'
             : k.origin === 'file'
               ? 'keys file'
-              : 'memory',
+              : k.origin === 'postgres'
+                ? 'PostgreSQL (every replica)'
+                : 'memory',
           text(k.createdAt ?? '—'),
           k.origin === 'config'
             ? '<span class="muted">edit the configuration</span>'

@@ -1,8 +1,8 @@
 /**
  * What the admin console reads and changes, assembled from the running gateway's parts: the
  * overview, catalogs with pin states and token costs, the pin store, the audit log, API keys
- * (the keys file when the configuration names one, like `barbican keys`; otherwise in memory
- * until restart) and linked accounts.
+ * (where `barbican keys` keeps them: PostgreSQL with a PostgreSQL store, else the keys file the
+ * configuration names, else in memory until restart) and linked accounts.
  */
 import type { AuditLog } from '../audit/audit-log.ts'
 import { type ApiKeyEntry, type ApiKeyStore, generateApiKey } from '../auth/api-keys.ts'
@@ -18,6 +18,7 @@ import type { KeyRow, ServerPageEntry, ServerToolRow } from './admin-pages.ts'
 import { CallFigures } from './call-figures.ts'
 import type { Gateway } from './gateway.ts'
 import { catalogWithin, exposedTools, OVERVIEW_LIST_WAIT_MS, type Overview } from './overview.ts'
+import type { SharedApiKeys } from './shared-api-keys.ts'
 import { serverCosts } from './token-budget.ts'
 
 export interface ConsoleParts {
@@ -27,6 +28,8 @@ export interface ConsoleParts {
   readonly pins: PinStore
   readonly audit: AuditLog | undefined
   readonly apiKeys: ApiKeyStore | undefined
+  /** The keys in PostgreSQL, once the replica follows them (`store.postgres`). */
+  readonly sharedKeys: () => SharedApiKeys | undefined
   readonly accounts: ConsoleAccounts | undefined
   readonly reload: ConsoleSource['reload']
 }
@@ -49,9 +52,7 @@ export function consoleSource(parts: ConsoleParts): ConsoleSource {
       gateway.onTrustDecision?.()
     },
     audit: parts.audit,
-    keys: parts.apiKeys
-      ? consoleKeys(parts.apiKeys, parts.config().auth?.apiKeys?.file)
-      : undefined,
+    keys: parts.apiKeys ? consoleKeys(parts.apiKeys, parts) : undefined,
     accounts: parts.accounts,
     figures: new CallFigures(gateway.metrics),
     reload: parts.reload,
@@ -127,8 +128,57 @@ export function linkedAccounts(store: () => TokenStore | undefined): ConsoleAcco
   }
 }
 
+/**
+ * The console's key actions go where `barbican keys` puts keys: PostgreSQL with a PostgreSQL
+ * store (every replica follows it), else the keys file, else the running store (until restart).
+ */
+function consoleKeys(store: ApiKeyStore, parts: ConsoleParts): ConsoleKeys {
+  const local = localKeys(store, parts.config().auth?.apiKeys?.file)
+  const configured = () => {
+    const shared = new Set(store.sharedEntries().map((e) => e.id))
+    return store.entries().filter((e) => !shared.has(e.id))
+  }
+  return {
+    async list() {
+      const shared = parts.sharedKeys()
+      if (shared === undefined) return await local.list()
+      return [
+        ...configured().map((e): KeyRow => ({ ...e, origin: 'config' })),
+        ...(await shared.list()).map((e): KeyRow => ({ ...e, origin: 'postgres' })),
+      ]
+    },
+    async create(entry) {
+      const shared = parts.sharedKeys()
+      if (shared === undefined) return await local.create(entry)
+      const { key, hash } = generateApiKey()
+      const stored = {
+        ...entry,
+        scopes: [...entry.scopes],
+        hash,
+        createdAt: new Date().toISOString(),
+      }
+      if (configured().some((e) => e.id === entry.id) || !(await shared.create(stored))) {
+        throw new BarbicanError('ERR_INVALID_PARAMS', `A key "${entry.id}" exists already`)
+      }
+      return key
+    },
+    async revoke(id) {
+      const shared = parts.sharedKeys()
+      if (shared === undefined) return await local.revoke(id)
+      if (await shared.revoke(id)) return true
+      if (configured().some((e) => e.id === id)) {
+        throw new BarbicanError(
+          'ERR_INVALID_PARAMS',
+          `Key "${id}" is listed in the configuration; remove it there and reload`,
+        )
+      }
+      return false
+    },
+  }
+}
+
 /** Keys of the keys file (written like `barbican keys`), else added to the running store. */
-function consoleKeys(store: ApiKeyStore, file: string | undefined): ConsoleKeys {
+function localKeys(store: ApiKeyStore, file: string | undefined): ConsoleKeys {
   const added = new Map<string, ApiKeyEntry & { createdAt: string }>()
   const revoked = new Set<string>()
   const fileKeys = (): ApiKeyFileEntry[] =>
@@ -138,7 +188,7 @@ function consoleKeys(store: ApiKeyStore, file: string | undefined): ConsoleKeys 
     return store.entries().filter((e) => !inFile.has(e.id) && !added.has(e.id))
   }
   return {
-    list: (): KeyRow[] => [
+    list: async (): Promise<KeyRow[]> => [
       ...configured()
         .filter((e) => !revoked.has(e.id))
         .map((e): KeyRow => ({ ...e, origin: 'config' })),
@@ -147,7 +197,7 @@ function consoleKeys(store: ApiKeyStore, file: string | undefined): ConsoleKeys 
         .filter((e) => !revoked.has(e.id))
         .map((e): KeyRow => ({ ...e, origin: 'console' })),
     ],
-    create({ id, subject, scopes }) {
+    async create({ id, subject, scopes }) {
       if (store.entries().some((e) => e.id === id && !revoked.has(e.id))) {
         throw new BarbicanError('ERR_INVALID_PARAMS', `A key "${id}" exists already`)
       }
@@ -161,7 +211,7 @@ function consoleKeys(store: ApiKeyStore, file: string | undefined): ConsoleKeys 
       }
       return key
     },
-    revoke(id) {
+    async revoke(id) {
       const keys = fileKeys()
       if (keys.some((k) => k.id === id)) {
         writeKeysFile(

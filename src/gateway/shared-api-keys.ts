@@ -7,7 +7,7 @@
  */
 import type { ApiKeyStore } from '../auth/api-keys.ts'
 import type { Logger } from '../common/log.ts'
-import { PostgresApiKeys } from '../store/postgres-api-keys.ts'
+import { PostgresApiKeys, type StoredApiKey } from '../store/postgres-api-keys.ts'
 
 /**
  * Follows the keys in the PostgreSQL at `url` (whose schema the store has migrated already) on
@@ -73,6 +73,37 @@ export class SharedApiKeys {
   stop(): void {
     clearInterval(this.#timer)
     this.#timer = undefined
+  }
+
+  /**
+   * Told after a key is written through this replica (the console), so the other replicas of
+   * a fleet re-read the keys at once instead of at their next poll (src/cli/fleet.ts).
+   */
+  onWrite: (() => void) | undefined
+
+  /** The keys in PostgreSQL now, with their creation times (the console's list). */
+  async list(): Promise<StoredApiKey[]> {
+    return await this.#table.list()
+  }
+
+  /** Adds a key for every replica; false when one with that id exists already. */
+  async create(key: StoredApiKey): Promise<boolean> {
+    return await this.#wrote(await this.#table.create(key))
+  }
+
+  /** Removes a key for every replica; false when there was none. */
+  async revoke(id: string): Promise<boolean> {
+    return await this.#wrote(await this.#table.revoke(id))
+  }
+
+  /** A write holds on this replica before the caller is answered, then on the others. */
+  async #wrote(changed: boolean): Promise<boolean> {
+    if (!changed) return false
+    // A read under way may predate the write: wait for it, then read again.
+    await this.#running?.catch(() => {})
+    await this.refresh()
+    this.onWrite?.()
+    return true
   }
 
   async #loadIfMoved(): Promise<void> {

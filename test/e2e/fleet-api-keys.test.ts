@@ -1,13 +1,15 @@
 /**
  * API keys in PostgreSQL across a fleet (ADR 055): two in-process replicas follow the keys
- * table and share the bus on the real Redis; a key created with `barbican keys create` is
- * accepted on replica B, and after `barbican keys revoke` B answers 401 within a second.
+ * table and share the bus on the real Redis; a key created with `barbican keys create`, or in
+ * replica A's admin console, is accepted on replica B, and after its revocation (CLI or
+ * console) B answers 401 within a second.
  */
 import assert from 'node:assert/strict'
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, test } from 'node:test'
+import { generateApiKey } from '../../src/auth/api-keys.ts'
 import { joinFleet, serveInFleet } from '../../src/cli/fleet.ts'
 import { type RunningServer, startServer } from '../../src/cli/serve.ts'
 import type { Cluster } from '../../src/cluster/cluster.ts'
@@ -99,4 +101,97 @@ test('a key revoked with the CLI is refused on replica B within 1 s', async () =
   const refused = await within((s) => s === 401, key)
   assert.equal(refused.s, 401, `B still accepted the key ${refused.ms} ms after the revocation`)
   assert.ok(refused.ms < 1000)
+})
+
+test('keys created and revoked in the console live in PostgreSQL and hold on replica B', async () => {
+  const url = await freshPostgresUrl()
+  await (await openPostgresPool(url)).end()
+  const admin = generateApiKey()
+  const keysFile = join(root, 'console-keys.json')
+  const config = normalizeConfig({
+    listen: '127.0.0.1:0',
+    store: { postgres: { url } },
+    redis: { url: REDIS_URL, prefix: freshRedisPrefix() },
+    auth: {
+      apiKeys: {
+        file: keysFile,
+        keys: [{ id: 'root', hash: admin.hash, subject: 'root', scopes: ['barbican:admin'] }],
+      },
+    },
+    upstreams: { idle: { command: 'true', lazy: true } },
+  })
+  const servers: RunningServer[] = []
+  for (let i = 0; i < 2; i++) {
+    const cluster: Cluster = (await joinFleet(config.redis, {}, silentLogger))!
+    closers.push(() => cluster.leave())
+    const server = await startServer(config, silentLogger)
+    closers.push(() => server.stop())
+    const keys = await followPostgresKeys(url, server.auth!.apiKeys!, silentLogger)
+    closers.push(() => keys.close())
+    server.useSharedKeys(keys.follower)
+    await serveInFleet(cluster, server, {}, keys.follower)
+    servers.push(server)
+  }
+  const [a, b] = servers as [RunningServer, RunningServer]
+  const asAdmin = { authorization: `Bearer ${admin.key}` }
+  const page = await (await fetch(`${a.url}/admin/keys`, { headers: asAdmin })).text()
+  const csrf = /name="csrf" value="([^"]+)"/.exec(page)?.[1] ?? ''
+  assert.ok(csrf)
+  const change = (path: string, form: Record<string, string>) =>
+    fetch(`${a.url}${path}`, {
+      method: 'POST',
+      redirect: 'manual',
+      headers: { ...asAdmin, 'content-type': 'application/x-www-form-urlencoded' },
+      body: new URLSearchParams({ csrf, ...form }).toString(),
+    })
+  const status = async (key: string) =>
+    (
+      await fetch(`${b.url}/mcp`, {
+        method: 'POST',
+        headers: {
+          authorization: `Bearer ${key}`,
+          'content-type': 'application/json',
+          accept: 'application/json, text/event-stream',
+        },
+        body: JSON.stringify(initialize),
+      })
+    ).status
+  const within = async (want: (s: number) => boolean, key: string) => {
+    const started = Date.now()
+    let s = await status(key)
+    while (!want(s) && Date.now() - started < 1000) s = await status(key)
+    return { s, ms: Date.now() - started }
+  }
+  const table = async () => {
+    const pool = await openPostgresPool(url, { migrate: false })
+    try {
+      return (await pool.query('SELECT id, subject FROM barbican_api_keys ORDER BY id')).rows
+    } finally {
+      await pool.end()
+    }
+  }
+
+  const created = await change('/admin/keys/create', { id: 'ci', subject: 'robot' })
+  assert.equal(created.status, 200)
+  const html = await created.text()
+  const key = /class="secret" readonly value="([^"]+)"/.exec(html)?.[1] ?? ''
+  assert.match(key, /^bk_/)
+  assert.match(html, /PostgreSQL \(every replica\)/)
+  assert.deepEqual(await table(), [{ id: 'ci', subject: 'robot' }])
+  assert.ok(!existsSync(keysFile), 'not written to the per-replica keys file')
+  const accepted = await within((s) => s === 200, key)
+  assert.equal(accepted.s, 200, 'the key made in A’s console is accepted on B')
+  const duplicate = await change('/admin/keys/create', { id: 'ci' })
+  assert.notEqual(duplicate.status, 200)
+  await duplicate.body?.cancel()
+
+  const revoked = await change('/admin/keys/revoke', { id: 'ci' })
+  assert.equal(revoked.status, 303, await revoked.text())
+  assert.deepEqual(await table(), [])
+  const refused = await within((s) => s === 401, key)
+  assert.equal(refused.s, 401, `B still accepted the key ${refused.ms} ms after the revocation`)
+  assert.ok(refused.ms < 1000)
+  const configured = await change('/admin/keys/revoke', { id: 'root' })
+  assert.notEqual(configured.status, 303, 'a key of the configuration is not revoked here')
+  await configured.body?.cancel()
 })
