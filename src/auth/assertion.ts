@@ -8,11 +8,15 @@
  * An assertion names a caller and an upstream, not a call, so one signed assertion serves every
  * request of the same caller to the same upstream while more than half of its lifetime remains
  * (ADR 013): signing (ES256 through WebCrypto) was the largest cost of an authenticated call.
+ * In a fleet whose replicas share the signing key (`assertion.privateKeyPem`), the assertions
+ * are shared in Redis too (shared-cache.ts, ADR 082): a replica that has none in memory takes
+ * the one another replica signed while more than half its lifetime remains.
  */
 import { randomUUID } from 'node:crypto'
 import type { CryptoKey, JWK } from 'jose'
 import { jose } from '../common/lazy-deps.ts'
 import type { Identity } from './identity.ts'
+import type { SharedCache } from './shared-cache.ts'
 
 /** The JWT `typ` of assertions, so they can never be mistaken for access tokens. */
 export const ASSERTION_TYPE = 'obo+jwt'
@@ -23,6 +27,11 @@ export interface AssertionSignerOptions {
   readonly ttlSeconds: number
   /** PKCS#8 PEM of an EC P-256 key; absent: a key generated at start (fine for one instance). */
   readonly privateKeyPem?: string | undefined
+  /**
+   * The fleet's second level (Redis). Used only with `privateKeyPem`: a key generated at start
+   * is this replica's alone, and its assertions verify against no other replica's JWKS.
+   */
+  readonly shared?: SharedCache | undefined
 }
 
 export interface AssertionInput {
@@ -38,9 +47,22 @@ interface Cached {
   /** The signed assertion (a promise while it is being signed, shared by concurrent calls). */
   readonly token: Promise<string>
   readonly issuer: string
-  /** When it was signed (ms, the clock jose reads for `iat`). */
+  readonly life: Lifetime
+}
+
+/** When an assertion was signed, and when it stops being reused (ms). */
+interface Lifetime {
+  /** The clock jose reads for `iat`; earlier than the entry when another replica signed it. */
+  signedAt: number
+  /** Half the lifetime after signing: a new one is signed from then on. */
+  renewAt: number
+}
+
+/** An assertion as the fleet shares it. */
+interface SharedAssertion {
+  readonly token: string
+  readonly kid: string
   readonly signedAt: number
-  /** When a new one is signed instead (ms): half the lifetime after signing. */
   readonly renewAt: number
 }
 
@@ -51,8 +73,11 @@ export class AssertionSigner {
   /** Reusable assertions by audience and caller (see `assertion`). */
   readonly #cache = new Map<string, Cached>()
 
+  readonly #shared: SharedCache | undefined
+
   constructor(options: AssertionSignerOptions) {
     this.#options = options
+    this.#shared = options.privateKeyPem ? options.shared : undefined
   }
 
   async #material(): Promise<{ privateKey: CryptoKey; jwk: JWK }> {
@@ -94,8 +119,8 @@ export class AssertionSigner {
     // A clock set back (now < signedAt) would make `iat`/`nbf` lie in the future: sign anew.
     if (
       cached !== undefined &&
-      now < cached.renewAt &&
-      now >= cached.signedAt &&
+      now < cached.life.renewAt &&
+      now >= cached.life.signedAt &&
       cached.issuer === issuer
     ) {
       return cached.token
@@ -105,18 +130,46 @@ export class AssertionSigner {
       // Map order is insertion order: the first key is the one signed longest ago.
       this.#cache.delete(this.#cache.keys().next().value as string)
     }
-    const token = this.sign(input)
-    const entry: Cached = {
-      token,
-      issuer,
-      signedAt: now,
-      renewAt: now + this.#options.ttlSeconds * 500,
-    }
+    const life: Lifetime = { signedAt: now, renewAt: now + this.#options.ttlSeconds * 500 }
+    const token =
+      this.#shared === undefined
+        ? this.sign(input)
+        : this.#sharedOrSigned(this.#shared, input, life, `${issuer}\n${key}`)
+    const entry: Cached = { token, issuer, life }
     this.#cache.set(key, entry)
     // A failed signature is not kept: the next request tries again.
     token.catch(() => {
       if (this.#cache.get(key) === entry) this.#cache.delete(key)
     })
+    return token
+  }
+
+  /**
+   * The assertion another replica signed for this caller and audience, with the same key and
+   * more than half its lifetime left; else a new one, shared until its half-life.
+   */
+  async #sharedOrSigned(
+    shared: SharedCache,
+    input: AssertionInput,
+    life: Lifetime,
+    name: string,
+  ): Promise<string> {
+    const { jwk } = await this.#material()
+    const copy = parseShared(await shared.get('assertion', name))
+    const now = Date.now()
+    if (copy !== undefined && copy.kid === jwk.kid && now >= copy.signedAt && now < copy.renewAt) {
+      life.signedAt = copy.signedAt
+      life.renewAt = copy.renewAt
+      return copy.token
+    }
+    const token = await this.sign(input)
+    const value: SharedAssertion = {
+      token,
+      kid: jwk.kid!,
+      signedAt: life.signedAt,
+      renewAt: life.renewAt,
+    }
+    await shared.set('assertion', name, JSON.stringify(value), life.renewAt - Date.now())
     return token
   }
 
@@ -155,4 +208,19 @@ function cacheKey({ identity, audience }: AssertionInput): string {
     identity.client ?? null,
     identity.scopes,
   ])
+}
+
+function parseShared(text: string | undefined): SharedAssertion | undefined {
+  if (text === undefined) return undefined
+  try {
+    const v = JSON.parse(text) as Partial<SharedAssertion>
+    return typeof v.token === 'string' &&
+      typeof v.kid === 'string' &&
+      typeof v.signedAt === 'number' &&
+      typeof v.renewAt === 'number'
+      ? (v as SharedAssertion)
+      : undefined
+  } catch {
+    return undefined
+  }
 }

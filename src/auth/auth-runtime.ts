@@ -19,6 +19,7 @@ import type { Identity } from './identity.ts'
 import { createIntrospector } from './introspection.ts'
 import { identityKey, requestIdentity } from './request-identity.ts'
 import { PRM_PREFIX, serverPath } from './resource-metadata.ts'
+import type { SharedCache } from './shared-cache.ts'
 
 /** Where Barbican publishes the public key of its assertions. */
 export const JWKS_PATH = '/.well-known/jwks.json'
@@ -43,7 +44,8 @@ export class AuthRuntime {
   #baseUrl: string | undefined
   #servers: readonly string[] = ['default']
 
-  constructor(config: AuthConfig, log: Logger) {
+  /** `shared`: the fleet's Redis level of the JWKS, introspection and assertion caches. */
+  constructor(config: AuthConfig, log: Logger, shared?: SharedCache) {
     this.config = config
     this.log = log
     this.fetch = createGuardedFetch({ allow: config.network.allow })
@@ -51,13 +53,16 @@ export class AuthRuntime {
       issuer: () => this.baseUrl(),
       ttlSeconds: config.assertion.ttlSeconds,
       privateKeyPem: config.assertion.privateKeyPem,
+      shared,
     })
     this.apiKeys = config.apiKeys
       ? new ApiKeyStore(config.apiKeys.keys, { file: config.apiKeys.file })
       : undefined
-    const jwt = config.jwt ? createJwtVerifier({ ...config.jwt, fetch: this.fetch }) : undefined
+    const jwt = config.jwt
+      ? createJwtVerifier({ ...config.jwt, fetch: this.fetch, shared })
+      : undefined
     const introspection = config.introspection
-      ? createIntrospector({ ...config.introspection, fetch: this.fetch })
+      ? createIntrospector({ ...config.introspection, fetch: this.fetch, shared })
       : undefined
     const issuers = [config.jwt?.issuer, config.introspection?.issuer].filter(
       (i): i is string => i !== undefined,

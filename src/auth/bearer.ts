@@ -2,7 +2,10 @@
  * Verification of JWT access tokens (RFC 9068) against the issuer's JWKS. The key set is fetched
  * through the guarded client, cached, and refetched when a token names a key id it does not hold
  * (rotation), at most once per cooldown. Only asymmetric algorithms from the operator's list are
- * accepted: `none` and HMAC never, so a public key can never be used as an HMAC secret.
+ * accepted: `none` and HMAC never, so a public key can never be used as an HMAC secret. In a
+ * fleet the key set is shared in Redis (shared-cache.ts, ADR 082): a replica about to fetch it
+ * takes the copy another replica fetched after its own, and asks the issuer only when there is
+ * none, so a rotation still reaches the issuer once.
  */
 import type { JWTPayload, JWTVerifyGetKey } from 'jose'
 import { jose } from '../common/lazy-deps.ts'
@@ -11,6 +14,7 @@ import type { JsonObject } from '../protocol/jsonrpc.ts'
 import { discoverAuthorizationServer } from './as-metadata.ts'
 import { AuthFailure } from './auth-failure.ts'
 import type { Identity } from './identity.ts'
+import type { SharedCache } from './shared-cache.ts'
 
 /** Algorithms an operator may allow; all asymmetric. */
 export const ASYMMETRIC_ALGORITHMS = [
@@ -41,7 +45,12 @@ export interface JwtVerifierOptions {
   readonly fetch: GuardedFetch
   /** Least time between two JWKS refetches triggered by unknown key ids (default 30 s). */
   readonly cooldownMs?: number | undefined
+  /** The fleet's second level (Redis), behind jose's in-process key set. */
+  readonly shared?: SharedCache | undefined
 }
+
+/** How long a key set is used before it is fetched again (jose's cacheMaxAge), here or shared. */
+const JWKS_MAX_AGE_MS = 10 * 60_000
 
 /** Verifies JWT access tokens for one issuer. */
 export interface JwtVerifier {
@@ -63,10 +72,16 @@ export function createJwtVerifier(options: JwtVerifierOptions): JwtVerifier {
         (await discoverAuthorizationServer(options.issuer, options.fetch)).jwks_uri
       if (typeof uri !== 'string') throw new Error(`Issuer ${options.issuer} publishes no jwks_uri`)
       const j = jose()
+      const fetchKeys = (url: string, init: RequestInit) => options.fetch(url, init)
+      // When the key set this verifier holds was fetched, by this replica or another.
+      const held = { at: 0 }
       return j.createRemoteJWKSet(new URL(uri), {
         cooldownDuration: options.cooldownMs ?? 30_000,
-        cacheMaxAge: 10 * 60_000,
-        [j.customFetch]: (url, init) => options.fetch(url, init as RequestInit),
+        cacheMaxAge: JWKS_MAX_AGE_MS,
+        [j.customFetch]: (url, init) =>
+          options.shared === undefined
+            ? fetchKeys(url, init as RequestInit)
+            : sharedKeySet(options.shared, held, url, init as RequestInit, fetchKeys),
       })
     })()
     // A failed discovery is retried on the next request rather than cached.
@@ -134,6 +149,48 @@ export function createJwtVerifier(options: JwtVerifierOptions): JwtVerifier {
         claims: payload as JsonObject,
       }
     },
+  }
+}
+
+/**
+ * jose's fetch of a key set, through the fleet's cache: a copy fetched after the one the
+ * verifier holds (`held`) is used as it is (jose asks again only for an unknown key id, after its
+ * cooldown, or when its copy aged out, and in each case a newer copy is what it needs);
+ * otherwise the issuer is asked and its answer shared for the key set's lifetime.
+ */
+async function sharedKeySet(
+  shared: SharedCache,
+  held: { at: number },
+  url: string,
+  init: RequestInit,
+  fetchKeys: (url: string, init: RequestInit) => Promise<Response>,
+): Promise<Response> {
+  const copy = parseKeySet(await shared.get('jwks', url))
+  if (copy !== undefined && copy.at > held.at && Date.now() - copy.at < JWKS_MAX_AGE_MS) {
+    held.at = copy.at
+    return new Response(copy.body, {
+      status: 200,
+      headers: { 'content-type': 'application/json' },
+    })
+  }
+  const response = await fetchKeys(url, init)
+  if (response.status !== 200) return response
+  const body = await response.text()
+  const at = Date.now()
+  held.at = at
+  await shared.set('jwks', url, JSON.stringify({ at, body }), JWKS_MAX_AGE_MS)
+  return new Response(body, { status: 200, headers: { 'content-type': 'application/json' } })
+}
+
+function parseKeySet(text: string | undefined): { at: number; body: string } | undefined {
+  if (text === undefined) return undefined
+  try {
+    const copy = JSON.parse(text) as { at?: unknown; body?: unknown }
+    return typeof copy.at === 'number' && typeof copy.body === 'string'
+      ? { at: copy.at, body: copy.body }
+      : undefined
+  } catch {
+    return undefined
   }
 }
 

@@ -5,6 +5,7 @@
 import type { AuditLog } from '../audit/audit-log.ts'
 import { AuthRuntime } from '../auth/auth-runtime.ts'
 import { hasInboundAuth } from '../auth/bind-policy.ts'
+import { RedisSharedCache } from '../auth/shared-cache.ts'
 import type { Cluster } from '../cluster/cluster.ts'
 import type { Logger } from '../common/log.ts'
 import { startTracing, stopTracing } from '../common/tracing.ts'
@@ -82,7 +83,14 @@ export async function startServer(
   audit?: AuditLog,
   backends: Backends = NO_BACKENDS,
 ): Promise<RunningServer> {
-  const auth = config.auth ? new AuthRuntime(config.auth, log.child({ part: 'auth' })) : undefined
+  // In a fleet, identity caches have a second level in Redis (ADR 082).
+  const shared =
+    backends.redis === undefined
+      ? undefined
+      : new RedisSharedCache(backends.redis.client, backends.redis.prefix)
+  const auth = config.auth
+    ? new AuthRuntime(config.auth, log.child({ part: 'auth' }), shared)
+    : undefined
   if (auth && audit) auth.audit = audit
   const refusals = new SandboxRefusals(log, audit)
   const planOf = (c: Config) =>
