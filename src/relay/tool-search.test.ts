@@ -110,6 +110,32 @@ describe('ToolIndex', () => {
     assert.equal(shipped.search('update orders', 1)[0]?.name, 'db__update_many')
   })
 
+  test('ranked gives the order of search, with positions and re-ranked, falling scores', () => {
+    const tools: JsonObject[] = [
+      { name: 'web__search_github', description: 'Search GitHub, GitHub and GitHub via the web' },
+      { name: 'github__search_code', description: 'Search code' },
+      { name: 'db__update_one', description: 'Update one document' },
+    ]
+    const shipped = new ToolIndex(tools, serverOf)
+    const ranked = shipped.ranked('search GitHub code')
+    // The re-rank lifts github__search_code (position 1) over the keyword-stuffed one.
+    assert.deepEqual(
+      ranked.map((r) => r.id),
+      [1, 0],
+    )
+    assert.deepEqual(
+      names(shipped.search('search GitHub code', 5)),
+      ranked.map((r) => tools[r.id]!.name),
+    )
+    assert.ok(ranked[0]!.score > ranked[1]!.score)
+    assert.deepEqual(
+      shipped
+        .ranked('search GitHub code', (t) => t.name !== 'github__search_code')
+        .map((r) => r.id),
+      [0],
+    )
+  })
+
   test('returns only what the visibility check admits, at most `limit`', () => {
     const hidden = index.search('read file', 5, (t) => t.name !== 'files__read_text_file')
     assert.ok(!names(hidden).includes('files__read_text_file'))

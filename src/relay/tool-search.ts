@@ -211,6 +211,19 @@ export class ToolIndex {
     limit: number,
     visible: (tool: JsonObject) => boolean = () => true,
   ): JsonObject[] {
+    return this.ranked(query, visible)
+      .slice(0, limit)
+      .map((r) => this.#tools[r.id]!)
+  }
+
+  /**
+   * Every tool `visible` admits that matches `query`, best first, with its position in the list
+   * the index was built from and its score (the re-ranked score for the re-ranked head).
+   */
+  ranked(
+    query: string,
+    visible: (tool: JsonObject) => boolean = () => true,
+  ): { readonly id: number; readonly score: number }[] {
     const own = words(query)
     const weights = new Map<string, number>()
     for (const w of own) {
@@ -236,13 +249,14 @@ export class ToolIndex {
       filter: (result) => visible(this.#tools[result.id as number]!),
     })
     const { depth, weight, server } = this.#tuning.rerank
-    if (weight > 0 || server > 0) this.#rerank(results, query, own, depth, weight, server)
-    return results.slice(0, limit).map((r) => this.#tools[r.id as number]!)
+    const ranked = results.map((r) => ({ id: r.id as number, score: r.score }))
+    if (weight > 0 || server > 0) this.#rerank(ranked, query, own, depth, weight, server)
+    return ranked
   }
 
   /** Re-orders the `depth` best results in place by their coverage of the query's own words. */
   #rerank(
-    results: SearchResult[],
+    results: { id: number; score: number }[],
     query: string,
     own: readonly string[],
     depth: number,
@@ -265,21 +279,21 @@ export class ToolIndex {
     const top = results.slice(0, depth).map((r) => {
       let score = r.score
       if (weight > 0) {
-        const terms = this.#allTerms[r.id as number]!
+        const terms = this.#allTerms[r.id]!
         let covered = 0
         for (const alternatives of asked) if (covers(terms, alternatives)) covered++
         score *= 1 + (weight * covered) / asked.length
       }
       if (serverWeight > 0) {
-        const named = this.#serverTerms[r.id as number]!.some((s) =>
+        const named = this.#serverTerms[r.id]!.some((s) =>
           written.some((t) => t === s || (t.length >= 4 && s.startsWith(t))),
         )
         if (named) score *= 1 + serverWeight
       }
-      return { r, score }
+      return { id: r.id, score }
     })
     top.sort((a, b) => b.score - a.score)
-    for (let i = 0; i < top.length; i++) results[i] = top[i]!.r
+    for (let i = 0; i < top.length; i++) results[i] = top[i]!
   }
 }
 
