@@ -9,6 +9,7 @@
  */
 import { BarbicanError } from '../common/errors.ts'
 import { newQuickJS, type QuickJSModule } from '../common/lazy-deps.ts'
+import { type ProgramClock, RunClock } from './code-clock.ts'
 
 /** How much one program may use; every field is configurable per virtual server. */
 export interface IsolateLimits {
@@ -16,7 +17,10 @@ export interface IsolateLimits {
   readonly memoryBytes: number
   /** Stack of the program's QuickJS runtime (deep recursion fails before it). */
   readonly stackBytes: number
-  /** Wall-clock time for the whole run, host calls included. */
+  /**
+   * Wall-clock time for the whole run, host calls included; the clock stops only while the
+   * isolate waits with a call waiting for a human (code-clock.ts).
+   */
   readonly timeoutMs: number
   /** Host function calls the program may make. */
   readonly maxCalls: number
@@ -24,8 +28,15 @@ export interface IsolateLimits {
   readonly maxOutputBytes: number
 }
 
-/** A host function: receives the program's argument (parsed JSON), returns JSON-able data. */
-export type HostFunction = (args: unknown, signal: AbortSignal) => Promise<unknown>
+/**
+ * A host function: receives the program's argument (parsed JSON), returns JSON-able data. It
+ * holds `clock` while it waits for a human's answer.
+ */
+export type HostFunction = (
+  args: unknown,
+  signal: AbortSignal,
+  clock: ProgramClock,
+) => Promise<unknown>
 
 /** Namespace → function name → host function: all the program can reach of the host. */
 export type HostFunctions = ReadonlyMap<string, ReadonlyMap<string, HostFunction>>
@@ -125,13 +136,15 @@ class Output {
 /**
  * Runs `code` with `functions` under `limits`. Never throws for what the program does: its
  * failures and every limit come back as `outcome.error` (ERR_CODE_FAILED, ERR_CODE_LIMIT);
- * ERR_CODE_UNAVAILABLE only when QuickJS itself cannot be loaded.
+ * ERR_CODE_UNAVAILABLE only when QuickJS itself cannot be loaded. `clock` is the run's time
+ * limit when its holds come from elsewhere (the worker thread's gateway side).
  */
 export async function runIsolated(
   code: string,
   functions: HostFunctions,
   limits: IsolateLimits,
   signal: AbortSignal,
+  clock: RunClock = new RunClock(limits.timeoutMs),
 ): Promise<IsolateOutcome> {
   let module: QuickJSModule
   try {
@@ -144,7 +157,7 @@ export async function runIsolated(
     })
   }
   const output = new Output(limits.maxOutputBytes)
-  const deadline = Date.now() + limits.timeoutMs
+  clock.begin()
   /** Aborts host calls in flight when the run ends early (limit, failure, client cancel). */
   const hostCalls = new AbortController()
   const onAbort = () => hostCalls.abort()
@@ -164,7 +177,7 @@ export async function runIsolated(
   runtime.setMaxStackSize(limits.stackBytes)
   runtime.setInterruptHandler(() => {
     if (signal.aborted) return true
-    if (Date.now() <= deadline) return false
+    if (clock.left() > 0) return false
     hit(`The program ran past its time limit of ${limits.timeoutMs} ms`, {
       limit: 'timeoutMs',
       value: limits.timeoutMs,
@@ -180,9 +193,13 @@ export async function runIsolated(
   let wake: (() => void) | undefined
   const settle = () => {
     if (over) return
+    clock.idle = false
     runtime.executePendingJobs()
+    clock.idle = true
     wake?.()
   }
+  // The last answer from a human: the wait below takes up the time limit again.
+  clock.onRelease(() => wake?.())
 
   try {
     const log = vm.newFunction('log', (levelHandle, textHandle) => {
@@ -216,7 +233,7 @@ export async function runIsolated(
       }
       const deferred = vm.newPromise()
       pending.add(deferred)
-      fn(args, hostCalls.signal).then(
+      fn(args, hostCalls.signal, clock).then(
         (value) => {
           if (over) return
           const json = value === undefined ? undefined : JSON.stringify(value)
@@ -268,7 +285,8 @@ export async function runIsolated(
         }
         if (limitHit) return finish(undefined, limitHit)
         if (signal.aborted) return finish(undefined, cancelled())
-        const left = deadline - Date.now()
+        clock.idle = true
+        const left = clock.left()
         if (left <= 0 || pending.size === 0) {
           if (pending.size === 0 && left > 0) {
             // Nothing in flight and not settled: the program awaits something that never comes.
@@ -286,7 +304,8 @@ export async function runIsolated(
           )
         }
         await new Promise<void>((resolve) => {
-          const timer = setTimeout(resolve, left)
+          // Stopped (a call waits for a human): no deadline until the answer, or an abort.
+          const timer = clock.stopped ? undefined : setTimeout(resolve, left)
           const abort = () => resolve()
           signal.addEventListener('abort', abort, { once: true })
           wake = () => {
@@ -296,12 +315,14 @@ export async function runIsolated(
           }
         })
         wake = undefined
+        clock.idle = false
       }
     } finally {
       promise.dispose()
     }
   } finally {
     over = true
+    clock.onRelease(undefined)
     hostCalls.abort()
     signal.removeEventListener('abort', onAbort)
     for (const deferred of pending) deferred.dispose()

@@ -3,10 +3,12 @@
  * (code-worker.ts), its tool calls coming back here as messages to the host functions. Workers
  * are kept for the next run (each run still has its own QuickJS instance); one whose program
  * does not stop by the time limit (plus a grace) is terminated, so the limit holds even if the
- * interpreter's own interrupt never fires.
+ * interpreter's own interrupt never fires; so is one that does not stop within the grace after
+ * the run is aborted (its client gone, or its held round expired: ADR 083).
  */
 import { Worker } from 'node:worker_threads'
 import { BarbicanError } from '../common/errors.ts'
+import { type ProgramClock, RunClock } from './code-clock.ts'
 import type { HostFunctions, IsolateLimits, IsolateOutcome } from './code-isolate.ts'
 import type { FromWorker, ToWorker, WireError } from './code-worker.ts'
 
@@ -15,7 +17,7 @@ const SCRIPT = import.meta.url.endsWith('.ts')
   ? new URL('./code-worker.ts', import.meta.url)
   : new URL('./code-worker.js', import.meta.url)
 
-/** Past the time limit, how long a worker may take to report before it is terminated. */
+/** Past the time limit or an abort, how long a worker may take to report before it ends. */
 const GRACE_MS = 1000
 /** Idle workers kept for the next runs (a new worker costs tens of milliseconds). */
 const MAX_IDLE = 2
@@ -71,33 +73,67 @@ export function runInThread(
   /** Aborts host calls in flight once the run is over. */
   const hostCalls = new AbortController()
   let calls = 0
+  /**
+   * The time limit as the gateway side watches it: stopped while a call waits for a human (the
+   * worker's own clock then still counts what the program runs, and its interrupt stops it).
+   */
+  const watched = new RunClock(limits.timeoutMs, { idle: true })
   return new Promise<IsolateOutcome>((resolve, reject) => {
     let over = false
+    let watchdog: NodeJS.Timeout | undefined
+    let killer: NodeJS.Timeout | undefined
     const end = (keep: boolean) => {
       over = true
       clearTimeout(watchdog)
+      clearTimeout(killer)
       signal.removeEventListener('abort', onAbort)
       hostCalls.abort()
       if (keep) release(worker)
       else void worker.terminate()
     }
-    const onAbort = () => post({ type: 'abort' })
-    signal.addEventListener('abort', onAbort, { once: true })
-    const watchdog = setTimeout(() => {
+    const stopped = (error: BarbicanError) => {
       if (over) return
       end(false)
-      resolve({
-        logs: [],
-        value: undefined,
-        error: new BarbicanError(
+      resolve({ logs: [], value: undefined, error, calls, truncated: false })
+    }
+    const onAbort = () => {
+      post({ type: 'abort' })
+      // A worker busy in the program reads the abort only at its interrupt: if that never
+      // comes, the thread is ended rather than left running for nobody.
+      killer ??= setTimeout(
+        () => stopped(new BarbicanError('ERR_CANCELLED', 'The run was cancelled')),
+        GRACE_MS,
+      )
+    }
+    signal.addEventListener('abort', onAbort, { once: true })
+    const arm = () => {
+      clearTimeout(watchdog)
+      watchdog = setTimeout(overrun, Math.max(0, watched.left()) + GRACE_MS)
+    }
+    const overrun = () =>
+      stopped(
+        new BarbicanError(
           'ERR_CODE_LIMIT',
           `The program ran past its time limit of ${limits.timeoutMs} ms`,
           { data: { limit: 'timeoutMs', value: limits.timeoutMs } },
         ),
-        calls,
-        truncated: false,
-      })
-    }, limits.timeoutMs + GRACE_MS)
+      )
+    arm()
+    /** One call's holds, forwarded to the worker's clock; the watchdog waits while held. */
+    const clock: ProgramClock = {
+      hold() {
+        if (over) return
+        watched.hold()
+        clearTimeout(watchdog)
+        post({ type: 'hold' })
+      },
+      release() {
+        if (over) return
+        watched.release()
+        if (!watched.stopped) arm()
+        post({ type: 'release' })
+      },
+    }
     worker.on('message', (message: FromWorker) => {
       if (over) return
       if (message.type === 'call') {
@@ -110,7 +146,7 @@ export function runInThread(
           answer({ type: 'reply', id: message.id, error: `${message.space}.${message.name}?` })
           return
         }
-        fn(message.args, hostCalls.signal).then(
+        fn(message.args, hostCalls.signal, clock).then(
           (value) => answer({ type: 'reply', id: message.id, value }),
           (err: unknown) =>
             answer({

@@ -7,6 +7,7 @@
  */
 import { parentPort } from 'node:worker_threads'
 import type { BarbicanError } from '../common/errors.ts'
+import { RunClock } from './code-clock.ts'
 import {
   type HostFunction,
   type IsolateLimits,
@@ -14,7 +15,10 @@ import {
   runIsolated,
 } from './code-isolate.ts'
 
-/** What the gateway sends: a program to run, a tool call's answer, or a cancellation. */
+/**
+ * What the gateway sends: a program to run, a tool call's answer, a cancellation, or that a call
+ * waits for a human's answer (`hold`) and has it (`release`), which stops the program's clock.
+ */
 export type ToWorker =
   | {
       readonly type: 'run'
@@ -29,6 +33,8 @@ export type ToWorker =
       readonly error?: string
     }
   | { readonly type: 'abort' }
+  | { readonly type: 'hold' }
+  | { readonly type: 'release' }
   /** Load QuickJS now, for a run to come with this memory limit. */
   | { readonly type: 'warm'; readonly memoryBytes: number }
 
@@ -65,6 +71,8 @@ let nextId = 0
 /** Tool calls awaiting the gateway's answer. */
 const waiting = new Map<number, { resolve: (v: unknown) => void; reject: (e: Error) => void }>()
 let abort = new AbortController()
+/** The running program's time limit. */
+let clock: RunClock | undefined
 
 const send = (message: FromWorker) => port.postMessage(message)
 const wire = (e: BarbicanError): WireError => ({ code: e.code, message: e.message, data: e.data })
@@ -77,6 +85,10 @@ port.on('message', (message: ToWorker) => {
     else w?.resolve(message.value)
   } else if (message.type === 'abort') {
     abort.abort()
+  } else if (message.type === 'hold') {
+    clock?.hold()
+  } else if (message.type === 'release') {
+    clock?.release()
   } else if (message.type === 'warm') {
     prepareInstance(message.memoryBytes)
   } else {
@@ -86,6 +98,7 @@ port.on('message', (message: ToWorker) => {
 
 async function run({ code, namespaces, limits }: Extract<ToWorker, { type: 'run' }>) {
   abort = new AbortController()
+  clock = new RunClock(limits.timeoutMs)
   waiting.clear()
   const functions = new Map<string, Map<string, HostFunction>>()
   for (const [space, names] of Object.entries(namespaces)) {
@@ -104,7 +117,7 @@ async function run({ code, namespaces, limits }: Extract<ToWorker, { type: 'run'
     functions.set(space, fns)
   }
   try {
-    const outcome = await runIsolated(code, functions, limits, abort.signal)
+    const outcome = await runIsolated(code, functions, limits, abort.signal, clock)
     send({
       type: 'done',
       logs: outcome.logs,

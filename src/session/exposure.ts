@@ -26,6 +26,7 @@ import type { HostFunction, IsolateLimits } from '../relay/code-isolate.ts'
 import { runInThread } from '../relay/code-thread.ts'
 import type { VirtualServer } from '../relay/virtual-server.ts'
 import { complete } from './local-answers.ts'
+import type { ProgramInput } from './program-input.ts'
 
 /** Sends `method` with `params` through the session's full path, as the calling client. */
 export type Dispatch = (
@@ -92,7 +93,10 @@ function replying(dispatch: Dispatch): Dispatch {
   }
 }
 
-/** Runs a call to one of the exposure's own tools. */
+/**
+ * Runs a call to one of the exposure's own tools. `input`: how a program's call gets the input
+ * it needs from the client (a 2026-07-28 client's held rounds); absent, such a call fails.
+ */
 export async function callExposureTool(
   server: VirtualServer,
   /** The caller's view of the catalogue (what their `tools/list` shows), or its refusal. */
@@ -100,6 +104,7 @@ export async function callExposureTool(
   params: JsonObject | undefined,
   sent: Dispatch,
   signal: AbortSignal,
+  input?: ProgramInput,
 ): Promise<Result> {
   const dispatch = replying(sent)
   const name = params?.name
@@ -116,7 +121,7 @@ export async function callExposureTool(
       // are not even names it could enumerate.
       const catalog = await view()
       if (!('tools' in catalog)) return toolError(catalog)
-      return await runCode(server, catalog, args, dispatch, signal)
+      return await runCode(server, catalog, args, dispatch, signal, input)
     }
     case LIST_RESOURCES:
       return await listResources(args, dispatch, signal)
@@ -200,6 +205,7 @@ async function runCode(
   args: JsonObject,
   dispatch: Dispatch,
   signal: AbortSignal,
+  input: ProgramInput | undefined,
 ): Promise<Result> {
   const code = args.code
   if (typeof code !== 'string') {
@@ -221,7 +227,7 @@ async function runCode(
   }
   runningPrograms.set(server, running + 1)
   try {
-    return await runProgram(code, limits, catalog, dispatch, signal)
+    return await runProgram(code, limits, catalog, dispatch, signal, input)
   } finally {
     runningPrograms.set(server, (runningPrograms.get(server) ?? 1) - 1)
   }
@@ -237,17 +243,22 @@ async function runProgram(
   catalog: Catalog,
   dispatch: Dispatch,
   signal: AbortSignal,
+  input: ProgramInput | undefined,
 ): Promise<Result> {
   const functions = new Map<string, Map<string, HostFunction>>()
   for (const fn of codeFunctions(catalog)) {
     const space = functions.get(fn.namespace) ?? new Map<string, HostFunction>()
     functions.set(fn.namespace, space)
-    space.set(fn.name, async (toolArgs, callSignal) => {
+    space.set(fn.name, async (toolArgs, callSignal, clock) => {
       if (!isPlainObject(toolArgs)) throw new Error(`${fn.namespace}.${fn.name} takes an object`)
-      return programValue(
-        fn.tool,
-        await dispatch('tools/call', { name: fn.tool, arguments: toolArgs }, callSignal),
-      )
+      const params: JsonObject = { name: fn.tool, arguments: toolArgs }
+      let reply = await dispatch('tools/call', params, callSignal)
+      if (input && reply.kind === 'result' && reply.resultType === 'input_required') {
+        // The client is asked (run_code's own round); the call is retried with its answers.
+        const retry = (again: JsonObject) => dispatch('tools/call', again, callSignal)
+        reply = await input.relay(reply, params, retry, clock, callSignal)
+      }
+      return programValue(fn.tool, reply)
     })
   }
   const outcome = await runInThread(code, functions, isolateLimits(limits), signal)
@@ -276,7 +287,7 @@ async function runProgram(
 /**
  * What a tool call gives the program: structuredContent, else the text of an all-text result,
  * else its content blocks. A refusal, a failure or a tool error rejects with its text; so does a
- * result that needs the client's input (a 2026-07-28 confirmation), which a program cannot give.
+ * result that still needs the client's input when nobody can relay it (fail closed).
  */
 function programValue(tool: string, reply: Result | ErrorReply): unknown {
   if (reply.kind === 'error') throw new Error(`${tool}: error ${reply.code}: ${reply.message}`)

@@ -33,6 +33,7 @@ import {
   type Revision,
 } from '../protocol/revisions.ts'
 import type { Catalog } from '../relay/catalog.ts'
+import { RUN_CODE } from '../relay/code-catalog.ts'
 import type { ProgressRouter } from '../relay/progress.ts'
 import { withJudgedUris } from '../relay/resource-uri.ts'
 import { type Route, resolveRoute, type SessionTask, stringParam } from '../relay/route.ts'
@@ -70,6 +71,7 @@ import {
   paramHeaderReply,
   unsupportedRevision,
 } from './request-checks.ts'
+import { heldProgramInput } from './program-input.ts'
 import { LOG_LEVELS, RequestLogs } from './request-logs.ts'
 import { metaToolCall, searchTools, viewRequest } from './tool-search-calls.ts'
 import { relayUnicast, type UnicastHost } from './unicast.ts'
@@ -371,7 +373,33 @@ export class Session {
         )
       // run_code's functions are the caller's view: what a tools/list of theirs would show.
       const view = () => this.#view(this.#callOf(viewRequest(request), modern, signal, about.log))
-      const run = () => callExposureTool(server, view, request.params, dispatch, signal)
+      const bridge = this.#deps.bridge
+      const { envelope } = request
+      let run = (): Promise<Result | ErrorReply> =>
+        callExposureTool(server, view, request.params, dispatch, signal)
+      if (modern && bridge && envelope && request.params?.name === RUN_CODE) {
+        // A 2026-07-28 client answers a program's questions (confirmations) by calling again:
+        // run_code is a held call, its program paused between rounds (program-input.ts).
+        run = () =>
+          bridge.modernCall({
+            identity: this.identity,
+            method,
+            params: request.params,
+            clientCapabilities: envelope.clientCapabilities,
+            signal,
+            upstream: RUN_CODE,
+            upstreamEra: 'legacy',
+            send: (params, held, heldSignal) =>
+              callExposureTool(
+                server,
+                view,
+                params,
+                dispatch,
+                heldSignal,
+                held && heldProgramInput(bridge, held),
+              ),
+          })
+      }
       // The call itself is audited too (a program's digest, or its text with rawArguments),
       // besides each call it makes; the other policies judge those calls, not this one.
       const audit = this.#deps.policies.find((p) => p.name === 'audit')

@@ -7,7 +7,7 @@
  * of calls, each stopped within its limit, with the gateway still serving afterwards.
  */
 import assert from 'node:assert/strict'
-import { mkdtempSync, readFileSync, realpathSync, writeFileSync } from 'node:fs'
+import { mkdtempSync, readFileSync, realpathSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, before, describe, test } from 'node:test'
@@ -61,6 +61,11 @@ return { summary: '${out}', words: texts.map((t) => t.content.split(/\\s+/).filt
 }
 
 const text = (r: ToolResult) => r.content.map((c) => c.text ?? '').join('\n')
+
+/** Writes `out` with a destructive tool (so: confirmed first); says whether it was refused. */
+const writeProgram = (out: string) => `
+  try { await files.write_file({ path: '${out}', content: 'confirmed' }); return 'written' }
+  catch (e) { return 'refused: ' + e.message }`
 
 describe('tools.mode: code over server-filesystem', () => {
   let server: RunningServer
@@ -455,10 +460,6 @@ describe('tools.mode: code over server-filesystem', () => {
       await confirming?.stop()
     })
 
-    const writeProgram = (out: string) => `
-      try { await files.write_file({ path: '${out}', content: 'confirmed' }); return 'written' }
-      catch (e) { return 'refused: ' + e.message }`
-
     for (const answer of ['accept', 'decline'] as const) {
       test(`legacy: the human is asked on the run_code request and ${answer}s`, async () => {
         const asked: string[] = []
@@ -491,24 +492,151 @@ describe('tools.mode: code over server-filesystem', () => {
         }
       })
     }
+  })
 
-    test('modern: a confirmation a program cannot relay fails closed', async () => {
+  describe('a 2026-07-28 client answers the confirmation a program asks (held run_code)', () => {
+    /** Shorter than the human below takes: the clock must stand still while they decide. */
+    const TIME_LIMIT_MS = 1500
+    /** How long a paused program waits for the answer (limits.heldCallTimeoutMs). */
+    const ANSWER_MS = 3000
+    let held: RunningServer
+    before(async () => {
+      const config = {
+        listen: '127.0.0.1:0',
+        upstreams: { files: { command: process.execPath, args: [filesystem, dataDir] } },
+        servers: {
+          default: {
+            tools: { mode: 'code' },
+            code: { ...LIMITS, timeoutMs: TIME_LIMIT_MS, maxConcurrent: 1 },
+          },
+        },
+        confirm: { destructive: true },
+        limits: { heldCallTimeoutMs: ANSWER_MS },
+      }
+      held = await startServer(
+        parseConfigText(JSON.stringify(config), { json: true }).config,
+        silentLogger,
+      )
+    })
+    after(async () => {
+      await held?.stop()
+    })
+
+    /** An SDK v2 client pinned to 2026-07-28 that declares elicitation; `answer` handles it. */
+    async function modernClient(
+      answer?: (message: string) => Promise<{ action: 'accept' | 'decline' | 'cancel' }>,
+    ): Promise<ClientV2> {
       const client = new ClientV2(
         { name: 'code-confirm', version: '1.0.0' },
         { versionNegotiation: { mode: { pin: '2026-07-28' } }, capabilities: { elicitation: {} } },
       )
-      await client.connect(new StreamableHTTPClientTransportV2(new URL(`${confirming.url}/mcp`)))
+      if (answer) {
+        client.setRequestHandler('elicitation/create', async (request) => {
+          const { action } = await answer(String(request.params.message))
+          return action === 'accept' ? { action, content: {} } : { action }
+        })
+      }
+      await client.connect(new StreamableHTTPClientTransportV2(new URL(`${held.url}/mcp`)))
+      assert.equal(client.getNegotiatedProtocolVersion(), '2026-07-28')
+      return client
+    }
+
+    /** run_code with `code`, its input_required round handed back rather than answered. */
+    const manualRun = (client: ClientV2, code: string, retry: Json = {}) =>
+      client.callTool({ name: 'run_code', arguments: { code }, ...retry }, {
+        allowInputRequired: true,
+      } as never) as unknown as Promise<Json>
+
+    for (const answer of ['accept', 'decline'] as const) {
+      test(`the question is the run_code call's round; ${answer} resumes the paused program`, async () => {
+        const asked: string[] = []
+        const client = await modernClient(async (message) => {
+          asked.push(message)
+          // The human takes longer than the program's whole time limit.
+          await new Promise((resolve) => setTimeout(resolve, TIME_LIMIT_MS + 500))
+          return { action: answer }
+        })
+        try {
+          const out = join(dataDir, `held-${answer}.txt`)
+          const result = (await client.callTool({
+            name: 'run_code',
+            arguments: {
+              code: `const before = await files.list_allowed_directories({})
+${writeProgram(out)}`,
+            },
+          })) as ToolResult
+          assert.equal(asked.length, 1)
+          assert.match(asked[0]!, /"write_file"/)
+          assert.match(asked[0]!, new RegExp(out.replaceAll('/', '\\/')))
+          if (answer === 'accept') {
+            assert.equal(text(result), '"written"')
+            assert.equal(readFileSync(out, 'utf8'), 'confirmed')
+          } else {
+            // Declined: the call fails inside the program as a direct call would be refused.
+            assert.match(text(result), /"refused: write_file: error -32\d+: The user declined/)
+            assert.throws(() => readFileSync(out), /ENOENT/)
+          }
+        } finally {
+          await client.close()
+        }
+      })
+    }
+
+    test('an answer is used once: replaying the accepted round is refused', async () => {
+      const client = await modernClient()
       try {
-        const out = join(dataDir, 'confirm-modern.txt')
-        const result = (await client.callTool({
-          name: 'run_code',
-          arguments: { code: writeProgram(out) },
-        })) as ToolResult
-        assert.match(
-          text(result),
-          /refused: write_file needs the client's input \(input_required\)/,
+        const out = join(dataDir, 'held-replay.txt')
+        const code = writeProgram(out)
+        const round = await manualRun(client, code)
+        assert.equal(round.resultType, 'input_required', JSON.stringify(round))
+        const [key, question] = Object.entries(round.inputRequests as Record<string, Json>)[0]!
+        assert.equal(question.method, 'elicitation/create')
+        const answered = {
+          requestState: round.requestState,
+          inputResponses: { [key]: { action: 'accept', content: {} } },
+        }
+        const done = (await manualRun(client, code, answered)) as unknown as ToolResult
+        assert.equal(text(done), '"written"')
+        rmSync(out)
+        await assert.rejects(manualRun(client, code, answered), /no longer held/)
+        assert.throws(() => readFileSync(out), /ENOENT/, 'the replay wrote nothing')
+        // Nor does the state answer another program.
+        const other = await manualRun(client, `${code}\n// another`, answered).catch(
+          (e: Error) => e,
         )
+        assert.ok(other instanceof Error, 'a state bound to another request is refused')
+      } finally {
+        await client.close()
+      }
+    })
+
+    test('an abandoned round expires: the program is aborted and its worker freed', async () => {
+      const client = await modernClient()
+      try {
+        const out = join(dataDir, 'held-abandoned.txt')
+        const code = writeProgram(out)
+        const round = await manualRun(client, code)
+        assert.equal(round.resultType, 'input_required')
+        // The paused program still holds its place (code.maxConcurrent is 1 here).
+        const busy = (await client.callTool({
+          name: 'run_code',
+          arguments: { code: 'return 1' },
+        })) as ToolResult
+        assert.match(text(busy), /code\.maxConcurrent/)
+        await new Promise((resolve) => setTimeout(resolve, ANSWER_MS + 500))
+        const [key] = Object.keys(round.inputRequests as Json)
+        const late = {
+          requestState: round.requestState,
+          inputResponses: { [key!]: { action: 'accept', content: {} } },
+        }
+        await assert.rejects(manualRun(client, code, late), /no longer held|expired/)
         assert.throws(() => readFileSync(out), /ENOENT/)
+        // Its place and worker are free again.
+        const next = (await client.callTool({
+          name: 'run_code',
+          arguments: { code: 'return 2' },
+        })) as ToolResult
+        assert.equal(text(next), '2')
       } finally {
         await client.close()
       }
