@@ -137,3 +137,69 @@ describe('the code isolate', () => {
     assert.ok(Date.now() - started < LIMITS.timeoutMs)
   })
 })
+
+describe('the time limit while a call waits for a human (ADR 083)', () => {
+  const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
+  const LIMIT = 600
+  const limits = { ...LIMITS, timeoutMs: LIMIT }
+  /** `human.ask` holds the clock for `waitMs` (a person deciding), then answers; `kv.get` echoes. */
+  const withHuman = (waitMs: number) =>
+    new Map([
+      ...host(),
+      [
+        'human',
+        new Map<string, HostFunction>([
+          [
+            'ask',
+            async (_args, _signal, clock) => {
+              clock.hold()
+              try {
+                await sleep(waitMs)
+                return 'yes'
+              } finally {
+                clock.release()
+              }
+            },
+          ],
+        ]),
+      ],
+    ])
+
+  test('does not run while the program only waits for the answer', async () => {
+    const out = await runIsolated(
+      `const a = await human.ask({}); const b = await kv.get({ key: 'k' }); return [a, b.value]`,
+      withHuman(LIMIT * 2),
+      limits,
+      new AbortController().signal,
+    )
+    assert.equal(out.error, undefined, out.error?.message)
+    assert.equal(out.value, '["yes","v:k"]')
+  })
+
+  test('still runs while the program computes meanwhile: a loop is stopped', async () => {
+    const started = Date.now()
+    const out = await runIsolated(
+      `await Promise.all([human.ask({}), (async () => { await kv.get({ key: 'k' }); for (;;) {} })()])`,
+      withHuman(LIMIT * 5),
+      limits,
+      new AbortController().signal,
+    )
+    assert.equal(out.error?.code, 'ERR_CODE_LIMIT')
+    assert.match(out.error?.message ?? '', /time limit/)
+    assert.ok(Date.now() - started < LIMIT * 3, 'stopped at its limit, not after the human')
+  })
+
+  test('runs again once the answer is in, with what was left of it', async () => {
+    const started = Date.now()
+    const out = await runIsolated(
+      `await human.ask({}); for (;;) {}`,
+      withHuman(LIMIT * 2),
+      limits,
+      new AbortController().signal,
+    )
+    const took = Date.now() - started
+    assert.equal(out.error?.code, 'ERR_CODE_LIMIT')
+    assert.ok(took >= LIMIT * 2 + LIMIT / 2, `the loop had most of the limit after the answer (${took} ms)`)
+    assert.ok(took < LIMIT * 4, `and no more (${took} ms)`)
+  })
+})

@@ -21,6 +21,7 @@ import {
   withExposedUris,
 } from '../relay/adapted-tools.ts'
 import type { Catalog } from '../relay/catalog.ts'
+import type { ProgramClock } from '../relay/code-clock.ts'
 import { codeFunctions, RUN_CODE, runCodeTool } from '../relay/code-catalog.ts'
 import type { HostFunction, IsolateLimits } from '../relay/code-isolate.ts'
 import { runInThread } from '../relay/code-thread.ts'
@@ -28,11 +29,15 @@ import type { VirtualServer } from '../relay/virtual-server.ts'
 import { complete } from './local-answers.ts'
 import type { ProgramInput } from './program-input.ts'
 
-/** Sends `method` with `params` through the session's full path, as the calling client. */
+/**
+ * Sends `method` with `params` through the session's full path, as the calling client. A
+ * program's call passes its `clock`, held while the client's human is asked something.
+ */
 export type Dispatch = (
   method: string,
   params: JsonObject,
   signal: AbortSignal,
+  clock?: ProgramClock,
 ) => Promise<Result | ErrorReply>
 
 /** Whether `name` is a tool the exposure adds (it never reaches an upstream). */
@@ -82,9 +87,9 @@ export async function adaptToolResult(
  * reply the client would have got; cancellation and internal failures still throw.
  */
 function replying(dispatch: Dispatch): Dispatch {
-  return async (method, params, signal) => {
+  return async (method, params, signal, clock) => {
     try {
-      return await dispatch(method, params, signal)
+      return await dispatch(method, params, signal, clock)
     } catch (err) {
       const e = toBarbicanError(err)
       if (e.code === 'ERR_INTERNAL' || e.code === 'ERR_CANCELLED') throw err
@@ -252,10 +257,10 @@ async function runProgram(
     space.set(fn.name, async (toolArgs, callSignal, clock) => {
       if (!isPlainObject(toolArgs)) throw new Error(`${fn.namespace}.${fn.name} takes an object`)
       const params: JsonObject = { name: fn.tool, arguments: toolArgs }
-      let reply = await dispatch('tools/call', params, callSignal)
+      let reply = await dispatch('tools/call', params, callSignal, clock)
       if (input && reply.kind === 'result' && reply.resultType === 'input_required') {
         // The client is asked (run_code's own round); the call is retried with its answers.
-        const retry = (again: JsonObject) => dispatch('tools/call', again, callSignal)
+        const retry = (again: JsonObject) => dispatch('tools/call', again, callSignal, clock)
         reply = await input.relay(reply, params, retry, clock, callSignal)
       }
       return programValue(fn.tool, reply)

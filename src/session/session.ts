@@ -33,6 +33,7 @@ import {
   type Revision,
 } from '../protocol/revisions.ts'
 import type { Catalog } from '../relay/catalog.ts'
+import type { ProgramClock } from '../relay/code-clock.ts'
 import { RUN_CODE } from '../relay/code-catalog.ts'
 import type { ProgressRouter } from '../relay/progress.ts'
 import { withJudgedUris } from '../relay/resource-uri.ts'
@@ -335,7 +336,12 @@ export class Session {
     modern: boolean,
     signal: AbortSignal,
     headers: ReceiveInfo['headers'] | undefined,
-    about: { log: Logger; facts: { upstream?: string } },
+    about: {
+      log: Logger
+      facts: { upstream?: string }
+      /** A code-mode program's clock, stopped while its call waits for the human. */
+      clock?: ProgramClock
+    },
   ): Promise<Result | ErrorReply> {
     // Policies judge, and upstreams receive, resource URIs in one normalised form.
     const judged = withJudgedUris(sent, (uri) => this.#deps.server.judgeUri(uri))
@@ -357,7 +363,7 @@ export class Session {
     const server = this.#deps.server
     if (method === 'tools/call' && isExposureTool(server.exposure, request.params?.name)) {
       // Each step of these tools is dispatched like the client's own request (exposure.ts).
-      const dispatch: Dispatch = (inner, params, innerSignal) =>
+      const dispatch: Dispatch = (inner, params, innerSignal, clock) =>
         this.#dispatch(
           {
             kind: 'request',
@@ -369,7 +375,7 @@ export class Session {
           modern,
           innerSignal,
           undefined,
-          about,
+          clock === undefined ? about : { ...about, clock },
         )
       // run_code's functions are the caller's view: what a tools/list of theirs would show.
       const view = () => this.#view(this.#callOf(viewRequest(request), modern, signal, about.log))
@@ -417,7 +423,7 @@ export class Session {
       }
       return await audit.handle(outer, run)
     }
-    const call = this.#callOf(request, modern, signal, about.log)
+    const call = this.#callOf(request, modern, signal, about.log, about.clock)
     call.route =
       meta.kind === 'call' && meta.error
         ? { kind: 'unresolved', error: meta.error }
@@ -444,6 +450,7 @@ export class Session {
     modern: boolean,
     signal: AbortSignal,
     log: Logger,
+    clock?: ProgramClock,
   ): Call & { route: Route } {
     // The peer is built only for a policy that reads it (confirm, cedar with context labels):
     // most calls pass no such policy and should not pay for its closures.
@@ -460,7 +467,7 @@ export class Session {
       log,
       decisions: [],
       get peer() {
-        peer ??= session.#peer(modern, request)
+        peer ??= session.#peer(modern, request, clock)
         return peer
       },
       catalog: this.#catalogOfServer,
@@ -488,25 +495,37 @@ export class Session {
   readonly #catalogOfServer = async () => (await this.#deps.server.catalog()).catalog
 
   /** The client as policies reach it (policies/policy.ts CallPeer). */
-  #peer(modern: boolean, request: Request): CallPeer {
+  #peer(modern: boolean, request: Request, clock?: ProgramClock): CallPeer {
     const stateless = this.info.kind === 'streamable-http-stateless'
+    const ask: CallPeer['ask'] = (method, params, signal) =>
+      this.#clientRequests.request(
+        method,
+        (id) =>
+          this.#codecForLegacy().encode({
+            kind: 'request',
+            id,
+            method,
+            params,
+          } satisfies Message),
+        request.id,
+        signal,
+      )
     return {
       era: modern ? 'modern' : stateless || this.#revision === undefined ? 'none' : 'legacy',
       capabilities: this.#clientCapabilities,
       sessionId: modern || stateless ? undefined : this.#id,
-      ask: (method, params, signal) =>
-        this.#clientRequests.request(
-          method,
-          (id) =>
-            this.#codecForLegacy().encode({
-              kind: 'request',
-              id,
-              method,
-              params,
-            } satisfies Message),
-          request.id,
-          signal,
-        ),
+      // A program's call asking a human: its time limit stands still meanwhile (code-clock.ts).
+      ask:
+        clock === undefined
+          ? ask
+          : async (method, params, signal) => {
+              clock.hold()
+              try {
+                return await ask(method, params, signal)
+              } finally {
+                clock.release()
+              }
+            },
     }
   }
 

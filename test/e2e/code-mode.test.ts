@@ -582,6 +582,29 @@ ${writeProgram(out)}`,
       })
     }
 
+    test('legacy too: the time limit stands still while the human decides', async () => {
+      const client = new Client(
+        { name: 'code-confirm', version: '1.0.0' },
+        { capabilities: { elicitation: {} } },
+      )
+      client.setRequestHandler(ElicitRequestSchema, async () => {
+        await new Promise((resolve) => setTimeout(resolve, TIME_LIMIT_MS + 500))
+        return { action: 'accept', content: {} }
+      })
+      await client.connect(new StreamableHTTPClientTransport(new URL(`${held.url}/mcp`)))
+      try {
+        const out = join(dataDir, 'held-legacy.txt')
+        const result = (await client.callTool({
+          name: 'run_code',
+          arguments: { code: writeProgram(out) },
+        })) as ToolResult
+        assert.equal(text(result), '"written"')
+        assert.equal(readFileSync(out, 'utf8'), 'confirmed')
+      } finally {
+        await client.close()
+      }
+    })
+
     test('an answer is used once: replaying the accepted round is refused', async () => {
       const client = await modernClient()
       try {
