@@ -109,7 +109,7 @@ export const virtualServerSchema = z.strictObject({
         timeoutMs: doc(
           z.number().int().min(10).max(600_000).default(CODE_DEFAULTS.timeoutMs),
           'Time limit',
-          'Wall-clock time of one program, its tool calls included, in milliseconds. ' +
+          'Wall-clock time of one program, its tool calls included (not the time a human takes to answer a confirmation), in milliseconds. ' +
             `Default: ${CODE_DEFAULTS.timeoutMs}.`,
         ),
         maxCalls: doc(

@@ -199,7 +199,10 @@ describe('the time limit while a call waits for a human (ADR 083)', () => {
     )
     const took = Date.now() - started
     assert.equal(out.error?.code, 'ERR_CODE_LIMIT')
-    assert.ok(took >= LIMIT * 2 + LIMIT / 2, `the loop had most of the limit after the answer (${took} ms)`)
+    assert.ok(
+      took >= LIMIT * 2 + LIMIT / 2,
+      `the loop had most of the limit after the answer (${took} ms)`,
+    )
     assert.ok(took < LIMIT * 4, `and no more (${took} ms)`)
   })
 })

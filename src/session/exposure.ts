@@ -21,8 +21,8 @@ import {
   withExposedUris,
 } from '../relay/adapted-tools.ts'
 import type { Catalog } from '../relay/catalog.ts'
-import type { ProgramClock } from '../relay/code-clock.ts'
 import { codeFunctions, RUN_CODE, runCodeTool } from '../relay/code-catalog.ts'
+import type { ProgramClock } from '../relay/code-clock.ts'
 import type { HostFunction, IsolateLimits } from '../relay/code-isolate.ts'
 import { runInThread } from '../relay/code-thread.ts'
 import type { VirtualServer } from '../relay/virtual-server.ts'

@@ -33,8 +33,8 @@ import {
   type Revision,
 } from '../protocol/revisions.ts'
 import type { Catalog } from '../relay/catalog.ts'
-import type { ProgramClock } from '../relay/code-clock.ts'
 import { RUN_CODE } from '../relay/code-catalog.ts'
+import type { ProgramClock } from '../relay/code-clock.ts'
 import type { ProgressRouter } from '../relay/progress.ts'
 import { withJudgedUris } from '../relay/resource-uri.ts'
 import { type Route, resolveRoute, type SessionTask, stringParam } from '../relay/route.ts'
@@ -65,6 +65,7 @@ import {
   ownTasks,
   setUpstreamLogLevel,
 } from './local-answers.ts'
+import { heldProgramInput } from './program-input.ts'
 import {
   assertMethodAllowed,
   claimedRevision,
@@ -72,7 +73,6 @@ import {
   paramHeaderReply,
   unsupportedRevision,
 } from './request-checks.ts'
-import { heldProgramInput } from './program-input.ts'
 import { LOG_LEVELS, RequestLogs } from './request-logs.ts'
 import { metaToolCall, searchTools, viewRequest } from './tool-search-calls.ts'
 import { relayUnicast, type UnicastHost } from './unicast.ts'

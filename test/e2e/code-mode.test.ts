@@ -605,6 +605,35 @@ ${writeProgram(out)}`,
       }
     })
 
+    test('calls made together ask in one round, and each answer reaches its own call', async () => {
+      const client = await modernClient()
+      try {
+        const [yes, no] = [join(dataDir, 'held-yes.txt'), join(dataDir, 'held-no.txt')]
+        const code = `
+          const write = (path) => files.write_file({ path, content: 'confirmed' }).then(() => 'written', (e) => 'refused')
+          return await Promise.all([write('${yes}'), write('${no}')])`
+        const round = await manualRun(client, code)
+        const questions = Object.entries(round.inputRequests as Record<string, Json>)
+        assert.equal(questions.length, 2, JSON.stringify(round))
+        const answers: Json = {}
+        for (const [key, question] of questions) {
+          const message = String((question.params as Json).message)
+          answers[key] = message.includes(yes)
+            ? { action: 'accept', content: {} }
+            : { action: 'decline' }
+        }
+        const done = (await manualRun(client, code, {
+          requestState: round.requestState,
+          inputResponses: answers,
+        })) as unknown as ToolResult
+        assert.equal(text(done), '["written","refused"]')
+        assert.equal(readFileSync(yes, 'utf8'), 'confirmed')
+        assert.throws(() => readFileSync(no), /ENOENT/)
+      } finally {
+        await client.close()
+      }
+    })
+
     test('an answer is used once: replaying the accepted round is refused', async () => {
       const client = await modernClient()
       try {
