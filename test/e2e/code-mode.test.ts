@@ -4,7 +4,10 @@
  * files and writes a summary (both eras: SDK v1 on a 2025-11-25 session, SDK v2 pinned to
  * 2026-07-28). Every call the program makes is a `tools/call` of the caller, permissions and
  * audit included. Then the escapes: reaching the host, an endless loop, a memory bomb and a flood
- * of calls, each stopped within its limit, with the gateway still serving afterwards.
+ * of calls, each stopped within its limit, with the gateway still serving afterwards. Last, a
+ * confirmation asked from inside a program: on the legacy session's stream, and for a 2026-07-28
+ * client as the `run_code` call's own `input_required` round, the program paused between rounds
+ * (ADR 083): accept, decline, one round for calls made together, replay, expiry.
  */
 import assert from 'node:assert/strict'
 import { mkdtempSync, readFileSync, realpathSync, rmSync, writeFileSync } from 'node:fs'
