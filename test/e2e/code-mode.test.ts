@@ -500,8 +500,10 @@ describe('tools.mode: code over server-filesystem', () => {
   describe('a 2026-07-28 client answers the confirmation a program asks (held run_code)', () => {
     /** Shorter than the human below takes: the clock must stand still while they decide. */
     const TIME_LIMIT_MS = 1500
+    /** A human slower than the limit and the watchdog's grace after it (code-thread.ts). */
+    const HUMAN_MS = TIME_LIMIT_MS + 1500
     /** How long a paused program waits for the answer (limits.heldCallTimeoutMs). */
-    const ANSWER_MS = 3000
+    const ANSWER_MS = 4000
     let held: RunningServer
     before(async () => {
       const config = {
@@ -556,7 +558,7 @@ describe('tools.mode: code over server-filesystem', () => {
         const client = await modernClient(async (message) => {
           asked.push(message)
           // The human takes longer than the program's whole time limit.
-          await new Promise((resolve) => setTimeout(resolve, TIME_LIMIT_MS + 500))
+          await new Promise((resolve) => setTimeout(resolve, HUMAN_MS))
           return { action: answer }
         })
         try {
@@ -591,7 +593,7 @@ ${writeProgram(out)}`,
         { capabilities: { elicitation: {} } },
       )
       client.setRequestHandler(ElicitRequestSchema, async () => {
-        await new Promise((resolve) => setTimeout(resolve, TIME_LIMIT_MS + 500))
+        await new Promise((resolve) => setTimeout(resolve, HUMAN_MS))
         return { action: 'accept', content: {} }
       })
       await client.connect(new StreamableHTTPClientTransport(new URL(`${held.url}/mcp`)))
