@@ -48,7 +48,9 @@ export interface AuditStore {
   /**
    * Appends what `build` makes from the current head, in one transaction: the head is read
    * inside it, so two processes appending to one log never fork the chain. Durable when the
-   * promise settles.
+   * promise settles. `build` must be pure: a backend may call it again with a newer head (the
+   * PostgreSQL store builds on the head it last wrote and rebuilds when another writer moved
+   * it); only the records of the call whose head held are stored and returned.
    */
   append(build: (head: ChainHead) => readonly AuditRecord[]): Promise<readonly AuditRecord[]>
   head(): Promise<ChainHead>

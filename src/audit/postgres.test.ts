@@ -1,11 +1,13 @@
 import assert from 'node:assert/strict'
 import { after, test } from 'node:test'
+import type { Pool, PoolClient } from 'pg'
 import { dropPostgresSchemas, freshPostgresUrl } from '../../test/support/backends.ts'
 import { openPostgresPool } from '../store/postgres.ts'
 import { ephemeralAuditKey } from './audit-key.ts'
 import { AuditLog } from './audit-log.ts'
 import { auditContract, call } from './contract.ts'
 import { postgresAuditStore } from './postgres.ts'
+import { chainRecord } from './record.ts'
 
 after(dropPostgresSchemas)
 
@@ -60,5 +62,102 @@ test('postgres: three replicas appending at once keep one unforked chain', async
     })
   } finally {
     await Promise.all(logs.map((log) => log.close()))
+  }
+})
+
+/** Counts the round trips (queries) of the clients `pool.connect()` hands out from now on. */
+function countRoundTrips(pool: Pool): { count: number } {
+  const counter = { count: 0 }
+  const counted = new WeakSet<PoolClient>()
+  const connect = pool.connect.bind(pool) as (...args: unknown[]) => Promise<PoolClient>
+  // pool.query checks out with a callback: those queries are not the append's and pass as they are.
+  pool.connect = (async (...args: unknown[]) => {
+    if (args.length > 0) return connect(...args)
+    const client = await connect()
+    if (!counted.has(client)) {
+      counted.add(client)
+      const query = client.query.bind(client) as (...args: unknown[]) => unknown
+      client.query = ((...a: unknown[]) => {
+        counter.count++
+        return query(...a)
+      }) as typeof client.query
+    }
+    return client
+  }) as typeof pool.connect
+  return counter
+}
+
+const appendCall = (target: string) => (head: { seq: number; hash: string }) => [
+  chainRecord(head, new Date().toISOString(), call('s', target)),
+]
+
+test('postgres: a lone writer appends in one round trip once it holds the head', async () => {
+  const pool = await openPostgresPool(await freshPostgresUrl())
+  const store = postgresAuditStore(pool, true)
+  try {
+    const trips = countRoundTrips(pool)
+    await store.append(appendCall('t0'))
+    assert.equal(trips.count, 2, 'the first append reads the head under the lock')
+    for (let i = 1; i <= 5; i++) await store.append(appendCall(`t${i}`))
+    assert.equal(trips.count, 2 + 5, 'each later append is one round trip')
+    const records = await store.read()
+    assert.deepEqual(
+      records.map((r) => r.seq),
+      [1, 2, 3, 4, 5, 6],
+    )
+  } finally {
+    await store.close()
+  }
+})
+
+test('postgres: an append after another writer moved the head chains onto its record', async () => {
+  const url = await freshPostgresUrl()
+  const [a, b] = await Promise.all([openPostgresPool(url), openPostgresPool(url)])
+  const storeA = postgresAuditStore(a, true)
+  const storeB = postgresAuditStore(b, true)
+  try {
+    await storeA.append(appendCall('a1'))
+    await storeB.append(appendCall('b1'))
+    await storeB.append(appendCall('b2'))
+    const trips = countRoundTrips(a)
+    // A still believes its record 1 is the head: that try adds nothing and finds record 3.
+    const [added] = await storeA.append(appendCall('a2'))
+    assert.equal(trips.count, 2, 'a missed try, then a try on the head it found')
+    const records = await storeA.read()
+    assert.equal(records.length, 4)
+    assert.equal(added?.seq, 4)
+    assert.equal(added?.prevHash, records[2]!.hash)
+    records.forEach((r, i) => {
+      if (i > 0) assert.equal(r.prevHash, records[i - 1]!.hash, `record ${r.seq} follows ${i}`)
+    })
+  } finally {
+    await Promise.all([storeA.close(), storeB.close()])
+  }
+})
+
+test('postgres: a writer holding the head appends after a prune removed every record', async () => {
+  const key = ephemeralAuditKey()
+  const log = new AuditLog({
+    store: postgresAuditStore(await openPostgresPool(await freshPostgresUrl()), true),
+    key,
+  })
+  try {
+    await log.record(call('s', 't1'))
+    await log.record(call('s', 't2'))
+    const head = await log.store.head()
+    await log.store.prune({
+      seq: head.seq,
+      hash: head.hash,
+      at: new Date().toISOString(),
+      reason: 'prune',
+      keyId: key.keyId,
+      signature: 'unused-here',
+    })
+    await log.record(call('s', 't3'))
+    const [record] = await log.store.read()
+    assert.equal(record?.seq, 3)
+    assert.equal(record?.prevHash, head.hash)
+  } finally {
+    await log.close()
   }
 })

@@ -1,15 +1,17 @@
 /**
- * The audit log in PostgreSQL (ADR 055), shared by every replica. The chain stays one chain with
- * several writers: `append` takes a transaction-scoped advisory lock before it reads the head,
- * so appends from all replicas are serialized in the database and each builds on the record
- * the previous one committed. A group commit (audit-log.ts) makes that one transaction, with
- * one multi-row INSERT, per batch of calls, in two round trips. Durable when COMMIT returns (the server's fsync).
+ * The audit log in PostgreSQL (ADR 055, ADR 079), shared by every replica. The chain stays one
+ * chain with several writers: every append writes under a transaction-scoped advisory lock and
+ * builds on the head it finds there, so appends from all replicas are serialized in the database
+ * and each builds on the record the previous one committed. A group commit (audit-log.ts) makes
+ * one transaction, with one multi-row INSERT, per batch of calls: one round trip while this
+ * replica still holds the head, two when another replica moved it. Durable when the transaction
+ * commits (the server's fsync), before the promise settles.
  */
-import type { Pool } from 'pg'
+import type { Pool, PoolClient } from 'pg'
 import { inTransaction } from '../store/postgres-schema.ts'
 import type { AuditQuery, AuditStore, ChainHead, Checkpoint } from './audit-store.ts'
 import { bodyAgrees } from './query.ts'
-import { GENESIS_HASH, searchableOf } from './record.ts'
+import { type AuditRecord, GENESIS_HASH, searchableOf } from './record.ts'
 import { checkpointOfRow, type Row, recordOfRow } from './sql-rows.ts'
 
 /** The advisory lock key that serializes appends ("audi" in ASCII). */
@@ -26,57 +28,116 @@ const HEAD_ONE = `
 
 /** The audit store over an open pool (store/postgres.ts openPostgresPool); `ownsPool`: close ends it. */
 export function postgresAuditStore(pool: Pool, ownsPool: boolean): AuditStore {
-  const head = async (client: Pick<Pool, 'query'>): Promise<ChainHead> => {
-    const row = ((await client.query(HEAD)).rows[0] ?? (await client.query(PRUNE_HEAD)).rows[0]) as
-      | Row
-      | undefined
-    return row ? { seq: Number(row.seq), hash: String(row.hash) } : { seq: 0, hash: GENESIS_HASH }
-  }
   const insertCheckpoint = (client: Pick<Pool, 'query'>, c: Checkpoint) =>
     client.query(
       `INSERT INTO barbican_audit_checkpoints (seq, hash, at, reason, key_id, signature)
        VALUES ($1, $2, $3, $4, $5, $6)`,
       [c.seq, c.hash, c.at, c.reason, c.keyId, c.signature],
     )
+  /** The rows of `records` as an INSERT's VALUES list of escaped literals (simple protocol). */
+  const valuesOf = (client: Pick<PoolClient, 'escapeLiteral'>, records: readonly AuditRecord[]) => {
+    const text = (v: string | null | undefined) =>
+      v === null || v === undefined ? 'NULL' : client.escapeLiteral(v)
+    return records
+      .map((r) => {
+        const s = r.searchable ?? searchableOf(r)
+        const seq = Math.trunc(Number(r.seq))
+        return `(${seq}, ${text(r.at)}, ${text(s.type)}, ${text(s.subject)}, ${text(s.target)}, ${text(s.outcome)}, ${text(r.prevHash)}, ${text(r.hash)}, ${text(r.body)})`
+      })
+      .join(', ')
+  }
+  const headOf = (row: Row | undefined): ChainHead =>
+    row ? { seq: Number(row.seq), hash: String(row.hash) } : { seq: 0, hash: GENESIS_HASH }
+
+  /**
+   * The head this store committed last: while no other writer has appended since, the next
+   * batch builds on it and goes in one round trip (`appendOn`). Undefined until the first append.
+   */
+  let held: ChainHead | undefined
+
+  /**
+   * One round trip: builds on `guess` and sends lock, conditional INSERT and a head read as one
+   * simple-protocol message, which PostgreSQL runs as one implicit transaction (rolled back
+   * whole on an error, so the connection never stays in a failed block). The INSERT runs under
+   * the append lock with its own snapshot, so it sees every append committed before it and adds
+   * its rows only when the head is still `guess`. Returns the rows written, or the head that
+   * moved on.
+   */
+  const appendOn = async (
+    guess: ChainHead,
+    build: (head: ChainHead) => readonly AuditRecord[],
+  ): Promise<{ added: readonly AuditRecord[] } | { moved: ChainHead }> => {
+    const added = build(guess)
+    if (added.length === 0) return { added }
+    const client = await pool.connect()
+    try {
+      const expected = client.escapeLiteral(`${guess.seq}:${guess.hash}`)
+      const genesis = client.escapeLiteral(`0:${GENESIS_HASH}`)
+      const results = (await client.query(
+        `SELECT pg_advisory_xact_lock(${APPEND_LOCK});
+         INSERT INTO barbican_audit_records
+           (seq, at, type, subject, target, outcome, prev_hash, hash, body)
+         SELECT * FROM (VALUES ${valuesOf(client, added)}) AS v
+         WHERE COALESCE((SELECT seq || ':' || hash FROM (${HEAD_ONE}) AS h), ${genesis}) = ${expected};
+         ${HEAD_ONE}`,
+      )) as unknown as { rowCount: number | null; rows: Row[] }[]
+      if (results[1]?.rowCount === added.length) return { added }
+      return { moved: headOf(results[2]?.rows[0]) }
+    } finally {
+      client.release()
+    }
+  }
+
+  /**
+   * Two round trips that always succeed: lock and head, then rows and COMMIT, with the lock
+   * held in between (the first append of a process, and under contention).
+   */
+  const appendLocked = async (build: (head: ChainHead) => readonly AuditRecord[]) => {
+    const client = await pool.connect()
+    try {
+      const opened = (await client.query(
+        `BEGIN; SELECT pg_advisory_xact_lock(${APPEND_LOCK}); ${HEAD_ONE}`,
+      )) as unknown as { rows: Row[] }[]
+      const added = build(headOf(opened[2]?.rows[0]))
+      if (added.length === 0) {
+        await client.query('COMMIT')
+        return added
+      }
+      await client.query(
+        `INSERT INTO barbican_audit_records
+           (seq, at, type, subject, target, outcome, prev_hash, hash, body)
+         VALUES ${valuesOf(client, added)}; COMMIT`,
+      )
+      return added
+    } catch (err) {
+      await client.query('ROLLBACK').catch(() => {})
+      throw err
+    } finally {
+      client.release()
+    }
+  }
+
   let closed = false
   return {
     async append(build) {
-      // Two round trips per batch: lock and head, then rows and COMMIT. Both go as simple
-      // (multi-statement) queries, so the rows are escaped literals (pg's escapeLiteral).
-      const client = await pool.connect()
-      try {
-        const opened = (await client.query(
-          `BEGIN; SELECT pg_advisory_xact_lock(${APPEND_LOCK}); ${HEAD_ONE}`,
-        )) as unknown as { rows: Row[] }[]
-        const row = opened[2]?.rows[0]
-        const added = build(
-          row ? { seq: Number(row.seq), hash: String(row.hash) } : { seq: 0, hash: GENESIS_HASH },
-        )
-        if (added.length === 0) {
-          await client.query('COMMIT')
-          return added
+      // On the head this replica last wrote (one round trip), then once more on the head that
+      // try found when another replica had moved it, then under the lock (two round trips).
+      let guess = held
+      for (let attempt = 0; guess !== undefined && attempt < 2; attempt++) {
+        const tried = await appendOn(guess, build)
+        if ('added' in tried) {
+          if (tried.added.length > 0) held = tried.added.at(-1)
+          return tried.added
         }
-        const text = (v: string | null | undefined) =>
-          v === null || v === undefined ? 'NULL' : client.escapeLiteral(v)
-        const rows = added.map((r) => {
-          const s = r.searchable ?? searchableOf(r)
-          const seq = Math.trunc(Number(r.seq))
-          return `(${seq}, ${text(r.at)}, ${text(s.type)}, ${text(s.subject)}, ${text(s.target)}, ${text(s.outcome)}, ${text(r.prevHash)}, ${text(r.hash)}, ${text(r.body)})`
-        })
-        await client.query(
-          `INSERT INTO barbican_audit_records
-             (seq, at, type, subject, target, outcome, prev_hash, hash, body)
-           VALUES ${rows.join(', ')}; COMMIT`,
-        )
-        return added
-      } catch (err) {
-        await client.query('ROLLBACK').catch(() => {})
-        throw err
-      } finally {
-        client.release()
+        guess = tried.moved
       }
+      const added = await appendLocked(build)
+      held = added.at(-1) ?? held
+      return added
     },
-    head: () => head(pool),
+    async head() {
+      return headOf((await pool.query(HEAD_ONE)).rows[0] as Row | undefined)
+    },
     async read(query: AuditQuery = {}) {
       const clauses: string[] = []
       const values: unknown[] = []

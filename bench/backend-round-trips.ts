@@ -1,0 +1,120 @@
+/**
+ * `node bench/backend-round-trips.ts [--calls N]`: what a 2026-07-28 `tools/call` costs the
+ * fleet backends, counted rather than timed. A gateway on PostgreSQL and Redis (fresh schema
+ * and prefix, bench/backends.ts) runs with bench/fixtures/count-round-trips.ts preloaded, which
+ * counts its PostgreSQL queries; Redis commands are counted with MONITOR (those naming the run's
+ * prefix, not the ones a script runs inside Redis). Warm-up, then N calls at c=1 and at c=16, with a quota and without one; prints the
+ * queries and commands per call, by statement (docs/performance.md, PostgreSQL and Redis).
+ */
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { parseArgs } from 'node:util'
+import { Pool } from 'undici'
+import { openRedis } from '../src/store/redis.ts'
+import { benchBackends } from './backends.ts'
+import { checkEcho, toolCall } from './mcp-http.ts'
+import { ROOT, type Running, startBarbican } from './processes.ts'
+
+const { values } = parseArgs({ options: { calls: { type: 'string', default: '2000' } } })
+const calls = Number(values.calls)
+const REDIS = process.env.BENCH_REDIS_URL ?? 'redis://127.0.0.1:6379'
+const dir = mkdtempSync(join(tmpdir(), 'barbican-round-trips-'))
+const countsFile = join(dir, 'counts.json')
+process.env.BENCH_ROUND_TRIPS_FILE = countsFile
+
+type Counts = Record<string, number>
+
+async function pgCounts(gateway: Running): Promise<Counts> {
+  rmSync(countsFile, { force: true })
+  process.kill(gateway.pid, 'SIGUSR2')
+  for (let i = 0; i < 200; i++) {
+    try {
+      return JSON.parse(readFileSync(countsFile, 'utf8')) as Counts
+    } catch {
+      await new Promise((resolve) => setTimeout(resolve, 10))
+    }
+  }
+  throw new Error('the gateway wrote no counts')
+}
+
+function perCall(before: Counts, after: Counts, n: number): string[] {
+  return Object.keys(after)
+    .map((k) => [k, (after[k]! - (before[k] ?? 0)) / n] as const)
+    .filter(([, v]) => v > 0)
+    .sort((a, b) => b[1] - a[1])
+    .map(([k, v]) => `    ${v.toFixed(3)}  ${k}`)
+}
+
+const sum = (c: Counts) => Object.values(c).reduce((a, b) => a + b, 0)
+
+async function run(label: string, config: Record<string, unknown>, prefix: string) {
+  const gateway = await startBarbican(
+    label,
+    { stdio: true },
+    ['--import', join(ROOT, 'bench/fixtures/count-round-trips.ts')],
+    ROOT,
+    false,
+    { config, stateless2026: true },
+  )
+  const monitor = await openRedis(REDIS)
+  const redisCounts: Counts = {}
+  await monitor.monitor((line: string) => {
+    // Commands a script runs inside Redis show as `[0 lua]`: no round trip of their own.
+    if (!line.includes(prefix) || line.includes(' lua] ')) return
+    const name = /"([a-zA-Z]+)"/.exec(line)?.[1]?.toUpperCase() ?? '?'
+    redisCounts[name] = (redisCounts[name] ?? 0) + 1
+  })
+  const http = new Pool(new URL(gateway.target.url).origin, { connections: 16 })
+  try {
+    for (const c of [1, 16]) {
+      const go = async (n: number) => {
+        let id = 0
+        await Promise.all(
+          Array.from({ length: c }, async (_, w) => {
+            for (let i = 0; i < n / c; i++) {
+              const text = `w${w}-${i}`
+              const me = ++id
+              checkEcho(await toolCall(http, gateway.target, undefined, me, text), me, text)
+            }
+          }),
+        )
+      }
+      await go(200)
+      await new Promise((resolve) => setTimeout(resolve, 300))
+      const pg0 = await pgCounts(gateway)
+      const redis0 = { ...redisCounts }
+      const t0 = performance.now()
+      await go(calls)
+      const ms = performance.now() - t0
+      // MONITOR lines arrive after the replies: let them in.
+      await new Promise((resolve) => setTimeout(resolve, 300))
+      const pg1 = await pgCounts(gateway)
+      const redis1 = { ...redisCounts }
+      const pgPer = (sum(pg1) - sum(pg0)) / calls
+      const redisPer = (sum(redis1) - sum(redis0)) / calls
+      console.log(
+        `${label} c=${c}: ${pgPer.toFixed(3)} PostgreSQL queries, ${redisPer.toFixed(3)} Redis commands per call (${calls} calls in ${ms.toFixed(0)} ms)`,
+      )
+      for (const line of perCall(pg0, pg1, calls)) console.log(`  pg${line}`)
+      for (const line of perCall(redis0, redis1, calls)) console.log(`  redis${line}`)
+    }
+  } finally {
+    await http.close()
+    monitor.destroy()
+    await gateway.stop()
+  }
+}
+
+const backends = await benchBackends()
+try {
+  const prefix = (backends.config.redis as { prefix: string }).prefix
+  const quota = {
+    rateLimits: { bench: { per: ['subject'], limit: 1_000_000_000, windowMs: 60_000 } },
+  }
+  await run('pg+redis+quota', { ...quota, ...backends.config }, prefix)
+  await run('pg+redis', backends.config, prefix)
+} finally {
+  backends.cleanup()
+  rmSync(dir, { recursive: true, force: true })
+}
