@@ -33,6 +33,10 @@ async function measure(
   conc: number,
   op: (i: number) => Promise<unknown>,
 ) {
+  // Warm-up (JIT, pool connections), not counted.
+  for (let i = 0; i < 200 / conc; i++) {
+    await Promise.all(Array.from({ length: conc }, (_, j) => op(n + i * conc + j)))
+  }
   const c0 = cpu()
   const t0 = performance.now()
   for (let i = 0; i < n / conc; i++) {

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict'
 import { after, test } from 'node:test'
 import { dropPostgresSchemas, freshPostgresUrl } from '../../test/support/backends.ts'
 import { storeContract } from './contract.ts'
-import { openPostgresPool, openPostgresStore } from './postgres.ts'
+import { openPostgresPool, openPostgresStore, postgresStore } from './postgres.ts'
 import { migratePostgres, POSTGRES_MIGRATIONS, POSTGRES_SCHEMA_VERSION } from './postgres-schema.ts'
 
 after(dropPostgresSchemas)
@@ -32,6 +32,30 @@ test("postgres: a second process's write moves the revision the first one reads"
     assert.equal((await gateway.pins.pinned('a')).length, 1)
   } finally {
     await gateway.close()
+    await cli.close()
+  }
+})
+
+test('postgres: revision reads asked for at once share one query; a later one reads again', async () => {
+  const url = await freshPostgresUrl()
+  const pool = await openPostgresPool(url)
+  const store = postgresStore(pool, true)
+  const cli = await openPostgresStore(url)
+  try {
+    let queries = 0
+    const query = pool.query.bind(pool) as (...args: unknown[]) => unknown
+    pool.query = ((...args: unknown[]) => {
+      queries++
+      return query(...args)
+    }) as typeof pool.query
+    const revisions = await Promise.all(Array.from({ length: 16 }, () => store.pins.revision()))
+    assert.equal(queries, 1)
+    assert.equal(new Set(revisions).size, 1)
+    await cli.pins.pin(item)
+    assert.notEqual(await store.pins.revision(), revisions[0], 'a read after the write sees it')
+    assert.equal(queries, 2)
+  } finally {
+    await store.close()
     await cli.close()
   }
 })

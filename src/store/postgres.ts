@@ -2,7 +2,8 @@
  * The PostgreSQL store (ADR 055): pins, pending changes, their history and baselines in the
  * tables of postgres-schema.ts, shared by every replica given the same URL. `revision()` reads a
  * counter bumped in the same transaction as each write, so a write by any replica or CLI moves
- * it; the trust guard reads it at most every 250 ms (trust/trust-guard.ts), never per call.
+ * it; the trust guard reads it at most every 250 ms (trust/trust-guard.ts), never per call, and
+ * calls that ask at once share one read.
  * `pg` is loaded only here, when PostgreSQL is configured (common/lazy-deps.ts).
  */
 import type { Pool } from 'pg'
@@ -60,6 +61,8 @@ export async function openPostgresStore(
 /** The store over an open pool; `ownsPool`: `close()` ends it. */
 export function postgresStore(pool: Pool, ownsPool: boolean): Store {
   let localWrites = 0
+  /** The revision read in flight, if any. */
+  let reading: Promise<number> | undefined
   /** One statement, and the revision bumped in the same transaction when it changed a row. */
   const write = async (sql: string, values: unknown[]) => {
     localWrites++
@@ -163,9 +166,16 @@ export function postgresStore(pool: Pool, ownsPool: boolean): Store {
       )
       return (result.rows as Row[]).map(toEvent)
     },
-    async revision() {
-      const result = await pool.query("SELECT value FROM barbican_counters WHERE name = 'pins'")
-      return Number(result.rows[0]?.value ?? 0)
+    revision() {
+      // Concurrent calls that found the last read stale share this read (ADR 079): at c=16
+      // each expiry of the trust guard's cache cost 16 identical queries.
+      reading ??= pool
+        .query("SELECT value FROM barbican_counters WHERE name = 'pins'")
+        .then((result) => Number(result.rows[0]?.value ?? 0))
+        .finally(() => {
+          reading = undefined
+        })
+      return reading
     },
     localWrites() {
       return localWrites
