@@ -5,7 +5,10 @@
  * configuration, alternating over rounds: calls per second, and the replicas' CPU per call (all
  * replicas summed; HAProxy's own CPU apart). Medians over the rounds.
  *
- * Options: --rounds N (3), --duration MS (3000), --concurrency N (16).
+ * Options: --rounds N (3), --duration MS (3000), --concurrency N (16), --backends (2026-07-28
+ * stateless calls under a quota instead of legacy sessions; the replicas on PostgreSQL and
+ * Redis, fresh schema and prefix: bench/backends.ts; the single process embedded with the same
+ * quota. Three replicas then also append to one audit chain).
  *
  * On a 2-core machine three replicas cannot show scale-out: they share the two cores with
  * HAProxy and the load generator. What they show is the cost of being a fleet: the relay of
@@ -17,6 +20,7 @@ import { existsSync, mkdtempSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { parseArgs } from 'node:util'
+import { benchBackends } from './backends.ts'
 import type { LoadMessage, LoadResult, LoadSpec } from './load.ts'
 import { cpuMicros, freePort, NODE, ROOT, type Running, startBarbican } from './processes.ts'
 
@@ -25,8 +29,15 @@ const { values } = parseArgs({
     rounds: { type: 'string', default: '3' },
     duration: { type: 'string', default: '3000' },
     concurrency: { type: 'string', default: '16' },
+    backends: { type: 'boolean', default: false },
   },
 })
+const BACKENDS = values.backends ? await benchBackends() : undefined
+if (BACKENDS) process.once('exit', () => BACKENDS.cleanup())
+/** With --backends: every call takes this quota (never refused). */
+const QUOTA = {
+  rateLimits: { bench: { per: ['subject'], limit: 1_000_000_000, windowMs: 60_000 } },
+}
 const ROUNDS = Number(values.rounds)
 const DURATION_MS = Number(values.duration)
 const CONCURRENCY = Number(values.concurrency)
@@ -42,17 +53,20 @@ interface Deployment {
   stop(): Promise<void>
 }
 
-/** startBarbican with the fleet's variables in its environment (it inherits ours). */
+/**
+ * A Barbican in front of the stdio fixture; with a `prefix`, joined to the fleet on Redis under
+ * it (the config's `redis`: BARBICAN_REDIS_URL alone would use the default prefix).
+ */
 async function replica(name: string, prefix: string | undefined): Promise<Running> {
-  if (prefix === undefined) return await startBarbican(name, { stdio: true })
-  process.env.BARBICAN_REDIS_URL = REDIS
-  process.env.BARBICAN_REDIS_PREFIX = prefix
-  try {
-    return await startBarbican(name, { stdio: true })
-  } finally {
-    delete process.env.BARBICAN_REDIS_URL
-    delete process.env.BARBICAN_REDIS_PREFIX
-  }
+  const fleet = prefix === undefined ? {} : { redis: { url: REDIS, prefix } }
+  if (!BACKENDS)
+    return await startBarbican(name, { stdio: true }, [], ROOT, false, { config: fleet })
+  // The PostgreSQL store (audit, pins) joins the fleet's replicas; the lone process stays embedded.
+  const store = prefix === undefined ? {} : { store: BACKENDS.config.store }
+  return await startBarbican(name, { stdio: true }, [], ROOT, false, {
+    config: { ...QUOTA, ...store, ...fleet },
+    stateless2026: true,
+  })
 }
 
 async function single(): Promise<Deployment> {
@@ -62,7 +76,8 @@ async function single(): Promise<Deployment> {
 
 async function joined(): Promise<Deployment> {
   const r = await replica('replica', `bench-${randomBytes(4).toString('hex')}:`)
-  return { name: 'one replica on Redis', url: r.target.url, pids: [r.pid], stop: r.stop }
+  const name = BACKENDS ? 'one replica on PostgreSQL + Redis' : 'one replica on Redis'
+  return { name, url: r.target.url, pids: [r.pid], stop: r.stop }
 }
 
 async function fleet(): Promise<Deployment> {
@@ -123,7 +138,9 @@ async function measure(d: Deployment): Promise<Sample> {
     env: { ...process.env, NODE_NO_WARNINGS: '1' },
   })
   const spec: LoadSpec = {
-    target: { url: d.url, stateful: true },
+    target: BACKENDS
+      ? { url: d.url, stateful: false, stateless2026: true }
+      : { url: d.url, stateful: true },
     concurrency: CONCURRENCY,
     warmupMs: 1000,
     durationMs: DURATION_MS,
@@ -173,7 +190,7 @@ try {
 }
 const base = median(samples.get(deployments[0]!.name)!.map((s) => s.rps))
 console.log(
-  `\nlegacy tools/call, c=${CONCURRENCY}, ${ROUNDS} rounds of ${DURATION_MS} ms (medians)\n`,
+  `\n${BACKENDS ? '2026-07-28 tools/call under a quota' : 'legacy tools/call'}, c=${CONCURRENCY}, ${ROUNDS} rounds of ${DURATION_MS} ms (medians)\n`,
 )
 console.log(
   '| configuration | calls/s | × one process | gateway CPU µs/call | HAProxy µs/call | errors |',

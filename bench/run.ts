@@ -159,12 +159,15 @@ if (values.auth) {
   })
 }
 
+/** The one quota of the `--backends` configurations: every call takes it, none is refused. */
+const BENCH_QUOTA = {
+  rateLimits: { bench: { per: ['subject'], limit: 1_000_000_000, windowMs: 60_000 } },
+}
+
 if (values.backends) {
   // The same gateway and quota, embedded (SQLite, memory counters) and with the fleet backends
   // (PostgreSQL in a fresh schema, Redis under a fresh prefix), both answering 2026-07-28 calls.
-  const quota = {
-    rateLimits: { bench: { per: ['subject'], limit: 1_000_000_000, windowMs: 60_000 } },
-  }
+  const quota = BENCH_QUOTA
   const backends = await benchBackends()
   CONFIGURATIONS.splice(
     4,
@@ -214,6 +217,24 @@ if (values.compare !== undefined) {
       start: () => startBarbican('barbican-stdio@base', { stdio: true }, baseNodeOptions, root),
     },
   )
+  if (values.backends) {
+    // Its own schema and prefix: the two never share an audit chain or a counter.
+    const backends = await benchBackends()
+    CONFIGURATIONS.push({
+      name: 'barbican-stdio-2026+pg+redis@base',
+      description: `barbican-stdio-2026+pg+redis, from the checkout in ${root}`,
+      start: () =>
+        startBarbican(
+          'barbican-stdio-2026+pg+redis@base',
+          { stdio: true },
+          baseNodeOptions,
+          root,
+          false,
+          { config: { ...BENCH_QUOTA, ...backends.config }, stateless2026: true },
+        ),
+    })
+    process.once('exit', () => backends.cleanup())
+  }
   if (values.auth) {
     CONFIGURATIONS.push({
       name: 'barbican-stdio+auth@base',

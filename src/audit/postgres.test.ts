@@ -65,7 +65,10 @@ test('postgres: three replicas appending at once keep one unforked chain', async
   }
 })
 
-/** Counts the round trips (queries) of the clients `pool.connect()` hands out from now on. */
+/**
+ * Counts the round trips (queries) of the clients `pool.connect()` hands out from now on, also
+ * when `pool.query` borrows one of them later: count before reading through the pool.
+ */
 function countRoundTrips(pool: Pool): { count: number } {
   const counter = { count: 0 }
   const counted = new WeakSet<PoolClient>()
@@ -120,16 +123,22 @@ test('postgres: an append after another writer moved the head chains onto its re
     await storeB.append(appendCall('b1'))
     await storeB.append(appendCall('b2'))
     const trips = countRoundTrips(a)
-    // A still believes its record 1 is the head: that try adds nothing and finds record 3.
+    // A still believes its record 1 is the head: that try writes nothing, the locked path does.
     const [added] = await storeA.append(appendCall('a2'))
-    assert.equal(trips.count, 2, 'a missed try, then a try on the head it found')
+    assert.equal(trips.count, 1 + 2, 'a missed try, then lock and head, then the rows')
+    // Still contended: locked, and the head it reads is A's own again; then one round trip.
+    await storeA.append(appendCall('a3'))
+    assert.equal(trips.count, 3 + 2)
+    await storeA.append(appendCall('a4'))
+    assert.equal(trips.count, 5 + 1)
     const records = await storeA.read()
-    assert.equal(records.length, 4)
+    assert.equal(records.length, 6)
     assert.equal(added?.seq, 4)
     assert.equal(added?.prevHash, records[2]!.hash)
     records.forEach((r, i) => {
       if (i > 0) assert.equal(r.prevHash, records[i - 1]!.hash, `record ${r.seq} follows ${i}`)
     })
+    assert.equal((await storeA.head()).seq, 6)
   } finally {
     await Promise.all([storeA.close(), storeB.close()])
   }

@@ -54,21 +54,26 @@ export function postgresAuditStore(pool: Pool, ownsPool: boolean): AuditStore {
    * batch builds on it and goes in one round trip (`appendOn`). Undefined until the first append.
    */
   let held: ChainHead | undefined
+  /**
+   * Another writer moved the head since this store last wrote: appends take the locked path,
+   * whose head read tells when this store holds the head again (then `appendOn` is worth trying).
+   */
+  let contended = false
 
   /**
    * One round trip: builds on `guess` and sends lock, conditional INSERT and a head read as one
    * simple-protocol message, which PostgreSQL runs as one implicit transaction (rolled back
    * whole on an error, so the connection never stays in a failed block). The INSERT runs under
    * the append lock with its own snapshot, so it sees every append committed before it and adds
-   * its rows only when the head is still `guess`. Returns the rows written, or the head that
-   * moved on.
+   * its rows only when the head is still `guess`. Returns the rows written, or undefined when
+   * the head had moved on (nothing written).
    */
   const appendOn = async (
     guess: ChainHead,
     build: (head: ChainHead) => readonly AuditRecord[],
-  ): Promise<{ added: readonly AuditRecord[] } | { moved: ChainHead }> => {
+  ): Promise<readonly AuditRecord[] | undefined> => {
     const added = build(guess)
-    if (added.length === 0) return { added }
+    if (added.length === 0) return added
     const client = await pool.connect()
     try {
       const expected = client.escapeLiteral(`${guess.seq}:${guess.hash}`)
@@ -78,11 +83,9 @@ export function postgresAuditStore(pool: Pool, ownsPool: boolean): AuditStore {
          INSERT INTO barbican_audit_records
            (seq, at, type, subject, target, outcome, prev_hash, hash, body)
          SELECT * FROM (VALUES ${valuesOf(client, added)}) AS v
-         WHERE COALESCE((SELECT seq || ':' || hash FROM (${HEAD_ONE}) AS h), ${genesis}) = ${expected};
-         ${HEAD_ONE}`,
-      )) as unknown as { rowCount: number | null; rows: Row[] }[]
-      if (results[1]?.rowCount === added.length) return { added }
-      return { moved: headOf(results[2]?.rows[0]) }
+         WHERE COALESCE((SELECT seq || ':' || hash FROM (${HEAD_ONE}) AS h), ${genesis}) = ${expected}`,
+      )) as unknown as { rowCount: number | null }[]
+      return results[1]?.rowCount === added.length ? added : undefined
     } finally {
       client.release()
     }
@@ -90,7 +93,8 @@ export function postgresAuditStore(pool: Pool, ownsPool: boolean): AuditStore {
 
   /**
    * Two round trips that always succeed: lock and head, then rows and COMMIT, with the lock
-   * held in between (the first append of a process, and under contention).
+   * held in between (the first append of a process, and under contention). Whether the head
+   * it finds is the one this store wrote last decides whether the next append tries `appendOn`.
    */
   const appendLocked = async (build: (head: ChainHead) => readonly AuditRecord[]) => {
     const client = await pool.connect()
@@ -98,7 +102,9 @@ export function postgresAuditStore(pool: Pool, ownsPool: boolean): AuditStore {
       const opened = (await client.query(
         `BEGIN; SELECT pg_advisory_xact_lock(${APPEND_LOCK}); ${HEAD_ONE}`,
       )) as unknown as { rows: Row[] }[]
-      const added = build(headOf(opened[2]?.rows[0]))
+      const head = headOf(opened[2]?.rows[0])
+      contended = held !== undefined && (head.seq !== held.seq || head.hash !== held.hash)
+      const added = build(head)
       if (added.length === 0) {
         await client.query('COMMIT')
         return added
@@ -120,16 +126,15 @@ export function postgresAuditStore(pool: Pool, ownsPool: boolean): AuditStore {
   let closed = false
   return {
     async append(build) {
-      // On the head this replica last wrote (one round trip), then once more on the head that
-      // try found when another replica had moved it, then under the lock (two round trips).
-      let guess = held
-      for (let attempt = 0; guess !== undefined && attempt < 2; attempt++) {
-        const tried = await appendOn(guess, build)
-        if ('added' in tried) {
-          if (tried.added.length > 0) held = tried.added.at(-1)
-          return tried.added
+      // On the head this replica last wrote, in one round trip; when another replica had moved
+      // it (that try wrote nothing), and while others keep moving it, under the lock in two.
+      if (held !== undefined && !contended) {
+        const added = await appendOn(held, build)
+        if (added !== undefined) {
+          held = added.at(-1) ?? held
+          return added
         }
-        guess = tried.moved
+        contended = true
       }
       const added = await appendLocked(build)
       held = added.at(-1) ?? held
