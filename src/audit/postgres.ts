@@ -61,7 +61,7 @@ export function postgresAuditStore(pool: Pool, ownsPool: boolean): AuditStore {
   let contended = false
 
   /**
-   * One round trip: builds on `guess` and sends lock, conditional INSERT and a head read as one
+   * One round trip: builds on `guess` and sends the lock and a conditional INSERT as one
    * simple-protocol message, which PostgreSQL runs as one implicit transaction (rolled back
    * whole on an error, so the connection never stays in a failed block). The INSERT runs under
    * the append lock with its own snapshot, so it sees every append committed before it and adds
