@@ -6,7 +6,9 @@
  * Group commit: `record()` queues the event and returns a promise that settles once the record
  * is durable. Every event queued while one transaction runs goes into the next one, so under load
  * one fsync serves many calls (bench/audit.ts measures it) and a reply still never leaves before
- * its record is on disk.
+ * its record is on disk. In batched mode (ADR 048, the embedded default since ADR 077) a record
+ * settles once its line is in the journal file, every line of one event-loop turn in one write,
+ * and the chain is extended from the journal every window.
  */
 
 import { closeSync, openSync, readdirSync, readFileSync, rmSync, writeSync } from 'node:fs'
@@ -51,10 +53,15 @@ export interface ExportSink {
   close?(): void
 }
 
-interface Waiting {
+/** An event on its way into the chain; `body` is its JSON when already encoded (the journal line). */
+interface Entry {
   readonly event: AuditEvent
-  /** The event's JSON when already encoded (batched mode's journal line, without newline). */
   readonly body?: string | undefined
+}
+
+/** Entries waiting for one transaction, and whoever waits for them to be durable. */
+interface Waiting {
+  readonly entries: readonly Entry[]
   readonly resolve: () => void
   readonly reject: (error: unknown) => void
 }
@@ -62,9 +69,9 @@ interface Waiting {
 const DAY_MS = 86_400_000
 
 /** Opens journal number `n` for appending (mode 0600: it holds what the records hold). */
-function openJournal(base: string, n: number): { path: string; fd: number; n: number } {
+function openJournal(base: string, n: number): { path: string; fd: number } {
   const path = `${base}.${n}`
-  return { path, fd: openSync(path, 'a', 0o600), n }
+  return { path, fd: openSync(path, 'a', 0o600) }
 }
 
 export class AuditLog implements AuditSink {
@@ -78,8 +85,17 @@ export class AuditLog implements AuditSink {
   #checkpointed = -1
   #closed = false
   /** Batched mode: the journal being written (`<journal>.<n>`) and its descriptor. */
-  #journal: { path: string; fd: number; n: number } | undefined
+  #journal: { path: string; fd: number } | undefined
+  /** Batched mode: the number of the next journal file. */
+  #journalNumber = 0
+  /** Batched mode: journals closed after a failed write, removed by the next commit. */
+  #retired: string[] = []
   #batchTimer: NodeJS.Timeout | undefined
+  /** Batched mode: events encoded this turn, for the next journal write, and their waiters. */
+  #unwritten: { event: AuditEvent; body: string }[] = []
+  #written:
+    | { promise: Promise<void>; resolve: () => void; reject: (e: unknown) => void }
+    | undefined
   /** Batched mode: events written to the journal (with their JSON), not committed yet. */
   #pending: { event: AuditEvent; body: string }[] = []
 
@@ -105,7 +121,7 @@ export class AuditLog implements AuditSink {
     if (this.#closed) return Promise.reject(new Error('The audit log is closed'))
     if (this.#options.batched) return this.#journalled(event)
     return new Promise((resolve, reject) => {
-      this.#queue.push({ event, resolve, reject })
+      this.#queue.push({ entries: [{ event }], resolve, reject })
       if (!this.#draining) {
         this.#draining = true
         // Let the other calls of this turn queue too: they share the transaction.
@@ -114,20 +130,46 @@ export class AuditLog implements AuditSink {
     })
   }
 
+  /** Queues entries for the chain in transactions of at most `maxBatch`; settles when durable. */
+  #append(entries: readonly Entry[]): Promise<unknown> {
+    const max = this.#options.maxBatch ?? 1024
+    const parts: Promise<void>[] = []
+    for (let i = 0; i < entries.length; i += max) {
+      const part = entries.length <= max ? entries : entries.slice(i, i + max)
+      parts.push(
+        new Promise((resolve, reject) => this.#queue.push({ entries: part, resolve, reject })),
+      )
+    }
+    if (!this.#draining) {
+      this.#draining = true
+      void this.#drain()
+    }
+    return Promise.all(parts)
+  }
+
   async #drain(): Promise<void> {
     const max = this.#options.maxBatch ?? 1024
     try {
       while (this.#queue.length > 0) {
-        const batch = this.#queue.splice(0, max)
+        // Whole waiters, up to `max` entries (at least one waiter).
+        let take = 1
+        let count = this.#queue[0]!.entries.length
+        while (take < this.#queue.length && count + this.#queue[take]!.entries.length <= max) {
+          count += this.#queue[take]!.entries.length
+          take++
+        }
+        const batch = this.#queue.splice(0, take)
         try {
           const at = this.#now().toISOString()
           const written = await this.#store.append((head) => {
             const records: AuditRecord[] = []
             let previous = head
             for (const w of batch) {
-              const r = chainRecord(previous, at, w.event, w.body)
-              records.push(r)
-              previous = r
+              for (const e of w.entries) {
+                const r = chainRecord(previous, at, e.event, e.body)
+                records.push(r)
+                previous = r
+              }
             }
             return records
           })
@@ -157,59 +199,95 @@ export class AuditLog implements AuditSink {
   }
 
   /**
-   * Batched mode: one write of the event's JSON line to the journal (no fsync), then the event
-   * waits in memory for the next commit. Settles when the OS has the line.
+   * Batched mode: the event is encoded once (the journal line is also the record's hashed body
+   * at commit) and settles when the OS has its line. Every event recorded in this turn of the
+   * event loop shares one `write(2)` (group write): under load one system call serves many calls.
    */
   #journalled(event: AuditEvent): Promise<void> {
-    const batched = this.#options.batched!
-    // Encoded once: the journal line is also the record's hashed body at commit.
     let body: string
     try {
       body = JSON.stringify(event)
-      this.#journal ??= openJournal(batched.journal, 0)
-      writeSync(this.#journal.fd, `${body}\n`)
     } catch (err) {
       return Promise.reject(err)
     }
-    this.#pending.push({ event, body })
+    this.#unwritten.push({ event, body })
+    if (this.#written === undefined) {
+      let resolve!: () => void
+      let reject!: (e: unknown) => void
+      const promise = new Promise<void>((yes, no) => {
+        resolve = yes
+        reject = no
+      })
+      this.#written = { promise, resolve, reject }
+      setImmediate(() => this.#writeJournal())
+    }
+    return this.#written.promise
+  }
+
+  /**
+   * Writes the events of this turn to the journal in one `write(2)` (no fsync) and settles their
+   * records. A failed or short write settles them with the error and retires the file, so the
+   * next line never follows a cut one.
+   */
+  #writeJournal(): void {
+    const entries = this.#unwritten
+    const written = this.#written
+    this.#unwritten = []
+    this.#written = undefined
+    if (entries.length === 0) {
+      written?.resolve()
+      return
+    }
+    try {
+      let text = ''
+      for (const e of entries) text += `${e.body}\n`
+      this.#journal ??= openJournal(this.#options.batched!.journal, this.#journalNumber++)
+      const bytes = writeSync(this.#journal.fd, text)
+      const expected = Buffer.byteLength(text)
+      if (bytes !== expected) {
+        throw new Error(`short write to the audit journal: ${bytes} of ${expected} bytes`)
+      }
+    } catch (err) {
+      if (this.#journal !== undefined) {
+        closeSync(this.#journal.fd)
+        this.#retired.push(this.#journal.path)
+        this.#journal = undefined
+      }
+      written?.reject(err)
+      return
+    }
+    for (const e of entries) this.#pending.push(e)
     if (this.#batchTimer === undefined) {
       this.#batchTimer = setTimeout(() => {
         this.#batchTimer = undefined
         this.#commitJournalled().catch((err: unknown) => this.#options.onError?.(err))
-      }, batched.windowMs)
+      }, this.#options.batched!.windowMs)
       this.#batchTimer.unref()
     }
-    return Promise.resolve()
+    written?.resolve()
   }
 
   /**
-   * Commits the journalled events in one transaction (fsynced), after moving the journal to a
-   * new file; the old one is removed once its events are durable in the store. A crash between
-   * the commit and the removal replays that journal at the next start: its records then appear
-   * twice in the chain (same callId), never zero times.
+   * Commits the journalled events in transactions (fsynced), after closing the journal (the next
+   * write opens a new file); the old one is removed once its events are durable in the store. A
+   * crash between the commit and the removal replays that journal at the next start: its records
+   * then appear twice in the chain (same callId), never zero times.
    */
   async #commitJournalled(): Promise<void> {
-    const journal = this.#journal
-    const events = this.#pending
-    if (journal === undefined || events.length === 0) return
+    if (this.#unwritten.length > 0) this.#writeJournal()
+    const entries = this.#pending
+    if (entries.length === 0) return
     this.#pending = []
-    closeSync(journal.fd)
-    this.#journal = openJournal(this.#options.batched!.journal, journal.n + 1)
-    const committed = Promise.all(
-      events.map(
-        ({ event, body }) =>
-          new Promise<void>((resolve, reject) =>
-            this.#queue.push({ event, body, resolve, reject }),
-          ),
-      ),
-    )
-    if (!this.#draining) {
-      this.#draining = true
-      void this.#drain()
+    const files = this.#retired
+    this.#retired = []
+    if (this.#journal !== undefined) {
+      closeSync(this.#journal.fd)
+      files.push(this.#journal.path)
+      this.#journal = undefined
     }
-    // On failure the journal stays, and is replayed at the next start.
-    await committed
-    rmSync(journal.path, { force: true })
+    // On failure the journals stay, and are replayed at the next start.
+    await this.#append(entries)
+    for (const file of files) rmSync(file, { force: true })
   }
 
   /**
@@ -242,19 +320,7 @@ export class AuditLog implements AuditSink {
             return []
           }
         })
-      if (events.length > 0) {
-        const at = this.#now().toISOString()
-        await this.#store.append((head) => {
-          const records: AuditRecord[] = []
-          let previous = head
-          for (const event of events) {
-            const r = chainRecord(previous, at, event)
-            records.push(r)
-            previous = r
-          }
-          return records
-        })
-      }
+      if (events.length > 0) await this.#append(events.map((event) => ({ event })))
       rmSync(path, { force: true })
       replayed += events.length
     }

@@ -3,7 +3,7 @@
  * sequence number, time, the hash of the record before it and its body, so editing, removing or
  * reordering any record breaks the chain at that record. Pure: no I/O.
  */
-import { createHash } from 'node:crypto'
+import { hash } from 'node:crypto'
 
 /** The `prevHash` of record 1: nothing came before it. */
 export const GENESIS_HASH = '0'.repeat(64)
@@ -79,11 +79,12 @@ export interface AuditRecord {
   readonly searchable?: Searchable | undefined
 }
 
-/** The hash of a record: SHA-256 over a versioned, line-separated form of its fields. */
+/**
+ * The hash of a record: SHA-256 over a versioned, line-separated form of its fields. One-shot
+ * `crypto.hash`: no Hash object per record (it runs once per call on the gateway's thread).
+ */
 export function recordHash(seq: number, at: string, prevHash: string, body: string): string {
-  return createHash('sha256')
-    .update(`barbican-audit v1\n${seq}\n${at}\n${prevHash}\n${body}`)
-    .digest('hex')
+  return hash('sha256', `barbican-audit v1\n${seq}\n${at}\n${prevHash}\n${body}`, 'hex')
 }
 
 /**

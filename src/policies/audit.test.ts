@@ -4,6 +4,7 @@ import { callOf, countingRelay } from '../../test/support/calls.ts'
 import type { AuditSink } from '../audit/audit-log.ts'
 import type { AuditEvent, CallEvent } from '../audit/record.ts'
 import { BarbicanError } from '../common/errors.ts'
+import { canonicalHash } from '../trust/canonical.ts'
 import { auditPolicy, redact } from './audit.ts'
 import { authorize } from './authorize.ts'
 import { compose } from './chain.ts'
@@ -57,6 +58,8 @@ describe('audit policy', () => {
       ['alice', 'acme', 'ide', 'default', 'files', 'tools/call', 'files__read', 'ok'],
     )
     assert.match(e.argsDigest!, /^[0-9a-f]{64}$/)
+    // The documented digest: SHA-256 of the canonical JSON, as trust computes it.
+    assert.equal(e.argsDigest, canonicalHash({ path: '/etc/hosts', b: 1 }))
     assert.equal(e.args, undefined, 'raw arguments only by opt-in')
     assert.deepEqual([e.decision, e.rule], ['allow', 'auth.permissions[1]'])
     // Key order does not change the digest (canonical JSON).

@@ -5,11 +5,12 @@
  * be written the caller gets ERR_AUDIT_UNAVAILABLE instead of the reply: an action that leaves
  * no trace is refused (fail closed).
  */
+import { hash } from 'node:crypto'
 import type { AuditSink } from '../audit/audit-log.ts'
 import type { CallEvent, Outcome } from '../audit/record.ts'
 import { BarbicanError, toBarbicanError } from '../common/errors.ts'
 import { isPlainObject, type JsonObject } from '../protocol/jsonrpc.ts'
-import { canonicalHash } from '../trust/canonical.ts'
+import { canonicalJson } from '../trust/canonical.ts'
 import type { Call, Next, Policy, Reply } from './policy.ts'
 
 export interface AuditPolicyOptions {
@@ -84,7 +85,7 @@ function callEvent(
     upstream: route.kind === 'unicast' ? route.upstream : undefined,
     method: request.method,
     target: targetOf(params),
-    argsDigest: args === undefined ? undefined : canonicalHash(args),
+    argsDigest: args === undefined ? undefined : argsDigest(args),
     args: options.rawArguments && args !== undefined ? redact(args) : undefined,
     outcome,
     errorCode,
@@ -96,6 +97,14 @@ function callEvent(
     traceId: traceIdOf(params),
     redactions: call.decisions?.find((d) => d.redactions !== undefined)?.redactions,
   }
+}
+
+/**
+ * SHA-256 (hex) of the canonical JSON of the arguments: the same digest as trust's
+ * `canonicalHash`, with one-shot `crypto.hash` (no Hash object per call).
+ */
+function argsDigest(args: unknown): string {
+  return hash('sha256', canonicalJson(args), 'hex')
 }
 
 /** The tool or prompt name, or the resource URI, the request names. */
