@@ -16,7 +16,7 @@
  * `maxTools` distinct names get their own label; the rest are counted under `other`.
  */
 
-import type { Counter, Histogram, Registry } from 'prom-client'
+import type { Counter, Metric, Registry } from 'prom-client'
 import { BarbicanError, type ErrorCode } from '../common/errors.ts'
 import { promClient } from '../common/lazy-deps.ts'
 
@@ -114,12 +114,116 @@ export interface MetricsOptions {
 
 type CallLabels = 'server' | 'upstream' | 'method' | 'tool' | 'outcome'
 
-/** The prom-client children of one (server, upstream, method, tool), per outcome. */
+/**
+ * The running totals of one (server, upstream, method, tool, outcome): what both
+ * `barbican_calls_total` (its count) and `barbican_call_duration_seconds` are made from when
+ * scraped. A call adds to three numbers here and nothing else: prom-client's labelled children
+ * hash and validate their labels on every `inc`/`observe` (~1 µs a call), these do not.
+ */
+class CallCell {
+  readonly labels: Readonly<Record<CallLabels, string>>
+  count = 0
+  sum = 0
+  /** Observations per bucket of CALL_BUCKETS (not cumulative); past the last: only in count. */
+  readonly buckets = new Float64Array(CALL_BUCKETS.length)
+
+  constructor(labels: Readonly<Record<CallLabels, string>>) {
+    this.labels = labels
+  }
+
+  observe(seconds: number): void {
+    this.count++
+    this.sum += seconds
+    for (let i = 0; i < CALL_BUCKETS.length; i++) {
+      if (seconds <= CALL_BUCKETS[i]!) {
+        this.buckets[i]!++
+        return
+      }
+    }
+  }
+}
+
+/** One sample of a metric as prom-client's registry formats it. */
+interface Sample {
+  readonly labels: Readonly<Record<string, string | number>>
+  readonly value: number
+  readonly metricName?: string
+}
+
+/**
+ * A metric read from the call cells when scraped, registered in the gateway's prom-client
+ * registry beside its own metrics (the registry asks each for `get()` and formats the samples).
+ */
+class CellMetric {
+  readonly name: string
+  readonly help: string
+  readonly type: 'counter' | 'histogram'
+  readonly aggregator = 'sum' as const
+  readonly #cells: readonly CallCell[]
+
+  constructor(
+    name: string,
+    help: string,
+    type: 'counter' | 'histogram',
+    cells: readonly CallCell[],
+  ) {
+    this.name = name
+    this.help = help
+    this.type = type
+    this.#cells = cells
+  }
+
+  async get(): Promise<{
+    name: string
+    help: string
+    type: 'counter' | 'histogram'
+    aggregator: 'sum'
+    values: Sample[]
+  }> {
+    const values: Sample[] = []
+    for (const cell of this.#cells) {
+      if (this.type === 'counter') {
+        values.push({ labels: cell.labels, value: cell.count })
+        continue
+      }
+      const bucket = `${this.name}_bucket`
+      let cumulative = 0
+      for (let i = 0; i < CALL_BUCKETS.length; i++) {
+        cumulative += cell.buckets[i]!
+        values.push({
+          labels: { ...cell.labels, le: CALL_BUCKETS[i]! },
+          value: cumulative,
+          metricName: bucket,
+        })
+      }
+      values.push({ labels: { ...cell.labels, le: '+Inf' }, value: cell.count, metricName: bucket })
+      values.push({ labels: cell.labels, value: cell.sum, metricName: `${this.name}_sum` })
+      values.push({ labels: cell.labels, value: cell.count, metricName: `${this.name}_count` })
+    }
+    return {
+      name: this.name,
+      help: this.help,
+      type: this.type,
+      aggregator: this.aggregator,
+      values,
+    }
+  }
+
+  /** prom-client's `registry.resetMetrics()`: counts start again. */
+  reset(): void {
+    for (const cell of this.#cells) {
+      cell.count = 0
+      cell.sum = 0
+      cell.buckets.fill(0)
+    }
+  }
+}
+
+/** The call cells of one (server, upstream, method, tool), per outcome, made on first use. */
 class CallSeries {
   readonly #labels: readonly [string, string, string, string]
   readonly #metrics: GatewayMetrics
-  readonly #calls: ({ inc(): void } | undefined)[] = []
-  readonly #durations: ({ observe(seconds: number): void } | undefined)[] = []
+  readonly #cells: (CallCell | undefined)[] = []
 
   constructor(metrics: GatewayMetrics, labels: readonly [string, string, string, string]) {
     this.#metrics = metrics
@@ -127,18 +231,13 @@ class CallSeries {
   }
 
   observe(outcome: OutcomeIndex, seconds: number): void {
-    let calls = this.#calls[outcome]
-    let duration = this.#durations[outcome]
-    if (calls === undefined || duration === undefined) {
+    let cell = this.#cells[outcome]
+    if (cell === undefined) {
       const [server, upstream, method, tool] = this.#labels
-      const labels = { server, upstream, method, tool, outcome: OUTCOMES[outcome]! }
-      calls = this.#metrics.calls.labels(labels)
-      duration = this.#metrics.callDuration.labels(labels)
-      this.#calls[outcome] = calls
-      this.#durations[outcome] = duration
+      cell = this.#metrics.callCell({ server, upstream, method, tool, outcome: OUTCOMES[outcome]! })
+      this.#cells[outcome] = cell
     }
-    calls.inc()
-    duration.observe(seconds)
+    cell.observe(seconds)
   }
 }
 
@@ -232,8 +331,10 @@ function processMetrics(): Registry {
 /** Every metric of one gateway, in its own registry. */
 export class GatewayMetrics {
   readonly registry: Registry
-  readonly calls: Counter<CallLabels>
-  readonly callDuration: Histogram<CallLabels>
+  /** `barbican_calls_total` and `barbican_call_duration_seconds`, read from the call cells. */
+  readonly calls: CellMetric
+  readonly callDuration: CellMetric
+  readonly #cells: CallCell[] = []
   readonly policyDenials: Counter<'server' | 'policy'>
   readonly upstreamRestarts: Counter<'upstream'>
   readonly sandboxRefusals: Counter<'upstream'>
@@ -250,20 +351,21 @@ export class GatewayMetrics {
     const registry = new prom.Registry()
     this.registry = registry
     const registers = [registry]
-    const callLabels: CallLabels[] = ['server', 'upstream', 'method', 'tool', 'outcome']
-    this.calls = new prom.Counter({
-      name: 'barbican_calls_total',
-      help: 'Client requests that reached routing, by virtual server, upstream, method, tool and outcome.',
-      labelNames: callLabels,
-      registers,
-    })
-    this.callDuration = new prom.Histogram({
-      name: 'barbican_call_duration_seconds',
-      help: 'Time from routing a client request to its reply, by the same labels as barbican_calls_total.',
-      labelNames: callLabels,
-      buckets: [...CALL_BUCKETS],
-      registers,
-    })
+    this.calls = new CellMetric(
+      'barbican_calls_total',
+      'Client requests that reached routing, by virtual server, upstream, method, tool and outcome.',
+      'counter',
+      this.#cells,
+    )
+    this.callDuration = new CellMetric(
+      'barbican_call_duration_seconds',
+      'Time from routing a client request to its reply, by the same labels as barbican_calls_total.',
+      'histogram',
+      this.#cells,
+    )
+    // The registry only asks a metric for get() (and reset()); see CellMetric.
+    registry.registerMetric(this.calls as unknown as Metric)
+    registry.registerMetric(this.callDuration as unknown as Metric)
     this.policyDenials = new prom.Counter({
       name: 'barbican_policy_denials_total',
       help: 'Calls refused by a policy of the chain, by virtual server and policy.',
@@ -361,6 +463,13 @@ export class GatewayMetrics {
       registers,
     })
     build.set({ version: options.version ?? 'unknown' }, 1)
+  }
+
+  /** A new cell of call totals, exported from the next scrape on. */
+  callCell(labels: Readonly<Record<CallLabels, string>>): CallCell {
+    const cell = new CallCell(labels)
+    this.#cells.push(cell)
+    return cell
   }
 
   /** The call metrics of a virtual server (one object per name, shared by its sessions). */
