@@ -119,7 +119,9 @@ export class AuditLog implements AuditSink {
   /** Appends `event`; settles when its record is durable (or rejects when it cannot be). */
   record(event: AuditEvent): Promise<void> {
     if (this.#closed) return Promise.reject(new Error('The audit log is closed'))
-    if (this.#options.batched) return this.#journalled(event)
+    // Administrative acts are rare and an operator's act belongs in the chain at once: only
+    // calls are journalled in batched mode.
+    if (this.#options.batched && event.type === 'call') return this.#journalled(event)
     return new Promise((resolve, reject) => {
       this.#queue.push({ entries: [{ event }], resolve, reject })
       if (!this.#draining) {

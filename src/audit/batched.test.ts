@@ -58,6 +58,49 @@ describe('batched audit durability', () => {
     await reopened.close()
   })
 
+  test('an administrative act is committed before it settles, even in batched mode', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'barbican-batched-admin-'))
+    const store = await openSqliteAuditStore(join(dir, 'audit.db'))
+    const journal = join(dir, 'audit.db-batch')
+    const log = new AuditLog({
+      store,
+      key: ephemeralAuditKey(),
+      batched: { journal, windowMs: 60_000 },
+    })
+    await log.record(event(1))
+    await log.record({ type: 'admin', action: 'pin.approve', actor: 'ops', outcome: 'ok' })
+    // The call waits in the journal for its window; the act is in the chain already.
+    assert.deepEqual(
+      (await store.read()).map((r) => JSON.parse(r.body).type),
+      ['admin'],
+    )
+    await log.close()
+  })
+
+  test('a journal that cannot be written refuses the record, and nothing reaches the chain', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'barbican-batched-broken-'))
+    const store = await openSqliteAuditStore(join(dir, 'audit.db'))
+    // The journal's folder does not exist: every open fails.
+    const journal = join(dir, 'missing', 'audit.db-batch')
+    const log = new AuditLog({
+      store,
+      key: ephemeralAuditKey(),
+      batched: { journal, windowMs: 10 },
+    })
+    const results = await Promise.allSettled([log.record(event(1)), log.record(event(2))])
+    assert.deepEqual(
+      results.map((r) => r.status),
+      ['rejected', 'rejected'],
+    )
+    await log.close()
+    const reopened = await openSqliteAuditStore(join(dir, 'audit.db'))
+    assert.equal(
+      (await reopened.read()).filter((r) => JSON.parse(r.body).type === 'call').length,
+      0,
+    )
+    await reopened.close()
+  })
+
   test('SIGKILL right after the records settle loses none: the next start replays them', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'barbican-batched-kill-'))
     const db = join(dir, 'audit.db')

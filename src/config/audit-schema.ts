@@ -14,7 +14,7 @@ export const AUDIT_DEFAULTS = Object.freeze({
   rawArguments: false,
   retentionDays: 0,
   checkpointIntervalMs: 60_000,
-  durability: 'fsync' as 'fsync' | 'batched',
+  durability: 'batched' as 'fsync' | 'batched',
   batchWindowMs: 200,
 })
 
@@ -53,15 +53,17 @@ export const auditSchema = doc(
     durability: doc(
       z.enum(['fsync', 'batched']).default(AUDIT_DEFAULTS.durability),
       'Durability',
-      'fsync: a reply waits until its record is fsynced (group commit). batched: a reply ' +
-        'waits until its record is written to a journal file (a killed gateway loses ' +
-        'nothing), and records are committed and fsynced every batchWindowMs, so a record is ' +
-        'lost only if the machine itself dies within that window (docs/audit.md). Default: fsync.',
+      'batched: a reply waits until its record is written to a journal file (a killed ' +
+        'gateway loses nothing), and records are committed and fsynced every batchWindowMs, so ' +
+        'a record is lost only if the machine itself dies within that window. fsync: a reply ' +
+        'waits until its record is fsynced (group commit; more CPU per call). See ' +
+        'docs/audit.md and ADR 077. Default: batched.',
     ),
     batchWindowMs: doc(
       z.int().min(1).max(10_000).default(AUDIT_DEFAULTS.batchWindowMs),
       'Batch window (ms)',
-      'With durability batched: how long a record may wait for its commit and fsync. ' +
+      'With durability batched: how long a record may wait for its commit and fsync (the ' +
+        'most a machine crash can lose). ' +
         'Default: 200.',
     ),
     export: doc(

@@ -72,7 +72,7 @@ describe('normalizeConfig', () => {
         rawArguments: false,
         retentionDays: 0,
         checkpointIntervalMs: 60000,
-        durability: 'fsync',
+        durability: 'batched',
         batchWindowMs: 200,
       },
       upstreams: [

@@ -6,7 +6,7 @@
  */
 import assert from 'node:assert/strict'
 import { type ChildProcess, execFile, spawn } from 'node:child_process'
-import { mkdtempSync, readFileSync, realpathSync, writeFileSync } from 'node:fs'
+import { mkdtempSync, readdirSync, readFileSync, realpathSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { DatabaseSync } from 'node:sqlite'
@@ -96,8 +96,8 @@ function echoRecords(stdout: string): Record<string, unknown>[] {
 }
 
 describe('the audit log of barbican serve', () => {
-  test('kill -9 right after the replies loses no record of an answered call', async () => {
-    const { config } = gatewayDir()
+  test('durability fsync: kill -9 right after the replies loses no record of an answered call', async () => {
+    const { config } = gatewayDir('audit:\n  durability: fsync\n')
     const { gateway, url } = await serve(config)
     try {
       await callEcho(url, 24)
@@ -122,6 +122,39 @@ describe('the audit log of barbican serve', () => {
     const verify = await barbican(['audit', 'verify', '--config', config])
     assert.equal(verify.code, 0, verify.stdout)
     assert.match(verify.stdout, /after the last checkpoint/)
+  })
+
+  test('the default (batched): kill -9 after the replies loses none; the next start replays them', async () => {
+    // A long window: nothing is committed before the kill, so the replay is what is tested.
+    const { dir, config } = gatewayDir('audit:\n  batchWindowMs: 10000\n')
+    const first = await serve(config)
+    try {
+      await callEcho(first.url, 24)
+      first.gateway.kill('SIGKILL')
+      await exited(first.gateway)
+    } finally {
+      first.gateway.kill('SIGKILL')
+    }
+    // The records are in the journal beside the log, not yet in the chain.
+    const journals = readdirSync(join(dir, '.barbican')).filter((f) =>
+      f.startsWith('audit.db-batch'),
+    )
+    assert.ok(journals.length > 0, 'a journal is left behind')
+    const second = await serve(config)
+    second.gateway.kill('SIGTERM')
+    await exited(second.gateway)
+    assert.deepEqual(
+      readdirSync(join(dir, '.barbican')).filter((f) => f.startsWith('audit.db-batch')),
+      [],
+      'the replayed journal is removed',
+    )
+    const query = await barbican(['audit', 'query', '--config', config, '--tool', 'echo'])
+    assert.equal(query.code, 0, query.stderr)
+    const records = echoRecords(query.stdout)
+    assert.equal(records.length, 24)
+    assert.equal(new Set(records.map((r) => r.argsDigest)).size, 24)
+    const verify = await barbican(['audit', 'verify', '--config', config])
+    assert.equal(verify.code, 0, verify.stdout)
   })
 
   test('a graceful stop seals the log; verify then names each kind of tampering', async () => {
