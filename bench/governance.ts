@@ -52,10 +52,17 @@ export type GovernanceConfiguration = (typeof GOVERNANCE_CONFIGURATIONS)[number]
 export interface GovernanceResult {
   readonly calls: number
   readonly rounds: number
-  /** Per concurrency, per configuration: median CPU µs per call and the median extra over `none`. */
-  readonly byConcurrency: Readonly<
-    Record<number, Readonly<Record<string, { cpuUsPerCall: number; overNoneUs: number }>>>
-  >
+  /**
+   * Per concurrency, per configuration: median CPU µs per call, the median extra over `none`,
+   * and the median calls per second (whether audit keeps up with the gateway's own rate).
+   */
+  readonly byConcurrency: Readonly<Record<number, Readonly<Record<string, GovernanceFigures>>>>
+}
+
+export interface GovernanceFigures {
+  readonly cpuUsPerCall: number
+  readonly overNoneUs: number
+  readonly callsPerSecond: number
 }
 
 /** The caller of every benchmarked call: a team member, with groups and a claim. */
@@ -179,7 +186,7 @@ function runChild(
   calls: number,
   concurrency: number,
   receiver: string,
-): Promise<number> {
+): Promise<{ cpuUsPerCall: number; callsPerSecond: number }> {
   const env: NodeJS.ProcessEnv = { ...process.env, NODE_NO_WARNINGS: '1' }
   for (const key of Object.keys(env)) if (key.startsWith('OTEL_')) delete env[key]
   if (name.startsWith('everything')) {
@@ -198,7 +205,7 @@ function runChild(
   return new Promise((resolve, reject) => {
     proc.once('exit', (code) => {
       if (code !== 0) reject(new Error(`governance bench ${name} exited ${code}`))
-      else resolve((JSON.parse(out) as { cpuUsPerCall: number }).cpuUsPerCall)
+      else resolve(JSON.parse(out) as { cpuUsPerCall: number; callsPerSecond: number })
     })
   })
 }
@@ -222,20 +229,24 @@ export async function governance(options: {
   )
   const receiver = await startReceiver()
   try {
-    const byConcurrency: Record<
-      number,
-      Record<string, { cpuUsPerCall: number; overNoneUs: number }>
-    > = {}
+    const byConcurrency: Record<number, Record<string, GovernanceFigures>> = {}
     for (const c of options.concurrencies) {
       const samples: Record<string, number[]> = {}
       const extra: Record<string, number[]> = {}
+      const rates: Record<string, number[]> = {}
       for (let round = 0; round < options.rounds; round++) {
         const order = chosen.map((_, i) => chosen[(i + round) % chosen.length]!)
         const thisRound: Record<string, number> = {}
         for (const name of order) {
-          const cpu = await runChild(name, options.calls, c, receiver.url)
+          const { cpuUsPerCall: cpu, callsPerSecond } = await runChild(
+            name,
+            options.calls,
+            c,
+            receiver.url,
+          )
           thisRound[name] = cpu
           samples[name] = [...(samples[name] ?? []), cpu]
+          rates[name] = [...(rates[name] ?? []), callsPerSecond]
           options.progress?.(
             `governance round ${round + 1}/${options.rounds} c=${c} ${name}: ${cpu.toFixed(1)} µs CPU/call\n`,
           )
@@ -247,7 +258,11 @@ export async function governance(options: {
       byConcurrency[c] = Object.fromEntries(
         chosen.map((name) => [
           name,
-          { cpuUsPerCall: median(samples[name]!), overNoneUs: median(extra[name]!) },
+          {
+            cpuUsPerCall: median(samples[name]!),
+            overNoneUs: median(extra[name]!),
+            callsPerSecond: Math.round(median(rates[name]!)),
+          },
         ]),
       )
     }
