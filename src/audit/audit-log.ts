@@ -16,7 +16,15 @@ import { basename, dirname, join } from 'node:path'
 import type { LogExport } from '../common/otel-logs.ts'
 import { type AuditKey, signCheckpoint } from './audit-key.ts'
 import type { AuditStore, CheckpointReason } from './audit-store.ts'
-import { type AuditEvent, type AuditRecord, chainRecord, exportFields } from './record.ts'
+import {
+  type AuditEvent,
+  type AuditRecord,
+  chainBody,
+  chainRecord,
+  exportFields,
+  type Searchable,
+  searchableOfEvent,
+} from './record.ts'
 
 /** Something that takes audit events; the policy and the admin commands write through it. */
 export interface AuditSink {
@@ -53,11 +61,14 @@ export interface ExportSink {
   close?(): void
 }
 
-/** An event on its way into the chain; `body` is its JSON when already encoded (the journal line). */
-interface Entry {
-  readonly event: AuditEvent
-  readonly body?: string | undefined
-}
+/**
+ * An event on its way into the chain: the event itself, or (batched mode) only its journal line
+ * and searchable fields, so that events waiting for their window hold no object graph the
+ * garbage collector would have to promote and mark.
+ */
+type Entry =
+  | { readonly event: AuditEvent }
+  | { readonly body: string; readonly searchable: Searchable }
 
 /** Entries waiting for one transaction, and whoever waits for them to be durable. */
 interface Waiting {
@@ -67,6 +78,9 @@ interface Waiting {
 }
 
 const DAY_MS = 86_400_000
+
+/** Batched mode: journalled events that start a commit without waiting for the window. */
+const COMMIT_AT = 256
 
 /** Opens journal number `n` for appending (mode 0600: it holds what the records hold). */
 function openJournal(base: string, n: number): { path: string; fd: number } {
@@ -91,13 +105,15 @@ export class AuditLog implements AuditSink {
   /** Batched mode: journals closed after a failed write, removed by the next commit. */
   #retired: string[] = []
   #batchTimer: NodeJS.Timeout | undefined
+  /** Batched mode: the timer set is the early commit of COMMIT_AT waiting events. */
+  #commitDue = false
   /** Batched mode: events encoded this turn, for the next journal write, and their waiters. */
-  #unwritten: { event: AuditEvent; body: string }[] = []
+  #unwritten: { body: string; searchable: Searchable }[] = []
   #written:
     | { promise: Promise<void>; resolve: () => void; reject: (e: unknown) => void }
     | undefined
   /** Batched mode: events written to the journal (with their JSON), not committed yet. */
-  #pending: { event: AuditEvent; body: string }[] = []
+  #pending: { body: string; searchable: Searchable }[] = []
 
   constructor(options: AuditLogOptions) {
     this.#options = options
@@ -168,7 +184,10 @@ export class AuditLog implements AuditSink {
             let previous = head
             for (const w of batch) {
               for (const e of w.entries) {
-                const r = chainRecord(previous, at, e.event, e.body)
+                const r =
+                  'event' in e
+                    ? chainRecord(previous, at, e.event)
+                    : chainBody(previous, at, e.body, e.searchable)
                 records.push(r)
                 previous = r
               }
@@ -213,7 +232,7 @@ export class AuditLog implements AuditSink {
     } catch (err) {
       return Promise.reject(err)
     }
-    this.#unwritten.push({ event, body })
+    this.#unwritten.push({ body, searchable: searchableOfEvent(event) })
     if (this.#written === undefined) {
       let resolve!: () => void
       let reject!: (e: unknown) => void
@@ -262,11 +281,21 @@ export class AuditLog implements AuditSink {
       return
     }
     for (const e of entries) this.#pending.push(e)
-    if (this.#batchTimer === undefined) {
-      this.#batchTimer = setTimeout(() => {
-        this.#batchTimer = undefined
-        this.#commitJournalled().catch((err: unknown) => this.#options.onError?.(err))
-      }, this.#options.batched!.windowMs)
+    // Committed at the end of the window, or as soon as COMMIT_AT events wait: lines held for
+    // the whole window outlive the young generation, and promoting and marking them cost more
+    // than a transaction per COMMIT_AT records (ADR 077).
+    const due = this.#pending.length >= COMMIT_AT
+    if (this.#batchTimer === undefined || (due && !this.#commitDue)) {
+      if (this.#batchTimer !== undefined) clearTimeout(this.#batchTimer)
+      this.#commitDue = due
+      this.#batchTimer = setTimeout(
+        () => {
+          this.#batchTimer = undefined
+          this.#commitDue = false
+          this.#commitJournalled().catch((err: unknown) => this.#options.onError?.(err))
+        },
+        due ? 0 : this.#options.batched!.windowMs,
+      )
       this.#batchTimer.unref()
     }
     written?.resolve()
@@ -337,6 +366,7 @@ export class AuditLog implements AuditSink {
     if (this.#batchTimer !== undefined) {
       clearTimeout(this.#batchTimer)
       this.#batchTimer = undefined
+      this.#commitDue = false
     }
     await this.#commitJournalled()
     while (this.#draining || this.#queue.length > 0) {

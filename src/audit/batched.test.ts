@@ -58,6 +58,25 @@ describe('batched audit durability', () => {
     await reopened.close()
   })
 
+  test('256 waiting events are committed without waiting for the window', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'barbican-batched-early-'))
+    const store = await openSqliteAuditStore(join(dir, 'audit.db'))
+    const journal = join(dir, 'audit.db-batch')
+    const log = new AuditLog({
+      store,
+      key: ephemeralAuditKey(),
+      batched: { journal, windowMs: 60_000 },
+    })
+    await Promise.all(Array.from({ length: 300 }, (_, i) => log.record(event(i + 1))))
+    const deadline = Date.now() + 5000
+    while ((await store.read()).length < 256 && Date.now() < deadline) {
+      await new Promise((resolve) => setTimeout(resolve, 10))
+    }
+    // All 300 were written in one turn, so one early commit takes them all, long before 60 s.
+    assert.equal((await store.read()).length, 300)
+    await log.close()
+  })
+
   test('an administrative act is committed before it settles, even in batched mode', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'barbican-batched-admin-'))
     const store = await openSqliteAuditStore(join(dir, 'audit.db'))

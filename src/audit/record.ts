@@ -97,9 +97,19 @@ export function chainRecord(
   event: AuditEvent,
   body: string = JSON.stringify(event),
 ): AuditRecord {
+  return chainBody(head, at, body, searchableOfEvent(event))
+}
+
+/** The record that follows `head` for an event already encoded, with its searchable fields. */
+export function chainBody(
+  head: { readonly seq: number; readonly hash: string },
+  at: string,
+  body: string,
+  searchable: Searchable,
+): AuditRecord {
   const seq = head.seq + 1
   const hash = recordHash(seq, at, head.hash, body)
-  return { seq, at, prevHash: head.hash, hash, body, searchable: searchableOfEvent(event) }
+  return { seq, at, prevHash: head.hash, hash, body, searchable }
 }
 
 /** The fields records are searched by, read from the body (backends index them). */
@@ -125,7 +135,8 @@ export function tenantOf(record: AuditRecord): string | undefined {
   return typeof event.tenant === 'string' ? event.tenant : undefined
 }
 
-function searchableOfEvent(e: AuditEvent | Record<string, unknown>): Searchable {
+/** The searchable fields of an event (what `searchableOf` reads back from a stored body). */
+export function searchableOfEvent(e: AuditEvent | Record<string, unknown>): Searchable {
   const event = e as Record<string, unknown>
   return {
     type: String(event.type),
