@@ -343,18 +343,20 @@ export class AuditLog implements AuditSink {
     let replayed = 0
     for (const name of names) {
       const path = join(dir, name)
+      // Each line is replayed as written: it is the body that was acknowledged.
       const events = readFileSync(path, 'utf8')
         .split('\n')
         .filter((line) => line.trim() !== '')
         .flatMap((line) => {
           try {
-            return [JSON.parse(line) as AuditEvent]
+            const event = JSON.parse(line) as AuditEvent
+            return [{ body: line, searchable: searchableOfEvent(event) }]
           } catch {
             // A line cut by the crash was never acknowledged: its reply was never sent.
             return []
           }
         })
-      if (events.length > 0) await this.#append(events.map((event) => ({ event })))
+      if (events.length > 0) await this.#append(events)
       rmSync(path, { force: true })
       replayed += events.length
     }
