@@ -1,0 +1,106 @@
+/**
+ * `node bench/backend-instructions.ts [--root DIR] [--only embedded|fleet] [--warmup N]
+ * [--calls N]`: the gateway's instructions per 2026-07-28 `tools/call` at c=16, counted by
+ * callgrind (docs/performance.md, "Gateway CPU, counted in instructions"). The gateway of the
+ * checkout at DIR (default this one) runs under `valgrind --tool=callgrind --instr-atstart=no`;
+ * after the warm-up `callgrind_control -i on` counts the calls, then a dump is read. Two
+ * configurations, both with a quota on every call: embedded (SQLite, quota in memory) and
+ * fleet (PostgreSQL + Redis, fresh schema and prefix). The stdio upstream is not counted.
+ */
+import { type ChildProcess, spawn, spawnSync } from 'node:child_process'
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join, resolve } from 'node:path'
+import { parseArgs } from 'node:util'
+import { Pool } from 'undici'
+import { benchBackends } from './backends.ts'
+import { checkEcho, type Target, toolCall } from './mcp-http.ts'
+import { FIXTURE, freePort, NODE, ROOT, stopGroup, waitForCall } from './processes.ts'
+
+const { values } = parseArgs({
+  options: {
+    root: { type: 'string', default: ROOT },
+    only: { type: 'string' },
+    warmup: { type: 'string', default: '400' },
+    calls: { type: 'string', default: '800' },
+  },
+})
+const root = resolve(values.root)
+const warmup = Number(values.warmup)
+const calls = Number(values.calls)
+const CONCURRENCY = 16
+const QUOTA = { rateLimits: { bench: { per: ['subject'], limit: 1_000_000_000, windowMs: 60_000 } } }
+
+async function drive(http: Pool, target: Target, n: number): Promise<void> {
+  let id = 0
+  await Promise.all(
+    Array.from({ length: CONCURRENCY }, async (_, w) => {
+      for (let i = 0; i < n / CONCURRENCY; i++) {
+        const text = `w${w}-${i}`
+        const me = ++id
+        checkEcho(await toolCall(http, target, undefined, me, text), me, text)
+      }
+    }),
+  )
+}
+
+async function count(label: string, config: Record<string, unknown>): Promise<number> {
+  const dir = mkdtempSync(join(tmpdir(), 'barbican-callgrind-'))
+  const port = await freePort()
+  const file = join(dir, 'barbican.json')
+  writeFileSync(
+    file,
+    JSON.stringify({
+      listen: `127.0.0.1:${port}`,
+      log: { level: 'warn' },
+      upstreams: { echo: { command: NODE, args: [FIXTURE, 'stdio'] } },
+      ...config,
+    }),
+  )
+  const child: ChildProcess = spawn(
+    'valgrind',
+    [
+      '--tool=callgrind',
+      '--instr-atstart=no',
+      `--callgrind-out-file=${join(dir, 'callgrind.out.%p')}`,
+      NODE,
+      join(root, 'bin/barbican.js'),
+      'serve',
+      '--config',
+      file,
+    ],
+    { cwd: root, detached: true, stdio: 'ignore', env: { ...process.env, NODE_NO_WARNINGS: '1' } },
+  )
+  const target: Target = { url: `http://127.0.0.1:${port}/mcp`, stateful: false, stateless2026: true }
+  const http = new Pool(`http://127.0.0.1:${port}`, { connections: CONCURRENCY })
+  try {
+    await waitForCall(target, 300_000)
+    await drive(http, target, warmup)
+    spawnSync('callgrind_control', ['-i', 'on', String(child.pid)])
+    await drive(http, target, calls)
+    spawnSync('callgrind_control', ['-d', String(child.pid)])
+    spawnSync('callgrind_control', ['-i', 'off', String(child.pid)])
+    // The dump of the valgrind'd process: callgrind.out.PID.1 (totals since instrumentation on).
+    const dump = readdirSync(dir).find((f) => /^callgrind\.out\.\d+\.1$/.test(f))
+    if (!dump) throw new Error(`${label}: no callgrind dump in ${dir}`)
+    const totals = /^totals:\s+(\d+)/m.exec(readFileSync(join(dir, dump), 'utf8'))
+    if (!totals) throw new Error(`${label}: no totals in ${dump}`)
+    const perCall = Number(totals[1]) / calls
+    console.log(`${label} c=${CONCURRENCY}: ${(perCall / 1e6).toFixed(3)} M instructions per call`)
+    return perCall
+  } finally {
+    await http.close()
+    await stopGroup(child)
+    rmSync(dir, { recursive: true, force: true })
+  }
+}
+
+if (values.only !== 'fleet') await count('embedded', QUOTA)
+if (values.only !== 'embedded') {
+  const backends = await benchBackends()
+  try {
+    await count('pg+redis', { ...QUOTA, ...backends.config })
+  } finally {
+    backends.cleanup()
+  }
+}
