@@ -1,11 +1,12 @@
 /**
- * `node bench/backend-instructions.ts [--root DIR] [--only embedded|fleet] [--warmup N]
+ * `node bench/backend-instructions.ts [--root DIR] [--only embedded|pg|fleet] [--warmup N]
  * [--calls N]`: the gateway's instructions per 2026-07-28 `tools/call` at c=16, counted by
  * callgrind (docs/performance.md, "Gateway CPU, counted in instructions"). The gateway of the
  * checkout at DIR (default this one) runs under `valgrind --tool=callgrind --instr-atstart=no`;
  * after the warm-up `callgrind_control -i on` counts the calls, then a dump is read. Two
- * configurations, both with a quota on every call: embedded (SQLite, quota in memory) and
- * fleet (PostgreSQL + Redis, fresh schema and prefix). The stdio upstream is not counted.
+ * configurations, each with a quota on every call: embedded (SQLite, quota in memory), pg
+ * (PostgreSQL store, quota in memory: asked for only by `--only pg`) and fleet (PostgreSQL +
+ * Redis, quota in Redis; fresh schema and prefix). The stdio upstream is not counted.
  */
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process'
 import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
@@ -29,7 +30,9 @@ const root = resolve(values.root)
 const warmup = Number(values.warmup)
 const calls = Number(values.calls)
 const CONCURRENCY = 16
-const QUOTA = { rateLimits: { bench: { per: ['subject'], limit: 1_000_000_000, windowMs: 60_000 } } }
+const QUOTA = {
+  rateLimits: { bench: { per: ['subject'], limit: 1_000_000_000, windowMs: 60_000 } },
+}
 
 async function drive(http: Pool, target: Target, n: number): Promise<void> {
   let id = 0
@@ -71,7 +74,11 @@ async function count(label: string, config: Record<string, unknown>): Promise<nu
     ],
     { cwd: root, detached: true, stdio: 'ignore', env: { ...process.env, NODE_NO_WARNINGS: '1' } },
   )
-  const target: Target = { url: `http://127.0.0.1:${port}/mcp`, stateful: false, stateless2026: true }
+  const target: Target = {
+    url: `http://127.0.0.1:${port}/mcp`,
+    stateful: false,
+    stateless2026: true,
+  }
   const http = new Pool(`http://127.0.0.1:${port}`, { connections: CONCURRENCY })
   try {
     await waitForCall(target, 300_000)
@@ -95,11 +102,12 @@ async function count(label: string, config: Record<string, unknown>): Promise<nu
   }
 }
 
-if (values.only !== 'fleet') await count('embedded', QUOTA)
+if (values.only === undefined || values.only === 'embedded') await count('embedded', QUOTA)
 if (values.only !== 'embedded') {
   const backends = await benchBackends()
   try {
-    await count('pg+redis', { ...QUOTA, ...backends.config })
+    if (values.only === 'pg') await count('pg', { ...QUOTA, store: backends.config.store })
+    else await count('pg+redis', { ...QUOTA, ...backends.config })
   } finally {
     backends.cleanup()
   }
