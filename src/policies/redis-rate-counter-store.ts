@@ -128,10 +128,16 @@ export class RedisRateCounterStore implements RateCounterStore {
         : this.#queue.splice(0, MAX_TAKES_PER_BATCH)
     if (batch === this.#queue) this.#queue = []
     this.#inFlight = true
-    void this.#send(batch).finally(() => {
-      this.#inFlight = false
-      this.#flush()
-    })
+    void this.#send(batch)
+      // A reply that cannot be read (a bug, not an outage) must not leave calls waiting for
+      // ever: the takes still pending are refused; those already settled ignore it.
+      .catch((err: Error) => {
+        for (const pending of batch) pending.reject(err)
+      })
+      .finally(() => {
+        this.#inFlight = false
+        this.#flush()
+      })
   }
 
   /** One script call for `batch`; every take settles, with its decisions or with the failure. */
