@@ -193,7 +193,7 @@ async function orama(
 }
 
 /** A catalogue of `size` tools: the real one, repeated under other server names. */
-function grown(tools: JsonObject[], serverOf: (t: JsonObject) => ServerText, size: number) {
+export function grown(tools: JsonObject[], serverOf: (t: JsonObject) => ServerText, size: number) {
   const out: JsonObject[] = []
   const servers = new Map<string, ServerText>()
   for (let copy = 0; out.length < size; copy++) {
@@ -207,7 +207,7 @@ function grown(tools: JsonObject[], serverOf: (t: JsonObject) => ServerText, siz
   return { tools: out, serverOf: (t: JsonObject) => servers.get(String(t.name))! }
 }
 
-function percentile(sorted: readonly number[], p: number): number {
+export function percentile(sorted: readonly number[], p: number): number {
   return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!
 }
 

@@ -27,8 +27,8 @@ import { readFileSync } from 'node:fs'
 import { createRequire } from 'node:module'
 import { join } from 'node:path'
 import type { JsonObject } from '../../src/protocol/jsonrpc.ts'
-import { type ServerText, ToolIndex, term, words } from '../../src/relay/tool-search.ts'
-import { loadCatalogue, loadTasks } from './run.ts'
+import { ToolIndex, term, words } from '../../src/relay/tool-search.ts'
+import { grown, loadCatalogue, loadTasks, percentile } from './run.ts'
 
 interface Task {
   readonly request: string
@@ -158,24 +158,6 @@ function hybrid(
     }))
     .sort((a, b) => b.score - a.score)
   return [...rescored, ...ranked.slice(depth)].map((r) => r.id)
-}
-
-function percentile(sorted: readonly number[], p: number): number {
-  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!
-}
-
-function grown(tools: JsonObject[], serverOf: (t: JsonObject) => ServerText, size: number) {
-  const out: JsonObject[] = []
-  const servers = new Map<string, ServerText>()
-  for (let copy = 0; out.length < size; copy++) {
-    for (const t of tools) {
-      if (out.length >= size) break
-      const name = copy === 0 ? String(t.name) : `c${copy}_${String(t.name)}`
-      out.push({ ...t, name })
-      servers.set(name, serverOf(t))
-    }
-  }
-  return { tools: out, serverOf: (t: JsonObject) => servers.get(String(t.name))! }
 }
 
 const fmt = (s: Scores) => `${s.recall1.toFixed(3)} ${s.recall5.toFixed(3)} ${s.mrr.toFixed(3)}`
