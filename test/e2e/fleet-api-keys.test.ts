@@ -44,6 +44,55 @@ const initialize = {
   },
 }
 
+/**
+ * Two in-process replicas of `config` in one fleet, each following the keys table at `url`.
+ * `consoleKeys`: the admin console creates and revokes keys in PostgreSQL, not the keys file.
+ */
+async function startTwoReplicas(
+  config: ReturnType<typeof normalizeConfig>,
+  url: string,
+  { consoleKeys }: { consoleKeys: boolean },
+): Promise<[RunningServer, RunningServer]> {
+  const servers: RunningServer[] = []
+  for (let i = 0; i < 2; i++) {
+    const cluster: Cluster = (await joinFleet(config.redis, {}, silentLogger))!
+    closers.push(() => cluster.leave())
+    const server = await startServer(config, silentLogger)
+    closers.push(() => server.stop())
+    const keys = await followPostgresKeys(url, server.auth!.apiKeys!, silentLogger)
+    closers.push(() => keys.close())
+    if (consoleKeys) server.useSharedKeys(keys.follower)
+    await serveInFleet(cluster, server, {}, keys.follower)
+    servers.push(server)
+  }
+  return servers as [RunningServer, RunningServer]
+}
+
+/**
+ * Asks `replica` to initialize with `key` until `want` holds of the HTTP status or a second has
+ * passed: the last status and how long it took.
+ */
+function statusWithinOneSecond(replica: RunningServer) {
+  const status = async (key: string) =>
+    (
+      await fetch(`${replica.url}/mcp`, {
+        method: 'POST',
+        headers: {
+          authorization: `Bearer ${key}`,
+          'content-type': 'application/json',
+          accept: 'application/json, text/event-stream',
+        },
+        body: JSON.stringify(initialize),
+      })
+    ).status
+  return async (want: (s: number) => boolean, key: string) => {
+    const started = Date.now()
+    let s = await status(key)
+    while (!want(s) && Date.now() - started < 1000) s = await status(key)
+    return { s, ms: Date.now() - started }
+  }
+}
+
 test('a key revoked with the CLI is refused on replica B within 1 s', async () => {
   const url = await freshPostgresUrl()
   // The schema exists before the replicas follow it (serve migrates when it opens the store).
@@ -59,36 +108,8 @@ test('a key revoked with the CLI is refused on replica B within 1 s', async () =
   const file = join(root, 'barbican.json')
   writeFileSync(file, JSON.stringify(raw))
   const config = normalizeConfig(raw)
-  const servers: RunningServer[] = []
-  for (let i = 0; i < 2; i++) {
-    const cluster: Cluster = (await joinFleet(config.redis, {}, silentLogger))!
-    closers.push(() => cluster.leave())
-    const server = await startServer(config, silentLogger)
-    closers.push(() => server.stop())
-    const keys = await followPostgresKeys(url, server.auth!.apiKeys!, silentLogger)
-    closers.push(() => keys.close())
-    await serveInFleet(cluster, server, {}, keys.follower)
-    servers.push(server)
-  }
-  const b = servers[1]!
-  const status = async (key: string) =>
-    (
-      await fetch(`${b.url}/mcp`, {
-        method: 'POST',
-        headers: {
-          authorization: `Bearer ${key}`,
-          'content-type': 'application/json',
-          accept: 'application/json, text/event-stream',
-        },
-        body: JSON.stringify(initialize),
-      })
-    ).status
-  const within = async (want: (s: number) => boolean, key: string) => {
-    const started = Date.now()
-    let s = await status(key)
-    while (!want(s) && Date.now() - started < 1000) s = await status(key)
-    return { s, ms: Date.now() - started }
-  }
+  const [, b] = await startTwoReplicas(config, url, { consoleKeys: false })
+  const within = statusWithinOneSecond(b)
 
   const created = await run(['keys', 'create', 'ci', '--config', file])
   assert.equal(created.code, 0, created.stderr)
@@ -120,19 +141,7 @@ test('keys created and revoked in the console live in PostgreSQL and hold on rep
     },
     upstreams: { idle: { command: 'true', lazy: true } },
   })
-  const servers: RunningServer[] = []
-  for (let i = 0; i < 2; i++) {
-    const cluster: Cluster = (await joinFleet(config.redis, {}, silentLogger))!
-    closers.push(() => cluster.leave())
-    const server = await startServer(config, silentLogger)
-    closers.push(() => server.stop())
-    const keys = await followPostgresKeys(url, server.auth!.apiKeys!, silentLogger)
-    closers.push(() => keys.close())
-    server.useSharedKeys(keys.follower)
-    await serveInFleet(cluster, server, {}, keys.follower)
-    servers.push(server)
-  }
-  const [a, b] = servers as [RunningServer, RunningServer]
+  const [a, b] = await startTwoReplicas(config, url, { consoleKeys: true })
   const asAdmin = { authorization: `Bearer ${admin.key}` }
   const page = await (await fetch(`${a.url}/admin/keys`, { headers: asAdmin })).text()
   const csrf = /name="csrf" value="([^"]+)"/.exec(page)?.[1] ?? ''
@@ -144,24 +153,7 @@ test('keys created and revoked in the console live in PostgreSQL and hold on rep
       headers: { ...asAdmin, 'content-type': 'application/x-www-form-urlencoded' },
       body: new URLSearchParams({ csrf, ...form }).toString(),
     })
-  const status = async (key: string) =>
-    (
-      await fetch(`${b.url}/mcp`, {
-        method: 'POST',
-        headers: {
-          authorization: `Bearer ${key}`,
-          'content-type': 'application/json',
-          accept: 'application/json, text/event-stream',
-        },
-        body: JSON.stringify(initialize),
-      })
-    ).status
-  const within = async (want: (s: number) => boolean, key: string) => {
-    const started = Date.now()
-    let s = await status(key)
-    while (!want(s) && Date.now() - started < 1000) s = await status(key)
-    return { s, ms: Date.now() - started }
-  }
+  const within = statusWithinOneSecond(b)
   const table = async () => {
     const pool = await openPostgresPool(url, { migrate: false })
     try {
