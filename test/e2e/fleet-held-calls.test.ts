@@ -6,9 +6,7 @@
  * the holder is killed, a retry elsewhere gets a clear error at once, not a hang.
  */
 import assert from 'node:assert/strict'
-import { type ChildProcess, spawn } from 'node:child_process'
-import { mkdirSync, mkdtempSync, realpathSync, rmSync, writeFileSync } from 'node:fs'
-import { createServer } from 'node:net'
+import { mkdtempSync, realpathSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, before, describe, test } from 'node:test'
@@ -19,35 +17,19 @@ import {
   freshRedisPrefix,
   REDIS_URL,
 } from '../support/backends.ts'
+import { freePort, type ServeReplica, startServeReplica } from '../support/fleet.ts'
 import { postStatelessToolCall } from '../support/stateless.ts'
 
 type Json = Record<string, unknown>
 
 const root = join(import.meta.dirname, '../..')
-const bin = join(root, 'bin/barbican.js')
 const fixture = join(root, 'test/fixtures/bridge-upstream.ts')
 const TOOL = 'test_report_meta_after_input'
 const ANSWER = { action: 'accept', content: { ok: true } }
 
-async function freePort(): Promise<number> {
-  const server = createServer()
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
-  const { port } = server.address() as { port: number }
-  await new Promise((resolve) => server.close(resolve))
-  return port
-}
-
-async function healthy(url: string): Promise<boolean> {
-  try {
-    return (await fetch(`${url}/healthz`)).ok
-  } catch {
-    return false
-  }
-}
-
 describe('held calls across three replicas', { timeout: 300_000 }, () => {
   const dir = realpathSync(mkdtempSync(join(tmpdir(), 'barbican-fleet-held-')))
-  const replicas: { url: string; child: ChildProcess }[] = []
+  const replicas: ServeReplica[] = []
 
   before(
     async () => {
@@ -57,12 +39,13 @@ describe('held calls across three replicas', { timeout: 300_000 }, () => {
       }
       const prefix = freshRedisPrefix()
       for (const name of ['a', 'b', 'c']) {
-        const home = join(dir, name)
-        mkdirSync(home)
-        const config = join(home, 'barbican.yaml')
-        writeFileSync(
-          config,
-          [
+        // One at a time: the first pins the upstream's tools, the others find the pins.
+        const replica = await startServeReplica({
+          home: join(dir, name),
+          port: await freePort(),
+          env,
+          startMs: 120_000,
+          yaml: [
             'upstreams:',
             '  legacy:',
             `    command: ${process.execPath}`,
@@ -72,22 +55,9 @@ describe('held calls across three replicas', { timeout: 300_000 }, () => {
             '  url: redis://set-by-the-environment.invalid',
             `  prefix: "${prefix}"`,
             '',
-          ].join('\n'),
-        )
-        const port = await freePort()
-        const url = `http://127.0.0.1:${port}`
-        const child = spawn(
-          process.execPath,
-          [bin, 'serve', '--config', config, '--listen', `127.0.0.1:${port}`],
-          { stdio: 'ignore', env: { ...process.env, ...env } },
-        )
-        replicas.push({ url, child })
-        // One at a time: the first pins the upstream's tools, the others find the pins.
-        const deadline = Date.now() + 120_000
-        while (!(await healthy(url))) {
-          assert.ok(Date.now() < deadline, `replica ${name} did not start`)
-          await sleep(100)
-        }
+          ],
+        })
+        replicas.push(replica)
       }
     },
     { timeout: 240_000 },

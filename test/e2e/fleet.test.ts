@@ -6,15 +6,7 @@
  */
 import assert from 'node:assert/strict'
 import { type ChildProcess, execFile, spawn } from 'node:child_process'
-import {
-  existsSync,
-  mkdirSync,
-  mkdtempSync,
-  readFileSync,
-  realpathSync,
-  writeFileSync,
-} from 'node:fs'
-import { createServer } from 'node:net'
+import { existsSync, mkdtempSync, readFileSync, realpathSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, before, describe, test } from 'node:test'
@@ -28,6 +20,7 @@ import {
   freshRedisPrefix,
   REDIS_URL,
 } from '../support/backends.ts'
+import { freePort, healthy, type ServeReplica, startServeReplica } from '../support/fleet.ts'
 import { postStatelessToolCall } from '../support/stateless.ts'
 
 const root = join(import.meta.dirname, '../..')
@@ -42,14 +35,6 @@ const HAPROXY = ['/usr/sbin/haproxy', '/usr/bin/haproxy', '/usr/local/sbin/hapro
 const NAMES = ['a', 'b', 'c'] as const
 type Name = (typeof NAMES)[number]
 
-async function freePort(): Promise<number> {
-  const server = createServer()
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
-  const { port } = server.address() as { port: number }
-  await new Promise((resolve) => server.close(resolve))
-  return port
-}
-
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
 
 async function until(what: string, check: () => boolean | Promise<boolean>, ms = 90_000) {
@@ -60,19 +45,8 @@ async function until(what: string, check: () => boolean | Promise<boolean>, ms =
   }
 }
 
-async function healthy(url: string): Promise<boolean> {
-  try {
-    return (await fetch(`${url}/healthz`)).ok
-  } catch {
-    return false
-  }
-}
-
-interface Replica {
+interface Replica extends ServeReplica {
   readonly name: Name
-  readonly url: string
-  readonly config: string
-  readonly child: ChildProcess
 }
 
 /** One outcome per tools/call the load made. */
@@ -108,12 +82,13 @@ describe('three replicas behind HAProxy, one killed under load', { timeout: 600_
       for (const name of NAMES) ports.set(name, await freePort())
       const frontPort = await freePort()
       for (const name of NAMES) {
-        const home = join(dir, name)
-        mkdirSync(home)
-        const config = join(home, 'barbican.yaml')
-        writeFileSync(
-          config,
-          [
+        // One at a time: the first sees the server first and pins it; the others agree.
+        const replica = await startServeReplica({
+          home: join(dir, name),
+          port: ports.get(name)!,
+          env,
+          startMs: 90_000,
+          yaml: [
             'upstreams:',
             '  fleet:',
             `    command: ${process.execPath}`,
@@ -134,21 +109,10 @@ describe('three replicas behind HAProxy, one killed under load', { timeout: 600_
             'limits:',
             '  maxSessionsPerIdentity: 1000',
             '',
-          ].join('\n'),
-        )
-        const url = `http://127.0.0.1:${ports.get(name)}`
-        const child = spawn(
-          process.execPath,
-          [bin, 'serve', '--config', config, '--listen', `127.0.0.1:${ports.get(name)}`],
-          {
-            stdio: ['ignore', 'ignore', 'ignore'],
-            env: { ...process.env, ...env },
-          },
-        )
-        replicas.set(name, { name, url, config, child })
-        // One at a time: the first sees the server first and pins it; the others agree.
-        await until(`replica ${name}`, () => healthy(url))
-        await directCall(url, 'announce', {})
+          ],
+        })
+        replicas.set(name, { name, ...replica })
+        await directCall(replica.url, 'announce', {})
       }
       const haproxyConfig = join(dir, 'haproxy.cfg')
       writeFileSync(
