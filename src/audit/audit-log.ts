@@ -11,11 +11,11 @@
  * and the chain is extended from the journal every window.
  */
 
-import { closeSync, openSync, readdirSync, readFileSync, rmSync, writeSync } from 'node:fs'
-import { basename, dirname, join } from 'node:path'
+import { closeSync, openSync, rmSync, writeSync } from 'node:fs'
 import type { LogExport } from '../common/otel-logs.ts'
 import { type AuditKey, signCheckpoint } from './audit-key.ts'
 import type { AuditStore, CheckpointReason } from './audit-store.ts'
+import { committedBodies, journalFiles, readJournal } from './journal.ts'
 import {
   type AuditEvent,
   type AuditRecord,
@@ -304,8 +304,8 @@ export class AuditLog implements AuditSink {
   /**
    * Commits the journalled events in transactions (fsynced), after closing the journal (the next
    * write opens a new file); the old one is removed once its events are durable in the store. A
-   * crash between the commit and the removal replays that journal at the next start: its records
-   * then appear twice in the chain (same callId), never zero times.
+   * crash between the commit and the removal leaves that journal for the next start, whose
+   * replay skips the records the chain already has (journal.ts `committedBodies`).
    */
   async #commitJournalled(): Promise<void> {
     if (this.#unwritten.length > 0) this.#writeJournal()
@@ -326,36 +326,20 @@ export class AuditLog implements AuditSink {
 
   /**
    * Replays journals a killed gateway left (batched mode): their events are appended to the
-   * chain and the files removed. Returns how many events were replayed.
+   * chain and the files removed. Events the chain already has (the gateway died between a
+   * commit and the journal's removal) are skipped, so a call is in the chain once. Returns how
+   * many events were replayed.
    */
   async recoverJournal(): Promise<number> {
     const batched = this.#options.batched
     if (batched === undefined) return 0
-    const dir = dirname(batched.journal)
-    const prefix = `${basename(batched.journal)}.`
-    let names: string[]
-    try {
-      names = readdirSync(dir).filter((n) => n.startsWith(prefix))
-    } catch {
-      return 0
-    }
-    names.sort((a, b) => Number(a.slice(prefix.length)) - Number(b.slice(prefix.length)))
     let replayed = 0
-    for (const name of names) {
-      const path = join(dir, name)
-      // Each line is replayed as written: it is the body that was acknowledged.
-      const events = readFileSync(path, 'utf8')
-        .split('\n')
-        .filter((line) => line.trim() !== '')
-        .flatMap((line) => {
-          try {
-            const event = JSON.parse(line) as AuditEvent
-            return [{ body: line, searchable: searchableOfEvent(event) }]
-          } catch {
-            // A line cut by the crash was never acknowledged: its reply was never sent.
-            return []
-          }
-        })
+    for (const path of journalFiles(batched.journal)) {
+      // Each line is replayed as written: it is the body that was acknowledged. A line that
+      // does not parse was cut by the crash and never acknowledged: its reply was never sent.
+      const journal = readJournal(path)
+      const committed = await committedBodies(this.#store, journal)
+      const events = journal.events.filter((e) => !committed.has(e.body))
       if (events.length > 0) await this.#append(events)
       rmSync(path, { force: true })
       replayed += events.length

@@ -5,12 +5,13 @@
  */
 import assert from 'node:assert/strict'
 import { spawn } from 'node:child_process'
-import { existsSync, mkdtempSync, readdirSync } from 'node:fs'
+import { appendFileSync, existsSync, mkdtempSync, readdirSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { describe, test } from 'node:test'
 import { ephemeralAuditKey } from './audit-key.ts'
 import { AuditLog } from './audit-log.ts'
+import { readJournal } from './journal.ts'
 import type { CallEvent } from './record.ts'
 import { openSqliteAuditStore } from './sqlite.ts'
 import { verifyAuditLog } from './verify.ts'
@@ -161,5 +162,62 @@ describe('batched audit durability', () => {
     )
     assert.equal(existsSync(`${journal}.0`), false)
     await log.close()
+  })
+
+  test('a journal left between its commit and its removal is not replayed twice', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'barbican-batched-twice-'))
+    const db = join(dir, 'audit.db')
+    const journal = join(dir, 'audit.db-batch')
+    const line = (n: number) => `${JSON.stringify(event(n))}\n`
+    // What a gateway that died after committing journal 0 and before removing it leaves: the
+    // journal's lines, and the same events in the chain (a record's body is its journal line).
+    writeFileSync(`${journal}.0`, line(1) + line(2))
+    const store = await openSqliteAuditStore(db)
+    const key = ephemeralAuditKey()
+    const committer = new AuditLog({ store, key })
+    await committer.record(event(1))
+    await committer.record(event(2))
+    // A line the commit did not take (written after it): it must still be replayed.
+    appendFileSync(`${journal}.0`, line(3))
+    assert.equal(readJournal(`${journal}.0`).events.length, 3)
+    const log = new AuditLog({ store, key, batched: { journal, windowMs: 50 } })
+    assert.equal(await log.recoverJournal(), 1)
+    assert.deepEqual(
+      (await store.read()).map((r) => JSON.parse(r.body).callId),
+      ['c-1', 'c-2', 'c-3'],
+    )
+    assert.equal(existsSync(`${journal}.0`), false)
+    assert.equal((await verifyAuditLog(store, key)).ok, true)
+    await log.close()
+  })
+
+  test('only records committed since the journal was created are compared with its lines', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'barbican-batched-older-'))
+    const store = await openSqliteAuditStore(join(dir, 'audit.db'))
+    const key = ephemeralAuditKey()
+    const committer = new AuditLog({ store, key })
+    await committer.record(event(7))
+    await new Promise((resolve) => setTimeout(resolve, 20))
+    const journal = join(dir, 'audit.db-batch')
+    writeFileSync(`${journal}.0`, `${JSON.stringify(event(7))}\n`)
+    const log = new AuditLog({ store, key, batched: { journal, windowMs: 50 } })
+    assert.equal(await log.recoverJournal(), 1)
+    assert.equal((await store.read()).length, 2)
+    await log.close()
+  })
+
+  test('readJournal names a line that does not parse, and tells a cut last line apart', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'barbican-batched-damage-'))
+    const path = join(dir, 'audit.db-batch.0')
+    writeFileSync(
+      path,
+      `${JSON.stringify(event(1))}\n{not json\n${JSON.stringify(event(2))}\n{"type":"ca`,
+    )
+    const read = readJournal(path)
+    assert.equal(read.events.length, 2)
+    assert.deepEqual(read.damage, [
+      { file: path, line: 2, cut: false },
+      { file: path, line: 4, cut: true },
+    ])
   })
 })
