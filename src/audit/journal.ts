@@ -90,3 +90,30 @@ export async function committedBodies(
   for (const r of await store.read({ since })) if (wanted.has(r.body)) found.add(r.body)
   return found
 }
+
+/** What `barbican audit verify` says about the journals beside a log before the next start. */
+export interface JournalReport {
+  readonly files: number
+  /** Journalled records the chain lacks: the next start adds them. */
+  readonly pending: number
+  /** Journalled records the chain already has: the next start skips them. */
+  readonly committed: number
+  readonly damage: readonly JournalDamage[]
+}
+
+export async function inspectJournals(store: AuditStore, base: string): Promise<JournalReport> {
+  let pending = 0
+  let committed = 0
+  const damage: JournalDamage[] = []
+  const files = journalFiles(base)
+  for (const path of files) {
+    const journal = readJournal(path)
+    const inChain = await committedBodies(store, journal)
+    for (const e of journal.events) {
+      if (inChain.has(e.body)) committed++
+      else pending++
+    }
+    damage.push(...journal.damage)
+  }
+  return { files: files.length, pending, committed, damage }
+}

@@ -5,6 +5,7 @@
  */
 import { existsSync } from 'node:fs'
 import type { AuditQuery } from '../audit/audit-store.ts'
+import { inspectJournals, type JournalReport, journalBeside } from '../audit/journal.ts'
 import { exportLine } from '../audit/record.ts'
 import { verifyAuditLog } from '../audit/verify.ts'
 import { redactUrl } from '../common/backend-urls.ts'
@@ -65,8 +66,16 @@ export async function runAudit(
   try {
     if (action === 'verify') {
       const r = await verifyAuditLog(store, key)
+      // A batched gateway killed before its commit left its last calls in journals beside the
+      // log: not in the chain yet, so verify says how many wait, and names damaged lines.
+      const journals =
+        location.kind === 'sqlite'
+          ? await inspectJournals(store, journalBeside(location.path))
+          : undefined
+      const journalsOk = journals === undefined || journals.damage.every((d) => d.cut)
       if (!r.ok) {
         io.stdout(`FAIL  record ${r.problem!.seq}: ${r.problem!.reason}\n`)
+        if (journals) reportJournals(journals, loaded.config.audit.durability, io)
         io.stdout(`      ${where} (key ${key.keyId})\n`)
         return 1
       }
@@ -83,8 +92,9 @@ export async function runAudit(
             'stopped without its shutdown checkpoint\n',
         )
       }
+      if (journals) reportJournals(journals, loaded.config.audit.durability, io)
       io.stdout(`      ${where} (key ${key.keyId})\n`)
-      return 0
+      return journalsOk ? 0 : 1
     }
     const records = await store.read(query)
     if (action === 'tail') records.reverse()
@@ -92,6 +102,39 @@ export async function runAudit(
     return 0
   } finally {
     await store.close()
+  }
+}
+
+/**
+ * The journals' lines: waiting records are not an error (the next start adds them); a line that
+ * does not parse is damage and fails verify, except a cut last line (its write was cut short,
+ * so its call was refused or never answered: no acknowledged record is missing).
+ */
+function reportJournals(j: JournalReport, durability: string, io: CliIo): void {
+  if (j.pending > 0) {
+    const next =
+      durability === 'batched'
+        ? 'the next start of the gateway adds them to the chain'
+        : `the next start adds them only with audit.durability: batched (this configuration says ${durability})`
+    io.stdout(
+      `note  ${j.pending} journalled record(s) in ${j.files} journal file(s) wait for replay, ` +
+        `not in the chain yet: ${next}\n`,
+    )
+  }
+  if (j.committed > 0) {
+    io.stdout(
+      `note  ${j.committed} journalled record(s) are in the chain already (the gateway stopped ` +
+        'before removing their journal): the next start skips them\n',
+    )
+  }
+  for (const d of j.damage) {
+    io.stdout(
+      d.cut
+        ? `note  journal ${d.file}:${d.line}: a line cut short (disk full or machine crash); ` +
+            'its call was refused or never answered, and the next start drops it\n'
+        : `FAIL  journal ${d.file}:${d.line}: the line does not parse (damaged); the next start ` +
+            'drops it\n',
+    )
   }
 }
 

@@ -6,7 +6,14 @@
  */
 import assert from 'node:assert/strict'
 import { type ChildProcess, execFile, spawn } from 'node:child_process'
-import { mkdtempSync, readdirSync, readFileSync, realpathSync, writeFileSync } from 'node:fs'
+import {
+  appendFileSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  realpathSync,
+  writeFileSync,
+} from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { DatabaseSync } from 'node:sqlite'
@@ -140,6 +147,32 @@ describe('the audit log of barbican serve', () => {
       f.startsWith('audit.db-batch'),
     )
     assert.ok(journals.length > 0, 'a journal is left behind')
+    const journalled = journals.flatMap((f) =>
+      readFileSync(join(dir, '.barbican', f), 'utf8')
+        .split('\n')
+        .filter(Boolean),
+    ).length
+    assert.ok(journalled >= 24, `every echo call is journalled (${journalled} lines)`)
+    // Verify before the restart: the chain holds none of them, and verify says they wait.
+    const before = await barbican(['audit', 'verify', '--config', config])
+    assert.equal(before.code, 0, before.stdout)
+    assert.match(
+      before.stdout,
+      new RegExp(
+        `note  ${journalled} journalled record\\(s\\) in ${journals.length} journal file\\(s\\) wait for replay`,
+      ),
+    )
+    assert.match(before.stdout, /the next start of the gateway adds them to the chain/)
+    // A line that does not parse is damage: named by file and line, and verify fails.
+    const last = join(dir, '.barbican', journals.at(-1)!)
+    const damagedLine = readFileSync(last, 'utf8').split('\n').filter(Boolean).length + 1
+    appendFileSync(last, '{"type":"call",garbage\n')
+    const damaged = await barbican(['audit', 'verify', '--config', config])
+    assert.equal(damaged.code, 1, damaged.stdout)
+    assert.ok(
+      damaged.stdout.includes(`FAIL  journal ${last}:${damagedLine}: the line does not parse`),
+      damaged.stdout,
+    )
     const second = await serve(config)
     second.gateway.kill('SIGTERM')
     await exited(second.gateway)
@@ -155,6 +188,7 @@ describe('the audit log of barbican serve', () => {
     assert.equal(new Set(records.map((r) => r.argsDigest)).size, 24)
     const verify = await barbican(['audit', 'verify', '--config', config])
     assert.equal(verify.code, 0, verify.stdout)
+    assert.doesNotMatch(verify.stdout, /journal/, 'after the replay no journal waits')
   })
 
   test('a graceful stop seals the log; verify then names each kind of tampering', async () => {
