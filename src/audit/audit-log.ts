@@ -325,16 +325,16 @@ export class AuditLog implements AuditSink {
   }
 
   /**
-   * Replays journals a killed gateway left (batched mode): their events are appended to the
-   * chain and the files removed. Events the chain already has (the gateway died between a
+   * Replays journals a killed gateway left (batched mode), from `journal` (default: this log's
+   * own; given when this log runs in fsync mode): their events are appended to the chain and the
+   * files removed. Events the chain already has (the gateway died between a
    * commit and the journal's removal) are skipped, so a call is in the chain once. Returns how
    * many events were replayed.
    */
-  async recoverJournal(): Promise<number> {
-    const batched = this.#options.batched
-    if (batched === undefined) return 0
+  async recoverJournal(journal = this.#options.batched?.journal): Promise<number> {
+    if (journal === undefined) return 0
     let replayed = 0
-    for (const path of journalFiles(batched.journal)) {
+    for (const path of journalFiles(journal)) {
       // Each line is replayed as written: it is the body that was acknowledged. A line that
       // does not parse was cut by the crash and never acknowledged: its reply was never sent.
       const journal = readJournal(path)

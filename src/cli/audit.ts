@@ -75,7 +75,7 @@ export async function runAudit(
       const journalsOk = journals === undefined || journals.damage.every((d) => d.cut)
       if (!r.ok) {
         io.stdout(`FAIL  record ${r.problem!.seq}: ${r.problem!.reason}\n`)
-        if (journals) reportJournals(journals, loaded.config.audit.durability, io)
+        if (journals) reportJournals(journals, io)
         io.stdout(`      ${where} (key ${key.keyId})\n`)
         return 1
       }
@@ -92,7 +92,7 @@ export async function runAudit(
             'stopped without its shutdown checkpoint\n',
         )
       }
-      if (journals) reportJournals(journals, loaded.config.audit.durability, io)
+      if (journals) reportJournals(journals, io)
       io.stdout(`      ${where} (key ${key.keyId})\n`)
       return journalsOk ? 0 : 1
     }
@@ -110,12 +110,9 @@ export async function runAudit(
  * does not parse is damage and fails verify, except a cut last line (its write was cut short,
  * so its call was refused or never answered: no acknowledged record is missing).
  */
-function reportJournals(j: JournalReport, durability: string, io: CliIo): void {
+function reportJournals(j: JournalReport, io: CliIo): void {
   if (j.pending > 0) {
-    const next =
-      durability === 'batched'
-        ? 'the next start of the gateway adds them to the chain'
-        : `the next start adds them only with audit.durability: batched (this configuration says ${durability})`
+    const next = 'the next start of the gateway adds them to the chain, in either durability mode'
     io.stdout(
       `note  ${j.pending} journalled record(s) in ${j.files} journal file(s) wait for replay, ` +
         `not in the chain yet: ${next}\n`,

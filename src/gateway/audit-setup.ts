@@ -8,6 +8,7 @@ import { dirname, join } from 'node:path'
 import { type AuditKey, ephemeralAuditKey, loadAuditKey } from '../audit/audit-key.ts'
 import { AuditLog, type ExportSink } from '../audit/audit-log.ts'
 import type { AuditStore } from '../audit/audit-store.ts'
+import { journalBeside } from '../audit/journal.ts'
 import { memoryAuditStore } from '../audit/memory.ts'
 import { openSqliteAuditStore } from '../audit/sqlite.ts'
 import type { Logger } from '../common/log.ts'
@@ -110,7 +111,11 @@ export async function openAuditLog(
     ...(journal ? { batched: { journal, windowMs: config.audit.batchWindowMs } } : {}),
   })
   if (options.running) {
-    const replayed = await log.recoverJournal()
+    // Journals are replayed whatever the mode now configured: a gateway that died in batched
+    // mode and restarts in fsync mode must not strand the calls it acknowledged.
+    const location = auditLocationOf(config, configPath)
+    const replayed =
+      location.kind === 'sqlite' ? await log.recoverJournal(journalBeside(location.path)) : 0
     if (replayed > 0) {
       options.log.warn('audit records replayed from the journal of a gateway that died', {
         records: replayed,
@@ -133,7 +138,7 @@ function batchedJournal(
 ): string | undefined {
   if (config.audit.durability !== 'batched' || !options.running) return undefined
   const location = auditLocationOf(config, configPath)
-  return location.kind === 'sqlite' ? `${location.path}-batch` : undefined
+  return location.kind === 'sqlite' ? journalBeside(location.path) : undefined
 }
 
 function exportSink(exported: Config['audit']['export']): ExportSink | undefined {
