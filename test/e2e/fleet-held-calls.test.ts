@@ -6,7 +6,7 @@
  * the holder is killed, a retry elsewhere gets a clear error at once, not a hang.
  */
 import assert from 'node:assert/strict'
-import { mkdtempSync, realpathSync, rmSync } from 'node:fs'
+import { mkdirSync, mkdtempSync, readFileSync, realpathSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, before, describe, test } from 'node:test'
@@ -26,10 +26,13 @@ const root = join(import.meta.dirname, '../..')
 const fixture = join(root, 'test/fixtures/bridge-upstream.ts')
 const TOOL = 'test_report_meta_after_input'
 const ANSWER = { action: 'accept', content: { ok: true } }
+const filesystem = join(root, 'node_modules/@modelcontextprotocol/server-filesystem/dist/index.js')
 
 describe('held calls across three replicas', { timeout: 300_000 }, () => {
   const dir = realpathSync(mkdtempSync(join(tmpdir(), 'barbican-fleet-held-')))
   const replicas: ServeReplica[] = []
+  /** The folder the `files` upstream serves: where a program's confirmed write lands. */
+  const dataDir = join(dir, 'data')
 
   before(
     async () => {
@@ -38,6 +41,7 @@ describe('held calls across three replicas', { timeout: 300_000 }, () => {
         BARBICAN_REDIS_URL: REDIS_URL,
       }
       const prefix = freshRedisPrefix()
+      mkdirSync(dataDir)
       for (const name of ['a', 'b', 'c']) {
         // One at a time: the first pins the upstream's tools, the others find the pins.
         const replica = await startServeReplica({
@@ -51,6 +55,20 @@ describe('held calls across three replicas', { timeout: 300_000 }, () => {
             `    command: ${process.execPath}`,
             `    args: ["${fixture}", "--era", "legacy"]`,
             '    sandbox: none',
+            '  files:',
+            `    command: ${process.execPath}`,
+            `    args: ["${filesystem}", "${dataDir}"]`,
+            '    sandbox: none',
+            'servers:',
+            '  default:',
+            '    upstreams: [legacy]',
+            // /mcp/code: one run_code tool whose program's writes are confirmed first.
+            '  code:',
+            '    upstreams: [files]',
+            '    tools: { mode: code }',
+            'confirm:',
+            '  servers: [code]',
+            '  destructive: true',
             'redis:',
             '  url: redis://set-by-the-environment.invalid',
             `  prefix: "${prefix}"`,
@@ -116,6 +134,63 @@ describe('held calls across three replicas', { timeout: 300_000 }, () => {
       const again = await resume(second.url, round)
       assert.equal((again.error as Json | undefined)?.code, -32602, JSON.stringify(again))
     }
+  })
+
+  test('a program held for a confirmation on one replica resumes from another', async () => {
+    const [a, b] = replicas as [(typeof replicas)[0], (typeof replicas)[0]]
+    const out = join(dataDir, 'confirmed.txt')
+    // Lists first (no question), then writes (confirmed): the answer must reach this very run.
+    const code = `const dirs = await files.list_allowed_directories({})
+try { await files.write_file({ path: '${out}', content: 'confirmed' }); return 'written' }
+catch (e) { return 'refused: ' + e.message }`
+    const run = (url: string, params: Json = {}) =>
+      postStatelessToolCall(`${url}/mcp/code`, {
+        name: 'run_code',
+        arguments: { code },
+        params,
+        capabilities: { elicitation: {} },
+      })
+    // The files upstream connects in the background after start: wait until the program can call it.
+    const deadline = Date.now() + 60_000
+    let round: Json
+    for (;;) {
+      const { status, final } = await run(a.url)
+      const result = final?.result as Json | undefined
+      if (result?.resultType === 'input_required') {
+        round = result
+        break
+      }
+      assert.ok(
+        Date.now() < deadline,
+        `no input_required (HTTP ${status}): ${JSON.stringify(final)}`,
+      )
+      await sleep(200)
+    }
+    const questions = Object.entries(round.inputRequests as Record<string, Json>)
+    assert.equal(questions.length, 1, JSON.stringify(round))
+    const [key, question] = questions[0]!
+    assert.equal(question.method, 'elicitation/create')
+    assert.match(String((question.params as Json).message), /"write_file"/)
+    // Nothing is written while the program waits for the answer.
+    assert.throws(() => readFileSync(out), /ENOENT/)
+    const answered = {
+      requestState: round.requestState,
+      inputResponses: { [key]: { action: 'accept', content: {} } },
+    }
+    const { final } = await run(b.url, answered)
+    assert.equal(final?.error, undefined, JSON.stringify(final))
+    const result = final?.result as { resultType: string; content: { text: string }[] }
+    assert.equal(result.resultType, 'complete', JSON.stringify(final))
+    assert.equal(result.content.map((c) => c.text).join('\n'), '"written"')
+    // The inner call ran on A's paused program, once, with B's answer.
+    assert.equal(readFileSync(out, 'utf8'), 'confirmed')
+    // Taken once: the same answer again, on either replica, is refused and writes nothing.
+    rmSync(out)
+    for (const url of [b.url, a.url]) {
+      const again = (await run(url, answered)).final
+      assert.equal((again?.error as Json | undefined)?.code, -32602, JSON.stringify(again))
+    }
+    assert.throws(() => readFileSync(out), /ENOENT/, 'the replay wrote nothing')
   })
 
   test('a retry for a call whose replica was killed gets a clear error at once', async () => {
