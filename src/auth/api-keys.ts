@@ -32,6 +32,31 @@ export function generateApiKey(): { key: string; hash: string } {
   return { key, hash: hashApiKey(key) }
 }
 
+/**
+ * A fresh key and the entry that stores it, stamped with when it was made: what `barbican keys
+ * create` and the admin console write, to a keys file or to PostgreSQL alike.
+ */
+export function issueApiKey(fields: {
+  readonly id: string
+  readonly subject: string
+  readonly tenant?: string | undefined
+  readonly scopes?: readonly string[] | undefined
+}): {
+  key: string
+  entry: ApiKeyEntry & { readonly scopes: string[]; readonly createdAt: string }
+} {
+  const { key, hash } = generateApiKey()
+  const entry = {
+    id: fields.id,
+    hash,
+    subject: fields.subject,
+    ...(fields.tenant === undefined ? {} : { tenant: fields.tenant }),
+    scopes: [...(fields.scopes ?? [])],
+    createdAt: new Date().toISOString(),
+  }
+  return { key, entry }
+}
+
 export function hashApiKey(key: string): string {
   return `sha256:${createHash('sha256').update(key, 'utf8').digest('hex')}`
 }

@@ -8,8 +8,8 @@
 
 import type { AdminEvent } from '../audit/record.ts'
 import type { ApiKeyEntry } from '../auth/api-keys.ts'
-import { generateApiKey } from '../auth/api-keys.ts'
-import { type ApiKeyFileEntry, readKeysFile, writeKeysFile } from '../auth/api-keys-file.ts'
+import { issueApiKey } from '../auth/api-keys.ts'
+import { readKeysFile, writeKeysFile } from '../auth/api-keys-file.ts'
 import { silentLogger } from '../common/log.ts'
 import type { LoadedConfig } from '../config/config.ts'
 import { openAuditLog } from '../gateway/audit-setup.ts'
@@ -82,15 +82,12 @@ export async function runKeys(
         )
         return 1
       }
-      const { key, hash } = generateApiKey()
-      const entry: ApiKeyFileEntry = {
+      const { key, entry } = issueApiKey({
         id: keyId,
-        hash,
         subject: options.subject ?? keyId,
-        ...(options.tenant === undefined ? {} : { tenant: options.tenant }),
-        scopes: [...(options.scopes ?? [])],
-        createdAt: new Date().toISOString(),
-      }
+        tenant: options.tenant,
+        scopes: options.scopes,
+      })
       writeKeysFile(file, [...keys, entry])
       if (!(await recorded(loaded, options, { action: 'key.create', target: keyId }, io))) {
         writeKeysFile(file, keys)
@@ -162,15 +159,12 @@ async function runPostgresKeys(
         )
         return 2
       }
-      const { key, hash } = generateApiKey()
-      const entry = {
+      const { key, entry } = issueApiKey({
         id: keyId,
-        hash,
         subject: options.subject ?? keyId,
-        ...(options.tenant === undefined ? {} : { tenant: options.tenant }),
-        scopes: [...(options.scopes ?? [])],
-        createdAt: new Date().toISOString(),
-      }
+        tenant: options.tenant,
+        scopes: options.scopes,
+      })
       if (configured.some((k) => k.id === keyId) || !(await table.create(entry))) {
         io.stderr(
           `barbican: a key "${keyId}" exists already; revoke it first or choose another ID\n`,

@@ -5,7 +5,7 @@
  * configuration names, else in memory until restart) and linked accounts.
  */
 import type { AuditLog } from '../audit/audit-log.ts'
-import { type ApiKeyEntry, type ApiKeyStore, generateApiKey } from '../auth/api-keys.ts'
+import { type ApiKeyEntry, type ApiKeyStore, issueApiKey } from '../auth/api-keys.ts'
 import { type ApiKeyFileEntry, readKeysFile, writeKeysFile } from '../auth/api-keys-file.ts'
 import { BarbicanError } from '../common/errors.ts'
 import type { Config } from '../config/config.ts'
@@ -150,13 +150,7 @@ function consoleKeys(store: ApiKeyStore, parts: ConsoleParts): ConsoleKeys {
     async create(entry) {
       const shared = parts.sharedKeys()
       if (shared === undefined) return await local.create(entry)
-      const { key, hash } = generateApiKey()
-      const stored = {
-        ...entry,
-        scopes: [...entry.scopes],
-        hash,
-        createdAt: new Date().toISOString(),
-      }
+      const { key, entry: stored } = issueApiKey(entry)
       if (configured().some((e) => e.id === entry.id) || !(await shared.create(stored))) {
         throw new BarbicanError('ERR_INVALID_PARAMS', `A key "${entry.id}" exists already`)
       }
@@ -201,8 +195,7 @@ function localKeys(store: ApiKeyStore, file: string | undefined): ConsoleKeys {
       if (store.entries().some((e) => e.id === id && !revoked.has(e.id))) {
         throw new BarbicanError('ERR_INVALID_PARAMS', `A key "${id}" exists already`)
       }
-      const { key, hash } = generateApiKey()
-      const entry = { id, hash, subject, scopes: [...scopes], createdAt: new Date().toISOString() }
+      const { key, entry } = issueApiKey({ id, subject, scopes })
       if (file !== undefined) writeKeysFile(file, [...fileKeys(), entry])
       else {
         store.add(entry)
