@@ -410,18 +410,7 @@ export class Session {
       // besides each call it makes; the other policies judge those calls, not this one.
       const audit = this.#deps.policies.find((p) => p.name === 'audit')
       if (audit === undefined) return await run()
-      const outer: Call = {
-        id: `${this.#id}-${this.#nextCall++}`,
-        request,
-        identity: this.identity,
-        server: this.info.server,
-        transport: this.info.kind,
-        route: { kind: 'local' },
-        signal,
-        log: about.log,
-        decisions: [],
-      }
-      return await audit.handle(outer, run)
+      return await audit.handle(this.#callOf(request, modern, signal, about.log), run)
     }
     const call = this.#callOf(request, modern, signal, about.log, about.clock)
     call.route =
