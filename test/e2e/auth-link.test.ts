@@ -16,27 +16,7 @@ import { silentLogger } from '../../src/common/log.ts'
 import { parseConfigText } from '../../src/config/load.ts'
 import { startIssuer, type TestIssuer } from '../fixtures/auth-issuer.ts'
 import { type RecordingUpstream, startRecordingUpstream } from '../fixtures/auth-upstream.ts'
-
-/** Follows redirects by hand with a cookie jar, as a browser would, until `stop` matches. */
-async function browse(start: string, stop: (url: URL) => boolean): Promise<URL> {
-  const jar = new Map<string, string>()
-  let url = new URL(start)
-  for (let hop = 0; hop < 10; hop++) {
-    if (stop(url)) return url
-    const cookie = [...jar].map(([k, v]) => `${k}=${v}`).join('; ')
-    const res = await fetch(url, { redirect: 'manual', headers: cookie ? { cookie } : {} })
-    for (const line of res.headers.getSetCookie()) {
-      const [pair] = line.split(';')
-      const eq = pair!.indexOf('=')
-      jar.set(pair!.slice(0, eq), pair!.slice(eq + 1))
-    }
-    await res.body?.cancel()
-    const location = res.headers.get('location')
-    if (location === null) throw new Error(`no redirect from ${url} (HTTP ${res.status})`)
-    url = new URL(location, url)
-  }
-  throw new Error('too many redirects')
-}
+import { browse } from '../support/link-flow.ts'
 
 /** The `name=value` of the cookie a response sets (the link page's browser binding). */
 function cookieOf(res: Response): string {
