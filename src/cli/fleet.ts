@@ -4,6 +4,7 @@
  * owners, and passes list changes, resource updates and config reloads between replicas.
  */
 import { hostname } from 'node:os'
+import type { Identity } from '../auth/identity.ts'
 import { Cluster, publishToFleet } from '../cluster/cluster.ts'
 import type { Logger } from '../common/log.ts'
 import type { RedisConfig } from '../config/backends.ts'
@@ -14,6 +15,8 @@ import type { HttpInbound } from '../transports/http-inbound.ts'
 /** What of a running `serve` the fleet needs (src/cli/serve.ts RunningServer). */
 export interface FleetMember {
   readonly gateway: Gateway
+  /** The gateway serving a caller: its tenant's, or the main one (undefined: none). */
+  gatewayOf?(identity: Identity | undefined): Gateway | undefined
   readonly http: HttpInbound
   readonly url: string
   nameReplica(id: string): void
@@ -86,6 +89,9 @@ export async function serveInFleet(
   // Held 2026-07-28 calls name this replica in their state; a retry elsewhere comes back here.
   server.nameReplica(cluster.id)
   cluster.heldCallOwner = (requestState) => gateway.heldCallOwner(requestState)
+  // A WebSocket client's retry is posted to the holder with the headers HTTP clients send.
+  cluster.retryHeaders = async (name, request, identity) =>
+    await (server.gatewayOf?.(identity) ?? gateway).retryHeaders(name, request)
   http.sessionDirectory = cluster
   await cluster.announce(advertisedUrl(env, server.url))
 }

@@ -5,6 +5,7 @@
 import type { AuditLog } from '../audit/audit-log.ts'
 import { AuthRuntime } from '../auth/auth-runtime.ts'
 import { hasInboundAuth } from '../auth/bind-policy.ts'
+import type { Identity } from '../auth/identity.ts'
 import { RedisSharedCache } from '../auth/shared-cache.ts'
 import type { Cluster } from '../cluster/cluster.ts'
 import type { Logger } from '../common/log.ts'
@@ -62,6 +63,8 @@ export interface RunningServer {
    * console creates and revokes keys there, like `barbican keys`, for every replica.
    */
   useSharedKeys(keys: SharedApiKeys): void
+  /** The gateway serving a caller: its tenant's (ADR 060), or the main one. */
+  gatewayOf(identity: Identity | undefined): Gateway | undefined
   /** Names this replica of a fleet in its gateways' held calls (docs/decisions/081). */
   nameReplica(id: string): void
   /** What `POST /admin/api/reload` runs; absent: the gateway has no file to reload. */
@@ -195,6 +198,7 @@ export async function startServer(
     useSharedKeys(keys: SharedApiKeys) {
       sharedKeys = keys
     },
+    gatewayOf: (identity) => (router === undefined ? gateway : router.gatewayOf(identity)),
     nameReplica(id: string) {
       for (const g of [gateway, ...tenants.values()]) g.replica = id
     },

@@ -7,13 +7,21 @@
 import { randomBytes, randomUUID } from 'node:crypto'
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import type { RedisClientType } from 'redis'
+import type { Identity } from '../auth/identity.ts'
 import { BarbicanError, jsonRpcCodeOf } from '../common/errors.ts'
 import { redis } from '../common/lazy-deps.ts'
 import type { Logger } from '../common/log.ts'
-import { INVALID_PARAMS, type JsonRpcRequest } from '../protocol/jsonrpc.ts'
+import {
+  errorResponse,
+  INVALID_PARAMS,
+  isPlainObject,
+  type JsonRpcNotification,
+  type JsonRpcRequest,
+  type JsonRpcResponse,
+} from '../protocol/jsonrpc.ts'
 import { sendRpcError } from '../transports/http-io.ts'
-import type { SessionDirectory } from '../transports/session-directory.ts'
-import { peerAgent, relayTo } from './relay.ts'
+import type { SessionDirectory, SocketRetry } from '../transports/session-directory.ts'
+import { peerAgent, postTo, relayTo } from './relay.ts'
 
 export interface ClusterOptions {
   readonly redisUrl: string
@@ -63,6 +71,13 @@ interface BusMessage {
 }
 
 export type BusHandler = (data: unknown) => void
+
+/** What a retry whose holder has stopped is told: start over, as after an expired state. */
+const CALL_LOST = 'The requestState names a call held by a replica that has stopped; call again'
+/** What a retry is told when its holder failed while answering it (it may have resumed). */
+const CALL_CUT = 'The replica holding this call failed during the request'
+/** The longest answer (a JSON body, or one event) read from a holder for a WebSocket client. */
+const MAX_RELAYED_ANSWER_BYTES = 64 * 1024 * 1024
 
 /** Sessions whose owner is remembered locally (an owner never changes; bounded all the same). */
 const MAX_CACHED_OWNERS = 10_000
@@ -243,6 +258,34 @@ export class Cluster implements SessionDirectory {
    */
   heldCallOwner: ((requestState: unknown) => string | undefined) | undefined
 
+  /**
+   * The routing headers a 2026-07-28 request posted over HTTP carries (`MCP-Protocol-Version`,
+   * `Mcp-Method`, `Mcp-Name`, `Mcp-Param-*`), for a WebSocket client's retry relayed to its
+   * holder (ADR 088); the gateway knows the tools' schemas. Unset: such retries are not relayed.
+   */
+  retryHeaders:
+    | ((
+        server: string,
+        request: JsonRpcRequest,
+        identity: Identity | undefined,
+      ) => Promise<Record<string, string>>)
+    | undefined
+
+  /**
+   * Where the replica `owner` listens: its URL, `undefined` when it is gone, or `null` when Redis
+   * cannot say (a heartbeat map miss is a replica started since the last beat, or a dead one).
+   */
+  async #holderUrl(owner: string): Promise<string | undefined | null> {
+    const known = this.#peers.get(owner)
+    if (known !== undefined) return known
+    try {
+      return (await this.#client.get(this.#key(`replica:${owner}`))) ?? undefined
+    } catch (err) {
+      this.#log.warn('held-call owner look-up failed', { error: err })
+      return null
+    }
+  }
+
   async relayRetry(
     request: JsonRpcRequest,
     body: string,
@@ -251,27 +294,16 @@ export class Cluster implements SessionDirectory {
   ): Promise<boolean> {
     const owner = this.heldCallOwner?.(request.params?.requestState)
     if (owner === undefined || owner === this.id) return false
-    let url = this.#peers.get(owner)
-    if (url === undefined) {
-      try {
-        url = (await this.#client.get(this.#key(`replica:${owner}`))) ?? undefined
-      } catch (err) {
-        this.#log.warn('held-call owner look-up failed', { error: err })
-        sendRpcError(res, 503, 'Replica directory unavailable', {
-          code: jsonRpcCodeOf('ERR_CLUSTER_UNAVAILABLE'),
-          id: request.id,
-        })
-        return true
-      }
+    const url = await this.#holderUrl(owner)
+    if (url === null) {
+      sendRpcError(res, 503, 'Replica directory unavailable', {
+        code: jsonRpcCodeOf('ERR_CLUSTER_UNAVAILABLE'),
+        id: request.id,
+      })
+      return true
     }
-    const lost = () =>
-      // The call died with its replica: the client can only start over, as after an expiry.
-      sendRpcError(
-        res,
-        200,
-        'The requestState names a call held by a replica that has stopped; call again',
-        { code: INVALID_PARAMS, id: request.id },
-      )
+    // The call died with its replica: the client can only start over, as after an expiry.
+    const lost = () => sendRpcError(res, 200, CALL_LOST, { code: INVALID_PARAMS, id: request.id })
     if (url === undefined) {
       lost()
       return true
@@ -287,10 +319,61 @@ export class Cluster implements SessionDirectory {
       lost()
     } else if (outcome === 'cut') {
       // The owner may have resumed the call before it failed: a failed request, not a lost call.
-      sendRpcError(res, 502, 'The replica holding this call failed during the request', {
+      sendRpcError(res, 502, CALL_CUT, {
         code: jsonRpcCodeOf('ERR_CLUSTER_UNAVAILABLE'),
         id: request.id,
       })
+    }
+    return true
+  }
+
+  /**
+   * A WebSocket client's retry (ADR 088): the same routing and the same answers as
+   * `relayRetry`, but the request goes to the holder as one POST of its own, with the
+   * client's credential from the upgrade, and the answer comes back as messages on the socket.
+   */
+  async relaySocketRetry(request: JsonRpcRequest, retry: SocketRetry): Promise<boolean> {
+    const owner = this.heldCallOwner?.(request.params?.requestState)
+    if (owner === undefined || owner === this.id || this.retryHeaders === undefined) return false
+    const fail = (code: number, message: string) =>
+      retry.send(errorResponse(request.id, code, message))
+    const url = await this.#holderUrl(owner)
+    if (url === null) {
+      fail(jsonRpcCodeOf('ERR_CLUSTER_UNAVAILABLE'), 'Replica directory unavailable')
+      return true
+    }
+    if (url === undefined) {
+      fail(INVALID_PARAMS, CALL_LOST)
+      return true
+    }
+    const routing = await this.retryHeaders(retry.server, request, retry.identity)
+    let answered = false
+    const path = retry.server === 'default' ? '/mcp' : `/mcp/${encodeURIComponent(retry.server)}`
+    const outcome = await postTo(url, path, retry.headers, routing, JSON.stringify(request), {
+      from: this.id,
+      connectTimeoutMs: this.#options.connectTimeoutMs,
+      agent: this.#agent,
+      signal: retry.signal,
+      maxBytes: MAX_RELAYED_ANSWER_BYTES,
+      onMessage: (message) => {
+        if (answered || !isPlainObject(message) || message.jsonrpc !== '2.0') return
+        if ('result' in message || 'error' in message) {
+          answered = true
+          // A refusal before the request was read (401, 403, 429) names no id: it is this one's.
+          retry.send({ ...(message as unknown as JsonRpcResponse), id: request.id })
+        } else if (typeof message.method === 'string' && !('id' in message)) {
+          retry.send(message as unknown as JsonRpcNotification)
+        }
+        // A request from the holder could not be answered across this hop; 2026-07-28 sends none.
+      },
+    })
+    if (answered || retry.signal.aborted) return true
+    if (outcome === 'unreachable') {
+      this.#log.info('held-call owner unreachable; the call is lost', { owner })
+      fail(INVALID_PARAMS, CALL_LOST)
+    } else {
+      // Cut, or an answer without a response: the call may have resumed there.
+      fail(jsonRpcCodeOf('ERR_CLUSTER_UNAVAILABLE'), CALL_CUT)
     }
     return true
   }

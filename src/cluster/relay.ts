@@ -1,10 +1,19 @@
 /**
  * Relays one HTTP exchange to the replica that owns its session (docs/decisions/058): the
  * request line, headers and body as the client sent them, and the owner's reply, streams
- * included, back as it comes. Only hop-by-hop headers are dropped.
+ * included, back as it comes. Only hop-by-hop headers are dropped. A WebSocket client's retry
+ * of a held call is posted to its holder as one request, and the holder's answer read back
+ * message by message (docs/decisions/088).
  */
-import { Agent, type IncomingMessage, request, type ServerResponse } from 'node:http'
+import {
+  Agent,
+  type IncomingHttpHeaders,
+  type IncomingMessage,
+  request,
+  type ServerResponse,
+} from 'node:http'
 import { HOP_HEADER } from '../transports/session-directory.ts'
+import { SseDecoder } from '../transports/sse-decoder.ts'
 
 /** Headers that describe one connection, not the message (RFC 9110 §7.6.1). */
 const HOP_BY_HOP = new Set([
@@ -113,5 +122,143 @@ export function relayTo(
     })
     if (options.body !== undefined) out.end(options.body)
     else req.pipe(out)
+  })
+}
+
+/**
+ * Headers of a WebSocket upgrade that describe the handshake, not the client: everything else
+ * (its credential, Host and Origin among them) goes with a retry posted for it.
+ */
+function isHandshakeHeader(name: string): boolean {
+  return (
+    HOP_BY_HOP.has(name) ||
+    name.startsWith('sec-websocket-') ||
+    name.startsWith('mcp-') ||
+    name === 'content-length' ||
+    name === 'content-type' ||
+    name === 'accept' ||
+    name === 'last-event-id' ||
+    name === HOP_HEADER
+  )
+}
+
+export interface PostOptions {
+  /** Sent as the hop header: the relaying replica's id. */
+  readonly from: string
+  readonly connectTimeoutMs: number
+  readonly agent: Agent
+  /** Aborting it ends the request (the holder sees its client go, as over HTTP). */
+  readonly signal: AbortSignal
+  /** Longest answer read: a JSON body, or one event of a stream. */
+  readonly maxBytes: number
+  /** Each JSON value of the answer, in order: the body, or each event's data. */
+  readonly onMessage: (message: unknown) => void
+}
+
+/**
+ * POSTs `body` (one JSON-RPC request) to `path` at the replica `url` with the client's headers
+ * from its WebSocket upgrade plus `routing`, and hands the answer to `onMessage`. `relayed`:
+ * the answer was read to its end (whatever its status); `unreachable`: no connection was made;
+ * `cut`: the exchange failed after the request may have reached the replica.
+ */
+export function postTo(
+  url: string,
+  path: string,
+  client: IncomingHttpHeaders,
+  routing: Readonly<Record<string, string>>,
+  body: string,
+  options: PostOptions,
+): Promise<RelayOutcome> {
+  return new Promise((resolve) => {
+    const headers: Record<string, string | string[]> = {}
+    for (const [name, value] of Object.entries(client)) {
+      if (value !== undefined && !isHandshakeHeader(name)) headers[name] = value
+    }
+    Object.assign(headers, routing, {
+      'content-type': 'application/json',
+      accept: 'application/json, text/event-stream',
+      'content-length': String(Buffer.byteLength(body)),
+      [HOP_HEADER]: options.from,
+    })
+    const out = request(new URL(path, url), {
+      method: 'POST',
+      headers,
+      agent: options.agent,
+      signal: options.signal,
+    })
+    let connected = false
+    let settled = false
+    const settle = (outcome: RelayOutcome) => {
+      if (settled) return
+      settled = true
+      clearTimeout(connectTimer)
+      resolve(outcome)
+    }
+    const connectTimer = setTimeout(
+      () => out.destroy(new Error('connect timeout')),
+      options.connectTimeoutMs,
+    )
+    const onConnect = () => {
+      connected = true
+      clearTimeout(connectTimer)
+    }
+    out.on('socket', (socket) => {
+      if (!socket.connecting) onConnect()
+      else socket.once('connect', onConnect)
+    })
+    out.on('response', (reply) => {
+      onConnect()
+      const deliver = (text: string) => {
+        if (text.trim() === '') return
+        try {
+          options.onMessage(JSON.parse(text))
+        } catch {
+          // Not JSON: no message; the caller answers for the missing response.
+        }
+      }
+      const fail = () => {
+        reply.destroy()
+        settle('cut')
+      }
+      if (/^text\/event-stream/i.test(reply.headers['content-type'] ?? '')) {
+        const decoder = new SseDecoder({
+          maxEventBytes: options.maxBytes,
+          onEvent: (event) => deliver(event.data),
+        })
+        reply.on('data', (chunk: Buffer) => {
+          try {
+            decoder.feed(chunk)
+          } catch {
+            fail()
+          }
+        })
+        reply.on('end', () => {
+          try {
+            decoder.end()
+            settle('relayed')
+          } catch {
+            fail()
+          }
+        })
+      } else {
+        const chunks: Buffer[] = []
+        let bytes = 0
+        reply.on('data', (chunk: Buffer) => {
+          bytes += chunk.length
+          if (bytes > options.maxBytes) fail()
+          else chunks.push(chunk)
+        })
+        reply.on('end', () => {
+          deliver(Buffer.concat(chunks).toString('utf8'))
+          settle('relayed')
+        })
+      }
+      reply.on('error', () => settle('cut'))
+      reply.on('close', () => {
+        if (!reply.complete) settle('cut')
+      })
+    })
+    out.on('error', () => settle(connected ? 'cut' : 'unreachable'))
+    out.end(body)
   })
 }

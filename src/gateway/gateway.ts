@@ -4,6 +4,7 @@
  * upstreams send on their own (notifications, requests to clients) to the right sessions.
  */
 import { MemoryContinuationStore } from '../bridge/continuation-store.ts'
+import { modernHeaders } from '../bridge/envelope.ts'
 import type { HeldCall } from '../bridge/held-call.ts'
 import { MrtrBridge } from '../bridge/mrtr.ts'
 import { RequestStateSealer, stateKeyFromEnv } from '../bridge/request-state.ts'
@@ -11,7 +12,12 @@ import type { Logger } from '../common/log.ts'
 import { VERSION } from '../common/version.ts'
 import { GatewayMetrics } from '../metrics/metrics.ts'
 import type { Policy } from '../policies/policy.ts'
-import type { JsonObject, JsonRpcNotification, JsonRpcRequest } from '../protocol/jsonrpc.ts'
+import {
+  isPlainObject,
+  type JsonObject,
+  type JsonRpcNotification,
+  type JsonRpcRequest,
+} from '../protocol/jsonrpc.ts'
 import type { CatalogRules } from '../relay/catalog.ts'
 import { DEFAULT_LIST_TIMING, type ListTiming } from '../relay/catalog-recovery.ts'
 import { ProgressRouter } from '../relay/progress.ts'
@@ -373,6 +379,29 @@ export class Gateway implements InboundHandler {
   /** The replica holding the call a retry's `requestState` names, if another one sealed it. */
   heldCallOwner(requestState: unknown): string | undefined {
     return this.#bridge.heldBy(requestState)
+  }
+
+  /**
+   * The headers `request` (a 2026-07-28 request received on a WebSocket) would carry as an
+   * HTTP POST to the virtual server `server`: what its holder checks when a retry is relayed
+   * there (docs/decisions/088). `Mcp-Param-*` follow the tool's schema in this server's catalog,
+   * the one the receiving side checks them against.
+   */
+  async retryHeaders(server: string, request: JsonRpcRequest): Promise<Record<string, string>> {
+    const params = request.params
+    let schema: JsonObject | undefined
+    const view = this.servers.get(server)
+    if (request.method === 'tools/call' && view !== undefined) {
+      const { catalog } = await view.catalog()
+      const tool = catalog.tools.find((t) => t.name === params?.name)
+      if (isPlainObject(tool?.inputSchema)) schema = tool.inputSchema
+    }
+    const meta = params?._meta
+    const claim = isPlainObject(meta) ? meta['io.modelcontextprotocol/protocolVersion'] : undefined
+    return {
+      ...modernHeaders(request.method, params, schema),
+      ...(typeof claim === 'string' ? { 'mcp-protocol-version': claim } : {}),
+    }
   }
 
   /** Another replica or the CLI decided on pins: clients' lists follow now, not at the poll. */

@@ -112,6 +112,7 @@ export class HttpInbound {
     this.#directory = directory
     this.streamable.directory = directory
     this.sse.directory = directory
+    this.websocket.directory = directory
   }
 
   /** Starts listening; resolves with the bound address (useful with port 0). */

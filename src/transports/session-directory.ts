@@ -3,8 +3,9 @@
  * listener tells the directory about the sessions it opens and closes, and hands it the requests
  * that name a session this replica does not hold; src/cluster/ implements it over Redis.
  */
-import type { IncomingMessage, ServerResponse } from 'node:http'
-import type { JsonRpcRequest } from '../protocol/jsonrpc.ts'
+import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http'
+import type { Identity } from '../auth/identity.ts'
+import type { JsonRpcMessage, JsonRpcRequest } from '../protocol/jsonrpc.ts'
 
 /** Marks a request relayed by another replica: it is never relayed again. */
 export const HOP_HEADER = 'x-barbican-hop'
@@ -30,4 +31,25 @@ export interface SessionDirectory {
     req: IncomingMessage,
     res: ServerResponse,
   ): Promise<boolean>
+  /**
+   * A 2026-07-28 retry received on a WebSocket (docs/decisions/088). When its state names a
+   * call another replica holds, relays the request there as one HTTP POST, hands each message
+   * of the holder's answer to `retry.send` (or the error that says the call is lost), and
+   * returns true; false serves it here. The socket stays where it is.
+   */
+  relaySocketRetry?(request: JsonRpcRequest, retry: SocketRetry): Promise<boolean>
+}
+
+/** What a WebSocket connection hands over with a retry to relay (docs/decisions/088). */
+export interface SocketRetry {
+  /** The virtual server the connection serves. */
+  readonly server: string
+  /** The upgrade request's headers: the client's own credential goes with the relayed POST. */
+  readonly headers: IncomingHttpHeaders
+  /** The caller as the connection's latest credential check showed it. */
+  readonly identity: Identity | undefined
+  /** Sends one message of the answer (a notification, then the response) to the client. */
+  readonly send: (message: JsonRpcMessage) => void
+  /** Aborted when the client cancels the request or the connection ends: nothing is sent. */
+  readonly signal: AbortSignal
 }

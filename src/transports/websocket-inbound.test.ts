@@ -287,4 +287,105 @@ describe('WebSocket inbound', () => {
       await t.close()
     }
   })
+
+  it('hands a 2026-07-28 retry to the fleet, which answers it on the socket or leaves it here', async () => {
+    const t = await startInbound()
+    const offered: { state: unknown; server: string; header: unknown }[] = []
+    let aborted = false
+    t.inbound.sessionDirectory = {
+      opened() {},
+      closed() {},
+      relay: async () => false,
+      async relaySocketRetry(request, retry) {
+        const state = request.params?.requestState
+        offered.push({ state, server: retry.server, header: retry.headers['x-client'] })
+        if (state === 'held-here') return false
+        if (state === 'slow') {
+          await new Promise((resolve) => retry.signal.addEventListener('abort', resolve))
+          aborted = true
+          // Whatever comes after a cancellation is not sent.
+          retry.send({ jsonrpc: '2.0', id: request.id, result: { late: true } })
+          return true
+        }
+        retry.send({ jsonrpc: '2.0', method: 'notifications/progress', params: { progress: 1 } })
+        retry.send({ jsonrpc: '2.0', id: request.id, result: { relayed: true } })
+        return true
+      },
+    }
+    const retry = (id: number, requestState: string, claim = true) =>
+      JSON.stringify({
+        jsonrpc: '2.0',
+        id,
+        method: 'tools/call',
+        params: {
+          name: 'echo',
+          arguments: { text: 'x' },
+          requestState,
+          ...(claim
+            ? {
+                _meta: {
+                  'io.modelcontextprotocol/protocolVersion': '2026-07-28',
+                  'io.modelcontextprotocol/clientCapabilities': {},
+                },
+              }
+            : {}),
+        },
+      })
+    try {
+      const opened = await open(`${t.url.replace('http', 'ws')}/ws/alpha`, ['mcp'], {
+        'x-client': 'c1',
+      })
+      assert.ok('ws' in opened)
+      const { ws } = opened
+      const frames: Record<string, unknown>[] = []
+      ws.on('message', (data: Buffer) => frames.push(JSON.parse(data.toString())))
+      ws.send(retry(1, 'elsewhere'))
+      await within(
+        (async () => {
+          while (frames.length < 2) await new Promise((resolve) => setTimeout(resolve, 5))
+        })(),
+        2000,
+        'the relayed answer',
+      )
+      assert.deepEqual(frames, [
+        { jsonrpc: '2.0', method: 'notifications/progress', params: { progress: 1 } },
+        { jsonrpc: '2.0', id: 1, result: { relayed: true } },
+      ])
+      assert.deepEqual(offered[0], { state: 'elsewhere', server: 'alpha', header: 'c1' })
+      const connection = t.handler.connections[0]
+      assert.equal(connection?.received.length, 0, 'the session never saw the relayed retry')
+      // A cancelled relay ends, and sends nothing.
+      ws.send(retry(2, 'slow'))
+      await within(
+        (async () => {
+          while (offered.length < 2) await new Promise((resolve) => setTimeout(resolve, 5))
+        })(),
+        2000,
+        'the slow relay',
+      )
+      ws.send(
+        JSON.stringify({
+          jsonrpc: '2.0',
+          method: 'notifications/cancelled',
+          params: { requestId: 2 },
+        }),
+      )
+      // Held here: the session gets it. Without a 2026-07-28 claim: never offered to the fleet.
+      const seen = t.handler.nextMessage('tools/call')
+      ws.send(retry(3, 'held-here'))
+      const { message } = await within(seen, 2000, 'the retry held here')
+      assert.equal((message as { id: number }).id, 3)
+      assert.ok(aborted, 'the cancellation reached the relay')
+      ws.send(retry(4, 'legacy', false))
+      await within(t.handler.nextMessage('tools/call'), 2000, 'the legacy request')
+      assert.deepEqual(
+        offered.map((o) => o.state),
+        ['elsewhere', 'slow', 'held-here'],
+      )
+      assert.ok(!frames.some((f) => f.id === 2), 'nothing answered the cancelled request')
+      ws.close()
+    } finally {
+      await t.close()
+    }
+  })
 })

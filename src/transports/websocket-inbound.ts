@@ -16,17 +16,23 @@ import type { Logger } from '../common/log.ts'
 import type { JsonLimits } from '../protocol/json-limits.ts'
 import {
   errorResponse,
+  INTERNAL_ERROR,
+  isNotification,
+  isPlainObject,
   isRequest,
   isResponse,
   type JsonRpcMessage,
+  type JsonRpcRequest,
   PARSE_ERROR,
   parsePayload,
   serialize,
 } from '../protocol/jsonrpc.ts'
-import { type Revision, TRAITS } from '../protocol/revisions.ts'
+import { eraOf, isRevision, type Revision, TRAITS } from '../protocol/revisions.ts'
 import { decodeUtf8, headerRecord } from './http-io.ts'
 import type { InboundHandler } from './inbound.ts'
+import type { SessionDirectory } from './session-directory.ts'
 import { SessionLimits, sessionOwner } from './session-limits.ts'
+import { bodyVersionClaim } from './streamable-http-stateless.ts'
 import type { ReceiveInfo, SendOptions, Transport } from './transport.ts'
 
 /** The one subprotocol we speak. */
@@ -96,6 +102,25 @@ export function rejectUpgrade(
   )
 }
 
+/**
+ * Relays a 2026-07-28 retry whose state names a call another replica holds (ADR 088): resolves
+ * true once the answer, or the error saying why there is none, went through `send`; false when
+ * the retry is this replica's to serve.
+ */
+export type SocketRetryRelay = (
+  request: JsonRpcRequest,
+  identity: Identity | undefined,
+  send: (message: JsonRpcMessage) => void,
+  signal: AbortSignal,
+) => Promise<boolean>
+
+/** A 2026-07-28 request that resumes a held call: it carries a sealed `requestState`. */
+function isModernRetry(message: JsonRpcMessage): message is JsonRpcRequest {
+  if (!isRequest(message) || typeof message.params?.requestState !== 'string') return false
+  const claim = bodyVersionClaim(message)
+  return isRevision(claim) && eraOf(claim) === 'modern'
+}
+
 /** One WebSocket client as a Transport. */
 export class WebSocketTransport implements Transport {
   readonly sessionId: undefined = undefined
@@ -110,6 +135,10 @@ export class WebSocketTransport implements Transport {
   #ping: NodeJS.Timeout | undefined
   readonly #recheck: CredentialCheck | undefined
   readonly #onEnded: (() => void) | undefined
+  /** The fleet's relay for retries, when this replica is in one (asked at each retry). */
+  readonly #relay: (() => SocketRetryRelay | undefined) | undefined
+  /** Retries being relayed to the replica holding their call, by request key. */
+  readonly #relaying = new Map<string, AbortController>()
   /** Messages waiting for an asynchronous credential check, handled in arrival order. */
   #checking: Promise<void> | undefined
   /** Time of the last frame from the client, for eviction (the oldest idle goes first). */
@@ -120,7 +149,8 @@ export class WebSocketTransport implements Transport {
 
   /**
    * `recheck`: the credential check run before every message (absent without inbound auth);
-   * `onEnded`: called once when the connection ends, however it ends.
+   * `onEnded`: called once when the connection ends, however it ends; `relay`: in a fleet,
+   * where a retry of a call held by another replica goes.
    */
   constructor(
     ws: WebSocket,
@@ -128,12 +158,14 @@ export class WebSocketTransport implements Transport {
     log: Logger,
     recheck?: CredentialCheck,
     onEnded?: () => void,
+    relay?: () => SocketRetryRelay | undefined,
   ) {
     this.#ws = ws
     this.#options = options
     this.#log = log
     this.#recheck = recheck
     this.#onEnded = onEnded
+    this.#relay = relay
     ws.on('message', (data, isBinary) => this.#receive(data as Buffer, isBinary))
     ws.on('close', () => this.#onClosed())
     ws.on('error', (err) => this.onerror?.(err))
@@ -304,15 +336,66 @@ export class WebSocketTransport implements Transport {
         void this.send(item.error).catch(() => {})
         continue
       }
-      if (isRequest(item.message)) this.#pending.add(`${typeof item.message.id}:${item.message.id}`)
-      this.onmessage?.(item.message, info)
+      const message = item.message
+      if (isRequest(message)) this.#pending.add(`${typeof message.id}:${message.id}`)
+      else if (this.#relaying.size > 0) this.#cancelRelay(message)
+      const relay = this.#relay !== undefined && isModernRetry(message) ? this.#relay() : undefined
+      if (relay === undefined) this.onmessage?.(message, info)
+      else this.#relayRetry(relay, message as JsonRpcRequest, info)
     }
+  }
+
+  /**
+   * Hands a retry to the fleet (ADR 088); the session gets it only when this replica holds the
+   * call. The relayed answer goes out through `send`, like the session's would.
+   */
+  #relayRetry(
+    relay: SocketRetryRelay,
+    request: JsonRpcRequest,
+    info: ReceiveInfo | undefined,
+  ): void {
+    const key = `${typeof request.id}:${request.id}`
+    const controller = new AbortController()
+    this.#relaying.set(key, controller)
+    const send = (message: JsonRpcMessage) => {
+      if (!controller.signal.aborted) void this.send(message).catch(() => {})
+    }
+    relay(request, info?.identity, send, controller.signal)
+      .then(
+        (relayed) => {
+          if (!relayed) this.onmessage?.(request, info)
+        },
+        (error: unknown) => {
+          this.#log.error('relaying a held call retry failed', { error })
+          send(errorResponse(request.id, INTERNAL_ERROR, 'Internal error'))
+        },
+      )
+      .finally(() => {
+        if (this.#relaying.get(key) === controller) this.#relaying.delete(key)
+        // Cancelled: no answer went out, so the request is no longer pending here.
+        if (controller.signal.aborted && this.#pending.delete(key)) this.#idleNow()
+      })
+  }
+
+  /** A client's `notifications/cancelled` for a relayed retry ends the relayed request. */
+  #cancelRelay(message: JsonRpcMessage): void {
+    if (!isNotification(message) || message.method !== 'notifications/cancelled') return
+    const params = message.params
+    const id = isPlainObject(params) ? params.requestId : undefined
+    this.#relaying.get(`${typeof id}:${id}`)?.abort()
+  }
+
+  /** A request ended without an answer: a shutdown waiting for this connection may go on. */
+  #idleNow(): void {
+    if (this.#closeWhenIdle && this.#pending.size === 0)
+      void this.close(1001, 'Server shutting down')
   }
 
   #onClosed(): void {
     if (this.#closed) return
     this.#closed = true
     if (this.#ping) clearInterval(this.#ping)
+    for (const controller of this.#relaying.values()) controller.abort()
     this.#onEnded?.()
     this.onclose?.()
   }
@@ -327,6 +410,8 @@ export class WebSocketEndpoint {
   #wss: WebSocketServer | undefined
   readonly #transports = new Set<WebSocketTransport>()
   readonly #limits: SessionLimits<WebSocketTransport>
+  /** In a fleet: where retries of calls held by other replicas go (ADR 088). */
+  directory: SessionDirectory | undefined
 
   constructor(handler: InboundHandler, options: WebSocketInboundOptions, log: Logger) {
     this.#handler = handler
@@ -389,6 +474,19 @@ export class WebSocketEndpoint {
       rejectUpgrade(socket, admission.status, admission.reason, { 'Retry-After': '5' })
       return
     }
+    // Asked when a retry comes: a fleet may be joined after the connection opened.
+    const relay = (): SocketRetryRelay | undefined => {
+      const directory = this.directory
+      if (directory?.relaySocketRetry === undefined) return undefined
+      return (request, identity, send, signal) =>
+        directory.relaySocketRetry?.(request, {
+          server,
+          headers: req.headers,
+          identity: identity ?? requestIdentity(req),
+          send,
+          signal,
+        }) ?? Promise.resolve(false)
+    }
     this.#server().handleUpgrade(req, socket, head, (client) => {
       const transport: WebSocketTransport = new WebSocketTransport(
         client,
@@ -399,6 +497,7 @@ export class WebSocketEndpoint {
           this.#limits.remove(transport)
           this.#transports.delete(transport)
         },
+        relay,
       )
       this.#limits.add(owner, transport)
       this.#transports.add(transport)

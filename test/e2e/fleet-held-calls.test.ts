@@ -2,8 +2,10 @@
  * Held 2026-07-28 calls resume on any replica (docs/decisions/081): three `barbican serve`
  * processes on one PostgreSQL and one Redis, a legacy upstream that asks for a confirmation in
  * the middle of its call. The first round lands on one replica, the retry on another, which
- * relays it to the replica holding the call; the call completes with the client's answer. When
- * the holder is killed, a retry elsewhere gets a clear error at once, not a hang.
+ * relays it to the replica holding the call; the call completes with the client's answer. The
+ * same over WebSocket (docs/decisions/088): the retry sent on a socket to another replica is
+ * posted to the holder, and its answer comes back on the socket. When the holder is killed, a
+ * retry elsewhere gets a clear error at once, not a hang.
  */
 import assert from 'node:assert/strict'
 import { mkdirSync, mkdtempSync, readFileSync, realpathSync, rmSync } from 'node:fs'
@@ -18,7 +20,7 @@ import {
   REDIS_URL,
 } from '../support/backends.ts'
 import { freePort, type ServeReplica, startServeReplica } from '../support/fleet.ts'
-import { postStatelessToolCall } from '../support/stateless.ts'
+import { postStatelessToolCall, StatelessSocket } from '../support/stateless.ts'
 
 type Json = Record<string, unknown>
 
@@ -136,6 +138,96 @@ describe('held calls across three replicas', { timeout: 300_000 }, () => {
     }
   })
 
+  /** The first round on a WebSocket to `url`, as `firstRound` does over HTTP. */
+  async function firstSocketRound(
+    url: string,
+    name = TOOL,
+    meta: Json = {},
+  ): Promise<{ input: string; state: string }> {
+    const socket = await StatelessSocket.open(url)
+    try {
+      const deadline = Date.now() + 60_000
+      for (;;) {
+        const reply = await socket.call({ name, meta, capabilities: { elicitation: {} } })
+        const result = reply.result as Json | undefined
+        if (result?.resultType === 'input_required') {
+          const [input] = Object.keys(result.inputRequests as Json)
+          return { input: input!, state: String(result.requestState) }
+        }
+        assert.ok(Date.now() < deadline, `no input_required from ${url}: ${JSON.stringify(reply)}`)
+        await sleep(200)
+      }
+    } finally {
+      socket.close()
+    }
+  }
+
+  const resumeOn = (
+    socket: StatelessSocket,
+    round: { input: string; state: string },
+    more: { name?: string; meta?: Json } = {},
+  ) =>
+    socket.call({
+      name: more.name ?? TOOL,
+      params: { inputResponses: { [round.input]: ANSWER }, requestState: round.state },
+      capabilities: { elicitation: {} },
+      ...(more.meta ? { meta: more.meta } : {}),
+    })
+
+  test('a retry sent on a WebSocket to another replica is answered by the holder', async () => {
+    const [a, b, c] = replicas as [(typeof replicas)[0], (typeof replicas)[0], (typeof replicas)[0]]
+    for (const [first, second] of [
+      [a, b],
+      [b, c],
+      [c, a],
+    ] as const) {
+      const round = await firstSocketRound(first.url)
+      const socket = await StatelessSocket.open(second.url)
+      try {
+        const reply = await resumeOn(socket, round)
+        assert.equal(reply.error, undefined, JSON.stringify(reply.error))
+        const result = reply.result as { resultType: string; content: { text: string }[] }
+        assert.equal(result.resultType, 'complete', JSON.stringify(reply))
+        // The answer given on the second replica's socket reached the call held on the first.
+        assert.deepEqual(JSON.parse(result.content[0]!.text).answer, { ok: true })
+        // Taken once: the same state again, on this socket or over HTTP anywhere, is refused.
+        const again = await resumeOn(socket, round)
+        assert.equal((again.error as Json | undefined)?.code, -32602, JSON.stringify(again))
+        const overHttp = await resume(first.url, round)
+        assert.equal((overHttp.error as Json | undefined)?.code, -32602, JSON.stringify(overHttp))
+        // The socket stayed where it was, and serves the next request there.
+        assert.ok(socket.open)
+        const next = await socket.call({ name: TOOL, capabilities: { elicitation: {} } })
+        assert.equal((next.result as Json | undefined)?.resultType, 'input_required')
+      } finally {
+        socket.close()
+      }
+    }
+  })
+
+  test("the holder's progress reaches the WebSocket client before its result", async () => {
+    const [a, c] = [replicas[0]!, replicas[2]!]
+    // The upstream reports progress on a call that asked for it from its first round.
+    const round = await firstSocketRound(a.url, 'test_progress_after_input', {
+      progressToken: 'first',
+    })
+    const socket = await StatelessSocket.open(c.url)
+    try {
+      const reply = await resumeOn(socket, round, {
+        name: 'test_progress_after_input',
+        meta: { progressToken: 'relayed' },
+      })
+      const result = reply.result as { resultType: string; content: { text: string }[] }
+      assert.equal(result?.resultType, 'complete', JSON.stringify(reply))
+      assert.equal(result.content[0]!.text, 'finished')
+      // Under the token the retry chose, on the socket the retry came on.
+      const progress = socket.notes('relayed').map((n) => (n.params as Json).progress)
+      assert.deepEqual(progress, [50, 100])
+    } finally {
+      socket.close()
+    }
+  })
+
   test('a program held for a confirmation on one replica resumes from another', async () => {
     const [a, b] = replicas as [(typeof replicas)[0], (typeof replicas)[0]]
     const out = join(dataDir, 'confirmed.txt')
@@ -196,6 +288,7 @@ catch (e) { return 'refused: ' + e.message }`
   test('a retry for a call whose replica was killed gets a clear error at once', async () => {
     const [a, b] = replicas as [(typeof replicas)[0], (typeof replicas)[0]]
     const round = await firstRound(a.url)
+    const socketRound = await firstSocketRound(a.url)
     a.child.kill('SIGKILL')
     await new Promise((resolve) => a.child.once('exit', resolve))
     const started = Date.now()
@@ -205,6 +298,20 @@ catch (e) { return 'refused: ' + e.message }`
     assert.equal(error?.code, -32602, JSON.stringify(reply))
     assert.match(String(error?.message), /replica that has stopped; call again/)
     assert.ok(elapsed < 2000, `answered after ${elapsed} ms`)
+    // The same on a WebSocket: a clear error at once, and the socket stays open.
+    const socket = await StatelessSocket.open(b.url)
+    try {
+      const since = Date.now()
+      const onSocket = await resumeOn(socket, socketRound)
+      const took = Date.now() - since
+      const socketError = onSocket.error as Json | undefined
+      assert.equal(socketError?.code, -32602, JSON.stringify(onSocket))
+      assert.match(String(socketError?.message), /replica that has stopped; call again/)
+      assert.ok(took < 2000, `answered on the socket after ${took} ms`)
+      assert.ok(socket.open)
+    } finally {
+      socket.close()
+    }
     // The client starts over on a live replica, which holds the new call itself.
     const fresh = await firstRound(b.url)
     const done = await resume(b.url, fresh)
