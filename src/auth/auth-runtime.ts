@@ -9,6 +9,7 @@ import type { AuditSink } from '../audit/audit-log.ts'
 import type { Logger } from '../common/log.ts'
 import { createGuardedFetch, type GuardedFetch } from '../net/guarded-fetch.ts'
 import { ApiKeyStore } from './api-keys.ts'
+import { IssuerMetadataCache } from './as-metadata.ts'
 import { AssertionSigner } from './assertion.ts'
 import type { AuthConfig } from './auth-config.ts'
 import { InboundAuthenticator } from './authenticator.ts'
@@ -44,7 +45,7 @@ export class AuthRuntime {
   #baseUrl: string | undefined
   #servers: readonly string[] = ['default']
 
-  /** `shared`: the fleet's Redis level of the JWKS, introspection and assertion caches. */
+  /** `shared`: the fleet's Redis level of the metadata, JWKS, introspection and assertion caches. */
   constructor(config: AuthConfig, log: Logger, shared?: SharedCache) {
     this.config = config
     this.log = log
@@ -58,8 +59,10 @@ export class AuthRuntime {
     this.apiKeys = config.apiKeys
       ? new ApiKeyStore(config.apiKeys.keys, { file: config.apiKeys.file })
       : undefined
+    // Issuers' metadata (where the key set is), discovered once per fleet (ADR 082).
+    const metadata = new IssuerMetadataCache({ fetch: this.fetch, shared })
     const jwt = config.jwt
-      ? createJwtVerifier({ ...config.jwt, fetch: this.fetch, shared })
+      ? createJwtVerifier({ ...config.jwt, fetch: this.fetch, shared, metadata })
       : undefined
     const introspection = config.introspection
       ? createIntrospector({ ...config.introspection, fetch: this.fetch, shared })

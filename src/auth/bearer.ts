@@ -5,13 +5,14 @@
  * accepted: `none` and HMAC never, so a public key can never be used as an HMAC secret. In a
  * fleet the key set is shared in Redis (shared-cache.ts, ADR 082): a replica about to fetch it
  * takes the copy another replica fetched after its own, and asks the issuer only when there is
- * none, so a rotation still reaches the issuer once.
+ * none, so a rotation still reaches the issuer once. Without a configured `jwksUri` the key set's
+ * address comes from the issuer's metadata, through the same two levels (as-metadata.ts).
  */
 import type { JWTPayload, JWTVerifyGetKey } from 'jose'
 import { jose } from '../common/lazy-deps.ts'
 import type { GuardedFetch } from '../net/guarded-fetch.ts'
 import type { JsonObject } from '../protocol/jsonrpc.ts'
-import { discoverAuthorizationServer } from './as-metadata.ts'
+import { discoverAuthorizationServer, type IssuerMetadataCache } from './as-metadata.ts'
 import { AuthFailure } from './auth-failure.ts'
 import type { Identity } from './identity.ts'
 import type { SharedCache } from './shared-cache.ts'
@@ -43,6 +44,11 @@ export interface JwtVerifierOptions {
   /** Claim holding the tenant (default `tenant`). */
   readonly tenantClaim?: string | undefined
   readonly fetch: GuardedFetch
+  /**
+   * Where the issuer's metadata comes from when `jwksUri` is absent: a cache shared with the
+   * rest of the runtime (and, in a fleet, the other replicas). Absent: discovered here.
+   */
+  readonly metadata?: IssuerMetadataCache | undefined
   /** Least time between two JWKS refetches triggered by unknown key ids (default 30 s). */
   readonly cooldownMs?: number | undefined
   /** The fleet's second level (Redis), behind jose's in-process key set. */
@@ -69,7 +75,10 @@ export function createJwtVerifier(options: JwtVerifierOptions): JwtVerifier {
     keys ??= (async () => {
       const uri =
         options.jwksUri ??
-        (await discoverAuthorizationServer(options.issuer, options.fetch)).jwks_uri
+        (options.metadata === undefined
+          ? await discoverAuthorizationServer(options.issuer, options.fetch)
+          : await options.metadata.get(options.issuer)
+        ).jwks_uri
       if (typeof uri !== 'string') throw new Error(`Issuer ${options.issuer} publishes no jwks_uri`)
       const j = jose()
       const fetchKeys = (url: string, init: RequestInit) => options.fetch(url, init)

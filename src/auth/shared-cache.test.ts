@@ -2,7 +2,9 @@
  * The identity caches' Redis level (ADR 082), on the real Redis: two "replicas" (each its own
  * verifier, introspector or signer, with its own memory and its own connection) share one key
  * prefix. What A asked the authorization server, B serves without asking it again; inactive
- * answers are never shared, nothing outlives the token, and no key holds a raw token.
+ * answers are never shared, nothing outlives the token, and no key holds a raw token. The
+ * issuer's metadata is shared the same way, counted at a real authorization server
+ * (oidc-provider).
  */
 import assert from 'node:assert/strict'
 import { generateKeyPairSync } from 'node:crypto'
@@ -10,9 +12,11 @@ import { createServer, type Server } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { after, before, describe, test } from 'node:test'
 import { exportJWK, generateKeyPair, SignJWT } from 'jose'
+import { startIssuer, type TestIssuer } from '../../test/fixtures/auth-issuer.ts'
 import { freshRedisPrefix, REDIS_URL } from '../../test/support/backends.ts'
 import { createGuardedFetch } from '../net/guarded-fetch.ts'
 import { openRedis, type RedisClient } from '../store/redis.ts'
+import { IssuerMetadataCache, METADATA_MAX_AGE_MS } from './as-metadata.ts'
 import { AssertionSigner } from './assertion.ts'
 import { createJwtVerifier } from './bearer.ts'
 import { createIntrospector } from './introspection.ts'
@@ -149,5 +153,114 @@ describe('identity caches shared in Redis', () => {
     const ownKeys = [await signer(0).assertion(input), await signer(1).assertion(input)]
     assert.notEqual(ownKeys[0], ownKeys[1], 'a key of its own: nothing shared')
     assert.notEqual(ownKeys[0], onA)
+  })
+
+  describe("the issuer's metadata (RFC 8414 / OpenID discovery)", () => {
+    let issuer: TestIssuer
+    before(async () => {
+      issuer = await startIssuer({
+        clients: [
+          {
+            client_id: 'agent',
+            client_secret: 'agent-secret',
+            grant_types: ['client_credentials'],
+            response_types: [],
+            redirect_uris: [],
+          },
+        ],
+      })
+    })
+    after(async () => {
+      await issuer.close()
+    })
+
+    /** Requests that reached the issuer's discovery documents. */
+    const discoveries = () =>
+      issuer.requestsTo('/.well-known/oauth-authorization-server') +
+      issuer.requestsTo('/.well-known/openid-configuration')
+
+    /** Replica i's verifier: no jwksUri configured, so the key set's address is discovered. */
+    const verifier = (i: number) =>
+      createJwtVerifier({
+        issuer: issuer.issuer,
+        algorithms: ['ES256'],
+        clockToleranceSeconds: 0,
+        fetch,
+        shared: cache(i),
+        metadata: new IssuerMetadataCache({ fetch, shared: cache(i) }),
+      })
+
+    test('B verifies a token with the metadata and key set A fetched, asking the issuer nothing', async () => {
+      const token = await issuer.clientToken(AUDIENCE, 'mcp:tools')
+      assert.equal(discoveries(), 0)
+      assert.equal((await verifier(0).verify(token, [AUDIENCE])).subject, 'agent')
+      const byA = discoveries()
+      assert.ok(byA >= 1, 'A discovered the issuer')
+      const keySets = issuer.requestsTo('/jwks')
+      assert.equal(keySets, 1)
+      assert.equal((await verifier(1).verify(token, [AUDIENCE])).subject, 'agent')
+      assert.equal(discoveries(), byA, 'B fetched no metadata of its own')
+      assert.equal(issuer.requestsTo('/jwks'), keySets, 'nor the key set')
+      // Kept for a bounded time, under a digest of the issuer.
+      const keys = await clients[0]!.keys(`${prefix}cache:metadata:*`)
+      assert.equal(keys.length, 1)
+      const ttl = await clients[0]!.pTTL(keys[0]!)
+      assert.ok(ttl > 0 && ttl <= METADATA_MAX_AGE_MS, `TTL ${ttl} ms`)
+    })
+
+    test('memory first: a second look-up on one replica reads neither Redis nor the issuer', async () => {
+      let reads = 0
+      const counting = {
+        get: (kind: 'metadata', name: string) => {
+          reads++
+          return cache(1).get(kind, name)
+        },
+        set: cache(1).set.bind(cache(1)),
+      }
+      const metadata = new IssuerMetadataCache({ fetch, shared: counting })
+      const before = discoveries()
+      const [one, two] = await Promise.all([
+        metadata.get(issuer.issuer),
+        metadata.get(issuer.issuer),
+      ])
+      assert.equal(one.issuer, issuer.issuer)
+      assert.equal(two, one)
+      assert.equal(reads, 1, 'concurrent misses share one look-up')
+      assert.equal(await metadata.get(issuer.issuer), one)
+      assert.equal(reads, 1)
+      assert.equal(discoveries(), before, 'served from Redis, not the issuer')
+    })
+
+    test('a copy naming another issuer, an expired one, or Redis failing is a miss', async () => {
+      const other = freshRedisPrefix()
+      const poisoned = new RedisSharedCache(clients[0]!, other)
+      await poisoned.set(
+        'metadata',
+        issuer.issuer,
+        JSON.stringify({ at: Date.now(), doc: { issuer: 'https://evil.example', jwks_uri: 'x' } }),
+        60_000,
+      )
+      let before = discoveries()
+      const doc = await new IssuerMetadataCache({ fetch, shared: poisoned }).get(issuer.issuer)
+      assert.equal(doc.issuer, issuer.issuer)
+      assert.ok(discoveries() > before, 'the poisoned copy was not used')
+      // The issuer's answer replaced it; an hour later it is stale everywhere.
+      const later = new IssuerMetadataCache({
+        fetch,
+        shared: poisoned,
+        now: () => Date.now() + METADATA_MAX_AGE_MS,
+      })
+      before = discoveries()
+      await later.get(issuer.issuer)
+      assert.ok(discoveries() > before, 'a copy past its age is not used')
+      const dead = await openRedis(REDIS_URL)
+      dead.destroy()
+      before = discoveries()
+      const offline = new IssuerMetadataCache({ fetch, shared: new RedisSharedCache(dead, other) })
+      assert.equal((await offline.get(issuer.issuer)).issuer, issuer.issuer)
+      assert.ok(discoveries() > before)
+      const keys = await clients[0]!.keys(`${other}*`)
+      if (keys.length > 0) await clients[0]!.del(keys)
+    })
   })
 })

@@ -1,6 +1,6 @@
 /**
  * The second level of the identity caches in a fleet (docs/decisions/082): JWKS documents,
- * introspection answers and signed assertions, shared in Redis so that what one replica asked
+ * introspection answers, signed assertions and issuers' metadata, shared in Redis so that what one replica asked
  * the authorization server (or signed) serves the others. Each cache keeps its in-process level
  * first, so a hit costs no round trip; Redis is read only on a memory miss, before the
  * authorization server, and written through with the entry's own lifetime.
@@ -12,7 +12,7 @@
 import { createHash } from 'node:crypto'
 import type { RedisClient } from '../store/redis.ts'
 
-export type SharedCacheKind = 'jwks' | 'introspection' | 'assertion'
+export type SharedCacheKind = 'jwks' | 'introspection' | 'assertion' | 'metadata'
 
 export interface SharedCache {
   /** The value under `name`, or undefined (absent, expired, or Redis unreachable). */
