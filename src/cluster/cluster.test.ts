@@ -160,6 +160,123 @@ describe('Cluster over Redis', () => {
     assert.deepEqual(atB, [{ k: 'x' }])
   })
 
+  it("posts a WebSocket client's retry to the holder and hands back each message", async () => {
+    // A holder stand-in, answering by what the state names: the holder's real answers are
+    // tested end to end (test/e2e/fleet-held-calls.test.ts); here, each way an answer can go.
+    const seen: IncomingMessage['headers'][] = []
+    const holder = createServer(async (req, res) => {
+      let body = ''
+      for await (const chunk of req) body += chunk
+      seen.push(req.headers)
+      const { id, params } = JSON.parse(body) as { id: number; params: { requestState: string } }
+      switch (params.requestState) {
+        case 'streamed':
+          res.writeHead(200, { 'content-type': 'text/event-stream' })
+          res.write(
+            `data: ${JSON.stringify({ jsonrpc: '2.0', method: 'notifications/progress', params: { progress: 1 } })}\n\n`,
+          )
+          res.end(`data: ${JSON.stringify({ jsonrpc: '2.0', id, result: { ok: true } })}\n\n`)
+          return
+        case 'refused':
+          res.writeHead(401, { 'content-type': 'application/json' })
+          res.end(
+            JSON.stringify({ jsonrpc: '2.0', id: null, error: { code: -32001, message: 'no' } }),
+          )
+          return
+        case 'garbage':
+          res.writeHead(500).end('oops')
+          return
+        default:
+          req.socket.destroy()
+      }
+    })
+    await new Promise<void>((resolve) => holder.listen(0, '127.0.0.1', resolve))
+    const owner = await Cluster.join(options)
+    await owner.announce(urlOf(holder))
+    b.heldCallOwner = (state) => (state === 'here' ? b.id : owner.id)
+    b.retryHeaders = async (server, request) => ({
+      'mcp-method': request.method,
+      'x-server': server,
+    })
+    const retry = async (requestState: string, signal = new AbortController().signal) => {
+      const sent: unknown[] = []
+      const relayed = await b.relaySocketRetry(
+        { jsonrpc: '2.0', id: 7, method: 'tools/call', params: { name: 't', requestState } },
+        {
+          server: 'alpha',
+          headers: {
+            authorization: 'Bearer k',
+            host: 'gw.example',
+            'sec-websocket-key': 'x',
+            upgrade: 'websocket',
+          },
+          identity: undefined,
+          send: (m) => sent.push(m),
+          signal,
+        },
+      )
+      return { relayed, sent }
+    }
+    try {
+      assert.deepEqual(await retry('here'), { relayed: false, sent: [] }, 'held here: served here')
+      assert.deepEqual((await retry('streamed')).sent, [
+        { jsonrpc: '2.0', method: 'notifications/progress', params: { progress: 1 } },
+        { jsonrpc: '2.0', id: 7, result: { ok: true } },
+      ])
+      const headers = seen.at(-1)!
+      assert.equal(headers.authorization, 'Bearer k', "the client's own credential")
+      assert.equal(headers.host, 'gw.example')
+      assert.equal(headers[HOP_HEADER], b.id)
+      assert.equal(headers['mcp-method'], 'tools/call')
+      assert.equal(headers['x-server'], 'alpha')
+      assert.equal(headers['sec-websocket-key'], undefined, "the handshake's own headers stay")
+      // A refusal naming no id is this request's answer.
+      assert.deepEqual((await retry('refused')).sent, [
+        { jsonrpc: '2.0', id: 7, error: { code: -32001, message: 'no' } },
+      ])
+      // Cut after the request may have reached the holder, or no response: -32019, never a re-run.
+      for (const state of ['cut', 'garbage']) {
+        const { relayed, sent } = await retry(state)
+        assert.equal(relayed, true)
+        assert.equal((sent[0] as { error: { code: number } }).error.code, -32019, state)
+      }
+      // Cancelled by the client: the holder sees the request go, and nothing is sent.
+      const cancel = new AbortController()
+      cancel.abort()
+      assert.deepEqual(await retry('streamed', cancel.signal), { relayed: true, sent: [] })
+    } finally {
+      b.heldCallOwner = undefined
+      b.retryHeaders = undefined
+      holder.close()
+      await owner.leave()
+    }
+  })
+
+  it('tells a WebSocket client at once that a retry names a stopped replica', async () => {
+    b.heldCallOwner = () => 'a-replica-long-gone'
+    b.retryHeaders = async () => ({})
+    try {
+      const sent: unknown[] = []
+      const relayed = await b.relaySocketRetry(
+        { jsonrpc: '2.0', id: 'r', method: 'tools/call', params: { requestState: 's' } },
+        {
+          server: 'default',
+          headers: {},
+          identity: undefined,
+          send: (m) => sent.push(m),
+          signal: new AbortController().signal,
+        },
+      )
+      assert.equal(relayed, true)
+      const { error } = sent[0] as { error: { code: number; message: string } }
+      assert.equal(error.code, -32602)
+      assert.match(error.message, /replica that has stopped; call again/)
+    } finally {
+      b.heldCallOwner = undefined
+      b.retryHeaders = undefined
+    }
+  })
+
   it('hands every replica the same request-state key', async () => {
     const [ka, kb] = await Promise.all([a.sharedStateKey(), b.sharedStateKey()])
     assert.equal(ka.length, 32)
