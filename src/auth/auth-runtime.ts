@@ -38,10 +38,13 @@ export class AuthRuntime {
   readonly apiKeys: ApiKeyStore | undefined
   readonly fetch: GuardedFetch
   readonly authenticator: InboundAuthenticator
+  /** Issuers' metadata: memory, then the fleet's Redis, then the issuer (ADR 082). */
+  readonly metadata: IssuerMetadataCache
   readonly log: Logger
   /** Where account links are recorded (set by the command that opened the audit log). */
   audit: AuditSink | undefined
   readonly #credentials = new Map<string, CredentialSource>()
+  readonly #closers: (() => Promise<void>)[] = []
   #baseUrl: string | undefined
   #servers: readonly string[] = ['default']
 
@@ -59,8 +62,10 @@ export class AuthRuntime {
     this.apiKeys = config.apiKeys
       ? new ApiKeyStore(config.apiKeys.keys, { file: config.apiKeys.file })
       : undefined
-    // Issuers' metadata (where the key set is), discovered once per fleet (ADR 082).
+    // Issuers' metadata (where the key set is, and the account links' issuers), discovered once
+    // per fleet (ADR 082, 089).
     const metadata = new IssuerMetadataCache({ fetch: this.fetch, shared })
+    this.metadata = metadata
     const jwt = config.jwt
       ? createJwtVerifier({ ...config.jwt, fetch: this.fetch, shared, metadata })
       : undefined
@@ -168,7 +173,13 @@ export class AuthRuntime {
     })
   }
 
+  /** Runs `close` when the runtime closes (e.g. the linked tokens' PostgreSQL pool). */
+  onClose(close: () => Promise<void>): void {
+    this.#closers.push(close)
+  }
+
   async close(): Promise<void> {
+    await Promise.all(this.#closers.splice(0).map((close) => close().catch(() => {})))
     await this.fetch.close()
   }
 }

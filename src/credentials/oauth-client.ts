@@ -71,12 +71,17 @@ export async function discoverResourceIssuer(
   )
 }
 
-/** Validated metadata, refusing servers that do not support PKCE S256. */
+/**
+ * Validated metadata, refusing servers that do not support PKCE S256; `discover` may be a cache
+ * (IssuerMetadataCache) in place of asking the issuer.
+ */
 export async function authorizationServer(
   issuer: string,
   fetch: GuardedFetch,
+  discover: (issuer: string) => Promise<AuthorizationServerMetadata> = (i) =>
+    discoverAuthorizationServer(i, fetch),
 ): Promise<AuthorizationServerMetadata> {
-  const metadata = await discoverAuthorizationServer(issuer, fetch).catch((err: unknown) => {
+  const metadata = await discover(issuer).catch((err: unknown) => {
     throw new OAuthError((err as Error).message, { cause: err })
   })
   if (!metadata.code_challenge_methods_supported?.includes('S256')) {

@@ -13,8 +13,9 @@
 
 import { randomBytes } from 'node:crypto'
 import type { IncomingMessage, ServerResponse } from 'node:http'
+import { setTimeout as sleep } from 'node:timers/promises'
 import type { AuditSink } from '../audit/audit-log.ts'
-import type { AuthorizationServerMetadata } from '../auth/as-metadata.ts'
+import type { AuthorizationServerMetadata, IssuerMetadataCache } from '../auth/as-metadata.ts'
 import type { CredentialOutcome, CredentialSource } from '../auth/context.ts'
 import type { Identity } from '../auth/identity.ts'
 import { identityKey } from '../auth/request-identity.ts'
@@ -33,6 +34,7 @@ import {
   ClientRegistrationError,
 } from './client-registration.ts'
 import { bindBrowser, clearBrowserBinding, isSameBrowser } from './link-browser.ts'
+import { type LinkFlowStore, MemoryLinkFlowStore } from './link-flow-store.ts'
 import { page } from './link-page.ts'
 import {
   authorizationServer,
@@ -44,6 +46,7 @@ import {
   refreshTokens,
   tokenRequest,
 } from './oauth-client.ts'
+import type { RefreshLocks } from './refresh-lock.ts'
 import type { TokenKey, TokenSet, TokenStore } from './token-store.ts'
 
 /** Where the upstream's issuer sends the browser back. */
@@ -55,6 +58,15 @@ const TICKET_TTL_MS = 10 * 60_000
 const STATE_TTL_MS = 10 * 60_000
 /** Tokens this close to expiry are refreshed before use. */
 const EXPIRY_MARGIN_MS = 30_000
+/**
+ * How long a replica holds a link's refresh lock at most: more than one token request may take
+ * (the guarded fetch gives up after 10 s) plus storing the result.
+ */
+const REFRESH_LOCK_MS = 20_000
+/** How long a replica waits for another one's refresh before the call fails (the link stays). */
+const REFRESH_WAIT_MS = 12_000
+/** How often a waiting replica looks at the stored tokens and the lock. */
+const REFRESH_POLL_MS = 50
 
 export interface OAuthLinkConfig {
   /** A client registered by hand; absent: a client metadata document or dynamic registration. */
@@ -76,36 +88,23 @@ export interface LinkDeps {
   readonly clients: ClientRegistrar
   /** Where account links are recorded, when an audit log is open. */
   readonly audit?: (() => AuditSink | undefined) | undefined
-}
-
-interface Ticket {
-  readonly user: string
-  readonly subject: string
-  readonly upstream: string
-  readonly expires: number
-}
-
-interface PendingState {
-  readonly user: string
-  /** SHA-256 of the nonce in the cookie of the browser that opened the link page. */
-  readonly browser: Buffer
-  readonly upstream: string
-  readonly verifier: string
-  readonly metadata: AuthorizationServerMetadata
-  /** The client the authorization request named; the code is redeemed as that client. */
-  readonly client: ClientIdentity
-  readonly expires: number
+  /** Where tickets and states wait between requests: Redis in a fleet; default this process. */
+  readonly flows?: LinkFlowStore | undefined
+  /** The fleet's refresh locks (Redis); absent: refreshes are one at a time per process only. */
+  readonly locks?: RefreshLocks | undefined
+  /** Issuers' metadata, memory then Redis (ADR 082); absent: each link discovers its own. */
+  readonly metadata?: IssuerMetadataCache | undefined
 }
 
 /** Every linkable upstream of a gateway, with the two HTTP endpoints they share. */
 export class LinkRegistry {
   readonly #deps: LinkDeps
   readonly #links = new Map<string, UpstreamLink>()
-  readonly #tickets = new Map<string, Ticket>()
-  readonly #states = new Map<string, PendingState>()
+  readonly #flows: LinkFlowStore
 
   constructor(deps: LinkDeps) {
     this.#deps = deps
+    this.#flows = deps.flows ?? new MemoryLinkFlowStore()
   }
 
   /** Registers an upstream with `oauth` credentials; returns its credential source. */
@@ -142,15 +141,13 @@ export class LinkRegistry {
     return clientDocument(url, base, `${base}${CALLBACK_PATH}`, config.scopes)
   }
 
-  #ticketUrl(upstream: string, identity: Identity): string {
-    this.#sweep()
+  async #ticketUrl(upstream: string, identity: Identity): Promise<string> {
     const ticket = randomBytes(24).toString('base64url')
-    this.#tickets.set(ticket, {
-      user: identityKey(identity),
-      subject: identity.subject,
-      upstream,
-      expires: Date.now() + TICKET_TTL_MS,
-    })
+    await this.#flows.putTicket(
+      ticket,
+      { user: identityKey(identity), subject: identity.subject, upstream },
+      TICKET_TTL_MS,
+    )
     return `${this.#deps.baseUrl()}${LINK_PATH}${encodeURIComponent(upstream)}?ticket=${ticket}`
   }
 
@@ -158,9 +155,13 @@ export class LinkRegistry {
   async #start(upstream: string, req: IncomingMessage, res: ServerResponse): Promise<void> {
     const url = new URL(req.url ?? '/', 'http://x')
     const id = url.searchParams.get('ticket') ?? ''
-    const ticket = this.#tickets.get(id)
-    this.#tickets.delete(id)
-    if (!ticket || ticket.upstream !== upstream || ticket.expires < Date.now()) {
+    let ticket: Awaited<ReturnType<LinkFlowStore['takeTicket']>>
+    try {
+      ticket = id === '' ? undefined : await this.#flows.takeTicket(id)
+    } catch (err) {
+      return this.#unavailable(res, upstream, err)
+    }
+    if (!ticket || ticket.upstream !== upstream) {
       return page(
         res,
         400,
@@ -175,15 +176,18 @@ export class LinkRegistry {
       const { verifier, challenge } = pkcePair()
       const state = randomBytes(24).toString('base64url')
       const binding = bindBrowser(state, this.#cookieScope())
-      this.#states.set(state, {
-        user: ticket.user,
-        browser: binding.hash,
-        upstream,
-        verifier,
-        metadata,
-        client,
-        expires: Date.now() + STATE_TTL_MS,
-      })
+      await this.#flows.putState(
+        state,
+        {
+          user: ticket.user,
+          browser: binding.hash,
+          upstream,
+          issuer: metadata.issuer,
+          clientId: client.clientId,
+          verifier,
+        },
+        STATE_TTL_MS,
+      )
       const target = authorizationUrl(metadata, {
         clientId: client.clientId,
         redirectUri: `${this.#deps.baseUrl()}${CALLBACK_PATH}`,
@@ -218,11 +222,16 @@ export class LinkRegistry {
   async #callback(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const url = new URL(req.url ?? '/', 'http://x')
     const stateId = url.searchParams.get('state') ?? ''
-    const state = this.#states.get(stateId)
-    this.#states.delete(stateId)
-    // The state is single-use whatever happens next; so is the browser's cookie.
+    let state: Awaited<ReturnType<LinkFlowStore['takeState']>>
+    try {
+      // Taken, on every replica at once: the state is single-use whatever happens next.
+      state = stateId === '' ? undefined : await this.#flows.takeState(stateId)
+    } catch (err) {
+      return this.#unavailable(res, undefined, err)
+    }
+    // So is the browser's cookie.
     const clear = state ? { 'set-cookie': clearBrowserBinding(stateId, this.#cookieScope()) } : {}
-    if (!state || state.expires < Date.now()) {
+    if (!state) {
       return page(res, 400, 'Link expired', 'This sign-in is unknown, used or expired.')
     }
     if (!isSameBrowser(req.headers.cookie, stateId, state.browser)) {
@@ -241,18 +250,41 @@ export class LinkRegistry {
         clear,
       )
     }
-    const link = this.#links.get(state.upstream)!
+    const link = this.#links.get(state.upstream)
+    if (link === undefined) {
+      // Started on a replica whose configuration has an upstream this one does not.
+      return page(
+        res,
+        400,
+        'Link failed',
+        'This sign-in is for an unknown upstream.',
+        undefined,
+        clear,
+      )
+    }
+    // Only names were kept with the state: the metadata and client are looked up again and
+    // must be the ones the authorization request used.
+    let metadata: AuthorizationServerMetadata | undefined
+    let client: ClientIdentity | undefined
     try {
       // RFC 9207 before anything else: on a mismatch the error fields are not even read.
-      checkResponseIssuer(state.metadata, url.searchParams.get('iss'))
+      metadata = await link.metadata()
+      if (metadata.issuer !== state.issuer) {
+        throw new OAuthError('The authorization server of this upstream changed; link again.')
+      }
+      checkResponseIssuer(metadata, url.searchParams.get('iss'))
       const code = url.searchParams.get('code')
       if (code === null) {
         const error = url.searchParams.get('error') ?? undefined
         throw new OAuthError(`The authorization server refused: ${error ?? 'no code'}`, { error })
       }
+      client = await link.client(metadata)
+      if (client.clientId !== state.clientId) {
+        throw new OAuthError('The client Barbican is registered as changed; link again.')
+      }
       const tokens = await tokenRequest(
-        state.metadata,
-        state.client,
+        metadata,
+        client,
         {
           grant_type: 'authorization_code',
           code,
@@ -262,7 +294,7 @@ export class LinkRegistry {
         },
         this.#deps.fetch,
       )
-      await link.save(state.user, state.metadata.issuer, tokens)
+      await link.save(state.user, metadata.issuer, tokens)
       this.#deps.log.info('upstream account linked', { upstream: state.upstream })
       await this.#audit(state.user, state.upstream, 'ok')
       page(
@@ -275,8 +307,8 @@ export class LinkRegistry {
       )
     } catch (err) {
       this.#deps.log.warn('upstream link failed', { upstream: state.upstream, error: err })
-      if (isClientRejection(err)) {
-        await this.#deps.clients.rejected(state.metadata.issuer, state.client)
+      if (isClientRejection(err) && metadata !== undefined && client !== undefined) {
+        await this.#deps.clients.rejected(metadata.issuer, client)
       }
       await this.#audit(state.user, state.upstream, 'error', (err as Error).message)
       const reason = err instanceof OAuthError ? err.message : 'The link could not be completed.'
@@ -310,10 +342,10 @@ export class LinkRegistry {
     return { path: CALLBACK_PATH, secure: this.#deps.baseUrl().startsWith('https:') }
   }
 
-  #sweep(): void {
-    const now = Date.now()
-    for (const [id, t] of this.#tickets) if (t.expires < now) this.#tickets.delete(id)
-    for (const [id, s] of this.#states) if (s.expires < now) this.#states.delete(id)
+  /** The shared store of tickets and states cannot be reached: nothing was used up. */
+  #unavailable(res: ServerResponse, upstream: string | undefined, err: unknown): void {
+    this.#deps.log.warn('account link store unavailable', { upstream, error: err })
+    page(res, 503, 'Link failed', 'Barbican cannot continue this link right now. Try again.')
   }
 }
 
@@ -322,15 +354,16 @@ class UpstreamLink implements CredentialSource {
   readonly upstream: string
   readonly config: OAuthLinkConfig
   readonly #deps: LinkDeps
-  readonly #ticketUrl: (identity: Identity) => string
+  readonly #ticketUrl: (identity: Identity) => Promise<string>
+  #issuer: Promise<string> | undefined
   #metadata: Promise<AuthorizationServerMetadata> | undefined
-  readonly #refreshing = new Map<string, Promise<TokenSet>>()
+  readonly #refreshing = new Map<string, Promise<TokenSet | undefined>>()
 
   constructor(
     upstream: string,
     config: OAuthLinkConfig,
     deps: LinkDeps,
-    ticketUrl: (identity: Identity) => string,
+    ticketUrl: (identity: Identity) => Promise<string>,
   ) {
     this.upstream = upstream
     this.config = config
@@ -338,17 +371,35 @@ class UpstreamLink implements CredentialSource {
     this.#ticketUrl = ticketUrl
   }
 
-  /** The issuer's validated metadata, discovered once (and again after a failure). */
+  /**
+   * The issuer's validated metadata. With the gateway's IssuerMetadataCache (ADR 082) it is read
+   * there (memory, then Redis, then the issuer; at most an hour old); the issuer of an upstream
+   * named by its RFC 9728 metadata is found once per process. Without the cache, discovered once.
+   * A failure is asked again next time.
+   */
   metadata(): Promise<AuthorizationServerMetadata> {
-    this.#metadata ??= (async () => {
-      const issuer =
-        this.config.issuer ?? (await discoverResourceIssuer(this.config.resource, this.#deps.fetch))
-      return await authorizationServer(issuer, this.#deps.fetch)
-    })()
-    this.#metadata.catch(() => {
-      this.#metadata = undefined
+    const cache = this.#deps.metadata
+    if (cache === undefined) {
+      this.#metadata ??= this.#issuerOnce().then((issuer) =>
+        authorizationServer(issuer, this.#deps.fetch),
+      )
+      this.#metadata.catch(() => {
+        this.#metadata = undefined
+      })
+      return this.#metadata
+    }
+    return this.#issuerOnce().then((issuer) =>
+      authorizationServer(issuer, this.#deps.fetch, (i) => cache.get(i)),
+    )
+  }
+
+  #issuerOnce(): Promise<string> {
+    if (this.config.issuer !== undefined) return Promise.resolve(this.config.issuer)
+    this.#issuer ??= discoverResourceIssuer(this.config.resource, this.#deps.fetch)
+    this.#issuer.catch(() => {
+      this.#issuer = undefined
     })
-    return this.#metadata
+    return this.#issuer
   }
 
   /** The client to present at the issuer (configured, CIMD or registered). */
@@ -378,7 +429,7 @@ class UpstreamLink implements CredentialSource {
     if (!tokens) {
       return {
         linkRequired: {
-          url: this.#ticketUrl(identity),
+          url: await this.#ticketUrl(identity),
           message: `Barbican needs you to link your ${this.upstream} account.`,
         },
       }
@@ -398,7 +449,11 @@ class UpstreamLink implements CredentialSource {
     })
   }
 
-  /** One refresh per link at a time; a failed refresh forgets the link (the user links again). */
+  /**
+   * One refresh per link at a time: per process (concurrent calls share one), and in a fleet
+   * per (user, upstream, issuer) across replicas through a Redis lock (ADR 089). A failed refresh
+   * forgets the link (the user links again).
+   */
   async #refresh(
     key: TokenKey,
     metadata: AuthorizationServerMetadata,
@@ -411,30 +466,87 @@ class UpstreamLink implements CredentialSource {
     const id = JSON.stringify(key)
     let running = this.#refreshing.get(id)
     if (!running) {
-      running = this.client(metadata)
-        .then(async (client) => {
-          try {
-            return await refreshTokens(
-              metadata,
-              client,
-              tokens,
-              this.config.resource,
-              this.#deps.fetch,
-            )
-          } catch (err) {
-            if (isClientRejection(err)) await this.#deps.clients.rejected(metadata.issuer, client)
-            throw err
-          }
-        })
-        .then(async (next) => {
-          await this.#deps.store.put(key, next)
-          return next
-        })
-        .finally(() => this.#refreshing.delete(id))
+      const locks = this.#deps.locks
+      running = (
+        locks === undefined
+          ? this.#refreshNow(key, metadata, tokens)
+          : this.#refreshLocked(locks, id, key, metadata, tokens)
+      ).finally(() => this.#refreshing.delete(id))
       this.#refreshing.set(id, running)
     }
+    return await running
+  }
+
+  /**
+   * Refreshes holding the fleet's lock of this link. A replica that finds it held waits for the
+   * holder and takes the tokens it stored; the holder, once it has the lock, reads the store
+   * again first, since the tokens it was given may have been refreshed meanwhile. Redis failing
+   * falls back to refreshing without the lock (what one process did before; at worst the issuer
+   * sees the rotated token twice and the user links again). The wait is bounded: past it the
+   * call fails and the link is kept.
+   */
+  async #refreshLocked(
+    locks: RefreshLocks,
+    name: string,
+    key: TokenKey,
+    metadata: AuthorizationServerMetadata,
+    stale: TokenSet,
+  ): Promise<TokenSet | undefined> {
+    const deadline = Date.now() + REFRESH_WAIT_MS
+    for (;;) {
+      let held: string | undefined
+      try {
+        held = await locks.acquire(name, REFRESH_LOCK_MS)
+      } catch (error) {
+        this.#deps.log.warn('refresh lock unavailable (Redis); refreshing without it', {
+          upstream: this.upstream,
+          error,
+        })
+        return await this.#refreshNow(key, metadata, stale)
+      }
+      if (held !== undefined) {
+        try {
+          const current = await this.#deps.store.get(key)
+          if (current === undefined) return undefined
+          if (current.accessToken !== stale.accessToken) return current
+          return await this.#refreshNow(key, metadata, current)
+        } finally {
+          await locks.release(name, held).catch((error: unknown) => {
+            // It expires by itself within REFRESH_LOCK_MS.
+            this.#deps.log.warn('refresh lock not released', { upstream: this.upstream, error })
+          })
+        }
+      }
+      // Another replica is refreshing: its tokens (or its forgetting the link) will be stored.
+      await sleep(REFRESH_POLL_MS)
+      const current = await this.#deps.store.get(key)
+      if (current === undefined) return undefined
+      if (current.accessToken !== stale.accessToken) return current
+      if (Date.now() > deadline) {
+        throw new Error(
+          `Another replica's refresh of the ${this.upstream} token did not finish in time`,
+        )
+      }
+    }
+  }
+
+  /** Asks the issuer for new tokens and stores them; on failure forgets the link. */
+  async #refreshNow(
+    key: TokenKey,
+    metadata: AuthorizationServerMetadata,
+    tokens: TokenSet,
+  ): Promise<TokenSet | undefined> {
     try {
-      return await running
+      const client = await this.client(metadata)
+      let next: TokenSet
+      try {
+        next = await refreshTokens(metadata, client, tokens, this.config.resource, this.#deps.fetch)
+      } catch (err) {
+        if (isClientRejection(err)) await this.#deps.clients.rejected(metadata.issuer, client)
+        throw err
+      }
+      await this.#deps.store.put(key, next)
+      return next
     } catch (err) {
       this.#deps.log.info('upstream token refresh failed; the user must link again', {
         upstream: this.upstream,

@@ -8,20 +8,30 @@
 import type { CredentialsConfig } from '../auth/auth-config.ts'
 import type { AuthRuntime } from '../auth/auth-runtime.ts'
 import type { CredentialSource } from '../auth/context.ts'
+import { stateKeyFromEnv } from '../bridge/request-state.ts'
 import type { UpstreamConfig } from '../config/config.ts'
 import type { JsonRpcMessage } from '../protocol/jsonrpc.ts'
+import type { RedisClient } from '../store/redis.ts'
 import { stampedTransport } from '../transports/stamped-transport.ts'
 import type { ReceiveInfo, SendOptions, Transport } from '../transports/transport.ts'
 import { requestOwner } from '../upstreams/upstream-client.ts'
 import { ClientRegistrar } from './client-registration.ts'
+import { linkStateKey, RedisLinkFlowStore } from './link-flow-store.ts'
 import { CALLBACK_PATH, LinkRegistry } from './oauth-link.ts'
 import { postgresBackend } from './postgres-backend.ts'
+import { RedisRefreshLocks } from './refresh-lock.ts'
 import { type KeyProvider, keyProviderFromEnv, SEALED_PREFIX, secretSlot } from './secret-box.ts'
 import { sqliteBackend } from './sqlite-backend.ts'
 import { clientCredentialsSource, tokenExchangeSource } from './token-sources.ts'
 import { memoryBackend, type SealedBackend, TokenStore } from './token-store.ts'
 
 type Make = (spec: UpstreamConfig) => Transport
+
+/** The fleet's Redis connection and key prefix (gateway/backends.ts), when there is one. */
+export interface FleetRedis {
+  readonly client: RedisClient
+  readonly prefix: string
+}
 
 let sharedKeys: KeyProvider | undefined
 
@@ -39,12 +49,14 @@ interface SealedSecrets {
 
 /**
  * Returns the upstream's transport factory: `make` builds the plain transport from a spec with
- * the secrets filled in; the result is wrapped so requests carry the caller's context.
+ * the secrets filled in; the result is wrapped so requests carry the caller's context. `redis`:
+ * the fleet's, where account-link flows and refresh locks are kept (ADR 089).
  */
 export function securedTransportFactory(
   u: UpstreamConfig,
   auth: AuthRuntime | undefined,
   make: Make,
+  redis?: FleetRedis | undefined,
 ): () => Transport {
   const credentials = u.credentials
   const secrets =
@@ -52,7 +64,7 @@ export function securedTransportFactory(
       ? sealAll(u.name, credentials.headers, credentials.env)
       : undefined
   if (auth && credentials && credentials.mode !== 'static' && credentials.mode !== 'none') {
-    auth.setCredentials(u.name, credentialSource(u, credentials, auth))
+    auth.setCredentials(u.name, credentialSource(u, credentials, auth, redis))
   }
   if (!secrets && !auth) return () => make(u)
   const stamp = auth?.stampFor(u.name, audienceOf(u))
@@ -80,6 +92,7 @@ function credentialSource(
   u: UpstreamConfig,
   credentials: Exclude<CredentialsConfig, { mode: 'none' } | { mode: 'static' }>,
   auth: AuthRuntime,
+  redis: FleetRedis | undefined,
 ): CredentialSource {
   const resource = credentials.resource ?? ('url' in u ? u.url : undefined)
   if (resource === undefined) {
@@ -95,6 +108,8 @@ function credentialSource(
       if (!registry) {
         // Linked tokens and dynamic client registrations share one sealed backend.
         const backend = tokenBackendOf(auth.config.tokens)
+        // Its connections end with the runtime (a stopped server leaves no pool open).
+        auth.onClose(async () => await backend.close?.())
         const store = new TokenStore(processKeys(), backend)
         linkStores.set(auth, store)
         registry = new LinkRegistry({
@@ -103,6 +118,20 @@ function credentialSource(
           baseUrl: () => auth.baseUrl(),
           log: auth.log,
           audit: () => auth.audit,
+          metadata: auth.metadata,
+          // In a fleet the link page and the callback may land on any replica, and replicas
+          // refresh one link one at a time (ADR 089); the verifier is sealed with a key derived
+          // from the fleet's request-state key, which every replica has alike (ADR 059).
+          ...(redis === undefined
+            ? {}
+            : {
+                flows: new RedisLinkFlowStore(
+                  redis.client,
+                  redis.prefix,
+                  linkStateKey(stateKeyFromEnv()),
+                ),
+                locks: new RedisRefreshLocks(redis.client, redis.prefix),
+              }),
           clients: new ClientRegistrar({
             fetch: auth.fetch,
             keys: processKeys(),
@@ -122,7 +151,9 @@ function credentialSource(
 }
 
 /** Where linked tokens are kept: `auth.tokens`, or memory. */
-function tokenBackendOf(tokens: AuthRuntime['config']['tokens']): SealedBackend {
+function tokenBackendOf(
+  tokens: AuthRuntime['config']['tokens'],
+): SealedBackend & { close?(): void | Promise<void> } {
   if (tokens === undefined) return memoryBackend()
   if ('sqlite' in tokens) return sqliteBackend(tokens.sqlite)
   return postgresBackend(tokens.postgres, { migrate: tokens.migrate })

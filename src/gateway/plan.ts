@@ -48,7 +48,7 @@ export function planFromConfig(
 ): GatewayPlan {
   return {
     upstreams: config.upstreams.map((u) =>
-      upstreamPlan(u, config, log, auth, tenant, onSandboxRefusal),
+      upstreamPlan(u, config, log, auth, tenant, onSandboxRefusal, backends),
     ),
     policies: policiesFromConfig(config, backends),
     servers: config.servers.map(serverPlan),
@@ -108,6 +108,7 @@ function upstreamPlan(
   auth: AuthRuntime | undefined,
   tenant: string | undefined,
   onSandboxRefusal: SandboxRefusalSink | undefined,
+  backends: Backends,
 ): UpstreamPlan {
   const upstreamLog = log.child({ part: 'upstream', upstream: u.name })
   // A tenant's credentials and linked accounts are kept under its qualified name (ADR 060), so
@@ -121,27 +122,32 @@ function upstreamPlan(
     connectTimeoutMs: config.limits.upstreamConnectTimeoutMs,
     maxCallOutputBytes: config.limits.upstreamMaxCallOutputBytes,
     ...(u.sessions === 'per-identity' ? { sessionScope: 'identity' as const } : {}),
-    createTransport: securedTransportFactory(keyed, auth, (filled) => {
-      const spec = keyed === u ? filled : { ...filled, name: u.name }
-      let launched: OutboundSpec
-      try {
-        launched = withInstalledPackage(u.name, spec)
-      } catch (err) {
-        const error = toBarbicanError(err)
-        // A confined npx package that cannot run inside: the sandbox refused the launch.
-        if (error.code === 'ERR_LAUNCH_REFUSED') {
-          onSandboxRefusal?.({ upstream: u.name, kind: 'launch', reason: error.message })
+    createTransport: securedTransportFactory(
+      keyed,
+      auth,
+      (filled) => {
+        const spec = keyed === u ? filled : { ...filled, name: u.name }
+        let launched: OutboundSpec
+        try {
+          launched = withInstalledPackage(u.name, spec)
+        } catch (err) {
+          const error = toBarbicanError(err)
+          // A confined npx package that cannot run inside: the sandbox refused the launch.
+          if (error.code === 'ERR_LAUNCH_REFUSED') {
+            onSandboxRefusal?.({ upstream: u.name, kind: 'launch', reason: error.message })
+          }
+          return refusedTransport(error)
         }
-        return refusedTransport(error)
-      }
-      return createOutboundTransport(launched, {
-        name: u.name,
-        log: upstreamLog,
-        limits: config.limits,
-        requestTimeoutMs: u.requestTimeoutMs,
-        stdio: { maxQueuedBytes: config.limits.upstreamMaxQueuedBytes, onSandboxRefusal },
-      })
-    }),
+        return createOutboundTransport(launched, {
+          name: u.name,
+          log: upstreamLog,
+          limits: config.limits,
+          requestTimeoutMs: u.requestTimeoutMs,
+          stdio: { maxQueuedBytes: config.limits.upstreamMaxQueuedBytes, onSandboxRefusal },
+        })
+      },
+      backends.redis,
+    ),
   }
 }
 
