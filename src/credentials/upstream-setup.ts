@@ -55,8 +55,8 @@ interface SealedSecrets {
 export function securedTransportFactory(
   u: UpstreamConfig,
   auth: AuthRuntime | undefined,
+  redis: FleetRedis | undefined,
   make: Make,
-  redis?: FleetRedis | undefined,
 ): () => Transport {
   const credentials = u.credentials
   const secrets =

@@ -122,32 +122,27 @@ function upstreamPlan(
     connectTimeoutMs: config.limits.upstreamConnectTimeoutMs,
     maxCallOutputBytes: config.limits.upstreamMaxCallOutputBytes,
     ...(u.sessions === 'per-identity' ? { sessionScope: 'identity' as const } : {}),
-    createTransport: securedTransportFactory(
-      keyed,
-      auth,
-      (filled) => {
-        const spec = keyed === u ? filled : { ...filled, name: u.name }
-        let launched: OutboundSpec
-        try {
-          launched = withInstalledPackage(u.name, spec)
-        } catch (err) {
-          const error = toBarbicanError(err)
-          // A confined npx package that cannot run inside: the sandbox refused the launch.
-          if (error.code === 'ERR_LAUNCH_REFUSED') {
-            onSandboxRefusal?.({ upstream: u.name, kind: 'launch', reason: error.message })
-          }
-          return refusedTransport(error)
+    createTransport: securedTransportFactory(keyed, auth, backends.redis, (filled) => {
+      const spec = keyed === u ? filled : { ...filled, name: u.name }
+      let launched: OutboundSpec
+      try {
+        launched = withInstalledPackage(u.name, spec)
+      } catch (err) {
+        const error = toBarbicanError(err)
+        // A confined npx package that cannot run inside: the sandbox refused the launch.
+        if (error.code === 'ERR_LAUNCH_REFUSED') {
+          onSandboxRefusal?.({ upstream: u.name, kind: 'launch', reason: error.message })
         }
-        return createOutboundTransport(launched, {
-          name: u.name,
-          log: upstreamLog,
-          limits: config.limits,
-          requestTimeoutMs: u.requestTimeoutMs,
-          stdio: { maxQueuedBytes: config.limits.upstreamMaxQueuedBytes, onSandboxRefusal },
-        })
-      },
-      backends.redis,
-    ),
+        return refusedTransport(error)
+      }
+      return createOutboundTransport(launched, {
+        name: u.name,
+        log: upstreamLog,
+        limits: config.limits,
+        requestTimeoutMs: u.requestTimeoutMs,
+        stdio: { maxQueuedBytes: config.limits.upstreamMaxQueuedBytes, onSandboxRefusal },
+      })
+    }),
   }
 }
 

@@ -79,6 +79,8 @@ let issuer: TestIssuer
 let upstream: RecordingUpstream
 let balancer: SteeringBalancer
 let replicas: RunningServer[]
+/** Each replica's Redis connection (what `barbican serve` opens for it). */
+const connections: { close(): Promise<void> }[] = []
 
 before(async () => {
   // Tokens live 20 s, inside Barbican's 30 s refresh margin: every use refreshes (no sleeps).
@@ -135,6 +137,7 @@ before(async () => {
     closers.push(() => cluster.leave())
     const backends = await openBackends(config)
     closers.push(() => backends.close())
+    connections.push(backends)
     const server = await startServer(config, silentLogger, undefined, undefined, backends)
     closers.push(() => server.stop())
     replicas.push(server)
@@ -222,5 +225,25 @@ test('two replicas refreshing one expired token at once make one refresh request
   } finally {
     issuer.tokenDelayMs = 0
     for (const client of clients) await client.close()
+  }
+})
+
+test('a replica that lost Redis refreshes without the lock and starts no link', async () => {
+  const c = replicas[2]!
+  const onC = await connect(`${c.url}/mcp`, alice.key)
+  try {
+    // C's connection to Redis is gone (the server went away, as far as C can tell).
+    await connections[2]!.close()
+    balancer.target = c.url
+    const page = await fetch(`${balancer.url}/link/files?ticket=anything`)
+    assert.equal(page.status, 503)
+    assert.match(await page.text(), /cannot continue this link right now/)
+
+    const before = issuer.requestsTo('/token')
+    const claims = await upstreamClaims(onC)
+    assert.equal(claims.sub, 'alice', 'the call is served with a refreshed token')
+    assert.equal(issuer.requestsTo('/token') - before, 1, 'refreshed without the lock')
+  } finally {
+    await onC.close()
   }
 })
