@@ -41,8 +41,9 @@ export function checkAuth(auth: AuthConfig, env: NodeJS.ProcessEnv = process.env
       problems.push({ level: 'fail', key: 'auth.assertion.privateKeyPem', message: fault })
   }
   if (auth.tokens !== undefined && !env.BARBICAN_SECRET_KEY?.trim()) {
+    // In PostgreSQL the tokens are the fleet's: `serve` refuses to start (upstream-setup.ts).
     problems.push({
-      level: 'warn',
+      level: 'sqlite' in auth.tokens ? 'warn' : 'fail',
       key: 'sqlite' in auth.tokens ? 'auth.tokens.sqlite' : 'auth.tokens.postgres',
       message:
         'BARBICAN_SECRET_KEY is not set: linked tokens are sealed with a key of this process only and read as unlinked after a restart',

@@ -9,6 +9,7 @@ import type { CredentialsConfig } from '../auth/auth-config.ts'
 import type { AuthRuntime } from '../auth/auth-runtime.ts'
 import type { CredentialSource } from '../auth/context.ts'
 import { stateKeyFromEnv } from '../bridge/request-state.ts'
+import { BarbicanError } from '../common/errors.ts'
 import type { UpstreamConfig } from '../config/config.ts'
 import type { JsonRpcMessage } from '../protocol/jsonrpc.ts'
 import type { RedisClient } from '../store/redis.ts'
@@ -156,6 +157,14 @@ function tokenBackendOf(
 ): SealedBackend & { close?(): void | Promise<void> } {
   if (tokens === undefined) return memoryBackend()
   if ('sqlite' in tokens) return sqliteBackend(tokens.sqlite)
+  // PostgreSQL is shared by every replica. A replica with a key of its own would read the
+  // others' tokens as sealed by someone else and drop them: refuse to start instead.
+  if (keyProviderFromEnv().ephemeral) {
+    throw new BarbicanError(
+      'ERR_CONFIG_INVALID',
+      'auth.tokens.postgres: BARBICAN_SECRET_KEY is not set; linked tokens in PostgreSQL are shared by every replica, so each needs the same key (32 random bytes, e.g. `openssl rand -base64 32`)',
+    )
+  }
   return postgresBackend(tokens.postgres, { migrate: tokens.migrate })
 }
 
