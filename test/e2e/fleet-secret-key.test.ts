@@ -5,9 +5,9 @@
  */
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
-import { parseConfigText } from '../../src/config/load.ts'
 import { startServer } from '../../src/cli/serve.ts'
 import { silentLogger } from '../../src/common/log.ts'
+import { parseConfigText } from '../../src/config/load.ts'
 
 test('a replica with linked tokens in PostgreSQL and no BARBICAN_SECRET_KEY refuses to start', async () => {
   delete process.env.BARBICAN_SECRET_KEY
