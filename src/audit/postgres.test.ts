@@ -170,3 +170,58 @@ test('postgres: a writer holding the head appends after a prune removed every re
     await log.close()
   }
 })
+
+test('postgres: a one-round-trip append that waited for the lock sees what committed meanwhile', async () => {
+  // The append's head check must take its snapshot after the lock is granted (ADR 086): a
+  // record committed by the lock's holder while the append waited makes it miss cleanly (no
+  // duplicate-key error), and the locked path then chains onto that record.
+  const url = await freshPostgresUrl()
+  const name = `barbican-wait-${process.pid}-${Date.now()}`
+  const waiting = new URL(url)
+  waiting.searchParams.set('application_name', name)
+  const [a, other] = await Promise.all([
+    openPostgresPool(waiting.toString()),
+    openPostgresPool(url),
+  ])
+  const storeA = postgresAuditStore(a, true)
+  const holder = await other.connect()
+  try {
+    await storeA.append(appendCall('a1'))
+    const [mine] = await storeA.read()
+    await holder.query('BEGIN')
+    await holder.query('SELECT pg_advisory_xact_lock($1)', [0x61756469])
+    const trips = countRoundTrips(a)
+    const appending = storeA.append(appendCall('a2'))
+    // Until A's backend waits for the advisory lock inside barbican_audit_append.
+    for (let waited = 0; ; waited += 20) {
+      const { rows } = await other.query(
+        "SELECT 1 FROM pg_stat_activity WHERE application_name = $1 AND wait_event_type = 'Lock'",
+        [name],
+      )
+      if (rows.length > 0) break
+      assert.ok(waited < 5000, 'the append waits for the lock')
+      await new Promise((resolve) => setTimeout(resolve, 20))
+    }
+    // As another replica would under the lock: the record that follows A's.
+    const theirs = chainRecord(mine!, new Date().toISOString(), call('b', 'b1'))
+    await holder.query(
+      `INSERT INTO barbican_audit_records (seq, at, type, subject, target, outcome, prev_hash, hash, body)
+       VALUES ($1, $2, 'call', 'b', 'b1', 'ok', $3, $4, $5)`,
+      [theirs.seq, theirs.at, theirs.prevHash, theirs.hash, theirs.body],
+    )
+    await holder.query('COMMIT')
+    const [added] = await appending
+    assert.equal(trips.count, 1 + 2, 'a missed try, then the locked path')
+    assert.equal(added?.seq, 3)
+    assert.equal(added?.prevHash, theirs.hash)
+    const records = await storeA.read()
+    assert.deepEqual(
+      records.map((r) => r.seq),
+      [1, 2, 3],
+    )
+  } finally {
+    holder.release()
+    await other.end()
+    await storeA.close()
+  }
+})

@@ -4,8 +4,9 @@
  * builds on the head it finds there, so appends from all replicas are serialized in the database
  * and each builds on the record the previous one committed. A group commit (audit-log.ts) makes
  * one transaction, with one multi-row INSERT, per batch of calls: one round trip while this
- * replica still holds the head, two when another replica moved it. Durable when the transaction
- * commits (the server's fsync), before the promise settles.
+ * replica still holds the head (a prepared call of `barbican_audit_append`, ADR 086), two when
+ * another replica moved it. Durable when the transaction commits (the server's fsync), before
+ * the promise settles.
  */
 import type { Pool, PoolClient } from 'pg'
 import { inTransaction } from '../store/postgres-schema.ts'
@@ -26,6 +27,64 @@ const PRUNE_HEAD = `
 const HEAD_ONE = `
   SELECT seq, hash FROM ((${HEAD}) UNION ALL (${PRUNE_HEAD})) AS h ORDER BY seq DESC LIMIT 1`
 
+/**
+ * The one-round-trip append as prepared statements (ADR 086): constant texts, parsed once per
+ * connection, the rows bound as parameters. A lone record (every batch at c=1) goes as scalars
+ * wrapped in one-element arrays, so its body is sent as it is; a batch as one array a column.
+ */
+const APPEND_ONE = {
+  name: 'barbican_audit_append_one',
+  text: `SELECT barbican_audit_append($1::bigint, $2::text, ARRAY[$3::bigint], ARRAY[$4::text],
+    ARRAY[$5::text], ARRAY[$6::text], ARRAY[$7::text], ARRAY[$8::text], ARRAY[$9::text],
+    ARRAY[$10::text], ARRAY[$11::text])`,
+} as const
+const APPEND_MANY = {
+  name: 'barbican_audit_append_many',
+  text: `SELECT barbican_audit_append($1::bigint, $2::text, $3::bigint[], $4::text[], $5::text[],
+    $6::text[], $7::text[], $8::text[], $9::text[], $10::text[], $11::text[])`,
+} as const
+
+const appendOneQuery = (guess: ChainHead, r: AuditRecord) => {
+  const s = r.searchable ?? searchableOf(r)
+  return {
+    ...APPEND_ONE,
+    rowMode: 'array' as const,
+    values: [
+      guess.seq,
+      guess.hash,
+      r.seq,
+      r.at,
+      s.type,
+      s.subject,
+      s.target,
+      s.outcome,
+      r.prevHash,
+      r.hash,
+      r.body,
+    ],
+  }
+}
+
+const appendManyQuery = (guess: ChainHead, records: readonly AuditRecord[]) => {
+  const n = records.length
+  const columns = Array.from({ length: 9 }, () => new Array<unknown>(n))
+  const [seqs, ats, types, subjects, targets, outcomes, prevHashes, hashes, bodies] = columns
+  for (let i = 0; i < n; i++) {
+    const r = records[i]!
+    const s = r.searchable ?? searchableOf(r)
+    seqs![i] = r.seq
+    ats![i] = r.at
+    types![i] = s.type
+    subjects![i] = s.subject
+    targets![i] = s.target
+    outcomes![i] = s.outcome
+    prevHashes![i] = r.prevHash
+    hashes![i] = r.hash
+    bodies![i] = r.body
+  }
+  return { ...APPEND_MANY, rowMode: 'array' as const, values: [guess.seq, guess.hash, ...columns] }
+}
+
 /** The audit store over an open pool (store/postgres.ts openPostgresPool); `ownsPool`: close ends it. */
 export function postgresAuditStore(pool: Pool, ownsPool: boolean): AuditStore {
   const insertCheckpoint = (client: Pick<Pool, 'query'>, c: Checkpoint) =>
@@ -34,7 +93,10 @@ export function postgresAuditStore(pool: Pool, ownsPool: boolean): AuditStore {
        VALUES ($1, $2, $3, $4, $5, $6)`,
       [c.seq, c.hash, c.at, c.reason, c.keyId, c.signature],
     )
-  /** The rows of `records` as an INSERT's VALUES list of escaped literals (simple protocol). */
+  /**
+   * The rows of `records` as an INSERT's VALUES list of escaped literals (simple protocol): the
+   * locked path only, whose rows and COMMIT go in one message.
+   */
   const valuesOf = (client: Pick<PoolClient, 'escapeLiteral'>, records: readonly AuditRecord[]) => {
     const text = (v: string | null | undefined) =>
       v === null || v === undefined ? 'NULL' : client.escapeLiteral(v)
@@ -61,12 +123,12 @@ export function postgresAuditStore(pool: Pool, ownsPool: boolean): AuditStore {
   let contended = false
 
   /**
-   * One round trip: builds on `guess` and sends the lock and a conditional INSERT as one
-   * simple-protocol message, which PostgreSQL runs as one implicit transaction (rolled back
-   * whole on an error, so the connection never stays in a failed block). The INSERT runs under
-   * the append lock with its own snapshot, so it sees every append committed before it and adds
-   * its rows only when the head is still `guess`. Returns the rows written, or undefined when
-   * the head had moved on (nothing written).
+   * One round trip: builds on `guess` and calls `barbican_audit_append` (schema migration 3,
+   * ADR 086) through a statement prepared once per connection, the rows as parameters: no SQL
+   * text is built or escaped per record. The function takes the append lock, reads the head
+   * with a snapshot taken after the lock is granted, and inserts the rows only when the head is
+   * still `guess`, all in the implicit transaction of the one message (rolled back whole on an
+   * error). Returns the rows written, or undefined when the head had moved on (nothing written).
    */
   const appendOn = async (
     guess: ChainHead,
@@ -74,18 +136,12 @@ export function postgresAuditStore(pool: Pool, ownsPool: boolean): AuditStore {
   ): Promise<readonly AuditRecord[] | undefined> => {
     const added = build(guess)
     if (added.length === 0) return added
+    const query =
+      added.length === 1 ? appendOneQuery(guess, added[0]!) : appendManyQuery(guess, added)
     const client = await pool.connect()
     try {
-      const expected = client.escapeLiteral(`${guess.seq}:${guess.hash}`)
-      const genesis = client.escapeLiteral(`0:${GENESIS_HASH}`)
-      const results = (await client.query(
-        `SELECT pg_advisory_xact_lock(${APPEND_LOCK});
-         INSERT INTO barbican_audit_records
-           (seq, at, type, subject, target, outcome, prev_hash, hash, body)
-         SELECT * FROM (VALUES ${valuesOf(client, added)}) AS v
-         WHERE COALESCE((SELECT seq || ':' || hash FROM (${HEAD_ONE}) AS h), ${genesis}) = ${expected}`,
-      )) as unknown as { rowCount: number | null }[]
-      return results[1]?.rowCount === added.length ? added : undefined
+      const result = await client.query<[number]>(query)
+      return result.rows[0]?.[0] === added.length ? added : undefined
     } finally {
       client.release()
     }
