@@ -119,18 +119,20 @@ test('postgres: an append after another writer moved the head chains onto its re
   const storeA = postgresAuditStore(a, true)
   const storeB = postgresAuditStore(b, true)
   try {
+    // Counted from the start: A keeps the connection of its first append for the next ones.
+    const trips = countRoundTrips(a)
     await storeA.append(appendCall('a1'))
     await storeB.append(appendCall('b1'))
     await storeB.append(appendCall('b2'))
-    const trips = countRoundTrips(a)
+    const start = trips.count
     // A still believes its record 1 is the head: that try writes nothing, the locked path does.
     const [added] = await storeA.append(appendCall('a2'))
-    assert.equal(trips.count, 1 + 2, 'a missed try, then lock and head, then the rows')
+    assert.equal(trips.count - start, 1 + 2, 'a missed try, then lock and head, then the rows')
     // Still contended: locked, and the head it reads is A's own again; then one round trip.
     await storeA.append(appendCall('a3'))
-    assert.equal(trips.count, 3 + 2)
+    assert.equal(trips.count - start, 3 + 2)
     await storeA.append(appendCall('a4'))
-    assert.equal(trips.count, 5 + 1)
+    assert.equal(trips.count - start, 5 + 1)
     const records = await storeA.read()
     assert.equal(records.length, 6)
     assert.equal(added?.seq, 4)
@@ -186,11 +188,12 @@ test('postgres: a one-round-trip append that waited for the lock sees what commi
   const storeA = postgresAuditStore(a, true)
   const holder = await other.connect()
   try {
+    const trips = countRoundTrips(a)
     await storeA.append(appendCall('a1'))
     const [mine] = await storeA.read()
     await holder.query('BEGIN')
     await holder.query('SELECT pg_advisory_xact_lock($1)', [0x61756469])
-    const trips = countRoundTrips(a)
+    const start = trips.count
     const appending = storeA.append(appendCall('a2'))
     // Until A's backend waits for the advisory lock inside barbican_audit_append.
     for (let waited = 0; ; waited += 20) {
@@ -211,7 +214,7 @@ test('postgres: a one-round-trip append that waited for the lock sees what commi
     )
     await holder.query('COMMIT')
     const [added] = await appending
-    assert.equal(trips.count, 1 + 2, 'a missed try, then the locked path')
+    assert.equal(trips.count - start, 1 + 2, 'a missed try, then the locked path')
     assert.equal(added?.seq, 3)
     assert.equal(added?.prevHash, theirs.hash)
     const records = await storeA.read()
@@ -223,5 +226,33 @@ test('postgres: a one-round-trip append that waited for the lock sees what commi
     holder.release()
     await other.end()
     await storeA.close()
+  }
+})
+
+test('postgres: an append after the server closed the kept connection uses a new one', async () => {
+  const url = new URL(await freshPostgresUrl())
+  const name = `barbican-kept-${process.pid}-${Date.now()}`
+  url.searchParams.set('application_name', name)
+  const pool = await openPostgresPool(url.toString())
+  const store = postgresAuditStore(pool, true)
+  const admin = await openPostgresPool(await freshPostgresUrl())
+  try {
+    await store.append(appendCall('t1'))
+    await store.append(appendCall('t2'))
+    // The connection the store keeps between appends ends while it waits (no error escapes).
+    const { rows } = await admin.query(
+      'SELECT pg_terminate_backend(pid) AS done FROM pg_stat_activity WHERE application_name = $1',
+      [name],
+    )
+    assert.ok(rows.length > 0, 'the kept connection was there to close')
+    await new Promise((resolve) => setTimeout(resolve, 100))
+    await store.append(appendCall('t3'))
+    assert.deepEqual(
+      (await store.read()).map((r) => r.seq),
+      [1, 2, 3],
+    )
+  } finally {
+    await store.close()
+    await admin.end()
   }
 })

@@ -8,7 +8,7 @@
  * another replica moved it. Durable when the transaction commits (the server's fsync), before
  * the promise settles.
  */
-import type { Pool, PoolClient } from 'pg'
+import type { Pool, PoolClient, QueryConfig } from 'pg'
 import { inTransaction } from '../store/postgres-schema.ts'
 import type { AuditQuery, AuditStore, ChainHead, Checkpoint } from './audit-store.ts'
 import { bodyAgrees } from './query.ts'
@@ -27,29 +27,44 @@ const PRUNE_HEAD = `
 const HEAD_ONE = `
   SELECT seq, hash FROM ((${HEAD}) UNION ALL (${PRUNE_HEAD})) AS h ORDER BY seq DESC LIMIT 1`
 
+/** The SQLSTATE `barbican_audit_append` fails with when the head moved (nothing written). */
+const HEAD_MOVED = 'BA001'
+
 /**
- * The one-round-trip append as prepared statements (ADR 086): constant texts, parsed once per
- * connection, the rows bound as parameters. A lone record (every batch at c=1) goes as scalars
- * wrapped in one-element arrays, so its body is sent as it is; a batch as one array a column.
+ * A prepared statement of the one-round-trip append (ADR 086): a constant text, parsed once per
+ * connection, the rows bound as parameters. Each query is an object with only `values` of its
+ * own, the name and text on its prototype: pg copies a query's config property by property
+ * (pg/lib/utils.js cloneQueryConfig), and copies the prototype by reference.
  */
-const APPEND_ONE = {
-  name: 'barbican_audit_append_one',
-  text: `SELECT barbican_audit_append($1::bigint, $2::text, ARRAY[$3::bigint], ARRAY[$4::text],
+function preparedCall(name: string, text: string): (values: unknown[]) => QueryConfig {
+  const constant = Object.freeze({ name, text })
+  return (values) => {
+    const query = Object.create(constant) as QueryConfig
+    query.values = values
+    return query
+  }
+}
+
+/** A lone record (every batch at c=1): scalars in one-element arrays, its body sent as it is. */
+const appendOne = preparedCall(
+  'barbican_audit_append_one',
+  `CALL barbican_audit_append($1::bigint, $2::text, ARRAY[$3::bigint], ARRAY[$4::text],
     ARRAY[$5::text], ARRAY[$6::text], ARRAY[$7::text], ARRAY[$8::text], ARRAY[$9::text],
     ARRAY[$10::text], ARRAY[$11::text])`,
-} as const
-const APPEND_MANY = {
-  name: 'barbican_audit_append_many',
-  text: `SELECT barbican_audit_append($1::bigint, $2::text, $3::bigint[], $4::text[], $5::text[],
+)
+/** A batch: one array a column. */
+const appendMany = preparedCall(
+  'barbican_audit_append_many',
+  `CALL barbican_audit_append($1::bigint, $2::text, $3::bigint[], $4::text[], $5::text[],
     $6::text[], $7::text[], $8::text[], $9::text[], $10::text[], $11::text[])`,
-} as const
+)
 
-const appendOneQuery = (guess: ChainHead, r: AuditRecord) => {
-  const s = r.searchable ?? searchableOf(r)
-  return {
-    ...APPEND_ONE,
-    rowMode: 'array' as const,
-    values: [
+const appendQuery = (guess: ChainHead, records: readonly AuditRecord[]) => {
+  const n = records.length
+  if (n === 1) {
+    const r = records[0]!
+    const s = r.searchable ?? searchableOf(r)
+    return appendOne([
       guess.seq,
       guess.hash,
       r.seq,
@@ -61,28 +76,43 @@ const appendOneQuery = (guess: ChainHead, r: AuditRecord) => {
       r.prevHash,
       r.hash,
       r.body,
-    ],
+    ])
   }
-}
-
-const appendManyQuery = (guess: ChainHead, records: readonly AuditRecord[]) => {
-  const n = records.length
-  const columns = Array.from({ length: 9 }, () => new Array<unknown>(n))
-  const [seqs, ats, types, subjects, targets, outcomes, prevHashes, hashes, bodies] = columns
+  const seqs = new Array<number>(n)
+  const ats = new Array<string>(n)
+  const types = new Array<string>(n)
+  const subjects = new Array<string>(n)
+  const targets = new Array<string | null>(n)
+  const outcomes = new Array<string>(n)
+  const prevHashes = new Array<string>(n)
+  const hashes = new Array<string>(n)
+  const bodies = new Array<string>(n)
   for (let i = 0; i < n; i++) {
     const r = records[i]!
     const s = r.searchable ?? searchableOf(r)
-    seqs![i] = r.seq
-    ats![i] = r.at
-    types![i] = s.type
-    subjects![i] = s.subject
-    targets![i] = s.target
-    outcomes![i] = s.outcome
-    prevHashes![i] = r.prevHash
-    hashes![i] = r.hash
-    bodies![i] = r.body
+    seqs[i] = r.seq
+    ats[i] = r.at
+    types[i] = s.type
+    subjects[i] = s.subject
+    targets[i] = s.target
+    outcomes[i] = s.outcome
+    prevHashes[i] = r.prevHash
+    hashes[i] = r.hash
+    bodies[i] = r.body
   }
-  return { ...APPEND_MANY, rowMode: 'array' as const, values: [guess.seq, guess.hash, ...columns] }
+  return appendMany([
+    guess.seq,
+    guess.hash,
+    seqs,
+    ats,
+    types,
+    subjects,
+    targets,
+    outcomes,
+    prevHashes,
+    hashes,
+    bodies,
+  ])
 }
 
 /** The audit store over an open pool (store/postgres.ts openPostgresPool); `ownsPool`: close ends it. */
@@ -123,9 +153,42 @@ export function postgresAuditStore(pool: Pool, ownsPool: boolean): AuditStore {
   let contended = false
 
   /**
+   * The connection appends use, kept checked out between them: AuditLog appends one batch at a
+   * time, so a batch costs no pool checkout, release and idle timer. Another append under way
+   * at the same time borrows from the pool as before. Dropped (and closed) on a connection
+   * error, whether in a query or while it waits.
+   */
+  let appender: PoolClient | undefined
+  let closed = false
+  const watched = new WeakSet<PoolClient>()
+  const takeAppender = async (): Promise<PoolClient> => {
+    const client = appender ?? (await pool.connect())
+    appender = undefined
+    if (!watched.has(client)) {
+      watched.add(client)
+      // A checked-out client has no listener of the pool's: without one, the error event of
+      // a connection the server closed while it waits here would end the process.
+      client.on('error', (err) => {
+        if (appender !== client) return
+        appender = undefined
+        client.release(err)
+      })
+    }
+    return client
+  }
+  const keepAppender = (client: PoolClient, err?: unknown) => {
+    // An error of the server's (it has a SQLSTATE) leaves the connection usable; any other
+    // (a broken socket, a timeout) may not, so the pool closes that connection.
+    const broken = err !== undefined && typeof (err as { code?: unknown }).code !== 'string'
+    if (broken || appender !== undefined || closed)
+      client.release(broken ? (err as Error) : undefined)
+    else appender = client
+  }
+
+  /**
    * One round trip: builds on `guess` and calls `barbican_audit_append` (schema migration 3,
    * ADR 086) through a statement prepared once per connection, the rows as parameters: no SQL
-   * text is built or escaped per record. The function takes the append lock, reads the head
+   * text is built or escaped per record. The procedure takes the append lock, reads the head
    * with a snapshot taken after the lock is granted, and inserts the rows only when the head is
    * still `guess`, all in the implicit transaction of the one message (rolled back whole on an
    * error). Returns the rows written, or undefined when the head had moved on (nothing written).
@@ -136,15 +199,17 @@ export function postgresAuditStore(pool: Pool, ownsPool: boolean): AuditStore {
   ): Promise<readonly AuditRecord[] | undefined> => {
     const added = build(guess)
     if (added.length === 0) return added
-    const query =
-      added.length === 1 ? appendOneQuery(guess, added[0]!) : appendManyQuery(guess, added)
-    const client = await pool.connect()
+    const query = appendQuery(guess, added)
+    const client = await takeAppender()
     try {
-      const result = await client.query<[number]>(query)
-      return result.rows[0]?.[0] === added.length ? added : undefined
-    } finally {
-      client.release()
+      await client.query(query)
+    } catch (err) {
+      keepAppender(client, err)
+      if ((err as { code?: unknown }).code === HEAD_MOVED) return undefined
+      throw err
     }
+    keepAppender(client)
+    return added
   }
 
   /**
@@ -153,7 +218,7 @@ export function postgresAuditStore(pool: Pool, ownsPool: boolean): AuditStore {
    * it finds is the one this store wrote last decides whether the next append tries `appendOn`.
    */
   const appendLocked = async (build: (head: ChainHead) => readonly AuditRecord[]) => {
-    const client = await pool.connect()
+    const client = await takeAppender()
     try {
       const opened = (await client.query(
         `BEGIN; SELECT pg_advisory_xact_lock(${APPEND_LOCK}); ${HEAD_ONE}`,
@@ -163,23 +228,22 @@ export function postgresAuditStore(pool: Pool, ownsPool: boolean): AuditStore {
       const added = build(head)
       if (added.length === 0) {
         await client.query('COMMIT')
-        return added
+      } else {
+        await client.query(
+          `INSERT INTO barbican_audit_records
+             (seq, at, type, subject, target, outcome, prev_hash, hash, body)
+           VALUES ${valuesOf(client, added)}; COMMIT`,
+        )
       }
-      await client.query(
-        `INSERT INTO barbican_audit_records
-           (seq, at, type, subject, target, outcome, prev_hash, hash, body)
-         VALUES ${valuesOf(client, added)}; COMMIT`,
-      )
+      keepAppender(client)
       return added
     } catch (err) {
       await client.query('ROLLBACK').catch(() => {})
+      keepAppender(client, err)
       throw err
-    } finally {
-      client.release()
     }
   }
 
-  let closed = false
   return {
     async append(build) {
       // On the head this replica last wrote, in one round trip; when another replica had moved
@@ -244,9 +308,11 @@ export function postgresAuditStore(pool: Pool, ownsPool: boolean): AuditStore {
       })
     },
     async close() {
-      if (closed || !ownsPool) return
+      if (closed) return
       closed = true
-      await pool.end()
+      appender?.release()
+      appender = undefined
+      if (ownsPool) await pool.end()
     },
   }
 }

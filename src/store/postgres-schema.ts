@@ -121,20 +121,20 @@ export const POSTGRES_MIGRATIONS: readonly PostgresMigration[] = [
     version: 3,
     name: 'audit append in one prepared statement',
     // ADR 086. Takes the append lock (src/audit/postgres.ts APPEND_LOCK, 0x61756469), reads the
-    // head, and inserts the rows only when the head is the one they were built on; returns how
-    // many it inserted (0: the head had moved, nothing written). A VOLATILE function: under READ
+    // head, and inserts the rows only when the head is the one they were built on; otherwise it
+    // writes nothing and fails with SQLSTATE BA001 (src/audit/postgres.ts HEAD_MOVED). Under READ
     // COMMITTED each statement in it takes a fresh snapshot, so the head read after the lock is
-    // granted sees every append committed before. It chains nothing: the gateway hashed the rows.
+    // granted sees every append committed before. A procedure: a CALL answers no rows, so the
+    // gateway parses no row description per batch. It chains nothing: the gateway hashed the rows.
     sql: `
-      CREATE FUNCTION barbican_audit_append(
+      CREATE PROCEDURE barbican_audit_append(
         expected_seq BIGINT, expected_hash TEXT, seqs BIGINT[], ats TEXT[], types TEXT[],
         subjects TEXT[], targets TEXT[], outcomes TEXT[], prev_hashes TEXT[], hashes TEXT[],
         bodies TEXT[]
-      ) RETURNS INTEGER VOLATILE LANGUAGE plpgsql AS $fn$
+      ) LANGUAGE plpgsql AS $fn$
       DECLARE
         head_seq BIGINT;
         head_hash TEXT;
-        added INTEGER;
       BEGIN
         PERFORM pg_advisory_xact_lock(1635083369);
         SELECT h.seq, h.hash INTO head_seq, head_hash FROM (
@@ -148,14 +148,12 @@ export const POSTGRES_MIGRATIONS: readonly PostgresMigration[] = [
           head_hash := expected_hash;
         END IF;
         IF head_seq <> expected_seq OR head_hash <> expected_hash THEN
-          RETURN 0;
+          RAISE EXCEPTION 'the audit chain head moved to %', head_seq USING ERRCODE = 'BA001';
         END IF;
         INSERT INTO barbican_audit_records
           (seq, at, type, subject, target, outcome, prev_hash, hash, body)
         SELECT * FROM unnest(seqs, ats, types, subjects, targets, outcomes, prev_hashes, hashes,
           bodies);
-        GET DIAGNOSTICS added = ROW_COUNT;
-        RETURN added;
       END
       $fn$;
     `,
