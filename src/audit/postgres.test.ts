@@ -256,3 +256,51 @@ test('postgres: an append after the server closed the kept connection uses a new
     await admin.end()
   }
 })
+
+test('postgres: batches store every column as given, newlines and nulls included', async () => {
+  const pool = await openPostgresPool(await freshPostgresUrl())
+  const store = postgresAuditStore(pool, true)
+  const batchOf =
+    (...subjects: string[]) =>
+    (head: { seq: number; hash: string }) => {
+      const at = new Date().toISOString()
+      let previous = head
+      return subjects.map((subject, i) => {
+        const event = { ...call(subject, `t${i}`), ...(i === 1 ? { target: undefined } : {}) }
+        const record = chainRecord(previous, at, event)
+        previous = record
+        return record
+      })
+    }
+  try {
+    await store.append(batchOf('s'))
+    // One round trip each: values joined by newlines, then (a subject with one) as arrays.
+    const lines = await store.append(batchOf('alice', 'bob', 'carol'))
+    const arrays = await store.append(batchOf('dave', 'line\nbreak', 'erin'))
+    const records = await store.read()
+    assert.deepEqual(
+      records.map((r) => r.seq),
+      [1, 2, 3, 4, 5, 6, 7],
+    )
+    for (const written of [...lines, ...arrays]) {
+      const stored = records[written.seq - 1]!
+      assert.deepEqual(
+        [stored.at, stored.prevHash, stored.hash, stored.body],
+        [written.at, written.prevHash, written.hash, written.body],
+      )
+    }
+    const { rows } = await pool.query(
+      'SELECT subject, target FROM barbican_audit_records WHERE seq > 1 ORDER BY seq',
+    )
+    assert.deepEqual(rows, [
+      { subject: 'alice', target: 't0' },
+      { subject: 'bob', target: null },
+      { subject: 'carol', target: 't2' },
+      { subject: 'dave', target: 't0' },
+      { subject: 'line\nbreak', target: null },
+      { subject: 'erin', target: 't2' },
+    ])
+  } finally {
+    await store.close()
+  }
+})

@@ -52,6 +52,19 @@ const appendOne = preparedCall(
     ARRAY[$5::text], ARRAY[$6::text], ARRAY[$7::text], ARRAY[$8::text], ARRAY[$9::text],
     ARRAY[$10::text], ARRAY[$11::text])`,
 )
+/**
+ * A batch, each text column as its values joined by newlines (split by the server): pg sends a
+ * string parameter as it is, where it would escape every element of an array (a JSON body's
+ * every quote). For columns where some value has a newline, or is null, `appendMany`.
+ */
+const appendLines = preparedCall(
+  'barbican_audit_append_lines',
+  `CALL barbican_audit_append($1::bigint, $2::text, $3::bigint[],
+    string_to_array($4::text, E'\\n'), string_to_array($5::text, E'\\n'),
+    string_to_array($6::text, E'\\n'), $7::text[], string_to_array($8::text, E'\\n'),
+    string_to_array($9::text, E'\\n'), string_to_array($10::text, E'\\n'),
+    string_to_array($11::text, E'\\n'))`,
+)
 /** A batch: one array a column. */
 const appendMany = preparedCall(
   'barbican_audit_append_many',
@@ -99,6 +112,22 @@ const appendQuery = (guess: ChainHead, records: readonly AuditRecord[]) => {
     prevHashes[i] = r.prevHash
     hashes[i] = r.hash
     bodies[i] = r.body
+  }
+  const columns = [ats, types, subjects, outcomes, prevHashes, hashes, bodies]
+  if (columns.every((column) => column.every((v) => !v.includes('\n')))) {
+    return appendLines([
+      guess.seq,
+      guess.hash,
+      seqs,
+      ats.join('\n'),
+      types.join('\n'),
+      subjects.join('\n'),
+      targets,
+      outcomes.join('\n'),
+      prevHashes.join('\n'),
+      hashes.join('\n'),
+      bodies.join('\n'),
+    ])
   }
   return appendMany([
     guess.seq,
