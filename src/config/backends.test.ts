@@ -27,7 +27,11 @@ describe('PostgreSQL and Redis configuration', () => {
       url: 'postgres://db.internal/barbican',
       migrate: true,
     })
-    assert.deepEqual(config.redis, { url: 'redis://cache:6379', prefix: 'barbican:' })
+    assert.deepEqual(config.redis, {
+      url: 'redis://cache:6379',
+      prefix: 'barbican:',
+      quotaLeaseMs: 200,
+    })
   })
 
   test('the environment wins over the file and keeps its migrate and prefix', () => {
@@ -36,7 +40,11 @@ describe('PostgreSQL and Redis configuration', () => {
       { BARBICAN_POSTGRES_URL: 'postgresql://env/db', BARBICAN_REDIS_URL: 'rediss://env:6380' },
     )
     assert.deepEqual(config.store, { kind: 'postgres', url: 'postgresql://env/db', migrate: false })
-    assert.deepEqual(config.redis, { url: 'rediss://env:6380', prefix: 'gw1:' })
+    assert.deepEqual(config.redis, {
+      url: 'rediss://env:6380',
+      prefix: 'gw1:',
+      quotaLeaseMs: 200,
+    })
   })
 
   test('BARBICAN_POSTGRES_URL replaces the SQLite default; linked tokens follow it', () => {

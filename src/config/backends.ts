@@ -19,6 +19,8 @@ export const POSTGRES_URL_ENV = 'BARBICAN_POSTGRES_URL'
 export const REDIS_URL_ENV = 'BARBICAN_REDIS_URL'
 /** What every Redis key of Barbican starts with unless `redis.prefix` says otherwise. */
 export const DEFAULT_REDIS_PREFIX = 'barbican:'
+/** How long a quota lease lives unless `redis.quotaLeaseMs` says otherwise (ADR 085). */
+export const DEFAULT_QUOTA_LEASE_MS = 200
 
 const urlOf = (schemes: readonly string[]) =>
   z.string().superRefine((value, ctx) => {
@@ -61,6 +63,14 @@ export const redisSchema = doc(
       'Key prefix',
       `What every key Barbican writes starts with, so gateways can share a Redis. Default: ${DEFAULT_REDIS_PREFIX}`,
     ),
+    quotaLeaseMs: doc(
+      z.int().min(0).max(1000).default(DEFAULT_QUOTA_LEASE_MS),
+      'Quota lease life (ms)',
+      'How long a replica may hold quota tokens it reserved from Redis for a busy key, to admit ' +
+        'its calls without a round trip each (ADR 085, docs/policy.md). Unused tokens go back ' +
+        'when the lease ends; a replica that dies loses at most its outstanding leases. 0: ' +
+        `every call under a quota takes its token from Redis. Default: ${DEFAULT_QUOTA_LEASE_MS}.`,
+    ),
   }),
   'Redis',
   'State shared between replicas (rate-limit counters, …) in Redis instead of process memory. ' +
@@ -71,6 +81,8 @@ export const redisSchema = doc(
 export interface RedisConfig {
   readonly url: string
   readonly prefix: string
+  /** How long a quota lease lives, ms; 0: none; absent: DEFAULT_QUOTA_LEASE_MS (ADR 085). */
+  readonly quotaLeaseMs?: number | undefined
 }
 
 /** A variable that is set but unusable, as a config issue at the variable's name. */

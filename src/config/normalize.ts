@@ -7,6 +7,7 @@ import { dirname, isAbsolute, join, resolve } from 'node:path'
 import type { AuthConfig } from '../auth/auth-config.ts'
 import type { SandboxSpec } from '../transports/sandbox.ts'
 import {
+  DEFAULT_QUOTA_LEASE_MS,
   DEFAULT_REDIS_PREFIX,
   envUrlIssue,
   POSTGRES_SCHEMES,
@@ -368,10 +369,16 @@ function backendsOf(
   const redis: RedisConfig | undefined =
     redisUrl === undefined
       ? native.redis
-      : { url: redisUrl, prefix: native.redis?.prefix ?? DEFAULT_REDIS_PREFIX }
+      : {
+          url: redisUrl,
+          prefix: native.redis?.prefix ?? DEFAULT_REDIS_PREFIX,
+          quotaLeaseMs: native.redis?.quotaLeaseMs ?? DEFAULT_QUOTA_LEASE_MS,
+        }
   return {
     ...(store === undefined ? {} : { store }),
-    ...(redis === undefined ? {} : { redis: { url: redis.url, prefix: redis.prefix } }),
+    ...(redis === undefined
+      ? {}
+      : { redis: { url: redis.url, prefix: redis.prefix, quotaLeaseMs: redis.quotaLeaseMs } }),
   }
 }
 

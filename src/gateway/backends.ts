@@ -3,6 +3,7 @@
  * BARBICAN_REDIS_URL names, opened once at start and closed at stop, and the stores built on
  * it. Without Redis everything stays in process memory, exactly as for a single gateway.
  */
+import { DEFAULT_QUOTA_LEASE_MS } from '../config/backends.ts'
 import type { Config } from '../config/config.ts'
 import {
   type AnswerLedger,
@@ -10,12 +11,15 @@ import {
   RedisAnswerLedger,
 } from '../policies/answer-ledger.ts'
 import { MemoryRateCounterStore, type RateCounterStore } from '../policies/rate-counter-store.ts'
+import { LeasingRateCounterStore } from '../policies/rate-leases.ts'
 import { RedisRateCounterStore } from '../policies/redis-rate-counter-store.ts'
 import type { RedisClient } from '../store/redis.ts'
 
 export interface Backends {
-  /** The connection and key prefix; undefined: memory only. */
-  readonly redis?: { readonly client: RedisClient; readonly prefix: string } | undefined
+  /** The connection, key prefix and quota lease life; undefined: memory only. */
+  readonly redis?:
+    | { readonly client: RedisClient; readonly prefix: string; readonly quotaLeaseMs: number }
+    | undefined
   close(): Promise<void>
 }
 
@@ -29,17 +33,26 @@ export async function openBackends(config: Config): Promise<Backends> {
   const { openRedis } = await import('../store/redis.ts')
   const client = await openRedis(config.redis.url)
   return {
-    redis: { client, prefix: config.redis.prefix },
+    redis: {
+      client,
+      prefix: config.redis.prefix,
+      quotaLeaseMs: config.redis.quotaLeaseMs ?? DEFAULT_QUOTA_LEASE_MS,
+    },
     async close() {
       client.destroy()
     },
   }
 }
 
-/** Where rate-limit counters live: Redis when configured (fleet-wide), else this process. */
+/**
+ * Where rate-limit counters live: Redis when configured (fleet-wide), with leases for busy keys
+ * unless `redis.quotaLeaseMs` is 0 (ADR 085), else this process.
+ */
 export function rateCounterStoreOf(backends: Backends): RateCounterStore {
   if (backends.redis === undefined) return new MemoryRateCounterStore()
-  return new RedisRateCounterStore(backends.redis.client, backends.redis.prefix)
+  const { client, prefix, quotaLeaseMs } = backends.redis
+  const shared = new RedisRateCounterStore(client, prefix)
+  return quotaLeaseMs > 0 ? new LeasingRateCounterStore(shared, quotaLeaseMs) : shared
 }
 
 /** Where answered confirmations are kept: Redis when configured (single-use fleet-wide). */

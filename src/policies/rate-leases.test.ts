@@ -1,0 +1,231 @@
+import assert from 'node:assert/strict'
+import { after, before, describe, it } from 'node:test'
+import { setTimeout as sleep } from 'node:timers/promises'
+import { freshRedisPrefix, REDIS_URL } from '../../test/support/backends.ts'
+import { openRedis, type RedisClient } from '../store/redis.ts'
+import { rateCounterStoreContract } from './rate-counter-store.contract.ts'
+import type { RateRule } from './rate-counter-store.ts'
+import { type LeasedDecision, type LeaseTake, LeasingRateCounterStore } from './rate-leases.ts'
+import { RedisRateCounterStore } from './redis-rate-counter-store.ts'
+
+let client: RedisClient
+const prefixes: string[] = []
+const opened: RedisClient[] = []
+before(async () => {
+  client = await openRedis(REDIS_URL)
+})
+after(async () => {
+  for (const prefix of prefixes) {
+    const keys = await client.keys(`${prefix}*`)
+    if (keys.length > 0) await client.del(keys)
+  }
+  for (const c of opened) c.destroy()
+  client.destroy()
+})
+
+function freshPrefix(): string {
+  const prefix = freshRedisPrefix()
+  prefixes.push(prefix)
+  return prefix
+}
+
+/** The Redis store, counting the tokens it leased and the script calls it made. */
+class Counted extends RedisRateCounterStore {
+  granted = 0
+  takes = 0
+  givenBack = 0
+  override async takeLeasing(entries: readonly LeaseTake[], now: number) {
+    this.takes++
+    const decisions: LeasedDecision[] = await super.takeLeasing(entries, now)
+    for (const d of decisions) if (d.allowed) this.granted += d.granted ?? 0
+    return decisions
+  }
+  override async giveBack(
+    key: string,
+    rule: RateRule,
+    tokens: number,
+    anchor: number,
+    now: number,
+  ) {
+    this.givenBack += tokens
+    return await super.giveBack(key, rule, tokens, anchor, now)
+  }
+}
+
+/** Three replicas: a connection, a Redis store and a leasing store each, on one prefix. */
+async function replicas(leaseMs = 100) {
+  const prefix = freshPrefix()
+  return await Promise.all(
+    [1, 2, 3].map(async () => {
+      const c = await openRedis(REDIS_URL)
+      opened.push(c)
+      const shared = new Counted(c, prefix)
+      return { client: c, shared, store: new LeasingRateCounterStore(shared, leaseMs) }
+    }),
+  )
+}
+
+/** Takes on `key` every ~`gapMs` for `ms`, `workers` at a time; how many were admitted. */
+async function drive(
+  store: LeasingRateCounterStore,
+  key: string,
+  rule: RateRule,
+  ms: number,
+  workers = 1,
+  gapMs = 1,
+): Promise<{ calls: number; admitted: number }> {
+  const end = Date.now() + ms
+  let calls = 0
+  let admitted = 0
+  await Promise.all(
+    Array.from({ length: workers }, async () => {
+      while (Date.now() < end) {
+        calls++
+        if ((await store.take(key, rule, Date.now())).allowed) admitted++
+        if (gapMs > 0) await sleep(gapMs)
+        else await new Promise((resolve) => setImmediate(resolve))
+      }
+    }),
+  )
+  return { calls, admitted }
+}
+
+rateCounterStoreContract('redis with leases', () => {
+  return new LeasingRateCounterStore(new RedisRateCounterStore(client, freshPrefix()), 200)
+})
+
+describe('LeasingRateCounterStore on Redis', () => {
+  it('three replicas hammering one key with leases admit exactly the limit, never more', async () => {
+    const fleet = await replicas()
+    const rule: RateRule = { algorithm: 'fixed-window', limit: 3000, windowMs: 60_000 }
+    const runs = await Promise.all(fleet.map(({ store }) => drive(store, 'hot', rule, 1500, 4, 0)))
+    const admitted = runs.reduce((n, r) => n + r.admitted, 0)
+    const calls = runs.reduce((n, r) => n + r.calls, 0)
+    const granted = fleet.reduce((n, r) => n + r.shared.granted, 0)
+    assert.ok(calls > rule.limit, `the key was driven past its limit (${calls} calls)`)
+    assert.ok(granted > 0, 'leases were granted')
+    assert.ok(admitted <= rule.limit, `admitted ${admitted} of ${rule.limit}`)
+    // Once the leases have expired and gone back, the fleet can take exactly what is left.
+    await sleep(300)
+    let more = 0
+    for (let i = 0; i < rule.limit - admitted + 10; i++) {
+      if ((await fleet[i % 3]!.store.take('hot', rule, Date.now())).allowed) more++
+    }
+    assert.equal(admitted + more, rule.limit, `${admitted} + ${more} admitted in total`)
+  })
+
+  it('a token bucket under leases never admits more than its tokens', async () => {
+    const fleet = await replicas()
+    const rule: RateRule = { algorithm: 'token-bucket', limit: 2000, windowMs: 3_600_000 }
+    const started = Date.now()
+    const runs = await Promise.all(fleet.map(({ store }) => drive(store, 'hot', rule, 1500, 4, 0)))
+    const admitted = runs.reduce((n, r) => n + r.admitted, 0)
+    assert.ok(fleet.reduce((n, r) => n + r.shared.granted, 0) > 0, 'leases were granted')
+    const refilled = Math.ceil(((Date.now() - started) * rule.limit) / rule.windowMs)
+    assert.ok(
+      admitted <= rule.limit + refilled,
+      `admitted ${admitted} of ${rule.limit} + ${refilled}`,
+    )
+  })
+
+  it('a low-limit key never leases: a limit of N across three replicas admits N', async () => {
+    const fleet = await replicas()
+    const rule: RateRule = { algorithm: 'fixed-window', limit: 25, windowMs: 60_000 }
+    const runs = await Promise.all(fleet.map(({ store }) => drive(store, 'low', rule, 600, 2)))
+    assert.equal(
+      fleet.reduce((n, r) => n + r.shared.granted, 0),
+      0,
+      'no lease',
+    )
+    assert.equal(
+      runs.reduce((n, r) => n + r.admitted, 0),
+      25,
+    )
+  })
+
+  it('a key that sees a few calls a second never leases', async () => {
+    const [one] = await replicas()
+    const rule: RateRule = { algorithm: 'token-bucket', limit: 1_000_000, windowMs: 60_000 }
+    await drive(one!.store, 'slow', rule, 600, 1, 50)
+    assert.equal(one!.shared.granted, 0)
+  })
+
+  it('unused lease tokens go back when the lease expires, and another replica uses them', async () => {
+    const [a, b] = await replicas()
+    const rule: RateRule = { algorithm: 'fixed-window', limit: 1000, windowMs: 60_000 }
+    const { admitted } = await drive(a!.store, 'k', rule, 250)
+    assert.ok(a!.shared.granted > 0, 'replica A leased')
+    await sleep(250) // the lease (100 ms) has expired and the sweep gave it back
+    assert.ok(a!.shared.givenBack > 0, 'tokens were given back')
+    let more = 0
+    for (let i = 0; i < 1000; i++) {
+      if ((await b!.store.take('k', rule, Date.now())).allowed) more++
+    }
+    assert.equal(admitted + more, 1000, `A admitted ${admitted}, B ${more}`)
+  })
+
+  it('a token given back never fills a bucket above its limit', async () => {
+    const [a] = await replicas()
+    const rule: RateRule = { algorithm: 'token-bucket', limit: 400, windowMs: 100 }
+    await drive(a!.store, 'k', rule, 250)
+    assert.ok(a!.shared.granted > 0, 'replica A leased')
+    await sleep(250)
+    assert.ok(a!.shared.givenBack > 0, 'tokens were given back')
+    const keys = await client.keys(`${prefixes.at(-1)}*`)
+    const tokens = Number(await client.hGet(keys[0]!, 't'))
+    assert.ok(tokens <= rule.limit, `bucket holds ${tokens} of ${rule.limit}`)
+  })
+
+  it('at a sustained rate and a high limit, well under 0.1 script calls per call at c=1', async () => {
+    const [a] = await replicas(200)
+    const rule: RateRule = { algorithm: 'fixed-window', limit: 1_000_000_000, windowMs: 60_000 }
+    await drive(a!.store, 'k', rule, 300) // the key's rate is measured
+    const before = a!.shared.takes
+    const { calls } = await drive(a!.store, 'k', rule, 1500)
+    const perCall = (a!.shared.takes - before) / calls
+    assert.ok(calls > 300, `${calls} calls`)
+    assert.ok(perCall < 0.05, `${perCall} script calls per call`)
+  })
+
+  it('a call served from a live lease needs no Redis; once it expires, the call fails closed', async () => {
+    const [a] = await replicas(200)
+    const rule: RateRule = { algorithm: 'fixed-window', limit: 1_000_000, windowMs: 60_000 }
+    await drive(a!.store, 'k', rule, 250)
+    assert.ok(a!.shared.granted > 0, 'replica A leased')
+    a!.client.destroy()
+    assert.equal((await a!.store.take('k', rule, Date.now())).allowed, true)
+    await sleep(250)
+    await assert.rejects(a!.store.take('k', rule, Date.now()), { code: 'ERR_STORE_UNAVAILABLE' })
+  })
+
+  it('takeAll: a leased limit before a refusing one counts; the ones after it do not', async () => {
+    const [a] = await replicas(1000)
+    const hot: RateRule = { algorithm: 'fixed-window', limit: 1_000_000, windowMs: 60_000 }
+    const one: RateRule = { algorithm: 'fixed-window', limit: 1, windowMs: 60_000 }
+    await drive(a!.store, 'hot', hot, 250)
+    assert.ok(a!.shared.granted > 0, 'hot is leased')
+    const now = Date.now()
+    const first = await a!.store.takeAll(
+      [
+        { key: 'hot', rule: hot },
+        { key: 'one', rule: one },
+      ],
+      now,
+    )
+    assert.deepEqual(
+      first.map((d) => d.allowed),
+      [true, true],
+    )
+    const second = await a!.store.takeAll(
+      [
+        { key: 'hot', rule: hot },
+        { key: 'one', rule: one },
+        { key: 'other', rule: one },
+      ],
+      now,
+    )
+    assert.deepEqual(second.at(-1), { allowed: false, retryAfterMs: 60_000 })
+    assert.equal(second.length, 2)
+    assert.equal((await a!.store.take('other', one, now)).allowed, true, 'other was not counted')
+  })
+})
