@@ -47,6 +47,20 @@ describe('PostgreSQL and Redis configuration', () => {
     })
   })
 
+  test('redis.quotaLeaseMs: kept with the environment URL, 0 turns leases off, bounded', () => {
+    const { config } = parse(`${BASE}redis: { url: "redis://file", quotaLeaseMs: 0 }\n`, {
+      BARBICAN_REDIS_URL: 'redis://env',
+    })
+    assert.deepEqual(config.redis, { url: 'redis://env', prefix: 'barbican:', quotaLeaseMs: 0 })
+    for (const bad of ['1001', '-1', '2.5', '"200"']) {
+      const issues = issuesOf(() =>
+        parse(`${BASE}redis: { url: "redis://c", quotaLeaseMs: ${bad} }\n`),
+      )
+      assert.equal(issues.length, 1, bad)
+      assert.match(issues[0]!, /^redis\.quotaLeaseMs: /, bad)
+    }
+  })
+
   test('BARBICAN_POSTGRES_URL replaces the SQLite default; linked tokens follow it', () => {
     const { config } = parse(`${BASE}auth:\n  apiKeys: { keys: [] }\n`, {
       BARBICAN_POSTGRES_URL: 'postgres://env/db',
