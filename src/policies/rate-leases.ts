@@ -151,7 +151,8 @@ export class LeasingRateCounterStore implements RateCounterStore {
       // An expired lease's unused tokens go back before the key leases again.
       if (state.tokens >= 1 && now >= state.until) this.#end(key, state, now)
       let want = 0
-      if (!state.asking) {
+      // A key asks for a lease when it has none live and no other take of it is asking.
+      if (!state.asking && state.tokens < 1) {
         want = Math.min(MAX_LEASE, Math.floor(state.perMs * this.#spanMs))
         if (want >= MIN_LEASE) {
           state.asking = true
