@@ -1,7 +1,8 @@
 /**
  * `node bench/backend-stores.ts`: the fleet backends' per-call work alone, in-process: audit
- * records through `AuditLog` to SQLite and to PostgreSQL, and quota takes to Redis, at c=1 and
- * c=16, as CPU and wall µs per operation (docs/performance.md, PostgreSQL and Redis). Uses the
+ * records through `AuditLog` to SQLite and to PostgreSQL, and quota takes to Redis, each call
+ * taken there (ADR 080) or from leases (ADR 085: one hot key, after 300 ms of takes that measure
+ * its rate), at c=1 and c=16, as CPU and wall µs per operation (docs/performance.md, PostgreSQL and Redis). Uses the
  * local servers (BARBICAN_TEST_POSTGRES_URL, BARBICAN_TEST_REDIS_URL), a fresh schema and prefix.
  */
 import { mkdtempSync, rmSync } from 'node:fs'
@@ -12,6 +13,7 @@ import { AuditLog } from '../src/audit/audit-log.ts'
 import { call } from '../src/audit/contract.ts'
 import { postgresAuditStore } from '../src/audit/postgres.ts'
 import { openSqliteAuditStore } from '../src/audit/sqlite.ts'
+import { LeasingRateCounterStore } from '../src/policies/rate-leases.ts'
 import { RedisRateCounterStore } from '../src/policies/redis-rate-counter-store.ts'
 import { openPostgresPool } from '../src/store/postgres.ts'
 import { openRedis } from '../src/store/redis.ts'
@@ -66,6 +68,15 @@ try {
   for (const conc of [1, 16]) {
     await measure('quota redis', 3200, conc, () => quota.takeAll([{ key: 'k', rule }], Date.now()))
   }
+  const leasing = new LeasingRateCounterStore(new RedisRateCounterStore(redis, freshRedisPrefix()))
+  for (const conc of [1, 16]) {
+    for (const end = Date.now() + 300; Date.now() < end; )
+      await leasing.takeAll([{ key: 'k', rule }], Date.now())
+    await measure('quota redis+leases', 3200, conc, () =>
+      leasing.takeAll([{ key: 'k', rule }], Date.now()),
+    )
+  }
+  leasing.close()
 } finally {
   redis.destroy()
   await pool.end()
