@@ -51,8 +51,8 @@ export async function openBackends(config: Config): Promise<Backends> {
 export function rateCounterStoreOf(backends: Backends): RateCounterStore {
   if (backends.redis === undefined) return new MemoryRateCounterStore()
   const { client, prefix, quotaLeaseMs } = backends.redis
-  const shared = new RedisRateCounterStore(client, prefix)
-  return quotaLeaseMs > 0 ? new LeasingRateCounterStore(shared, quotaLeaseMs) : shared
+  const counters = new RedisRateCounterStore(client, prefix)
+  return quotaLeaseMs > 0 ? new LeasingRateCounterStore(counters, quotaLeaseMs) : counters
 }
 
 /** Where answered confirmations are kept: Redis when configured (single-use fleet-wide). */

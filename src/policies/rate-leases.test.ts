@@ -59,8 +59,8 @@ async function replicas(leaseMs = 100) {
     [1, 2, 3].map(async () => {
       const c = await openRedis(REDIS_URL)
       opened.push(c)
-      const shared = new Counted(c, prefix)
-      return { client: c, shared, store: new LeasingRateCounterStore(shared, leaseMs) }
+      const redis = new Counted(c, prefix)
+      return { client: c, redis, store: new LeasingRateCounterStore(redis, leaseMs) }
     }),
   )
 }
@@ -101,7 +101,7 @@ describe('LeasingRateCounterStore on Redis', () => {
     const runs = await Promise.all(fleet.map(({ store }) => drive(store, 'hot', rule, 1500, 4, 0)))
     const admitted = runs.reduce((n, r) => n + r.admitted, 0)
     const calls = runs.reduce((n, r) => n + r.calls, 0)
-    const granted = fleet.reduce((n, r) => n + r.shared.granted, 0)
+    const granted = fleet.reduce((n, r) => n + r.redis.granted, 0)
     assert.ok(calls > rule.limit, `the key was driven past its limit (${calls} calls)`)
     assert.ok(granted > 0, 'leases were granted')
     assert.ok(admitted <= rule.limit, `admitted ${admitted} of ${rule.limit}`)
@@ -120,7 +120,7 @@ describe('LeasingRateCounterStore on Redis', () => {
     const started = Date.now()
     const runs = await Promise.all(fleet.map(({ store }) => drive(store, 'hot', rule, 1500, 4, 0)))
     const admitted = runs.reduce((n, r) => n + r.admitted, 0)
-    assert.ok(fleet.reduce((n, r) => n + r.shared.granted, 0) > 0, 'leases were granted')
+    assert.ok(fleet.reduce((n, r) => n + r.redis.granted, 0) > 0, 'leases were granted')
     const refilled = Math.ceil(((Date.now() - started) * rule.limit) / rule.windowMs)
     assert.ok(
       admitted <= rule.limit + refilled,
@@ -133,7 +133,7 @@ describe('LeasingRateCounterStore on Redis', () => {
     const rule: RateRule = { algorithm: 'fixed-window', limit: 25, windowMs: 60_000 }
     const runs = await Promise.all(fleet.map(({ store }) => drive(store, 'low', rule, 600, 2)))
     assert.equal(
-      fleet.reduce((n, r) => n + r.shared.granted, 0),
+      fleet.reduce((n, r) => n + r.redis.granted, 0),
       0,
       'no lease',
     )
@@ -147,16 +147,16 @@ describe('LeasingRateCounterStore on Redis', () => {
     const [one] = await replicas()
     const rule: RateRule = { algorithm: 'token-bucket', limit: 1_000_000, windowMs: 60_000 }
     await drive(one!.store, 'slow', rule, 600, 1, 50)
-    assert.equal(one!.shared.granted, 0)
+    assert.equal(one!.redis.granted, 0)
   })
 
   it('unused lease tokens go back when the lease expires, and another replica uses them', async () => {
     const [a, b] = await replicas()
     const rule: RateRule = { algorithm: 'fixed-window', limit: 1000, windowMs: 60_000 }
     const { admitted } = await drive(a!.store, 'k', rule, 250)
-    assert.ok(a!.shared.granted > 0, 'replica A leased')
+    assert.ok(a!.redis.granted > 0, 'replica A leased')
     await sleep(250) // the lease (100 ms) has expired and the sweep gave it back
-    assert.ok(a!.shared.givenBack > 0, 'tokens were given back')
+    assert.ok(a!.redis.givenBack > 0, 'tokens were given back')
     let more = 0
     for (let i = 0; i < 1000; i++) {
       if ((await b!.store.take('k', rule, Date.now())).allowed) more++
@@ -168,9 +168,9 @@ describe('LeasingRateCounterStore on Redis', () => {
     const [a] = await replicas()
     const rule: RateRule = { algorithm: 'token-bucket', limit: 400, windowMs: 100 }
     await drive(a!.store, 'k', rule, 250)
-    assert.ok(a!.shared.granted > 0, 'replica A leased')
+    assert.ok(a!.redis.granted > 0, 'replica A leased')
     await sleep(250)
-    assert.ok(a!.shared.givenBack > 0, 'tokens were given back')
+    assert.ok(a!.redis.givenBack > 0, 'tokens were given back')
     const keys = await client.keys(`${prefixes.at(-1)}*`)
     const tokens = Number(await client.hGet(keys[0]!, 't'))
     assert.ok(tokens <= rule.limit, `bucket holds ${tokens} of ${rule.limit}`)
@@ -180,9 +180,9 @@ describe('LeasingRateCounterStore on Redis', () => {
     const [a] = await replicas(200)
     const rule: RateRule = { algorithm: 'fixed-window', limit: 1_000_000_000, windowMs: 60_000 }
     await drive(a!.store, 'k', rule, 300) // the key's rate is measured
-    const before = a!.shared.takes
+    const before = a!.redis.takes
     const { calls } = await drive(a!.store, 'k', rule, 1500)
-    const perCall = (a!.shared.takes - before) / calls
+    const perCall = (a!.redis.takes - before) / calls
     assert.ok(calls > 300, `${calls} calls`)
     assert.ok(perCall < 0.05, `${perCall} script calls per call`)
   })
@@ -191,7 +191,7 @@ describe('LeasingRateCounterStore on Redis', () => {
     const [a] = await replicas(200)
     const rule: RateRule = { algorithm: 'fixed-window', limit: 1_000_000, windowMs: 60_000 }
     await drive(a!.store, 'k', rule, 250)
-    assert.ok(a!.shared.granted > 0, 'replica A leased')
+    assert.ok(a!.redis.granted > 0, 'replica A leased')
     a!.client.destroy()
     assert.equal((await a!.store.take('k', rule, Date.now())).allowed, true)
     await sleep(250)
@@ -203,7 +203,7 @@ describe('LeasingRateCounterStore on Redis', () => {
     const hot: RateRule = { algorithm: 'fixed-window', limit: 1_000_000, windowMs: 60_000 }
     const one: RateRule = { algorithm: 'fixed-window', limit: 1, windowMs: 60_000 }
     await drive(a!.store, 'hot', hot, 250)
-    assert.ok(a!.shared.granted > 0, 'hot is leased')
+    assert.ok(a!.redis.granted > 0, 'hot is leased')
     const now = Date.now()
     const first = await a!.store.takeAll(
       [

@@ -120,7 +120,7 @@ export class LeasingRateCounterStore implements RateCounterStore {
       local.push({ allowed: true, remaining: state.remaining + Math.floor(state.tokens) })
     }
     if (local.length === entries.length) return Promise.resolve(local)
-    return this.#takeShared(entries, states, local, now)
+    return this.#takeFromSource(entries, states, local, now)
   }
 
   /** Keys whose state is held (tests). */
@@ -137,7 +137,7 @@ export class LeasingRateCounterStore implements RateCounterStore {
     this.#keys.clear()
   }
 
-  async #takeShared(
+  async #takeFromSource(
     entries: readonly RateTake[],
     states: readonly KeyState[],
     local: RateDecision[],
