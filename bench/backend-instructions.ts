@@ -1,12 +1,14 @@
 /**
  * `node bench/backend-instructions.ts [--root DIR] [--only embedded|pg|fleet] [--warmup N]
- * [--calls N]`: the gateway's instructions per 2026-07-28 `tools/call` at c=16, counted by
+ * [--calls N] [--idle-ms N]`: the gateway's instructions per 2026-07-28 `tools/call` at c=16, counted by
  * callgrind (docs/performance.md, "Gateway CPU, counted in instructions"). The gateway of the
  * checkout at DIR (default this one) runs under `valgrind --tool=callgrind --instr-atstart=no`;
  * after the warm-up `callgrind_control -i on` counts the calls, then a dump is read. Two
  * configurations, each with a quota on every call: embedded (SQLite, quota in memory), pg
  * (PostgreSQL store, quota in memory: asked for only by `--only pg`) and fleet (PostgreSQL +
- * Redis, quota in Redis; fresh schema and prefix). The stdio upstream is not counted.
+ * Redis, quota in Redis; fresh schema and prefix). The stdio upstream is not counted. Each
+ * figure is also given net of what the gateway runs idle over the same time (measured right
+ * after the calls, for as long as they took, at most --idle-ms).
  */
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process'
 import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
@@ -24,6 +26,7 @@ const { values } = parseArgs({
     only: { type: 'string' },
     warmup: { type: 'string', default: '400' },
     calls: { type: 'string', default: '800' },
+    'idle-ms': { type: 'string', default: '30000' },
   },
 })
 const root = resolve(values.root)
@@ -84,16 +87,35 @@ async function count(label: string, config: Record<string, unknown>): Promise<nu
     await waitForCall(target, 300_000)
     await drive(http, target, warmup)
     spawnSync('callgrind_control', ['-i', 'on', String(child.pid)])
+    const started = performance.now()
     await drive(http, target, calls)
+    const busyMs = performance.now() - started
+    spawnSync('callgrind_control', ['-d', String(child.pid)])
+    // Then as long again with no call (at most idleMs): under valgrind the calls take ~50 times
+    // longer than natively, so timer-driven work (heartbeat, pools, sweeps) that runs per second
+    // and not per call is counted ~50 times too heavily. Its rate, measured idle, is subtracted.
+    const idleMs = Math.min(busyMs, Number(values['idle-ms']))
+    await new Promise((resolve) => setTimeout(resolve, idleMs))
     spawnSync('callgrind_control', ['-d', String(child.pid)])
     spawnSync('callgrind_control', ['-i', 'off', String(child.pid)])
-    // The dump of the valgrind'd process: callgrind.out.PID.1 (totals since instrumentation on).
-    const dump = readdirSync(dir).find((f) => /^callgrind\.out\.\d+\.1$/.test(f))
-    if (!dump) throw new Error(`${label}: no callgrind dump in ${dir}`)
-    const totals = /^totals:\s+(\d+)/m.exec(readFileSync(join(dir, dump), 'utf8'))
-    if (!totals) throw new Error(`${label}: no totals in ${dump}`)
-    const perCall = Number(totals[1]) / calls
-    console.log(`${label} c=${CONCURRENCY}: ${(perCall / 1e6).toFixed(3)} M instructions per call`)
+    // The dumps of the valgrind'd process: callgrind.out.PID.N, totals since the previous dump.
+    const totalOf = (n: number): number => {
+      const dump = readdirSync(dir).find((f) =>
+        new RegExp(`^callgrind\\.out\\.\\d+\\.${n}$`).test(f),
+      )
+      if (!dump) throw new Error(`${label}: no callgrind dump ${n} in ${dir}`)
+      const totals = /^totals:\s+(\d+)/m.exec(readFileSync(join(dir, dump), 'utf8'))
+      if (!totals) throw new Error(`${label}: no totals in ${dump}`)
+      return Number(totals[1])
+    }
+    const perCall = totalOf(1) / calls
+    const idlePerSecond = (totalOf(2) * 1000) / idleMs
+    const netPerCall = (totalOf(1) - (idlePerSecond * busyMs) / 1000) / calls
+    console.log(
+      `${label} c=${CONCURRENCY}: ${(perCall / 1e6).toFixed(3)} M instructions per call; ` +
+        `idle ${(idlePerSecond / 1e6).toFixed(2)} M/s over ${(busyMs / 1000).toFixed(1)} s of calls; ` +
+        `net of idle ${(netPerCall / 1e6).toFixed(3)} M per call`,
+    )
     return perCall
   } finally {
     await http.close()
