@@ -6,7 +6,7 @@
 import { spawnSync } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
 
-const POSTGRES = process.env.BENCH_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432/test'
+export const POSTGRES = process.env.BENCH_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432/test'
 const REDIS = process.env.BENCH_REDIS_URL ?? 'redis://127.0.0.1:6379'
 
 export async function benchBackends(): Promise<{

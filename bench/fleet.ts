@@ -10,18 +10,26 @@
  * Redis, fresh schema and prefix: bench/backends.ts; the single process embedded with the same
  * quota. Three replicas then also append to one audit chain).
  *
+ * --pin (with or without --backends): per-replica throughput with a core of its own. Only the
+ * one process and the one replica run; while each is measured its gateway (every thread) is
+ * pinned to CPU 0, and its stdio upstream, the load generator, this process, the PostgreSQL
+ * backends serving it (found by application_name) and Redis to CPU 1, each given back its
+ * previous affinity afterwards. Reported besides: how busy each CPU and the gateway were, so
+ * that a run where CPU 1 saturated (the ratio then measures CPU 1, not a replica) says so.
+ *
  * On a 2-core machine three replicas cannot show scale-out: they share the two cores with
  * HAProxy and the load generator. What they show is the cost of being a fleet: the relay of
  * the 2 requests in 3 that land off their session's owner, and Redis on the side.
  */
-import { fork, spawn } from 'node:child_process'
+import { fork, spawn, spawnSync } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
 import { existsSync, mkdtempSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { parseArgs } from 'node:util'
-import { benchBackends } from './backends.ts'
+import { benchBackends, POSTGRES } from './backends.ts'
 import type { LoadMessage, LoadResult, LoadSpec } from './load.ts'
+import { busyBetween, childrenOf, cpuTimes, pidsNamed, pin } from './pinning.ts'
 import { cpuMicros, freePort, NODE, ROOT, type Running, startBarbican } from './processes.ts'
 
 const { values } = parseArgs({
@@ -30,8 +38,10 @@ const { values } = parseArgs({
     duration: { type: 'string', default: '3000' },
     concurrency: { type: 'string', default: '16' },
     backends: { type: 'boolean', default: false },
+    pin: { type: 'boolean', default: false },
   },
 })
+const PIN = values.pin
 const BACKENDS = values.backends ? await benchBackends() : undefined
 if (BACKENDS) process.once('exit', () => BACKENDS.cleanup())
 /** With --backends: every call takes this quota (never refused). */
@@ -43,6 +53,8 @@ const DURATION_MS = Number(values.duration)
 const CONCURRENCY = Number(values.concurrency)
 const REDIS = process.env.BARBICAN_REDIS_URL ?? 'redis://127.0.0.1:6379'
 const HAPROXY = ['/usr/sbin/haproxy', '/usr/bin/haproxy'].find((p) => existsSync(p))
+/** How the pinned mode finds the PostgreSQL backends that serve the bench's replicas. */
+const APPLICATION = `barbican-bench-${randomBytes(4).toString('hex')}`
 
 interface Deployment {
   readonly name: string
@@ -62,7 +74,9 @@ async function replica(name: string, prefix: string | undefined): Promise<Runnin
   if (!BACKENDS)
     return await startBarbican(name, { stdio: true }, [], ROOT, false, { config: fleet })
   // The PostgreSQL store (audit, pins) joins the fleet's replicas; the lone process stays embedded.
-  const store = prefix === undefined ? {} : { store: BACKENDS.config.store }
+  const url = new URL((BACKENDS.config.store as { postgres: { url: string } }).postgres.url)
+  url.searchParams.set('application_name', APPLICATION)
+  const store = prefix === undefined ? {} : { store: { postgres: { url: url.toString() } } }
   return await startBarbican(name, { stdio: true }, [], ROOT, false, {
     config: { ...QUOTA, ...store, ...fleet },
     stateless2026: true,
@@ -126,9 +140,61 @@ interface Sample {
   readonly cpuUsPerCall: number
   readonly balancerUsPerCall: number
   readonly errors: number
+  /** --pin: busy fraction of each CPU, of the gateway(s) alone, and the servers' CPU per call. */
+  readonly cpuBusy?: readonly number[]
+  readonly gatewayBusy?: number
+  readonly serversUsPerCall?: number
 }
 
-const cpuOf = (pids: readonly number[]) => pids.reduce((sum, pid) => sum + cpuMicros(pid).total, 0)
+/** The PostgreSQL backends serving the bench's replicas (by application_name). */
+function postgresBackends(): number[] {
+  const r = spawnSync(
+    'psql',
+    [
+      POSTGRES,
+      '-Atc',
+      `SELECT pid FROM pg_stat_activity WHERE application_name = '${APPLICATION}'`,
+    ],
+    { encoding: 'utf8' },
+  )
+  return r.stdout
+    .split('\n')
+    .filter((l) => l.trim() !== '')
+    .map(Number)
+}
+
+/**
+ * --pin: the deployment's gateways to CPU 0; their children, the load generator, this process,
+ * and the servers to CPU 1. Returns the servers' PIDs and a function that restores every mask.
+ */
+function pinFor(d: Deployment, load: number): { servers: number[]; restore: () => void } {
+  const backends = postgresBackends()
+  const redis = pidsNamed('redis-server')
+  const servers = [...backends, ...redis]
+  process.stderr.write(
+    `${d.name}: pinned ${d.pids.length} gateway(s) to CPU 0; ${backends.length} PostgreSQL backend(s), ${redis.length} Redis server(s), the load and the upstream to CPU 1\n`,
+  )
+  const restores = [
+    pin(d.pids, 0),
+    pin([...d.pids.flatMap(childrenOf), load, process.pid, ...servers], 1),
+  ]
+  return {
+    servers,
+    restore: () => {
+      for (const restore of restores.reverse()) restore()
+    },
+  }
+}
+
+/** CPU µs so far of the processes (0 for one that is gone). */
+const cpuOf = (pids: readonly number[]) =>
+  pids.reduce((sum, pid) => {
+    try {
+      return sum + cpuMicros(pid).total
+    } catch {
+      return sum
+    }
+  }, 0)
 
 async function measure(d: Deployment): Promise<Sample> {
   const child = fork(join(ROOT, 'bench/load.ts'), [], {
@@ -147,12 +213,19 @@ async function measure(d: Deployment): Promise<Sample> {
   }
   let cpu0 = 0
   let lb0 = 0
+  const pinned = PIN ? pinFor(d, child.pid!) : undefined
+  let servers0 = 0
+  let times0 = cpuTimes()
+  let t0 = 0
   try {
     const result = await new Promise<LoadResult>((resolve, reject) => {
       child.on('message', (message: LoadMessage) => {
         if (message.type === 'measuring') {
           cpu0 = cpuOf(d.pids)
           lb0 = d.balancerPid ? cpuMicros(d.balancerPid).total : 0
+          servers0 = pinned ? cpuOf(pinned.servers) : 0
+          times0 = cpuTimes()
+          t0 = performance.now()
         } else if (message.type === 'done') resolve(message.result)
         else reject(new Error(message.error))
       })
@@ -161,13 +234,22 @@ async function measure(d: Deployment): Promise<Sample> {
     })
     const cpu = cpuOf(d.pids) - cpu0
     const lb = d.balancerPid ? cpuMicros(d.balancerPid).total - lb0 : 0
+    const elapsedUs = (performance.now() - t0) * 1000
     return {
       rps: (result.requests * 1000) / result.elapsedMs,
       cpuUsPerCall: cpu / result.requests,
       balancerUsPerCall: lb / result.requests,
       errors: result.errors,
+      ...(pinned
+        ? {
+            cpuBusy: busyBetween(times0, cpuTimes()),
+            gatewayBusy: cpu / elapsedUs,
+            serversUsPerCall: (cpuOf(pinned.servers) - servers0) / result.requests,
+          }
+        : {}),
     }
   } finally {
+    pinned?.restore()
     child.kill()
   }
 }
@@ -177,7 +259,9 @@ const median = (xs: number[]) => {
   return s[Math.floor(s.length / 2)] ?? Number.NaN
 }
 
-const deployments = [await single(), await joined(), await fleet()]
+const deployments = PIN
+  ? [await single(), await joined()]
+  : [await single(), await joined(), await fleet()]
 const samples = new Map<string, Sample[]>(deployments.map((d) => [d.name, []]))
 try {
   for (let round = 0; round < ROUNDS; round++) {
@@ -190,16 +274,44 @@ try {
 }
 const base = median(samples.get(deployments[0]!.name)!.map((s) => s.rps))
 console.log(
-  `\n${BACKENDS ? '2026-07-28 tools/call under a quota' : 'legacy tools/call'}, c=${CONCURRENCY}, ${ROUNDS} rounds of ${DURATION_MS} ms (medians)\n`,
+  `\n${BACKENDS ? '2026-07-28 tools/call under a quota' : 'legacy tools/call'}, c=${CONCURRENCY}, ${ROUNDS} rounds of ${DURATION_MS} ms (medians)${PIN ? '; gateway pinned to CPU 0, everything else of the bench to CPU 1' : ''}\n`,
 )
-console.log(
-  '| configuration | calls/s | × one process | gateway CPU µs/call | HAProxy µs/call | errors |',
-)
-console.log('| --- | --- | --- | --- | --- | --- |')
-for (const d of deployments) {
-  const s = samples.get(d.name)!
-  const rps = median(s.map((x) => x.rps))
+if (PIN) {
+  const pct = (x: number | undefined) => (x === undefined ? '–' : `${(100 * x).toFixed(0)} %`)
   console.log(
-    `| ${d.name} | ${rps.toFixed(0)} | ${(rps / base).toFixed(2)} | ${median(s.map((x) => x.cpuUsPerCall)).toFixed(1)} | ${median(s.map((x) => x.balancerUsPerCall)).toFixed(1)} | ${s.reduce((n, x) => n + x.errors, 0)} |`,
+    '| configuration | calls/s | × one process | gateway CPU µs/call | gateway busy | CPU 0 busy | CPU 1 busy | PostgreSQL + Redis CPU µs/call | errors |',
   )
+  console.log('| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |')
+  const notes: string[] = []
+  for (const d of deployments) {
+    const s = samples.get(d.name)!
+    const rps = median(s.map((x) => x.rps))
+    const cpu1 = median(s.map((x) => x.cpuBusy?.[1] ?? Number.NaN))
+    const gw = median(s.map((x) => x.gatewayBusy ?? Number.NaN))
+    console.log(
+      `| ${d.name} | ${rps.toFixed(0)} | ${(rps / base).toFixed(2)} | ${median(s.map((x) => x.cpuUsPerCall)).toFixed(1)} | ${pct(gw)} | ${pct(median(s.map((x) => x.cpuBusy?.[0] ?? Number.NaN)))} | ${pct(cpu1)} | ${median(s.map((x) => x.serversUsPerCall ?? Number.NaN)).toFixed(1)} | ${s.reduce((n, x) => n + x.errors, 0)} |`,
+    )
+    if (cpu1 >= 0.9)
+      notes.push(
+        `${d.name}: CPU 1 was saturated (${pct(cpu1)}): its throughput is bounded by CPU 1 (load, upstream, servers), so the ratio is not per-replica throughput.`,
+      )
+    else if (gw < 0.9)
+      notes.push(
+        `${d.name}: the gateway used ${pct(gw)} of CPU 0 without CPU 1 saturating: it waited on round trips (latency-bound), not on its core.`,
+      )
+    else notes.push(`${d.name}: the gateway was the bottleneck (${pct(gw)} of CPU 0).`)
+  }
+  console.log(`\n${notes.join('\n')}`)
+} else {
+  console.log(
+    '| configuration | calls/s | × one process | gateway CPU µs/call | HAProxy µs/call | errors |',
+  )
+  console.log('| --- | --- | --- | --- | --- | --- |')
+  for (const d of deployments) {
+    const s = samples.get(d.name)!
+    const rps = median(s.map((x) => x.rps))
+    console.log(
+      `| ${d.name} | ${rps.toFixed(0)} | ${(rps / base).toFixed(2)} | ${median(s.map((x) => x.cpuUsPerCall)).toFixed(1)} | ${median(s.map((x) => x.balancerUsPerCall)).toFixed(1)} | ${s.reduce((n, x) => n + x.errors, 0)} |`,
+    )
+  }
 }

@@ -164,3 +164,25 @@ export async function closeSession(
   })
   await res.body.dump()
 }
+
+/**
+ * Sends `n` stateless `tools/call echo` requests to `target` from `concurrency` workers, each
+ * waiting for its reply before the next, and checks every reply.
+ */
+export async function echoCalls(
+  dispatcher: Dispatcher,
+  target: Target,
+  n: number,
+  concurrency: number,
+): Promise<void> {
+  let id = 0
+  await Promise.all(
+    Array.from({ length: concurrency }, async (_, w) => {
+      for (let i = 0; i < n / concurrency; i++) {
+        const text = `w${w}-${i}`
+        const me = ++id
+        checkEcho(await toolCall(dispatcher, target, undefined, me, text), me, text)
+      }
+    }),
+  )
+}

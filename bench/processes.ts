@@ -5,7 +5,7 @@
  */
 import { type ChildProcess, spawn } from 'node:child_process'
 import { createHash } from 'node:crypto'
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { createServer } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -328,4 +328,28 @@ function sessionLimits(root: string): Record<string, number> {
   return perIdentity
     ? { maxSessions: 20_000, maxSessionsPerIdentity: 20_000 }
     : { maxSessions: 20_000 }
+}
+
+/**
+ * Context switches so far, summed over every thread of the process: voluntary ones (the thread
+ * blocked: epoll_wait, a futex, a read that had to wait, so each is one sleep and one wake-up)
+ * and involuntary ones (preempted by the scheduler).
+ */
+export function contextSwitches(pid: number): { voluntary: number; involuntary: number } {
+  let voluntary = 0
+  let involuntary = 0
+  let tasks: string[] = []
+  try {
+    tasks = readdirSync(`/proc/${pid}/task`)
+  } catch {}
+  for (const tid of tasks) {
+    try {
+      const status = readFileSync(`/proc/${pid}/task/${tid}/status`, 'utf8')
+      voluntary += Number(/^voluntary_ctxt_switches:\s+(\d+)/m.exec(status)?.[1] ?? 0)
+      involuntary += Number(/^nonvoluntary_ctxt_switches:\s+(\d+)/m.exec(status)?.[1] ?? 0)
+    } catch {
+      // A thread that ended meanwhile.
+    }
+  }
+  return { voluntary, involuntary }
 }

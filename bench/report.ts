@@ -39,6 +39,57 @@ export interface Summary {
   readonly vsBestPeer: number
 }
 
+/**
+ * One configuration over a baseline at one concurrency (`npm run bench -- --backends`: PostgreSQL
+ * + Redis over embedded): each difference and ratio is taken within a round, then the median over
+ * the rounds is given; user is CPU minus kernel.
+ */
+export interface Difference {
+  readonly configuration: string
+  readonly baseline: string
+  readonly concurrency: number
+  readonly rounds: number
+  readonly baseUserUs: number
+  readonly baseKernelUs: number
+  readonly userUs: number
+  readonly kernelUs: number
+  readonly addedUserUs: number
+  readonly addedKernelUs: number
+  readonly addedCpuUs: number
+  readonly ratio: number
+}
+
+/** `configuration` minus `baseline` per concurrency, round by round (both must have run). */
+export function differences(
+  samples: Readonly<Record<string, Readonly<Record<number, readonly Sample[]>>>>,
+  configuration: string,
+  baseline: string,
+): Difference[] {
+  const out: Difference[] = []
+  for (const [c, runs] of Object.entries(samples[configuration] ?? {})) {
+    const base = samples[baseline]?.[Number(c)]
+    if (!base) continue
+    const user = (s: Sample) => s.cpuUsPerCall - s.kernelUsPerCall
+    const within = (f: (r: Sample, b: Sample) => number) =>
+      median(runs.map((r, i) => (base[i] ? f(r, base[i]) : Number.NaN)))
+    out.push({
+      configuration,
+      baseline,
+      concurrency: Number(c),
+      rounds: runs.length,
+      baseUserUs: median(base.map(user)),
+      baseKernelUs: median(base.map((s) => s.kernelUsPerCall)),
+      userUs: median(runs.map(user)),
+      kernelUs: median(runs.map((s) => s.kernelUsPerCall)),
+      addedUserUs: within((r, b) => user(r) - user(b)),
+      addedKernelUs: within((r, b) => r.kernelUsPerCall - b.kernelUsPerCall),
+      addedCpuUs: within((r, b) => r.cpuUsPerCall - b.cpuUsPerCall),
+      ratio: within((r, b) => r.rps / b.rps),
+    })
+  }
+  return out
+}
+
 export interface Report {
   readonly startedAt: string
   readonly node: string
@@ -59,6 +110,8 @@ export interface Report {
   /** bench/sandbox.ts: start and call cost of a stdio upstream by confinement. */
   sandbox?: readonly SandboxCost[]
   governance?: GovernanceResult
+  /** With --backends: PostgreSQL + Redis over embedded (issue 19's targets). */
+  backends?: readonly Difference[]
 }
 
 const PEERS = ['mcp-proxy', 'supergateway']
@@ -224,6 +277,20 @@ export function verdicts(report: Report): Verdict[] {
     true,
   )
   check('Everything on ≤ 30 µs CPU per tools/call over none', governed('everything'), 30, true)
+  for (const d of report.backends ?? []) {
+    check(
+      `PostgreSQL + Redis: ≤ 30 µs more gateway CPU per 2026 tools/call than embedded (c=${d.concurrency})`,
+      d.addedCpuUs,
+      30,
+      true,
+    )
+    check(
+      `PostgreSQL + Redis: throughput ≥ 0.9× embedded (c=${d.concurrency}; both on this machine's 2 cores, with the servers)`,
+      d.ratio,
+      0.9,
+      false,
+    )
+  }
   check(
     'Everything on, audit batched, ≤ 30 µs CPU per tools/call over none',
     governed('everything-batched'),
@@ -285,6 +352,24 @@ export function renderMarkdown(report: Report): string {
   )
   for (const [name, mb] of Object.entries(report.idleRssMb))
     lines.push(`| ${name} | ${fmt(mb, 1)} |`)
+  if (report.backends && report.backends.length > 0) {
+    const [first] = report.backends
+    lines.push(
+      '',
+      `## ${first?.configuration} over ${first?.baseline} (gateway CPU µs per call)`,
+      '',
+      'Differences and ratios taken within each round, medians over the rounds; user = CPU − kernel. On this machine the gateway shares two cores with the load, the upstream, PostgreSQL and Redis.',
+      '',
+      '| c | embedded user | embedded kernel | backends user | backends kernel | + user | + kernel | + CPU | × throughput |',
+      '| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |',
+      ...[...report.backends]
+        .sort((a, b) => a.concurrency - b.concurrency)
+        .map(
+          (d) =>
+            `| ${d.concurrency} | ${fmt(d.baseUserUs, 0)} | ${fmt(d.baseKernelUs, 0)} | ${fmt(d.userUs, 0)} | ${fmt(d.kernelUs, 0)} | ${fmt(d.addedUserUs, 0)} | ${fmt(d.addedKernelUs, 0)} | ${fmt(d.addedCpuUs, 0)} | ${fmt(d.ratio)} |`,
+        ),
+    )
+  }
   if (report.toolsList) {
     const t = report.toolsList
     lines.push(

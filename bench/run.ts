@@ -37,7 +37,7 @@ import {
   startPassthrough,
   startSupergateway,
 } from './processes.ts'
-import { type Report, renderMarkdown, type Sample, summarise } from './report.ts'
+import { differences, type Report, renderMarkdown, type Sample, summarise } from './report.ts'
 import { sandboxCost } from './sandbox.ts'
 
 const { values } = parseArgs({
@@ -375,6 +375,9 @@ async function main(): Promise<void> {
       configurations: chosen.map((c) => ({ name: c.name, description: c.description })),
       idleRssMb,
       throughput: summarise(samples, 'direct-stateful'),
+    }
+    if (values.backends) {
+      report.backends = differences(samples, 'barbican-stdio-2026+pg+redis', 'barbican-stdio-2026')
     }
     if (micro) {
       process.stderr.write('micro: merged tools/list 50 × 100\n')
