@@ -69,7 +69,7 @@ type Kind = (typeof KINDS)[number]
 
 /** One kind's N operations, as the child measured them. */
 interface Measured {
-  readonly kind: Kind
+  readonly kind: Kind | 'none'
   readonly userUs: number
   readonly sysUs: number
   readonly wallUs: number
@@ -105,14 +105,18 @@ async function child(): Promise<void> {
     for (let i = 0; i < n; i++) await one[kind]()
   }
   for (const kind of KINDS) await run(kind, WARMUP)
+  // Valgrind serves callgrind_control only while the program runs: a 10 ms timer keeps it awake
+  // between measurements (its cost is measured as `none`, zero operations, and subtracted).
+  let awake = setInterval(() => {}, 10)
   process.stdout.write('ready\n')
   for await (const text of createInterface({ input: process.stdin })) {
-    const kind = text.trim() as Kind
-    if (!KINDS.includes(kind)) break
+    const kind = text.trim() as Kind | 'none'
+    if (kind !== 'none' && !KINDS.includes(kind)) break
+    clearInterval(awake)
     const cs0 = contextSwitches(process.pid)
     const cpu0 = process.cpuUsage()
     const t0 = performance.now()
-    await run(kind, OPS)
+    if (kind !== 'none') await run(kind, OPS)
     const wallUs = (performance.now() - t0) * 1000
     const cpu = process.cpuUsage(cpu0)
     const cs1 = contextSwitches(process.pid)
@@ -124,8 +128,10 @@ async function child(): Promise<void> {
       voluntary: (cs1.voluntary - cs0.voluntary) / OPS,
       involuntary: (cs1.involuntary - cs0.involuntary) / OPS,
     }
+    awake = setInterval(() => {}, 10)
     process.stdout.write(`${JSON.stringify(m)}\n`)
   }
+  clearInterval(awake)
   closeSync(fd)
   rmSync(dir, { recursive: true, force: true })
   redis.destroy()
@@ -157,7 +163,7 @@ function startChild(wrapper: readonly string[] = []) {
   return {
     proc,
     ready: next(),
-    async measure(kind: Kind): Promise<Measured> {
+    async measure(kind: Kind | 'none'): Promise<Measured> {
       proc.stdin!.write(`${kind}\n`)
       return JSON.parse(await next()) as Measured
     },
@@ -222,6 +228,8 @@ async function traced(): Promise<void> {
     await c.stop()
   }
   console.log(`\nsyscalls per operation (strace -f -c, ${OPS} operations of each kind)\n`)
+  console.log('| operation | syscalls | of which |')
+  console.log('| --- | ---: | --- |')
   for (const [kind, counts] of rows) {
     const top = Object.entries(counts)
       .filter(([, n]) => n / OPS >= 0.01)
@@ -244,17 +252,31 @@ async function counted(): Promise<void> {
   const perOp = new Map<Kind, number[]>(KINDS.map((k) => [k, []]))
   let dumps = 0
   try {
+    const instructions = async (kind: Kind | 'none') => {
+      const control = (...args: string[]) => {
+        const r = spawnSync('callgrind_control', [...args, String(c.proc.pid)], {
+          encoding: 'utf8',
+        })
+        if (r.status !== 0) throw new Error(`callgrind_control ${args}: ${r.stdout}${r.stderr}`)
+        return r.stdout
+      }
+      control('-i', 'on')
+      await c.measure(kind)
+      control('-d')
+      control('-i', 'off')
+      const suffix = `.${++dumps}`
+      const dump = readdirSync(dir).find((f) => f.endsWith(suffix))
+      if (!dump) throw new Error(`${kind}: no callgrind dump in ${dir}: ${readdirSync(dir)}`)
+      const totals = /^totals:\s+(\d+)/m.exec(readFileSync(join(dir, dump), 'utf8'))
+      if (!totals) throw new Error(`${kind}: no totals in ${dump}`)
+      return Number(totals[1])
+    }
     for (let round = 0; round < Number(values.rounds); round++) {
       for (const kind of KINDS) {
-        spawnSync('callgrind_control', ['-i', 'on', String(c.proc.pid)])
-        await c.measure(kind)
-        spawnSync('callgrind_control', ['-d', String(c.proc.pid)])
-        spawnSync('callgrind_control', ['-i', 'off', String(c.proc.pid)])
-        const dump = readdirSync(dir).find((f) => f.endsWith(`.${++dumps}`))
-        if (!dump) throw new Error(`${kind}: no callgrind dump in ${dir}`)
-        const totals = /^totals:\s+(\d+)/m.exec(readFileSync(join(dir, dump), 'utf8'))
-        if (!totals) throw new Error(`${kind}: no totals in ${dump}`)
-        perOp.get(kind)!.push(Number(totals[1]) / OPS)
+        // What the toggling itself costs (the keep-awake timer, the request line): measured
+        // just before, with zero operations, and subtracted.
+        const overhead = await instructions('none')
+        perOp.get(kind)!.push(((await instructions(kind)) - overhead) / OPS)
       }
     }
   } finally {
@@ -262,9 +284,12 @@ async function counted(): Promise<void> {
     rmSync(dir, { recursive: true, force: true })
   }
   console.log(
-    `\nuser-space instructions per operation (callgrind, ${OPS} operations of each kind)\n`,
+    `\nuser-space instructions per operation (callgrind, every thread; ${values.rounds} rounds of ${OPS} operations of each kind: median, and the lowest, with the least GC and compilation)\n`,
   )
-  for (const [kind, n] of perOp) console.log(`| ${kind} | ${Math.round(n)} |`)
+  console.log('| operation | instructions (median) | lowest |')
+  console.log('| --- | ---: | ---: |')
+  for (const [kind, ns] of perOp)
+    console.log(`| ${kind} | ${Math.round(median(ns))} | ${Math.round(Math.min(...ns))} |`)
 }
 
 if (values.child) await child()
