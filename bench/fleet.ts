@@ -279,7 +279,7 @@ console.log(
 if (PIN) {
   const pct = (x: number | undefined) => (x === undefined ? '–' : `${(100 * x).toFixed(0)} %`)
   console.log(
-    '| configuration | calls/s | × one process | gateway CPU µs/call | gateway busy | CPU 0 busy | CPU 1 busy | PostgreSQL + Redis CPU µs/call | errors |',
+    '| configuration | calls/s | × one process | gateway CPU µs/call | gateway busy | CPU 0 busy (all) | CPU 1 busy | PostgreSQL + Redis CPU µs/call | errors |',
   )
   console.log('| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |')
   const notes: string[] = []
@@ -288,8 +288,9 @@ if (PIN) {
     const rps = median(s.map((x) => x.rps))
     const cpu1 = median(s.map((x) => x.cpuBusy?.[1] ?? Number.NaN))
     const gw = median(s.map((x) => x.gatewayBusy ?? Number.NaN))
+    const cpu0 = median(s.map((x) => x.cpuBusy?.[0] ?? Number.NaN))
     console.log(
-      `| ${d.name} | ${rps.toFixed(0)} | ${(rps / base).toFixed(2)} | ${median(s.map((x) => x.cpuUsPerCall)).toFixed(1)} | ${pct(gw)} | ${pct(median(s.map((x) => x.cpuBusy?.[0] ?? Number.NaN)))} | ${pct(cpu1)} | ${median(s.map((x) => x.serversUsPerCall ?? Number.NaN)).toFixed(1)} | ${s.reduce((n, x) => n + x.errors, 0)} |`,
+      `| ${d.name} | ${rps.toFixed(0)} | ${(rps / base).toFixed(2)} | ${median(s.map((x) => x.cpuUsPerCall)).toFixed(1)} | ${pct(gw)} | ${pct(cpu0)} | ${pct(cpu1)} | ${median(s.map((x) => x.serversUsPerCall ?? Number.NaN)).toFixed(1)} | ${s.reduce((n, x) => n + x.errors, 0)} |`,
     )
     if (cpu1 >= 0.9)
       notes.push(
@@ -297,7 +298,7 @@ if (PIN) {
       )
     else if (gw < 0.9)
       notes.push(
-        `${d.name}: the gateway used ${pct(gw)} of CPU 0 without CPU 1 saturating: it waited on round trips (latency-bound), not on its core.`,
+        `${d.name}: the gateway used ${pct(gw)} of CPU 0 (${pct(Math.max(0, cpu0 - gw))} went to other processes and interrupts) without CPU 1 saturating: it also waited on its upstream and round trips, so calls/s is not its capacity: for a CPU-bound replica, compare the gateway CPU per call.`,
       )
     else notes.push(`${d.name}: the gateway was the bottleneck (${pct(gw)} of CPU 0).`)
   }
