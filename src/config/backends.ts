@@ -8,6 +8,7 @@
 import { z } from 'zod'
 import { POSTGRES_SCHEMES, REDIS_SCHEMES, urlProblem } from '../common/backend-urls.ts'
 import type { ConfigIssue, KeyPath } from './config-error.ts'
+import { DEFAULT_QUOTA_LEASE_MS } from './defaults.ts'
 
 export { POSTGRES_SCHEMES, REDIS_SCHEMES }
 
@@ -19,8 +20,6 @@ export const POSTGRES_URL_ENV = 'BARBICAN_POSTGRES_URL'
 export const REDIS_URL_ENV = 'BARBICAN_REDIS_URL'
 /** What every Redis key of Barbican starts with unless `redis.prefix` says otherwise. */
 export const DEFAULT_REDIS_PREFIX = 'barbican:'
-/** How long a quota lease lives unless `redis.quotaLeaseMs` says otherwise (ADR 085). */
-export const DEFAULT_QUOTA_LEASE_MS = 200
 
 const urlOf = (schemes: readonly string[]) =>
   z.string().superRefine((value, ctx) => {

@@ -69,3 +69,9 @@ export const DEFAULT_STATE_ROOT = '.barbican/state'
 
 /** Beside the state root: where confined npx packages are installed (docs/sandbox.md). */
 export const DEFAULT_PACKAGE_CACHE_NAME = 'npm'
+
+/**
+ * How long a quota lease lives unless `redis.quotaLeaseMs` says otherwise (ADR 085). Here, not
+ * beside the schema, so the gateway reads it without loading zod (test/bin/build.test.ts).
+ */
+export const DEFAULT_QUOTA_LEASE_MS = 200

@@ -7,7 +7,6 @@ import { dirname, isAbsolute, join, resolve } from 'node:path'
 import type { AuthConfig } from '../auth/auth-config.ts'
 import type { SandboxSpec } from '../transports/sandbox.ts'
 import {
-  DEFAULT_QUOTA_LEASE_MS,
   DEFAULT_REDIS_PREFIX,
   envUrlIssue,
   POSTGRES_SCHEMES,
@@ -31,6 +30,7 @@ import {
   CODE_DEFAULTS,
   DEFAULT_ALLOWED_HOSTS,
   DEFAULT_PACKAGE_CACHE_NAME,
+  DEFAULT_QUOTA_LEASE_MS,
   DEFAULT_SEPARATOR,
   DEFAULT_STATE_ROOT,
   DEFAULT_STORE_PATH,

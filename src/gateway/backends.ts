@@ -3,8 +3,9 @@
  * BARBICAN_REDIS_URL names, opened once at start and closed at stop, and the stores built on
  * it. Without Redis everything stays in process memory, exactly as for a single gateway.
  */
-import { DEFAULT_QUOTA_LEASE_MS } from '../config/backends.ts'
+
 import type { Config } from '../config/config.ts'
+import { DEFAULT_QUOTA_LEASE_MS } from '../config/defaults.ts'
 import {
   type AnswerLedger,
   MemoryAnswerLedger,

@@ -12,6 +12,7 @@
  * grants a lease only while the counter keeps 16 times as many (redis-rate-counter-store.ts),
  * so near its limit a key is taken call by call, exactly as without leases.
  */
+import { DEFAULT_QUOTA_LEASE_MS } from '../config/defaults.ts'
 import type { RateCounterStore, RateDecision, RateRule, RateTake } from './rate-counter-store.ts'
 
 /** One count a call asks for, and how many more tokens it would like leased with it. */
@@ -50,8 +51,6 @@ export interface LeaseSource {
 export const LEASE_HEADROOM = 16
 /** The smallest lease worth asking for or granting. */
 export const MIN_LEASE = 2
-/** Default life of a lease (config `redis.quotaLeaseMs`). */
-export const DEFAULT_LEASE_MS = 200
 /** The most tokens one lease holds, whatever the key's rate. */
 export const MAX_LEASE = 512
 /** A lease holds this long's worth of the key's recent calls (at most half the lease's life). */
@@ -96,7 +95,7 @@ export class LeasingRateCounterStore implements RateCounterStore {
   #lastForget = 0
 
   /** `leaseMs`: how long a lease lives (> 0); `clock` drives expiry (tests). */
-  constructor(source: LeaseSource, leaseMs: number = DEFAULT_LEASE_MS, clock = Date.now) {
+  constructor(source: LeaseSource, leaseMs: number = DEFAULT_QUOTA_LEASE_MS, clock = Date.now) {
     this.#source = source
     this.#leaseMs = leaseMs
     this.#spanMs = Math.min(LEASE_SPAN_MS, leaseMs / 2)
