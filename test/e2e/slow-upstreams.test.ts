@@ -111,7 +111,10 @@ describe('one slow or dead upstream never stalls the others', () => {
     const { ms } = await timed(() =>
       client.connect(new StreamableHTTPClientTransport(new URL(`${server.url}/mcp`))),
     )
-    assert.ok(ms < 1_000, `initialize took ${ms} ms`)
+    // Well under a second on a quiet machine; the bound leaves a loaded 2-core CI machine a
+    // second of slack and stays below the 3 s listing deadline that waiting on the dead
+    // upstream would cost.
+    assert.ok(ms < 2_000 && ms < DEADLINE_MS, `initialize took ${ms} ms`)
   })
 
   test('every list comes within the deadline, with the healthy items and the degraded marker', async () => {
