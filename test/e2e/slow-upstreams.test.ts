@@ -107,7 +107,7 @@ describe('one slow or dead upstream never stalls the others', () => {
     await new Promise((r) => hang?.close(r))
   })
 
-  test('initialize is answered within a second', async () => {
+  test('initialize is answered at once, without waiting on the dead upstream', async () => {
     const { ms } = await timed(() =>
       client.connect(new StreamableHTTPClientTransport(new URL(`${server.url}/mcp`))),
     )
