@@ -1,6 +1,6 @@
 /**
  * `node bench/backend-instructions.ts [--root DIR] [--only embedded|pg|fleet] [--warmup N]
- * [--calls N] [--idle-ms N]`: the gateway's instructions per 2026-07-28 `tools/call` at c=16, counted by
+ * [--calls N] [--idle-ms N] [--no-audit] [--keep DIR]`: the gateway's instructions per 2026-07-28 `tools/call` at c=16, counted by
  * callgrind (docs/performance.md, "Gateway CPU, counted in instructions"). The gateway of the
  * checkout at DIR (default this one) runs under `valgrind --tool=callgrind --instr-atstart=no`;
  * after the warm-up `callgrind_control -i on` counts the calls, then a dump is read. Two
@@ -8,10 +8,21 @@
  * (PostgreSQL store, quota in memory: asked for only by `--only pg`) and fleet (PostgreSQL +
  * Redis, quota in Redis; fresh schema and prefix). The stdio upstream is not counted. Each
  * figure is also given net of what the gateway runs idle over the same time (measured right
- * after the calls, for as long as they took, at most --idle-ms).
+ * after the calls, for as long as they took, at most --idle-ms). `--no-audit` turns the audit log
+ * off in every configuration: the difference from a run with it on is the audit store's share.
+ * `--keep DIR` copies the dumps there (`callgrind_annotate DIR/LABEL.calls` reads the calls'
+ * native functions by name; JIT code shows as addresses).
  */
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process'
-import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import {
+  copyFileSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join, resolve } from 'node:path'
 import { parseArgs } from 'node:util'
@@ -27,6 +38,8 @@ const { values } = parseArgs({
     warmup: { type: 'string', default: '400' },
     calls: { type: 'string', default: '800' },
     'idle-ms': { type: 'string', default: '30000' },
+    'no-audit': { type: 'boolean', default: false },
+    keep: { type: 'string' },
   },
 })
 const root = resolve(values.root)
@@ -35,6 +48,7 @@ const calls = Number(values.calls)
 const CONCURRENCY = 16
 const QUOTA = {
   rateLimits: { bench: { per: ['subject'], limit: 1_000_000_000, windowMs: 60_000 } },
+  ...(values['no-audit'] ? { audit: { enabled: false } } : {}),
 }
 
 async function drive(http: Pool, target: Target, n: number): Promise<void> {
@@ -108,11 +122,21 @@ async function count(label: string, config: Record<string, unknown>): Promise<nu
       if (!totals) throw new Error(`${label}: no totals in ${dump}`)
       return Number(totals[1])
     }
+    if (values.keep !== undefined) {
+      mkdirSync(values.keep, { recursive: true })
+      for (const [n, what] of [
+        [1, 'calls'],
+        [2, 'idle'],
+      ] as const) {
+        const dump = readdirSync(dir).find((f) => f.endsWith(`.${n}`))
+        if (dump) copyFileSync(join(dir, dump), join(values.keep, `${label}.${what}`))
+      }
+    }
     const perCall = totalOf(1) / calls
     const idlePerSecond = (totalOf(2) * 1000) / idleMs
     const netPerCall = (totalOf(1) - (idlePerSecond * busyMs) / 1000) / calls
     console.log(
-      `${label} c=${CONCURRENCY}: ${(perCall / 1e6).toFixed(3)} M instructions per call; ` +
+      `${label}${values['no-audit'] ? ' (audit off)' : ''} c=${CONCURRENCY}: ${(perCall / 1e6).toFixed(3)} M instructions per call; ` +
         `idle ${(idlePerSecond / 1e6).toFixed(2)} M/s over ${(busyMs / 1000).toFixed(1)} s of calls; ` +
         `net of idle ${(netPerCall / 1e6).toFixed(3)} M per call`,
     )
