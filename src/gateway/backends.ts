@@ -17,12 +17,23 @@ import { RedisRateCounterStore } from '../policies/redis-rate-counter-store.ts'
 import type { RedisClient } from '../store/redis.ts'
 
 export interface Backends {
-  /** The connection, key prefix and quota lease life; undefined: memory only. */
+  /**
+   * The connection, key prefix and quota lease life; undefined: memory only. `leases`: the
+   * leasing stores built on it, whose outstanding leases go back at close.
+   */
   readonly redis?:
-    | { readonly client: RedisClient; readonly prefix: string; readonly quotaLeaseMs: number }
+    | {
+        readonly client: RedisClient
+        readonly prefix: string
+        readonly quotaLeaseMs: number
+        readonly leases: Set<LeasingRateCounterStore>
+      }
     | undefined
   close(): Promise<void>
 }
+
+/** How long a stopping replica waits for Redis to take its unused lease tokens back. */
+const GIVE_BACK_AT_CLOSE_MS = 1000
 
 /** Nothing shared: the single-process default. */
 export const NO_BACKENDS: Backends = { close: async () => {} }
@@ -33,13 +44,24 @@ export async function openBackends(config: Config): Promise<Backends> {
   // Loaded here only: a gateway without Redis never reads the redis package.
   const { openRedis } = await import('../store/redis.ts')
   const client = await openRedis(config.redis.url)
+  const leases = new Set<LeasingRateCounterStore>()
   return {
     redis: {
       client,
       prefix: config.redis.prefix,
       quotaLeaseMs: config.redis.quotaLeaseMs ?? DEFAULT_QUOTA_LEASE_MS,
+      leases,
     },
     async close() {
+      // Unused lease tokens go back first (bounded), so a rolling update strands none (ADR 085).
+      let timer: NodeJS.Timeout | undefined
+      await Promise.race([
+        Promise.all([...leases].map((store) => store.close())),
+        new Promise((resolve) => {
+          timer = setTimeout(resolve, GIVE_BACK_AT_CLOSE_MS)
+        }),
+      ])
+      clearTimeout(timer)
       client.destroy()
     },
   }
@@ -51,9 +73,12 @@ export async function openBackends(config: Config): Promise<Backends> {
  */
 export function rateCounterStoreOf(backends: Backends): RateCounterStore {
   if (backends.redis === undefined) return new MemoryRateCounterStore()
-  const { client, prefix, quotaLeaseMs } = backends.redis
+  const { client, prefix, quotaLeaseMs, leases } = backends.redis
   const counters = new RedisRateCounterStore(client, prefix)
-  return quotaLeaseMs > 0 ? new LeasingRateCounterStore(counters, quotaLeaseMs) : counters
+  if (quotaLeaseMs <= 0) return counters
+  const store = new LeasingRateCounterStore(counters, quotaLeaseMs)
+  leases.add(store)
+  return store
 }
 
 /** Where answered confirmations are kept: Redis when configured (single-use fleet-wide). */

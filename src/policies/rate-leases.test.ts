@@ -208,6 +208,20 @@ describe('LeasingRateCounterStore on Redis', () => {
     assert.equal(admitted + more, 1000, `A admitted ${admitted}, B ${more}`)
   })
 
+  it('a replica that stops gives its unused lease tokens back before it goes', async () => {
+    const [a, b] = await replicas(1000)
+    const rule: RateRule = { algorithm: 'fixed-window', limit: 1000, windowMs: 60_000 }
+    const admitted = await driveUntilLeased(a!, 'k', rule)
+    const before = a!.redis.givenBack
+    await a!.store.close() // long before the 1 s lease would expire
+    assert.ok(a!.redis.givenBack > before, 'tokens were given back at close')
+    let more = 0
+    for (let i = 0; i < 1000; i++) {
+      if ((await b!.store.take('k', rule, Date.now())).allowed) more++
+    }
+    assert.equal(admitted + more, 1000, `A admitted ${admitted}, B ${more}`)
+  })
+
   it('a token given back never fills a bucket above its limit', async () => {
     const [a] = await replicas()
     const rule: RateRule = { algorithm: 'token-bucket', limit: 400, windowMs: 100 }

@@ -127,13 +127,18 @@ export class LeasingRateCounterStore implements RateCounterStore {
     return this.#keys.size
   }
 
-  /** Stops expiring leases and gives every outstanding one back (a replica that stops). */
-  close(): void {
+  /**
+   * Stops expiring leases and gives every outstanding one back (a replica that stops, so a
+   * rolling update strands nothing); settles when Redis has answered every give-back.
+   */
+  async close(): Promise<void> {
     if (this.#sweeper !== undefined) clearInterval(this.#sweeper)
     this.#sweeper = undefined
     const now = this.#clock()
-    for (const [key, state] of this.#keys) this.#end(key, state, now)
+    const givenBack: Promise<unknown>[] = []
+    for (const [key, state] of this.#keys) givenBack.push(this.#end(key, state, now))
     this.#keys.clear()
+    await Promise.all(givenBack)
   }
 
   async #takeFromSource(
@@ -238,14 +243,14 @@ export class LeasingRateCounterStore implements RateCounterStore {
     return state
   }
 
-  /** Ends the key's lease: its unused tokens go back, fire and forget. */
-  #end(key: string, state: KeyState, now: number): void {
+  /** Ends the key's lease: its unused tokens go back; never rejects (the sweep ignores it). */
+  #end(key: string, state: KeyState, now: number): Promise<unknown> {
     const tokens = Math.floor(state.tokens)
     state.tokens = 0
     state.until = 0
-    if (tokens < 1) return
+    if (tokens < 1) return Promise.resolve()
     // A failure loses the tokens for their window: under-admission, never over-admission.
-    this.#source.giveBack(key, state.rule, tokens, state.anchor, now).catch(() => {})
+    return this.#source.giveBack(key, state.rule, tokens, state.anchor, now).catch(() => {})
   }
 
   /** Forgets the keys idle for IDLE_MS that hold no lease, so memory stays bounded. */
