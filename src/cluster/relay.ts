@@ -7,6 +7,7 @@
  */
 import {
   Agent,
+  type ClientRequest,
   type IncomingHttpHeaders,
   type IncomingMessage,
   request,
@@ -61,6 +62,28 @@ function copyHeaders(headers: IncomingMessage['headers']): Record<string, string
 }
 
 /**
+ * Gives `out` `timeoutMs` to connect, and destroys it ('connect timeout') if it does not. Whether
+ * it connected tells a failure apart: before, the peer never saw the request (`unreachable`);
+ * after, it may have (`cut`), and the request must not be sent again blindly.
+ */
+function watchConnect(
+  out: ClientRequest,
+  timeoutMs: number,
+): { connected(): boolean; reached(): void; stopWatching(): void } {
+  let connected = false
+  const timer = setTimeout(() => out.destroy(new Error('connect timeout')), timeoutMs)
+  const reached = () => {
+    connected = true
+    clearTimeout(timer)
+  }
+  out.on('socket', (socket) => {
+    if (!socket.connecting) reached()
+    else socket.once('connect', reached)
+  })
+  return { connected: () => connected, reached, stopWatching: () => clearTimeout(timer) }
+}
+
+/**
  * Sends `req` to `ownerUrl` (the owner's advertised base URL) and pipes the reply to `res`.
  * Settles `unreachable` when the owner refused or did not accept the connection in time (the
  * client is then still unanswered); a failure after the owner began to reply ends `res`.
@@ -82,22 +105,10 @@ export function relayTo(
       agent: options.agent,
     })
     let answered = false
-    let connected = false
-    const connectTimer = setTimeout(
-      () => out.destroy(new Error('connect timeout')),
-      options.connectTimeoutMs,
-    )
-    const onConnect = () => {
-      connected = true
-      clearTimeout(connectTimer)
-    }
-    out.on('socket', (socket) => {
-      if (!socket.connecting) onConnect()
-      else socket.once('connect', onConnect)
-    })
+    const connection = watchConnect(out, options.connectTimeoutMs)
     out.on('response', (reply) => {
       answered = true
-      clearTimeout(connectTimer)
+      connection.stopWatching()
       res.writeHead(reply.statusCode ?? 502, copyHeaders(reply.headers))
       // An event stream's first bytes may be a long time coming: send the head now.
       res.flushHeaders()
@@ -110,11 +121,11 @@ export function relayTo(
       })
     })
     out.on('error', () => {
-      clearTimeout(connectTimer)
+      connection.stopWatching()
       if (answered || res.headersSent) {
         res.destroy()
         resolve('relayed')
-      } else resolve(connected ? 'cut' : 'unreachable')
+      } else resolve(connection.connected() ? 'cut' : 'unreachable')
     })
     // The client gave up: so does the hop (the owner sees its request cancelled).
     res.on('close', () => {
@@ -186,28 +197,16 @@ export function postTo(
       agent: options.agent,
       signal: options.signal,
     })
-    let connected = false
+    const connection = watchConnect(out, options.connectTimeoutMs)
     let settled = false
     const settle = (outcome: RelayOutcome) => {
       if (settled) return
       settled = true
-      clearTimeout(connectTimer)
+      connection.stopWatching()
       resolve(outcome)
     }
-    const connectTimer = setTimeout(
-      () => out.destroy(new Error('connect timeout')),
-      options.connectTimeoutMs,
-    )
-    const onConnect = () => {
-      connected = true
-      clearTimeout(connectTimer)
-    }
-    out.on('socket', (socket) => {
-      if (!socket.connecting) onConnect()
-      else socket.once('connect', onConnect)
-    })
     out.on('response', (reply) => {
-      onConnect()
+      connection.reached()
       const deliver = (text: string) => {
         if (text.trim() === '') return
         try {
@@ -258,7 +257,7 @@ export function postTo(
         if (!reply.complete) settle('cut')
       })
     })
-    out.on('error', () => settle(connected ? 'cut' : 'unreachable'))
+    out.on('error', () => settle(connection.connected() ? 'cut' : 'unreachable'))
     out.end(body)
   })
 }
