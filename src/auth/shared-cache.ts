@@ -9,8 +9,7 @@
  * `<prefix>cache:<kind>:`. Redis failing is a cache miss: the authorization server stays the
  * authority, and a cache never refuses a caller.
  */
-import { createHash } from 'node:crypto'
-import type { RedisClient } from '../store/redis.ts'
+import { type RedisClient, secretDigest } from '../store/redis.ts'
 
 export type SharedCacheKind = 'jwks' | 'introspection' | 'assertion' | 'metadata'
 
@@ -19,11 +18,6 @@ export interface SharedCache {
   get(kind: SharedCacheKind, name: string): Promise<string | undefined>
   /** Keeps `value` for `ttlMs` (nothing when not positive); failures are ignored. */
   set(kind: SharedCacheKind, name: string, value: string, ttlMs: number): Promise<void>
-}
-
-/** The digest a cache entry is stored under: `name` may hold a token, which never leaves. */
-export function cacheDigest(name: string): string {
-  return createHash('sha256').update(name).digest('base64url')
 }
 
 export class RedisSharedCache implements SharedCache {
@@ -36,7 +30,7 @@ export class RedisSharedCache implements SharedCache {
   }
 
   #key(kind: SharedCacheKind, name: string): string {
-    return `${this.#prefix}cache:${kind}:${cacheDigest(name)}`
+    return `${this.#prefix}cache:${kind}:${secretDigest(name)}`
   }
 
   async get(kind: SharedCacheKind, name: string): Promise<string | undefined> {

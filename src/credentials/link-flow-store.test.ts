@@ -7,13 +7,8 @@ import assert from 'node:assert/strict'
 import { randomBytes } from 'node:crypto'
 import { after, before, describe, test } from 'node:test'
 import { freshRedisPrefix, REDIS_URL } from '../../test/support/backends.ts'
-import { openRedis, type RedisClient } from '../store/redis.ts'
-import {
-  flowDigest,
-  type LinkState,
-  MemoryLinkFlowStore,
-  RedisLinkFlowStore,
-} from './link-flow-store.ts'
+import { openRedis, type RedisClient, secretDigest } from '../store/redis.ts'
+import { type LinkState, MemoryLinkFlowStore, RedisLinkFlowStore } from './link-flow-store.ts'
 import { RedisRefreshLocks } from './refresh-lock.ts'
 
 let client: RedisClient
@@ -43,7 +38,7 @@ describe('RedisLinkFlowStore', () => {
     const id = randomBytes(24).toString('base64url')
     await store.putTicket(id, { user: 'key:alice', subject: 'alice', upstream: 'files' }, 60_000)
     const keys = await client.keys(`${prefix}link:ticket:*`)
-    assert.deepEqual(keys, [`${prefix}link:ticket:${flowDigest(id)}`])
+    assert.deepEqual(keys, [`${prefix}link:ticket:${secretDigest(id)}`])
     assert.ok(!keys[0]!.includes(id), 'the raw ticket is never a key')
     const ttl = await client.pTTL(keys[0]!)
     assert.ok(ttl > 50_000 && ttl <= 60_000, `ttl ${ttl}`)
@@ -61,7 +56,7 @@ describe('RedisLinkFlowStore', () => {
     const b = new RedisLinkFlowStore(client, prefix, key)
     const id = randomBytes(24).toString('base64url')
     await a.putState(id, state, 60_000)
-    const raw = await client.get(`${prefix}link:state:${flowDigest(id)}`)
+    const raw = await client.get(`${prefix}link:state:${secretDigest(id)}`)
     assert.ok(raw !== null)
     assert.ok(!raw.includes(state.verifier), 'the verifier is sealed')
     assert.match(JSON.parse(raw).verifier, /^enc:v1:/)
@@ -74,7 +69,7 @@ describe('RedisLinkFlowStore', () => {
     await new RedisLinkFlowStore(client, prefix, randomBytes(32)).putState(id, state, 60_000)
     const other = new RedisLinkFlowStore(client, prefix, randomBytes(32))
     assert.equal(await other.takeState(id), undefined)
-    assert.equal(await client.exists(`${prefix}link:state:${flowDigest(id)}`), 0, 'gone anyway')
+    assert.equal(await client.exists(`${prefix}link:state:${secretDigest(id)}`), 0, 'gone anyway')
 
     const short = randomBytes(24).toString('base64url')
     await other.putState(short, state, 30)

@@ -13,7 +13,7 @@
  * (ADR 059) and bound to the state's digest, so a reader of Redis cannot redeem a code with it.
  */
 import { createHash } from 'node:crypto'
-import { type RedisClient, RedisScript } from '../store/redis.ts'
+import { type RedisClient, RedisScript, secretDigest } from '../store/redis.ts'
 import { openSync, sealSync } from './secret-box.ts'
 
 /** GET and DEL in one step (GETDEL, as a script so that Redis 6.0 serves it too). */
@@ -89,11 +89,6 @@ function take<T>(map: Map<string, { value: T; expires: number }>, id: string): T
   return entry === undefined || entry.expires < Date.now() ? undefined : entry.value
 }
 
-/** The digest a flow record is stored under: the id itself never reaches Redis. */
-export function flowDigest(id: string): string {
-  return createHash('sha256').update(id).digest('base64url')
-}
-
 /** The key sealing verifiers in Redis: derived from the fleet's request-state key (ADR 059). */
 export function linkStateKey(stateKey: Buffer): Buffer {
   return createHash('sha256').update('barbican link state\n').update(stateKey).digest()
@@ -134,11 +129,11 @@ export class RedisLinkFlowStore implements LinkFlowStore {
       subject: ticket.subject,
       upstream: ticket.upstream,
     })
-    await this.#client.set(`${this.#prefix}link:ticket:${flowDigest(id)}`, value, { PX: ttlMs })
+    await this.#client.set(`${this.#prefix}link:ticket:${secretDigest(id)}`, value, { PX: ttlMs })
   }
 
   async takeTicket(id: string): Promise<LinkTicket | undefined> {
-    const text = await this.#take(`${this.#prefix}link:ticket:${flowDigest(id)}`)
+    const text = await this.#take(`${this.#prefix}link:ticket:${secretDigest(id)}`)
     if (text === undefined) return undefined
     const t = JSON.parse(text) as Partial<LinkTicket>
     if (typeof t.user !== 'string' || typeof t.subject !== 'string') return undefined
@@ -147,7 +142,7 @@ export class RedisLinkFlowStore implements LinkFlowStore {
   }
 
   async putState(id: string, state: LinkState, ttlMs: number): Promise<void> {
-    const digest = flowDigest(id)
+    const digest = secretDigest(id)
     const stored: StoredState = {
       user: state.user,
       browser: state.browser.toString('base64url'),
@@ -162,7 +157,7 @@ export class RedisLinkFlowStore implements LinkFlowStore {
   }
 
   async takeState(id: string): Promise<LinkState | undefined> {
-    const digest = flowDigest(id)
+    const digest = secretDigest(id)
     const text = await this.#take(`${this.#prefix}link:state:${digest}`)
     if (text === undefined) return undefined
     const s = JSON.parse(text) as Partial<StoredState>

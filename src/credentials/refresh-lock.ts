@@ -5,8 +5,8 @@
  * released by compare-and-delete (a script), so a replica never frees a lock that expired and
  * was taken by another. Keys are `<prefix>link:refresh:<SHA-256 of the link's key>`.
  */
-import { createHash, randomBytes } from 'node:crypto'
-import { type RedisClient, RedisScript } from '../store/redis.ts'
+import { randomBytes } from 'node:crypto'
+import { type RedisClient, RedisScript, secretDigest } from '../store/redis.ts'
 
 const RELEASE = new RedisScript(
   "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0",
@@ -29,7 +29,7 @@ export class RedisRefreshLocks implements RefreshLocks {
   }
 
   #key(name: string): string {
-    return `${this.#prefix}link:refresh:${createHash('sha256').update(name).digest('base64url')}`
+    return `${this.#prefix}link:refresh:${secretDigest(name)}`
   }
 
   async acquire(name: string, ttlMs: number): Promise<string | undefined> {

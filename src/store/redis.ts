@@ -45,6 +45,14 @@ export async function openRedis(url: string): Promise<RedisClient> {
   return client
 }
 
+/**
+ * What a Redis key built from a secret (a token, a ticket, an OAuth state) holds in its place:
+ * its SHA-256, base64url, so the secret itself never reaches Redis.
+ */
+export function secretDigest(secret: string): string {
+  return createHash('sha256').update(secret).digest('base64url')
+}
+
 /** A Lua script run by its SHA, loaded again when the server does not know it (NOSCRIPT). */
 export class RedisScript {
   readonly #source: string
