@@ -10,13 +10,12 @@
  */
 import assert from 'node:assert/strict'
 import { after, before, describe, test } from 'node:test'
-import { createRemoteJWKSet, jwtVerify } from 'jose'
 import { generateApiKey } from '../../src/auth/api-keys.ts'
 import { type RunningServer, startServer } from '../../src/cli/serve.ts'
 import { silentLogger } from '../../src/common/log.ts'
 import { parseConfigText } from '../../src/config/load.ts'
 import { startIssuer, type TestIssuer } from '../fixtures/auth-issuer.ts'
-import { type RecordingUpstream, startRecordingUpstream } from '../fixtures/auth-upstream.ts'
+import { type RecordingUpstream, startIssuerGuardedUpstream } from '../fixtures/auth-upstream.ts'
 import { browse, connect, linkUrlFrom, openLinkPage, upstreamClaims } from '../support/link-flow.ts'
 
 const PUBLIC = 'https://gateway.test'
@@ -43,18 +42,7 @@ describe('linking by client ID metadata document', () => {
         return res
       },
     })
-    const jwks = createRemoteJWKSet(new URL(`${issuer.issuer}/jwks`))
-    upstream = await startRecordingUpstream({
-      authorize: async (token) => {
-        if (token === undefined) return false
-        try {
-          await jwtVerify(token, jwks, { issuer: issuer.issuer, audience: upstream.url })
-          return true
-        } catch {
-          return false
-        }
-      },
-    })
+    upstream = await startIssuerGuardedUpstream(issuer.issuer)
     const text = JSON.stringify({
       listen: '127.0.0.1:0',
       upstreams: {

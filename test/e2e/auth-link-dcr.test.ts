@@ -12,14 +12,17 @@ import { createServer } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, before, describe, test } from 'node:test'
-import { createRemoteJWKSet, jwtVerify } from 'jose'
 import { generateApiKey } from '../../src/auth/api-keys.ts'
 import { type RunningServer, startServer } from '../../src/cli/serve.ts'
 import { silentLogger } from '../../src/common/log.ts'
 import { parseConfigText } from '../../src/config/load.ts'
 import { generateSecretKey } from '../../src/credentials/secret-box.ts'
 import { startIssuer, type TestIssuer } from '../fixtures/auth-issuer.ts'
-import { type RecordingUpstream, startRecordingUpstream } from '../fixtures/auth-upstream.ts'
+import {
+  type RecordingUpstream,
+  startIssuerGuardedUpstream,
+  startRecordingUpstream,
+} from '../fixtures/auth-upstream.ts'
 import { browse, connect, linkUrlFrom, openLinkPage, upstreamClaims } from '../support/link-flow.ts'
 
 // A stable key, so that what was sealed before the restart opens after it.
@@ -45,18 +48,7 @@ describe('linking by dynamic client registration (RFC 7591)', () => {
   before(async () => {
     // Tokens live 20 s, inside Barbican's 30 s refresh margin: every use refreshes as the client.
     issuer = await startIssuer({ clients: [], registration: true, accessTokenTtlSeconds: 20 })
-    const jwks = createRemoteJWKSet(new URL(`${issuer.issuer}/jwks`))
-    upstream = await startRecordingUpstream({
-      authorize: async (token) => {
-        if (token === undefined) return false
-        try {
-          await jwtVerify(token, jwks, { issuer: issuer.issuer, audience: upstream.url })
-          return true
-        } catch {
-          return false
-        }
-      },
-    })
+    upstream = await startIssuerGuardedUpstream(issuer.issuer)
     configText = JSON.stringify({
       // A fixed port: the registration is for this redirect URI, across the restart.
       listen: `127.0.0.1:${await freePort()}`,

@@ -9,13 +9,12 @@ import assert from 'node:assert/strict'
 import { after, before, describe, test } from 'node:test'
 import { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
-import { createRemoteJWKSet, jwtVerify } from 'jose'
 import { generateApiKey } from '../../src/auth/api-keys.ts'
 import { type RunningServer, startServer } from '../../src/cli/serve.ts'
 import { silentLogger } from '../../src/common/log.ts'
 import { parseConfigText } from '../../src/config/load.ts'
 import { startIssuer, type TestIssuer } from '../fixtures/auth-issuer.ts'
-import { type RecordingUpstream, startRecordingUpstream } from '../fixtures/auth-upstream.ts'
+import { type RecordingUpstream, startIssuerGuardedUpstream } from '../fixtures/auth-upstream.ts'
 import { browse } from '../support/link-flow.ts'
 
 /** The `name=value` of the cookie a response sets (the link page's browser binding). */
@@ -38,19 +37,10 @@ describe('linking an upstream account (authorization code + PKCE, refresh with r
   before(async () => {
     // Tokens live 20 s, inside Barbican's 30 s refresh margin: every use refreshes (no sleeps).
     upstreamIssuer = await startIssuer({ clients: [], accessTokenTtlSeconds: 20 })
-    const jwks = createRemoteJWKSet(new URL(`${upstreamIssuer.issuer}/jwks`))
-    upstream = await startRecordingUpstream({
-      // The upstream accepts only tokens its own issuer minted for it.
-      authorize: async (token) => {
-        if (token === undefined || refuseAll) return false
-        try {
-          await jwtVerify(token, jwks, { issuer: upstreamIssuer.issuer, audience: upstream.url })
-          seenTokens.push(token)
-          return true
-        } catch {
-          return false
-        }
-      },
+    // The upstream accepts only tokens its own issuer minted for it.
+    upstream = await startIssuerGuardedUpstream(upstreamIssuer.issuer, {
+      refuse: () => refuseAll,
+      onAccepted: (token) => seenTokens.push(token),
     })
     const text = JSON.stringify({
       listen: '127.0.0.1:0',

@@ -11,7 +11,6 @@ import { createServer, type Server } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { after, before, test } from 'node:test'
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js'
-import { createRemoteJWKSet, jwtVerify } from 'jose'
 import { generateApiKey } from '../../src/auth/api-keys.ts'
 import { joinFleet } from '../../src/cli/fleet.ts'
 import { type RunningServer, startServer } from '../../src/cli/serve.ts'
@@ -20,7 +19,7 @@ import { normalizeConfig } from '../../src/config/normalize.ts'
 import { openBackends } from '../../src/gateway/backends.ts'
 import { openPostgresPool } from '../../src/store/postgres.ts'
 import { startIssuer, type TestIssuer } from '../fixtures/auth-issuer.ts'
-import { type RecordingUpstream, startRecordingUpstream } from '../fixtures/auth-upstream.ts'
+import { type RecordingUpstream, startIssuerGuardedUpstream } from '../fixtures/auth-upstream.ts'
 import {
   dropPostgresSchemas,
   freshPostgresUrl,
@@ -86,18 +85,7 @@ before(async () => {
   // Tokens live 20 s, inside Barbican's 30 s refresh margin: every use refreshes (no sleeps).
   issuer = await startIssuer({ clients: [], accessTokenTtlSeconds: 20 })
   closers.push(() => issuer.close())
-  const jwks = createRemoteJWKSet(new URL(`${issuer.issuer}/jwks`))
-  upstream = await startRecordingUpstream({
-    authorize: async (token) => {
-      if (token === undefined) return false
-      try {
-        await jwtVerify(token, jwks, { issuer: issuer.issuer, audience: upstream.url })
-        return true
-      } catch {
-        return false
-      }
-    },
-  })
+  upstream = await startIssuerGuardedUpstream(issuer.issuer)
   closers.push(() => upstream.close())
   balancer = await startBalancer()
   closers.push(() => balancer.close())
