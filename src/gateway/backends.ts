@@ -19,14 +19,15 @@ import type { RedisClient } from '../store/redis.ts'
 export interface Backends {
   /**
    * The connection, key prefix and quota lease life; undefined: memory only. `leases`: the
-   * leasing stores built on it, whose outstanding leases go back at close.
+   * leasing store of each key prefix (the gateway's, each tenant's), built once and reused by
+   * every plan made from a reloaded configuration; their outstanding leases go back at close.
    */
   readonly redis?:
     | {
         readonly client: RedisClient
         readonly prefix: string
         readonly quotaLeaseMs: number
-        readonly leases: Set<LeasingRateCounterStore>
+        readonly leases: Map<string, LeasingRateCounterStore>
       }
     | undefined
   close(): Promise<void>
@@ -44,7 +45,7 @@ export async function openBackends(config: Config): Promise<Backends> {
   // Loaded here only: a gateway without Redis never reads the redis package.
   const { openRedis } = await import('../store/redis.ts')
   const client = await openRedis(config.redis.url)
-  const leases = new Set<LeasingRateCounterStore>()
+  const leases = new Map<string, LeasingRateCounterStore>()
   return {
     redis: {
       client,
@@ -56,7 +57,7 @@ export async function openBackends(config: Config): Promise<Backends> {
       // Unused lease tokens go back first (bounded), so a rolling update strands none (ADR 085).
       let timer: NodeJS.Timeout | undefined
       await Promise.race([
-        Promise.all([...leases].map((store) => store.close())),
+        Promise.all([...leases.values()].map((store) => store.close())),
         new Promise((resolve) => {
           timer = setTimeout(resolve, GIVE_BACK_AT_CLOSE_MS)
         }),
@@ -70,14 +71,21 @@ export async function openBackends(config: Config): Promise<Backends> {
 /**
  * Where rate-limit counters live: Redis when configured (fleet-wide), with leases for busy keys
  * unless `redis.quotaLeaseMs` is 0 (ADR 085), else this process.
+ *
+ * One leasing store per key prefix for the life of the backends: each reload builds a new plan,
+ * and a store per plan would pile up (one per reload, each holding its keys' state until stop)
+ * and make a reload hand its live leases back only to lease them again. The store keeps no
+ * configuration of its own: a key whose rule changed drops its lease (rate-leases.ts).
  */
 export function rateCounterStoreOf(backends: Backends): RateCounterStore {
   if (backends.redis === undefined) return new MemoryRateCounterStore()
   const { client, prefix, quotaLeaseMs, leases } = backends.redis
-  const counters = new RedisRateCounterStore(client, prefix)
-  if (quotaLeaseMs <= 0) return counters
-  const store = new LeasingRateCounterStore(counters, quotaLeaseMs)
-  leases.add(store)
+  if (quotaLeaseMs <= 0) return new RedisRateCounterStore(client, prefix)
+  let store = leases.get(prefix)
+  if (store === undefined) {
+    store = new LeasingRateCounterStore(new RedisRateCounterStore(client, prefix), quotaLeaseMs)
+    leases.set(prefix, store)
+  }
   return store
 }
 
