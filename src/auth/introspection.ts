@@ -5,9 +5,9 @@
  * the answers for active tokens are shared in Redis too (shared-cache.ts, ADR 082), read on a
  * memory miss before the issuer is asked, so a token introspected by one replica is known to all.
  */
-import { createHash } from 'node:crypto'
 import type { GuardedFetch } from '../net/guarded-fetch.ts'
 import type { JsonObject } from '../protocol/jsonrpc.ts'
+import { secretDigest } from '../store/redis.ts'
 import { AuthFailure } from './auth-failure.ts'
 import type { Identity } from './identity.ts'
 import type { SharedCache } from './shared-cache.ts'
@@ -49,7 +49,7 @@ export function createIntrospector(options: IntrospectorOptions): Introspector {
     cache.set(key, entry)
   }
   const ask = async (token: string): Promise<JsonObject> => {
-    const key = createHash('sha256').update(token).digest('base64url')
+    const key = secretDigest(token)
     const hit = cache.get(key)
     if (hit && hit.until > now()) return hit.answer
     // The same token at another server or for another client is another answer.

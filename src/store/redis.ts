@@ -46,8 +46,9 @@ export async function openRedis(url: string): Promise<RedisClient> {
 }
 
 /**
- * What a Redis key built from a secret (a token, a ticket, an OAuth state) holds in its place:
- * its SHA-256, base64url, so the secret itself never reaches Redis.
+ * What a key built from a secret (a token, a ticket, an OAuth state) holds in its place: its
+ * SHA-256, base64url, so the secret itself never reaches Redis, nor sits as a key in a cache of
+ * this process (the introspection answers are kept by it too).
  */
 export function secretDigest(secret: string): string {
   return createHash('sha256').update(secret).digest('base64url')
