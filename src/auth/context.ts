@@ -7,7 +7,8 @@
  * client sends is removed as the message enters (client-meta.ts), and again here. The client's own token never appears: nothing here reads the
  * inbound `Authorization` header, and upstream credentials come from Barbican's own store.
  */
-import { randomBytes, randomFillSync } from 'node:crypto'
+import { randomBytes } from 'node:crypto'
+import { randomHex } from '../common/random-hex.ts'
 import { isPlainObject, type JsonObject } from '../protocol/jsonrpc.ts'
 import type { ErrorReply } from '../protocol/model.ts'
 import type { AssertionSigner } from './assertion.ts'
@@ -179,23 +180,6 @@ export function childTraceparent(incoming: string | undefined): string {
 }
 
 const ALL_ZERO = /^0+$/
-
-/**
- * Trace and span ids come from a pool of CSPRNG bytes filled 4 KiB at a time (one
- * `randomFillSync` per 170 calls instead of two per call); each byte is handed out once.
- */
-const POOL = Buffer.alloc(4096)
-let poolOffset = POOL.length
-
-function randomHex(bytes: number): string {
-  if (poolOffset + bytes > POOL.length) {
-    randomFillSync(POOL)
-    poolOffset = 0
-  }
-  const hex = POOL.toString('hex', poolOffset, poolOffset + bytes)
-  poolOffset += bytes
-  return hex
-}
 
 /** Whether the caller's client declared URL-mode elicitation (unknown owners are assumed not). */
 function supportsUrlMode(caller: Caller | undefined): boolean {

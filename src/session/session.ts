@@ -4,7 +4,7 @@
  * (initialize, ping, discover, lists), routes the rest through the virtual server to upstreams,
  * and brings replies, notifications and upstream→client requests back to this client only.
  */
-import { createHash, randomBytes } from 'node:crypto'
+import { createHash } from 'node:crypto'
 import type { Span } from '@opentelemetry/api'
 import { withoutBarbicanMeta } from '../auth/client-meta.ts'
 import { ANONYMOUS, type Identity } from '../auth/identity.ts'
@@ -12,6 +12,7 @@ import type { UpstreamEnvelope } from '../bridge/envelope.ts'
 import type { MrtrBridge } from '../bridge/mrtr.ts'
 import { BarbicanError, errorData, jsonRpcCodeOf, toBarbicanError } from '../common/errors.ts'
 import type { Logger } from '../common/log.ts'
+import { randomHex } from '../common/random-hex.ts'
 import { endSpan, replyOutcome, startClientSpan, tracingOn } from '../common/tracing.ts'
 import { DENIED, outcomeOfError, outcomeOfReply, type ServerMetrics } from '../metrics/metrics.ts'
 import { compose, deniedBy } from '../policies/chain.ts'
@@ -149,8 +150,11 @@ export class Session {
       }
     | undefined
   #chain: Next
-  /** Short random id tying this session's calls together in logs and audit. */
-  readonly #id = randomBytes(6).toString('hex')
+  /**
+   * Short random id tying this session's calls together in logs and audit. From the pool: every
+   * 2026-07-28 request is a session of its own, and a draw of its own cost a syscall per call.
+   */
+  readonly #id = randomHex(6)
   #nextCall = 1
   #nextFailure = 1
   /** The caller, as the credential of the latest message showed it (ReceiveInfo.identity). */
