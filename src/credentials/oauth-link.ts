@@ -47,7 +47,7 @@ import {
   tokenRequest,
 } from './oauth-client.ts'
 import type { RefreshLocks } from './refresh-lock.ts'
-import type { TokenKey, TokenSet, TokenStore } from './token-store.ts'
+import type { StoredTokens, TokenKey, TokenSet, TokenStore } from './token-store.ts'
 
 /** Where the upstream's issuer sends the browser back. */
 export const CALLBACK_PATH = '/oauth/callback'
@@ -422,9 +422,10 @@ class UpstreamLink implements CredentialSource {
       upstream: this.upstream,
       issuer: metadata.issuer,
     }
-    let tokens = await this.#deps.store.get(key)
+    const stored = await this.#deps.store.read(key)
+    let tokens = stored?.tokens
     if (tokens?.expiresAt !== undefined && tokens.expiresAt - EXPIRY_MARGIN_MS < Date.now()) {
-      tokens = await this.#refresh(key, metadata, tokens)
+      tokens = await this.#refresh(key, metadata, stored!)
     }
     if (!tokens) {
       return {
@@ -457,20 +458,17 @@ class UpstreamLink implements CredentialSource {
   async #refresh(
     key: TokenKey,
     metadata: AuthorizationServerMetadata,
-    tokens: TokenSet,
+    stale: StoredTokens,
   ): Promise<TokenSet | undefined> {
-    if (!tokens.refreshToken) {
-      await this.#deps.store.delete(key)
-      return undefined
-    }
+    if (!stale.tokens.refreshToken) return await this.#forget(key, stale)
     const id = JSON.stringify(key)
     let running = this.#refreshing.get(id)
     if (!running) {
       const locks = this.#deps.locks
       running = (
         locks === undefined
-          ? this.#refreshNow(key, metadata, tokens)
-          : this.#refreshLocked(locks, id, key, metadata, tokens)
+          ? this.#refreshNow(key, metadata, stale)
+          : this.#refreshLocked(locks, id, key, metadata, stale)
       ).finally(() => this.#refreshing.delete(id))
       this.#refreshing.set(id, running)
     }
@@ -483,14 +481,15 @@ class UpstreamLink implements CredentialSource {
    * again first, since the tokens it was given may have been refreshed meanwhile. Redis failing
    * falls back to refreshing without the lock (what one process did before; at worst the issuer
    * sees the rotated token twice and the user links again). The wait is bounded: past it the
-   * call fails and the link is kept.
+   * call fails and the link is kept. A holder that outlives the lock (a paused process) is
+   * fenced by the store itself: its write is conditional on the entry it read (#refreshNow).
    */
   async #refreshLocked(
     locks: RefreshLocks,
     name: string,
     key: TokenKey,
     metadata: AuthorizationServerMetadata,
-    stale: TokenSet,
+    stale: StoredTokens,
   ): Promise<TokenSet | undefined> {
     const deadline = Date.now() + REFRESH_WAIT_MS
     for (;;) {
@@ -506,9 +505,9 @@ class UpstreamLink implements CredentialSource {
       }
       if (held !== undefined) {
         try {
-          const current = await this.#deps.store.get(key)
+          const current = await this.#deps.store.read(key)
           if (current === undefined) return undefined
-          if (current.accessToken !== stale.accessToken) return current
+          if (current.tokens.accessToken !== stale.tokens.accessToken) return current.tokens
           return await this.#refreshNow(key, metadata, current)
         } finally {
           await locks.release(name, held).catch((error: unknown) => {
@@ -521,7 +520,7 @@ class UpstreamLink implements CredentialSource {
       await sleep(REFRESH_POLL_MS)
       const current = await this.#deps.store.get(key)
       if (current === undefined) return undefined
-      if (current.accessToken !== stale.accessToken) return current
+      if (current.accessToken !== stale.tokens.accessToken) return current
       if (Date.now() > deadline) {
         throw new Error(
           `Another replica's refresh of the ${this.upstream} token did not finish in time`,
@@ -530,31 +529,50 @@ class UpstreamLink implements CredentialSource {
     }
   }
 
-  /** Asks the issuer for new tokens and stores them; on failure forgets the link. */
+  /**
+   * Asks the issuer for new tokens and stores them; on failure forgets the link. Both writes are
+   * fenced (ADR 089): they happen only if the link still holds the entry `stored` was read from.
+   * Otherwise another replica refreshed (or the user linked again) while this one held a lock
+   * that had expired, and what it stored stands: this one reads it instead.
+   */
   async #refreshNow(
     key: TokenKey,
     metadata: AuthorizationServerMetadata,
-    tokens: TokenSet,
+    stored: StoredTokens,
   ): Promise<TokenSet | undefined> {
+    let next: TokenSet
     try {
       const client = await this.client(metadata)
-      let next: TokenSet
       try {
-        next = await refreshTokens(metadata, client, tokens, this.config.resource, this.#deps.fetch)
+        next = await refreshTokens(
+          metadata,
+          client,
+          stored.tokens,
+          this.config.resource,
+          this.#deps.fetch,
+        )
       } catch (err) {
         if (isClientRejection(err)) await this.#deps.clients.rejected(metadata.issuer, client)
         throw err
       }
-      await this.#deps.store.put(key, next)
-      return next
     } catch (err) {
       this.#deps.log.info('upstream token refresh failed; the user must link again', {
         upstream: this.upstream,
         error: err,
       })
-      await this.#deps.store.delete(key)
-      return undefined
+      return await this.#forget(key, stored)
     }
+    if (await this.#deps.store.replace(key, stored.version, next)) return next
+    this.#deps.log.info('upstream token refreshed meanwhile by another holder; using theirs', {
+      upstream: this.upstream,
+    })
+    return await this.#deps.store.get(key)
+  }
+
+  /** Forgets the link unless it changed since `stored` was read; then what it holds now. */
+  async #forget(key: TokenKey, stored: StoredTokens): Promise<TokenSet | undefined> {
+    if (await this.#deps.store.forget(key, stored.version)) return undefined
+    return await this.#deps.store.get(key)
   }
 }
 

@@ -37,8 +37,23 @@ export function postgresBackend(
         [slot, sealed, new Date().toISOString()],
       )
     },
+    async putIf(slot, expected, sealed) {
+      const result = await (await open()).query(
+        `UPDATE barbican_upstream_tokens SET sealed = $3, updated_at = $4
+         WHERE slot = $1 AND sealed = $2`,
+        [slot, expected, sealed, new Date().toISOString()],
+      )
+      return result.rowCount === 1
+    },
     async delete(slot) {
       await (await open()).query('DELETE FROM barbican_upstream_tokens WHERE slot = $1', [slot])
+    },
+    async deleteIf(slot, expected) {
+      const result = await (await open()).query(
+        'DELETE FROM barbican_upstream_tokens WHERE slot = $1 AND sealed = $2',
+        [slot, expected],
+      )
+      return result.rowCount === 1
     },
     async list() {
       const result = await (await open()).query(

@@ -42,8 +42,22 @@ export function sqliteBackend(path: string): SealedBackend & { close(): void } {
         )
         .run(slot, sealed, new Date().toISOString())
     },
+    async putIf(slot, expected, sealed) {
+      const { changes } = (await open())
+        .prepare(
+          'UPDATE barbican_upstream_tokens SET sealed = ?, updated_at = ? WHERE slot = ? AND sealed = ?',
+        )
+        .run(sealed, new Date().toISOString(), slot, expected)
+      return Number(changes) === 1
+    },
     async delete(slot) {
       ;(await open()).prepare('DELETE FROM barbican_upstream_tokens WHERE slot = ?').run(slot)
+    },
+    async deleteIf(slot, expected) {
+      const { changes } = (await open())
+        .prepare('DELETE FROM barbican_upstream_tokens WHERE slot = ? AND sealed = ?')
+        .run(slot, expected)
+      return Number(changes) === 1
     },
     async list() {
       const rows = (await open())

@@ -65,7 +65,9 @@ describe('linked accounts listing', () => {
     const store = new TokenStore(new LocalKeyProvider(randomBytes(32)), {
       get: async () => undefined,
       put: async () => {},
+      putIf: async () => false,
       delete: async () => {},
+      deleteIf: async () => false,
     })
     assert.equal(await store.links(), undefined)
   })

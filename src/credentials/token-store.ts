@@ -3,7 +3,11 @@
  * issuer), so a token is only ever presented to the authorization server's resource it was
  * issued for (issuer-bound credentials), and one user's token never serves another. Entries are
  * sealed (secret-box.ts) before they reach a backend; the memory backend is the default, and a
- * persistent backend implements the same three methods.
+ * persistent backend implements the same methods.
+ *
+ * A refresh is fenced (ADR 089): it stores its tokens only if the link still holds the entry it
+ * read. Every seal draws a fresh IV, so the sealed text itself is the entry's version, and a
+ * conditional write compares it: no version column, no migration.
  */
 import type { KeyProvider } from './secret-box.ts'
 
@@ -26,7 +30,11 @@ export interface TokenKey {
 export interface SealedBackend {
   get(key: string): Promise<string | undefined>
   put(key: string, sealed: string): Promise<void>
+  /** Writes `sealed` only if the entry still holds `expected`; whether it did. */
+  putIf(key: string, expected: string, sealed: string): Promise<boolean>
   delete(key: string): Promise<void>
+  /** Deletes the entry only if it still holds `expected`; whether it did. */
+  deleteIf(key: string, expected: string): Promise<boolean>
   /** Every slot name held (the admin console's list of links); optional for older backends. */
   list?(): Promise<string[]>
 }
@@ -39,11 +47,23 @@ export function memoryBackend(): SealedBackend {
     put: async (key, sealed) => {
       entries.set(key, sealed)
     },
+    putIf: async (key, expected, sealed) => {
+      if (entries.get(key) !== expected) return false
+      entries.set(key, sealed)
+      return true
+    },
     delete: async (key) => {
       entries.delete(key)
     },
+    deleteIf: async (key, expected) => entries.get(key) === expected && entries.delete(key),
     list: async () => [...entries.keys()],
   }
+}
+
+/** Tokens as read, with the version a conditional write compares (the sealed entry). */
+export interface StoredTokens {
+  readonly tokens: TokenSet
+  readonly version: string
 }
 
 /** Tokens per (user, upstream, issuer), sealed with the process key provider. */
@@ -57,14 +77,22 @@ export class TokenStore {
   }
 
   async get(key: TokenKey): Promise<TokenSet | undefined> {
+    return (await this.read(key))?.tokens
+  }
+
+  /** The link's tokens and their version, for a write conditional on nothing having changed. */
+  async read(key: TokenKey): Promise<StoredTokens | undefined> {
     const slot = slotOf(key)
     const sealed = await this.#backend.get(slot)
     if (sealed === undefined) return undefined
     try {
-      return JSON.parse(await this.#keys.open(sealed, slot)) as TokenSet
+      return {
+        tokens: JSON.parse(await this.#keys.open(sealed, slot)) as TokenSet,
+        version: sealed,
+      }
     } catch {
       // Sealed under another key (BARBICAN_SECRET_KEY changed or unset): as good as unlinked.
-      await this.#backend.delete(slot)
+      await this.#backend.deleteIf(slot, sealed)
       return undefined
     }
   }
@@ -74,8 +102,26 @@ export class TokenStore {
     await this.#backend.put(slot, await this.#keys.seal(JSON.stringify(tokens), slot))
   }
 
+  /**
+   * Stores `tokens` only if the link still holds `version` (read by `read`): false when another
+   * write (a newer refresh, a new link, a deletion) came first, whose result then stands.
+   */
+  async replace(key: TokenKey, version: string, tokens: TokenSet): Promise<boolean> {
+    const slot = slotOf(key)
+    return await this.#backend.putIf(
+      slot,
+      version,
+      await this.#keys.seal(JSON.stringify(tokens), slot),
+    )
+  }
+
   async delete(key: TokenKey): Promise<void> {
     await this.#backend.delete(slotOf(key))
+  }
+
+  /** Forgets the link only if it still holds `version`; false when it changed meanwhile. */
+  async forget(key: TokenKey, version: string): Promise<boolean> {
+    return await this.#backend.deleteIf(slotOf(key), version)
   }
 
   /**
