@@ -19,6 +19,7 @@ import type { AuthorizationServerMetadata, IssuerMetadataCache } from '../auth/a
 import type { CredentialOutcome, CredentialSource } from '../auth/context.ts'
 import type { Identity } from '../auth/identity.ts'
 import { identityKey } from '../auth/request-identity.ts'
+import type { ErrorCode } from '../common/errors.ts'
 import type { Logger } from '../common/log.ts'
 import type { GuardedFetch } from '../net/guarded-fetch.ts'
 import {
@@ -53,6 +54,8 @@ import type { StoredTokens, TokenKey, TokenSet, TokenStore } from './token-store
 export const CALLBACK_PATH = '/oauth/callback'
 /** Prefix of the per-upstream link pages (`/link/NAME`). */
 export const LINK_PATH = '/link/'
+/** The stable code a link page names when the shared store of tickets and states fails. */
+const STORE_UNAVAILABLE: ErrorCode = 'ERR_STORE_UNAVAILABLE'
 
 const TICKET_TTL_MS = 10 * 60_000
 const STATE_TTL_MS = 10 * 60_000
@@ -176,18 +179,34 @@ export class LinkRegistry {
       const { verifier, challenge } = pkcePair()
       const state = randomBytes(24).toString('base64url')
       const binding = bindBrowser(state, this.#cookieScope())
-      await this.#flows.putState(
-        state,
-        {
-          user: ticket.user,
-          browser: binding.hash,
+      try {
+        await this.#flows.putState(
+          state,
+          {
+            user: ticket.user,
+            browser: binding.hash,
+            upstream,
+            issuer: metadata.issuer,
+            clientId: client.clientId,
+            verifier,
+          },
+          STATE_TTL_MS,
+        )
+      } catch (err) {
+        // Not the issuer: the shared store failed, after the ticket was spent (ADR 089).
+        this.#deps.log.warn('account link store unavailable; the ticket is spent', {
           upstream,
-          issuer: metadata.issuer,
-          clientId: client.clientId,
-          verifier,
-        },
-        STATE_TTL_MS,
-      )
+          error: err,
+        })
+        return page(
+          res,
+          503,
+          'Link failed',
+          `Barbican cannot keep this sign-in's state: its shared state store cannot be reached ` +
+            `right now (${STORE_UNAVAILABLE}). This link is used up: call the tool again for a ` +
+            'new one.',
+        )
+      }
       const target = authorizationUrl(metadata, {
         clientId: client.clientId,
         redirectUri: `${this.#deps.baseUrl()}${CALLBACK_PATH}`,
@@ -345,7 +364,13 @@ export class LinkRegistry {
   /** The shared store of tickets and states cannot be reached: nothing was used up. */
   #unavailable(res: ServerResponse, upstream: string | undefined, err: unknown): void {
     this.#deps.log.warn('account link store unavailable', { upstream, error: err })
-    page(res, 503, 'Link failed', 'Barbican cannot continue this link right now. Try again.')
+    page(
+      res,
+      503,
+      'Link failed',
+      `Barbican cannot continue this link right now: its shared state store cannot be reached ` +
+        `(${STORE_UNAVAILABLE}). Try again.`,
+    )
   }
 }
 
