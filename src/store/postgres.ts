@@ -11,8 +11,18 @@ import { redactUrl } from '../common/backend-urls.ts'
 import { BarbicanError } from '../common/errors.ts'
 import { pg } from '../common/lazy-deps.ts'
 import { assertSchemaCurrent, inTransaction, migratePostgres } from './postgres-schema.ts'
-import { type Row, toEvent, toPending, toPinned } from './rows.ts'
-import type { Baseline, BaselineStore, ItemDefinition, PinStore, Store } from './store.ts'
+import {
+  baselineValues,
+  eventValues,
+  pendingValues,
+  pinnedValues,
+  type Row,
+  toBaseline,
+  toEvent,
+  toPending,
+  toPinned,
+} from './rows.ts'
+import type { BaselineStore, PinStore, Store } from './store.ts'
 
 export interface PostgresOptions {
   /** Apply pending migrations first (default); false: refuse a schema that is not current. */
@@ -84,14 +94,6 @@ export function postgresStore(pool: Pool, ownsPool: boolean): Store {
     )
     return result.rows as Row[]
   }
-  const itemValues = (i: ItemDefinition) => [
-    i.upstream,
-    i.key,
-    i.kind,
-    i.name,
-    i.hash,
-    JSON.stringify(i.definition ?? null),
-  ]
 
   const pins: PinStore = {
     async pinned(upstream) {
@@ -107,7 +109,7 @@ export function postgresStore(pool: Pool, ownsPool: boolean): Store {
          ON CONFLICT (upstream, key) DO UPDATE SET kind = excluded.kind, name = excluded.name,
            hash = excluded.hash, definition = excluded.definition,
            approved_at = excluded.approved_at, approved_by = excluded.approved_by`,
-        [...itemValues(item), item.approvedAt, item.approvedBy],
+        pinnedValues(item),
       )
     },
     async unpin(upstream, key) {
@@ -123,16 +125,7 @@ export function postgresStore(pool: Pool, ownsPool: boolean): Store {
            previous_hash = excluded.previous_hash, reason = excluded.reason,
            findings = excluded.findings, status = excluded.status, seen_at = excluded.seen_at,
            decided_at = excluded.decided_at, decided_by = excluded.decided_by`,
-        [
-          ...itemValues(c),
-          c.previousHash,
-          c.reason,
-          JSON.stringify(c.findings),
-          c.status,
-          c.seenAt,
-          c.decidedAt ?? null,
-          c.decidedBy ?? null,
-        ],
+        pendingValues(c),
       )
     },
     async dismiss(upstream, key) {
@@ -145,7 +138,7 @@ export function postgresStore(pool: Pool, ownsPool: boolean): Store {
       await pool.query(
         `INSERT INTO barbican_pin_events (upstream, key, action, hash, previous_hash, actor, at)
          VALUES ($1, $2, $3, $4, $5, $6, $7)`,
-        [e.upstream, e.key, e.action, e.hash, e.previousHash, e.actor, e.at],
+        eventValues(e),
       )
     },
     async history(filter = {}) {
@@ -185,14 +178,7 @@ export function postgresStore(pool: Pool, ownsPool: boolean): Store {
     async get(name) {
       const result = await pool.query('SELECT * FROM barbican_baselines WHERE name = $1', [name])
       const row = result.rows[0] as Row | undefined
-      if (!row) return undefined
-      return {
-        name: String(row.name),
-        hash: String(row.hash),
-        document: JSON.parse(String(row.document)),
-        approvedAt: String(row.approved_at),
-        approvedBy: String(row.approved_by),
-      } satisfies Baseline
+      return row === undefined ? undefined : toBaseline(row)
     },
     async put(b) {
       await pool.query(
@@ -200,7 +186,7 @@ export function postgresStore(pool: Pool, ownsPool: boolean): Store {
          VALUES ($1, $2, $3, $4, $5)
          ON CONFLICT (name) DO UPDATE SET hash = excluded.hash, document = excluded.document,
            approved_at = excluded.approved_at, approved_by = excluded.approved_by`,
-        [b.name, b.hash, JSON.stringify(b.document ?? null), b.approvedAt, b.approvedBy],
+        baselineValues(b),
       )
     },
   }

@@ -8,8 +8,18 @@ import { dirname } from 'node:path'
 import type { DatabaseSync } from 'node:sqlite'
 import { loadSqlite } from './load-sqlite.ts'
 import { MIGRATIONS } from './migrations.ts'
-import { type Row, toEvent, toPending, toPinned } from './rows.ts'
-import type { Baseline, BaselineStore, PinStore, Store } from './store.ts'
+import {
+  baselineValues,
+  eventValues,
+  pendingValues,
+  pinnedValues,
+  type Row,
+  toBaseline,
+  toEvent,
+  toPending,
+  toPinned,
+} from './rows.ts'
+import type { BaselineStore, PinStore, Store } from './store.ts'
 
 /** Opens (creating file, folder and schema as needed) the SQLite store at `path`. */
 export async function openSqliteStore(path: string): Promise<Store> {
@@ -81,14 +91,7 @@ function sqliteStore(db: DatabaseSync): Store {
       write(
         `INSERT OR REPLACE INTO pins (upstream, key, kind, name, hash, definition, approved_at, approved_by)
          VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
-        item.upstream,
-        item.key,
-        item.kind,
-        item.name,
-        item.hash,
-        JSON.stringify(item.definition ?? null),
-        item.approvedAt,
-        item.approvedBy,
+        ...pinnedValues(item),
       )
     },
     async unpin(upstream, key) {
@@ -99,19 +102,7 @@ function sqliteStore(db: DatabaseSync): Store {
         `INSERT OR REPLACE INTO pending_changes (upstream, key, kind, name, hash, definition,
            previous_hash, reason, findings, status, seen_at, decided_at, decided_by)
          VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-        c.upstream,
-        c.key,
-        c.kind,
-        c.name,
-        c.hash,
-        JSON.stringify(c.definition ?? null),
-        c.previousHash,
-        c.reason,
-        JSON.stringify(c.findings),
-        c.status,
-        c.seenAt,
-        c.decidedAt ?? null,
-        c.decidedBy ?? null,
+        ...pendingValues(c),
       )
     },
     async dismiss(upstream, key) {
@@ -121,7 +112,7 @@ function sqliteStore(db: DatabaseSync): Store {
       db.prepare(
         `INSERT INTO pin_events (upstream, key, action, hash, previous_hash, actor, at)
          VALUES (?, ?, ?, ?, ?, ?, ?)`,
-      ).run(e.upstream, e.key, e.action, e.hash, e.previousHash, e.actor, e.at)
+      ).run(...eventValues(e))
     },
     async history(filter = {}) {
       const clauses: string[] = []
@@ -151,20 +142,13 @@ function sqliteStore(db: DatabaseSync): Store {
   const baselines: BaselineStore = {
     async get(name) {
       const row = db.prepare('SELECT * FROM baselines WHERE name = ?').get(name) as Row | undefined
-      if (!row) return undefined
-      return {
-        name: String(row.name),
-        hash: String(row.hash),
-        document: JSON.parse(String(row.document)),
-        approvedAt: String(row.approved_at),
-        approvedBy: String(row.approved_by),
-      } satisfies Baseline
+      return row === undefined ? undefined : toBaseline(row)
     },
     async put(b) {
       db.prepare(
         `INSERT OR REPLACE INTO baselines (name, hash, document, approved_at, approved_by)
          VALUES (?, ?, ?, ?, ?)`,
-      ).run(b.name, b.hash, JSON.stringify(b.document ?? null), b.approvedAt, b.approvedBy)
+      ).run(...baselineValues(b))
     },
   }
   return {
