@@ -8,6 +8,7 @@ import { randomBytes } from 'node:crypto'
 import { createServer } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { test } from 'node:test'
+import { servedIssuerMetadata } from '../../test/support/issuer-metadata.ts'
 import type { Identity } from '../auth/identity.ts'
 import { silentLogger } from '../common/log.ts'
 import { createGuardedFetch } from '../net/guarded-fetch.ts'
@@ -28,18 +29,7 @@ test('a state store failing after the ticket is taken names the store and its co
   let routes = new Map<string, (req: never, res: never) => Promise<void> | void>()
   const server = createServer((req, res) => {
     const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`
-    if (req.url === '/.well-known/oauth-authorization-server') {
-      res.setHeader('content-type', 'application/json')
-      res.end(
-        JSON.stringify({
-          issuer: base,
-          authorization_endpoint: `${base}/authorize`,
-          token_endpoint: `${base}/token`,
-          code_challenge_methods_supported: ['S256'],
-        }),
-      )
-      return
-    }
+    if (servedIssuerMetadata(req, res, base)) return
     const route = routes.get(new URL(req.url ?? '/', base).pathname)
     if (route === undefined) {
       res.writeHead(404).end()

@@ -18,6 +18,7 @@ import {
   freshRedisPrefix,
   REDIS_URL,
 } from '../../test/support/backends.ts'
+import { servedIssuerMetadata } from '../../test/support/issuer-metadata.ts'
 import type { Identity } from '../auth/identity.ts'
 import { identityKey } from '../auth/request-identity.ts'
 import { silentLogger } from '../common/log.ts'
@@ -80,18 +81,7 @@ async function slowFirstIssuer(firstDelayMs: number) {
   })
   const server = createServer(async (req: IncomingMessage, res: ServerResponse) => {
     const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`
-    if (req.url === '/.well-known/oauth-authorization-server') {
-      res.setHeader('content-type', 'application/json')
-      res.end(
-        JSON.stringify({
-          issuer: base,
-          authorization_endpoint: `${base}/authorize`,
-          token_endpoint: `${base}/token`,
-          code_challenge_methods_supported: ['S256'],
-        }),
-      )
-      return
-    }
+    if (servedIssuerMetadata(req, res, base)) return
     for await (const _ of req) {
       // The form is not read: each request's order names its answer.
     }
