@@ -47,4 +47,14 @@ describe('diffConfigs', () => {
     ])
     assert.deepEqual(diff.servers, [])
   })
+
+  test('reports changed policies as needing a restart: the running chain keeps its own', () => {
+    const next = normalizeConfig({
+      upstreams: { a: stdio('a'), b: stdio('b'), c: stdio('c') },
+      servers: { default: {}, ops: { upstreams: ['a'] } },
+      rateLimits: { few: { limit: 1, windowMs: 1000 } },
+      guards: { arguments: 'enforce' },
+    })
+    assert.deepEqual(diffConfigs(running, next).needsRestart, ['rateLimits', 'guards'])
+  })
 })

@@ -35,6 +35,13 @@ export const RESTART_SECTIONS = [
   'auth',
   // Each tenant runs a gateway built at start (ADR 060): a changed tenant needs a restart.
   'tenants',
+  // The policy chain is built once (plan.ts) and every session takes it from the gateway's plan:
+  // a reload does not swap it, so a changed policy section would be silently ignored.
+  'rateLimits',
+  'guards',
+  'confirm',
+  'contexts',
+  'cedar',
 ] as const satisfies readonly (keyof Config)[]
 
 export function diffConfigs(running: Config, next: Config): ConfigDiff {
