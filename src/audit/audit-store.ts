@@ -40,6 +40,12 @@ export interface AuditQuery {
   readonly since?: string | undefined
   readonly until?: string | undefined
   readonly limit?: number | undefined
+  /**
+   * Records whose body is one of these, exactly (the journal replay's question: which of its
+   * lines the chain holds already; journal.ts `committedBodies`). Filtered by the backend, so
+   * that a replay does not fetch every record of a busy fleet since its journal was created.
+   */
+  readonly bodies?: readonly string[] | undefined
   /** Newest first (for tail); oldest first by default. */
   readonly newestFirst?: boolean | undefined
 }

@@ -90,6 +90,26 @@ export function auditContract(backend: string, open: () => Promise<Opened>): voi
   )
 
   withLog(
+    'reads the records whose body is one of those given (the journal replay asks)',
+    async (log, { store }) => {
+      await fill(log, 4)
+      const [one, , three] = await store.read()
+      const bodies = [three!.body, one!.body, JSON.stringify(call('nobody', 'never'))]
+      assert.deepEqual(
+        (await store.read({ bodies })).map((r) => r.seq),
+        [1, 3],
+      )
+      assert.deepEqual(
+        (await store.read({ bodies, afterSeq: 1 })).map((r) => r.seq),
+        [3],
+      )
+      // A body that differs by one character is another call.
+      assert.deepEqual(await store.read({ bodies: [`${one!.body} `] }), [])
+      assert.deepEqual(await store.read({ bodies: [] }), [])
+    },
+  )
+
+  withLog(
     'reads by subject, target, outcome and time, oldest or newest first',
     async (log, { store }) => {
       await log.record(call('alice', 'read'))

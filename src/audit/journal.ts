@@ -1,6 +1,7 @@
 /**
  * The batched mode's journal files as found on disk (ADR 077): `<log>-batch.<n>` beside the
- * SQLite log, one JSON line per acknowledged call, left behind when a gateway died before
+ * SQLite log, or `audit-batch.<n>` in a configured `audit.journalDir` (ADR 090, the only place a
+ * PostgreSQL replica journals), one JSON line per acknowledged call, left behind when a gateway died before
  * committing them. Read by the replay at the next start (audit-log.ts) and by `barbican audit
  * verify`, which reports them before that start: one reading, so both count the same lines.
  */
@@ -12,6 +13,11 @@ import { type AuditEvent, type Searchable, searchableOfEvent } from './record.ts
 /** The journal a batched gateway writes beside the SQLite log at `logPath`. */
 export function journalBeside(logPath: string): string {
   return `${logPath}-batch`
+}
+
+/** The journal a batched gateway writes in a configured journal directory (`audit.journalDir`). */
+export function journalIn(dir: string): string {
+  return join(dir, 'audit-batch')
 }
 
 /** A journal line that is not an event. */
@@ -31,7 +37,11 @@ export interface JournalFile {
   /** Each line that parses, as written: the body that was acknowledged. */
   readonly events: readonly { readonly body: string; readonly searchable: Searchable }[]
   readonly damage: readonly JournalDamage[]
-  /** When the file was created, where the filesystem says (statx birth time); else undefined. */
+  /**
+   * When the file was created, where the filesystem says (statx birth time); else when it was
+   * last written, which bounds its records' commits as well: a journal is closed before its
+   * records are committed (audit-log.ts `#commitJournalled`). Undefined if neither is known.
+   */
   readonly createdAt: Date | undefined
 }
 
@@ -53,7 +63,8 @@ export function journalFiles(base: string): string[] {
 
 export function readJournal(path: string): JournalFile {
   const text = readFileSync(path, 'utf8')
-  const birth = statSync(path).birthtimeMs
+  const stat = statSync(path)
+  const birth = stat.birthtimeMs > 0 ? stat.birthtimeMs : stat.mtimeMs
   const lines = text.split('\n')
   // A file that ends with its newline splits into a last empty string: no line there.
   const last = text.endsWith('\n') ? lines.length - 2 : lines.length - 1
@@ -74,8 +85,9 @@ export function readJournal(path: string): JournalFile {
 /**
  * The bodies of `journal`'s events that the chain already holds: a gateway that died between
  * committing a journal and removing it left them in both. Only records committed since the file
- * was created are read (a journalled record is committed after its line was written); a
- * filesystem that keeps no creation time gives no bound, and then nothing is skipped. A body is
+ * was created are read (a journalled record is committed after its line was written), and only
+ * those whose body is one of the journal's (the store filters: on PostgreSQL, the records of the
+ * whole fleet since then stay in the database). A body is
  * the whole event with its gateway-unique `callId`, so an equal body is the same call.
  */
 export async function committedBodies(
@@ -85,10 +97,8 @@ export async function committedBodies(
   if (journal.createdAt === undefined || journal.events.length === 0) return new Set()
   // Record times are whole milliseconds; the creation time is finer.
   const since = new Date(Math.floor(journal.createdAt.getTime()) - 1).toISOString()
-  const wanted = new Set(journal.events.map((e) => e.body))
-  const found = new Set<string>()
-  for (const r of await store.read({ since })) if (wanted.has(r.body)) found.add(r.body)
-  return found
+  const bodies = journal.events.map((e) => e.body)
+  return new Set((await store.read({ since, bodies })).map((r) => r.body))
 }
 
 /** What `barbican audit verify` says about the journals beside a log before the next start. */

@@ -56,5 +56,6 @@ function matches(r: AuditRecord, q: AuditQuery): boolean {
   if (q.afterSeq !== undefined && r.seq <= q.afterSeq) return false
   if (q.since !== undefined && r.at < q.since) return false
   if (q.until !== undefined && r.at > q.until) return false
+  if (q.bodies !== undefined && !q.bodies.includes(r.body)) return false
   return bodyAgrees(r, q)
 }

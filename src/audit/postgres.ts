@@ -298,7 +298,11 @@ export function postgresAuditStore(pool: Pool, ownsPool: boolean): AuditStore {
       const where = (column: string, op: string, value: unknown) => {
         if (value === undefined) return
         values.push(value)
-        clauses.push(`${column} ${op} $${values.length}`)
+        clauses.push(
+          op === '= ANY'
+            ? `${column} = ANY($${values.length})`
+            : `${column} ${op} $${values.length}`,
+        )
       }
       where('seq', '>', query.afterSeq)
       where('subject', '=', query.subject)
@@ -307,6 +311,7 @@ export function postgresAuditStore(pool: Pool, ownsPool: boolean): AuditStore {
       where('outcome', '=', query.outcome)
       where('at', '>=', query.since)
       where('at', '<=', query.until)
+      where('body', '= ANY', query.bodies)
       const sql =
         'SELECT seq, at, prev_hash, hash, body FROM barbican_audit_records' +
         (clauses.length > 0 ? ` WHERE ${clauses.join(' AND ')}` : '') +

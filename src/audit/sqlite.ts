@@ -57,6 +57,8 @@ const SCHEMA = `
   );
 `
 
+const json = (value: unknown) => (value === undefined ? undefined : JSON.stringify(value))
+
 /** Opens (creating file, folder and tables as needed) the audit log at `path`. */
 export async function openSqliteAuditStore(path: string): Promise<AuditStore> {
   const { DatabaseSync } = await loadSqlite()
@@ -193,6 +195,7 @@ function sqliteAuditStore(
       where('outcome = ?', query.outcome)
       where('at >= ?', query.since)
       where('at <= ?', query.until)
+      where('body IN (SELECT value FROM json_each(?))', json(query.bodies))
       const sql =
         'SELECT seq, at, prev_hash, hash, body FROM audit_records' +
         (clauses.length > 0 ? ` WHERE ${clauses.join(' AND ')}` : '') +
