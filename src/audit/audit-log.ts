@@ -16,6 +16,7 @@ import type { LogExport } from '../common/otel-logs.ts'
 import { type AuditKey, signCheckpoint } from './audit-key.ts'
 import type { AuditStore, CheckpointReason } from './audit-store.ts'
 import { committedBodies, journalFiles, readJournal } from './journal.ts'
+import type { JournalLock } from './journal-lock.ts'
 import {
   type AuditEvent,
   type AuditRecord,
@@ -53,6 +54,8 @@ export interface AuditLogOptions {
    * committed and fsynced every `windowMs`. Absent: every record is fsynced before it settles.
    */
   readonly batched?: { readonly journal: string; readonly windowMs: number } | undefined
+  /** The journal directory's lock (journal-lock.ts), released when the log is closed. */
+  readonly lock?: JournalLock | undefined
 }
 
 /** Where exported lines go (a file, stdout); closed with the log. */
@@ -413,7 +416,12 @@ export class AuditLog implements AuditSink {
       }
       this.#options.export?.close?.()
       await this.#options.logs?.shutdown()
-      await this.#store.close()
+      try {
+        await this.#store.close()
+      } finally {
+        // Last: until here this log may still have written to its journal.
+        this.#options.lock?.release()
+      }
     }
   }
 }

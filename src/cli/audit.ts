@@ -5,7 +5,7 @@
  */
 import { existsSync } from 'node:fs'
 import type { AuditQuery } from '../audit/audit-store.ts'
-import { inspectJournals, type JournalReport, journalBeside } from '../audit/journal.ts'
+import { inspectJournals, type JournalReport } from '../audit/journal.ts'
 import { exportLine } from '../audit/record.ts'
 import { verifyAuditLog } from '../audit/verify.ts'
 import { redactUrl } from '../common/backend-urls.ts'
@@ -67,11 +67,10 @@ export async function runAudit(
     if (action === 'verify') {
       const r = await verifyAuditLog(store, key)
       // A batched gateway killed before its commit left its last calls in journals beside the
-      // log: not in the chain yet, so verify says how many wait, and names damaged lines.
+      // log (or in this replica's audit.journalDir): not in the chain yet, so verify says how
+      // many wait, and names damaged lines.
       const journals =
-        location.kind === 'sqlite'
-          ? await inspectJournals(store, journalBeside(location.path))
-          : undefined
+        location.journal === undefined ? undefined : await inspectJournals(store, location.journal)
       const journalsOk = journals === undefined || journals.damage.every((d) => d.cut)
       if (!r.ok) {
         io.stdout(`FAIL  record ${r.problem!.seq}: ${r.problem!.reason}\n`)

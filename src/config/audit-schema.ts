@@ -9,6 +9,9 @@ function doc<T extends z.ZodType>(schema: T, title: string, description: string)
   return schema.meta({ title, description })
 }
 
+/** Overrides `audit.journalDir`: a directory per replica, given by its pod or unit (ADR 090). */
+export const AUDIT_JOURNAL_DIR_ENV = 'BARBICAN_AUDIT_JOURNAL_DIR'
+
 export const AUDIT_DEFAULTS = Object.freeze({
   enabled: true,
   rawArguments: false,
@@ -65,6 +68,18 @@ export const auditSchema = doc(
       'With durability batched: how long a record may wait for its commit and fsync (the ' +
         'most a machine crash can lose). ' +
         'Default: 200.',
+    ),
+    journalDir: doc(
+      z.string().min(1).optional(),
+      'Journal directory',
+      'Where durability batched writes its journal (relative to the config file; ' +
+        `${AUDIT_JOURNAL_DIR_ENV} overrides it), one directory per replica: a second gateway ` +
+        'finding it in use refuses to start. SQLite: default beside audit.db. PostgreSQL: no ' +
+        'default, and without one every reply waits for its record to commit in PostgreSQL ' +
+        '(the fleet-safe default); with one, replies wait for the journal write and the ' +
+        'records are committed every batchWindowMs. A killed replica replays its journal at ' +
+        'its next start, so a journal that does not survive to that start loses up to one ' +
+        'window of acknowledged records (docs/audit.md, ADR 090). Default: none.',
     ),
     export: doc(
       z

@@ -98,6 +98,11 @@ export interface AuditConfig {
   /** `batched`: replies wait for a journal write, not an fsync (docs/audit.md "Durability"). */
   readonly durability: 'fsync' | 'batched'
   readonly batchWindowMs: number
+  /**
+   * Absolute; `BARBICAN_AUDIT_JOURNAL_DIR` over the file's. Absent: beside audit.db for SQLite,
+   * none for PostgreSQL (every reply waits for its commit there; ADR 090).
+   */
+  readonly journalDir?: string | undefined
   readonly export?: { readonly file?: string | undefined; readonly stdout: boolean } | undefined
 }
 

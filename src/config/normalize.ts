@@ -6,6 +6,7 @@
 import { dirname, isAbsolute, join, resolve } from 'node:path'
 import type { AuthConfig } from '../auth/auth-config.ts'
 import type { SandboxSpec } from '../transports/sandbox.ts'
+import { AUDIT_JOURNAL_DIR_ENV } from './audit-schema.ts'
 import {
   DEFAULT_REDIS_PREFIX,
   envUrlIssue,
@@ -50,7 +51,10 @@ export interface NormalizeOptions {
   readonly configPath?: string | undefined
   /** Where state directories go by default (the demo's data folder). Default: beside the config. */
   readonly stateRoot?: string | undefined
-  /** Where BARBICAN_POSTGRES_URL and BARBICAN_REDIS_URL are read. Default: none. */
+  /**
+   * Where BARBICAN_POSTGRES_URL, BARBICAN_REDIS_URL and BARBICAN_AUDIT_JOURNAL_DIR are read.
+   * Default: none.
+   */
   readonly env?: Readonly<Record<string, string | undefined>> | undefined
 }
 
@@ -217,7 +221,7 @@ export function buildConfig(native: NativeConfig, options: NormalizeOptions = {}
     servers,
     ...(native.tenants === undefined ? {} : { tenants }),
     ...backends,
-    audit: resolveAudit(native.audit, options.baseDir),
+    audit: resolveAudit(native.audit, options),
     ...(native.auth === undefined
       ? {}
       : { auth: tokensInStore(resolveAuthPaths(native.auth, options.baseDir), backends.store) }),
@@ -319,9 +323,12 @@ function resolveSandbox(
   }
 }
 
-function resolveAudit(value: NativeConfig['audit'], baseDir: string | undefined): AuditConfig {
-  const at = (path: string) => (isAbsolute(path) ? path : resolve(baseDir ?? process.cwd(), path))
+function resolveAudit(value: NativeConfig['audit'], options: NormalizeOptions): AuditConfig {
+  const at = (path: string) =>
+    isAbsolute(path) ? path : resolve(options.baseDir ?? process.cwd(), path)
   const exported = value.export
+  // The environment's wins: a manifest gives each replica its own directory (ADR 090).
+  const journalDir = options.env?.[AUDIT_JOURNAL_DIR_ENV] || value.journalDir
   return {
     enabled: value.enabled,
     rawArguments: value.rawArguments,
@@ -330,6 +337,7 @@ function resolveAudit(value: NativeConfig['audit'], baseDir: string | undefined)
     durability: value.durability,
     batchWindowMs: value.batchWindowMs,
     ...(value.path === undefined ? {} : { path: at(value.path) }),
+    ...(journalDir === undefined ? {} : { journalDir: at(journalDir) }),
     ...(exported === undefined
       ? {}
       : {

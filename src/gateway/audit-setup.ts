@@ -1,14 +1,17 @@
 /**
  * Opens the audit log a configuration asks for and installs the `audit` policy in a gateway
  * plan. By default the log is `audit.db` beside the store file, signed with `audit-key.pem`
- * beside it; with a memory store it lives in memory with a key for this process only.
+ * beside it; with a memory store it lives in memory with a key for this process only. The
+ * batched mode's journal is beside audit.db, or in `audit.journalDir` (the only place a
+ * PostgreSQL replica journals: ADR 090).
  */
-import { closeSync, openSync, writeSync } from 'node:fs'
+import { closeSync, mkdirSync, openSync, writeSync } from 'node:fs'
 import { dirname, join } from 'node:path'
 import { type AuditKey, ephemeralAuditKey, loadAuditKey } from '../audit/audit-key.ts'
 import { AuditLog, type ExportSink } from '../audit/audit-log.ts'
 import type { AuditStore } from '../audit/audit-store.ts'
-import { journalBeside } from '../audit/journal.ts'
+import { journalBeside, journalIn } from '../audit/journal.ts'
+import { type JournalLock, lockJournal } from '../audit/journal-lock.ts'
 import { memoryAuditStore } from '../audit/memory.ts'
 import { openSqliteAuditStore } from '../audit/sqlite.ts'
 import type { Logger } from '../common/log.ts'
@@ -22,24 +25,37 @@ import { storeConfigOf } from './trust-setup.ts'
 export const AUDIT_FILE = 'audit.db'
 export const AUDIT_KEY_FILE = 'audit-key.pem'
 
-/** Where the audit log of a configuration is kept. */
+/**
+ * Where the audit log of a configuration is kept. `journal`: where the batched mode journals and
+ * what a start replays (journal.ts), if anywhere: beside the SQLite file unless
+ * `audit.journalDir` says otherwise; for PostgreSQL only in `audit.journalDir`.
+ */
 export type AuditLocation =
   | { readonly kind: 'memory' }
-  | { readonly kind: 'sqlite'; readonly path: string; readonly keyPath: string }
+  | {
+      readonly kind: 'sqlite'
+      readonly path: string
+      readonly keyPath: string
+      readonly journal: string
+    }
   /** In the PostgreSQL store's database; the key stays a file, the same on every replica. */
   | {
       readonly kind: 'postgres'
       readonly url: string
       readonly migrate: boolean
       readonly keyPath: string
+      readonly journal?: string | undefined
     }
 
 export function auditLocationOf(config: Config, configPath: string | undefined): AuditLocation {
+  const { journalDir } = config.audit
+  const journal = journalDir === undefined ? undefined : journalIn(journalDir)
   if (config.audit.path !== undefined) {
     return {
       kind: 'sqlite',
       path: config.audit.path,
       keyPath: join(dirname(config.audit.path), AUDIT_KEY_FILE),
+      journal: journal ?? journalBeside(config.audit.path),
     }
   }
   const store = storeConfigOf(config, configPath)
@@ -47,10 +63,16 @@ export function auditLocationOf(config: Config, configPath: string | undefined):
   if (store.kind === 'postgres') {
     const base = configPath === undefined ? process.cwd() : dirname(configPath)
     const keyPath = join(base, dirname(DEFAULT_STORE_PATH), AUDIT_KEY_FILE)
-    return { kind: 'postgres', url: store.url, migrate: store.migrate, keyPath }
+    return { kind: 'postgres', url: store.url, migrate: store.migrate, keyPath, journal }
   }
   const dir = dirname(store.path)
-  return { kind: 'sqlite', path: join(dir, AUDIT_FILE), keyPath: join(dir, AUDIT_KEY_FILE) }
+  const path = join(dir, AUDIT_FILE)
+  return {
+    kind: 'sqlite',
+    path,
+    keyPath: join(dir, AUDIT_KEY_FILE),
+    journal: journal ?? journalBeside(path),
+  }
 }
 
 /** The store and key at a location; `create` makes the key when it does not exist yet. */
@@ -98,8 +120,17 @@ export async function openAuditLog(
   const logs = options.running
     ? await startLogExport(options.env ?? process.env, options.log)
     : undefined
-  const { store, key } = await openAuditStore(auditLocationOf(config, configPath), true)
-  const journal = batchedJournal(config, configPath, options)
+  const location = auditLocationOf(config, configPath)
+  const lock = options.running ? lockJournalDir(config) : undefined
+  let opened: Awaited<ReturnType<typeof openAuditStore>>
+  try {
+    opened = await openAuditStore(location, true)
+  } catch (err) {
+    lock?.release()
+    throw err
+  }
+  const { store, key } = opened
+  const journal = batchedJournal(config, location, options)
   const log = new AuditLog({
     store,
     key,
@@ -109,13 +140,18 @@ export async function openAuditLog(
     retentionDays: config.audit.retentionDays,
     onError: (error) => options.log.error('audit maintenance failed', { error }),
     ...(journal ? { batched: { journal, windowMs: config.audit.batchWindowMs } } : {}),
+    lock,
   })
   if (options.running) {
     // Journals are replayed whatever the mode now configured: a gateway that died in batched
     // mode and restarts in fsync mode must not strand the calls it acknowledged.
-    const location = auditLocationOf(config, configPath)
     const replayed =
-      location.kind === 'sqlite' ? await log.recoverJournal(journalBeside(location.path)) : 0
+      location.kind === 'memory' || location.journal === undefined
+        ? 0
+        : await log.recoverJournal(location.journal).catch(async (err: unknown) => {
+            await log.close().catch(() => {})
+            throw err
+          })
     if (replayed > 0) {
       options.log.warn('audit records replayed from the journal of a gateway that died', {
         records: replayed,
@@ -127,18 +163,31 @@ export async function openAuditLog(
 }
 
 /**
- * Where batched mode journals (beside the SQLite file); undefined for the fsync mode, a CLI
- * command (it writes one admin record, durably), a log in memory (nothing survives anyway) or
- * PostgreSQL (it keeps the stronger fsync mode: the journal would live on one replica's disk).
+ * Where batched mode journals; undefined for the fsync mode, a CLI command (it writes one admin
+ * record, durably), a log in memory (nothing survives anyway) or PostgreSQL without
+ * `audit.journalDir` (a replica then commits before every reply: without a directory given to
+ * it alone, a journal could not be trusted to reach its next start; ADR 090).
  */
 function batchedJournal(
   config: Config,
-  configPath: string | undefined,
+  location: AuditLocation,
   options: OpenAuditOptions,
 ): string | undefined {
   if (config.audit.durability !== 'batched' || !options.running) return undefined
-  const location = auditLocationOf(config, configPath)
-  return location.kind === 'sqlite' ? journalBeside(location.path) : undefined
+  return location.kind === 'memory' ? undefined : location.journal
+}
+
+/**
+ * A configured journal directory is one gateway's (ADR 090): made if missing, and locked from
+ * before the replay until the log closes, so that a second gateway given the same directory
+ * refuses to start instead of replaying live journals. The default beside audit.db is not
+ * locked: several local gateways (`serve` beside `stdio` ones) may share one SQLite log.
+ */
+function lockJournalDir(config: Config): JournalLock | undefined {
+  const dir = config.audit.journalDir
+  if (dir === undefined) return undefined
+  mkdirSync(dir, { recursive: true, mode: 0o700 })
+  return lockJournal(journalIn(dir))
 }
 
 function exportSink(exported: Config['audit']['export']): ExportSink | undefined {
