@@ -8,9 +8,9 @@
  * to start.
  *
  * A lock whose holder is gone is taken over: on the same host, when its pid no longer runs, or
- * runs a process started at another time (a reused pid), or is our own pid (a container
- * restarted after a kill: a new pid namespace where the gateway is pid 1 again, under the same
- * hostname). A lock of another host is never taken over: from here nothing says whether that
+ * runs a process started at another time (a reused pid), or is our own pid with another start
+ * time (a container restarted after a kill: a new pid namespace where the gateway is pid 1
+ * again, under the same hostname). A lock of another host is never taken over: from here nothing says whether that
  * gateway still runs, so the directory is refused and the message says what to check.
  */
 import { linkSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs'
@@ -82,8 +82,9 @@ export function thisGateway(): JournalHolder {
 /** Whether `holder`, as its lock names it, is certainly not running any more. */
 function gone(holder: JournalHolder, self: JournalHolder): boolean {
   if (holder.host !== self.host) return false
-  // Our own pid under our own hostname: a previous life of this gateway (a restarted container).
-  if (holder.pid === self.pid) return true
+  // Our own pid under our own hostname: a previous life of this gateway (a restarted container,
+  // pid 1 again), unless it started when we did: then it is this very process, twice.
+  if (holder.pid === self.pid) return holder.start === undefined || holder.start !== self.start
   if (!running(holder.pid)) return true
   const start = startOf(holder.pid)
   return holder.start !== undefined && start !== undefined && start !== holder.start
