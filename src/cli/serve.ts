@@ -377,6 +377,8 @@ export async function runServe(
   } catch (err) {
     await store.close()
     await backends.close()
+    // Left too: its heartbeat would keep the refused process running.
+    await cluster?.leave()
     io.stderr(`barbican: cannot open the audit log: ${(err as Error).message}\n`)
     return 1
   }

@@ -36,8 +36,9 @@ export interface ServeReplica {
 }
 
 /**
- * Writes `yaml` to `home/barbican.yaml` (creating `home`), starts `barbican serve` on
- * 127.0.0.1:`port` with `env` over this process's environment, and resolves once it is healthy.
+ * Writes `yaml` to `home/barbican.yaml` (creating `home` unless a restart reuses it), starts
+ * `barbican serve` on 127.0.0.1:`port` with `env` over this process's environment, and resolves
+ * once it is healthy.
  * The caller starts replicas one at a time where the first must pin the upstream's tools.
  */
 export async function startServeReplica(options: {
@@ -47,7 +48,7 @@ export async function startServeReplica(options: {
   readonly env: NodeJS.ProcessEnv
   readonly startMs: number
 }): Promise<ServeReplica> {
-  mkdirSync(options.home)
+  mkdirSync(options.home, { recursive: true })
   const config = join(options.home, 'barbican.yaml')
   writeFileSync(config, options.yaml.join('\n'))
   const url = `http://127.0.0.1:${options.port}`
