@@ -1,6 +1,7 @@
 /**
  * `node bench/backend-instructions.ts [--root DIR] [--only embedded|pg|fleet] [--warmup N]
- * [--calls N] [--idle-ms N] [--no-audit] [--keep DIR]`: the gateway's instructions per 2026-07-28 `tools/call` at c=16, counted by
+ * [--calls N] [--idle-ms N] [--no-audit] [--audit-journal] [--keep DIR]`: the gateway's
+ * instructions per 2026-07-28 `tools/call` at c=16, counted by
  * callgrind (docs/performance.md, "Gateway CPU, counted in instructions"). The gateway of the
  * checkout at DIR (default this one) runs under `valgrind --tool=callgrind --instr-atstart=no`;
  * after the warm-up `callgrind_control -i on` counts the calls, then a dump is read. Two
@@ -10,6 +11,8 @@
  * figure is also given net of what the gateway runs idle over the same time (measured right
  * after the calls, for as long as they took, at most --idle-ms). `--no-audit` turns the audit log
  * off in every configuration: the difference from a run with it on is the audit store's share.
+ * `--audit-journal`: the PostgreSQL configurations journal their records (ADR 090), as the
+ * embedded one does, instead of committing before every reply.
  * `--keep DIR` copies the dumps there (`callgrind_annotate DIR/LABEL.calls` reads the calls'
  * native functions by name; JIT code shows as addresses).
  */
@@ -27,7 +30,7 @@ import { tmpdir } from 'node:os'
 import { join, resolve } from 'node:path'
 import { parseArgs } from 'node:util'
 import { Pool } from 'undici'
-import { benchBackends } from './backends.ts'
+import { AUDIT_JOURNAL_OPTION, benchBackends } from './backends.ts'
 import { checkEcho, type Target, toolCall } from './mcp-http.ts'
 import { FIXTURE, freePort, NODE, ROOT, stopGroup, waitForCall } from './processes.ts'
 
@@ -39,6 +42,7 @@ const { values } = parseArgs({
     calls: { type: 'string', default: '800' },
     'idle-ms': { type: 'string', default: '30000' },
     'no-audit': { type: 'boolean', default: false },
+    ...AUDIT_JOURNAL_OPTION,
     keep: { type: 'string' },
   },
 })
@@ -150,10 +154,19 @@ async function count(label: string, config: Record<string, unknown>): Promise<nu
 
 if (values.only === undefined || values.only === 'embedded') await count('embedded', QUOTA)
 if (values.only !== 'embedded') {
-  const backends = await benchBackends()
+  const backends = await benchBackends({ journal: values['audit-journal'] })
+  const journal = values['audit-journal'] ? ' (journalled)' : ''
   try {
-    if (values.only === 'pg') await count('pg', { ...QUOTA, store: backends.config.store })
-    else await count('pg+redis', { ...QUOTA, ...backends.config })
+    if (values.only === 'pg')
+      await count(
+        `pg${journal}`,
+        backends.journalled({ ...QUOTA, store: backends.config.store }, 'pg'),
+      )
+    else
+      await count(
+        `pg+redis${journal}`,
+        backends.journalled({ ...QUOTA, ...backends.config }, 'pg+redis'),
+      )
   } finally {
     backends.cleanup()
   }

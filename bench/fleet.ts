@@ -8,7 +8,8 @@
  * Options: --rounds N (3), --duration MS (3000), --concurrency N (16), --backends (2026-07-28
  * stateless calls under a quota instead of legacy sessions; the replicas on PostgreSQL and
  * Redis, fresh schema and prefix: bench/backends.ts; the single process embedded with the same
- * quota. Three replicas then also append to one audit chain).
+ * quota. Three replicas then also append to one audit chain), --audit-journal (with --backends:
+ * each replica journals its audit records in a directory of its own, ADR 090).
  *
  * --pin (with or without --backends): per-replica throughput with a core of its own. Only the
  * one process and the one replica run; while each is measured its gateway (every thread) is
@@ -27,7 +28,7 @@ import { existsSync, mkdtempSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { parseArgs } from 'node:util'
-import { benchBackends, POSTGRES } from './backends.ts'
+import { AUDIT_JOURNAL_OPTION, benchBackends, POSTGRES } from './backends.ts'
 import type { LoadMessage, LoadResult, LoadSpec } from './load.ts'
 import { busyBetween, childrenOf, cpuTimes, pidsNamed, pin } from './pinning.ts'
 import { cpuMicros, freePort, NODE, ROOT, type Running, startBarbican } from './processes.ts'
@@ -38,11 +39,14 @@ const { values } = parseArgs({
     duration: { type: 'string', default: '3000' },
     concurrency: { type: 'string', default: '16' },
     backends: { type: 'boolean', default: false },
+    ...AUDIT_JOURNAL_OPTION,
     pin: { type: 'boolean', default: false },
   },
 })
 const PIN = values.pin
-const BACKENDS = values.backends ? await benchBackends() : undefined
+const BACKENDS = values.backends
+  ? await benchBackends({ journal: values['audit-journal'] })
+  : undefined
 if (BACKENDS) process.once('exit', () => BACKENDS.cleanup())
 /** With --backends: every call takes this quota (never refused). */
 const QUOTA = {
@@ -77,8 +81,9 @@ async function replica(name: string, prefix: string | undefined): Promise<Runnin
   const url = new URL((BACKENDS.config.store as { postgres: { url: string } }).postgres.url)
   url.searchParams.set('application_name', APPLICATION)
   const store = prefix === undefined ? {} : { store: { postgres: { url: url.toString() } } }
+  // With --audit-journal each replica journals in a directory of its own (ADR 090).
   return await startBarbican(name, { stdio: true }, [], ROOT, false, {
-    config: { ...QUOTA, ...store, ...fleet },
+    config: BACKENDS.journalled({ ...QUOTA, ...store, ...fleet }, name),
     stateless2026: true,
   })
 }

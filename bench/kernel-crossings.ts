@@ -1,5 +1,6 @@
 /**
- * `node bench/kernel-crossings.ts [--calls N] [--traced-calls N] [--rounds N]`: the kernel
+ * `node bench/kernel-crossings.ts [--calls N] [--traced-calls N] [--rounds N] [--audit-journal]`:
+ * the kernel
  * crossings a 2026-07-28 `tools/call` costs the gateway, embedded against PostgreSQL + Redis
  * (both with a quota on every call, as `npm run bench -- --backends`), at c=1 and c=16. Per call:
  *
@@ -16,7 +17,7 @@
  */
 import { parseArgs } from 'node:util'
 import { Pool } from 'undici'
-import { benchBackends } from './backends.ts'
+import { AUDIT_JOURNAL_OPTION, benchBackends } from './backends.ts'
 import { echoCalls } from './mcp-http.ts'
 import { contextSwitches, cpuMicros, ROOT, type Running, startBarbican } from './processes.ts'
 import { countSyscalls, type SyscallCounts, totalCalls } from './strace.ts'
@@ -26,6 +27,7 @@ const { values } = parseArgs({
     calls: { type: 'string', default: '2000' },
     'traced-calls': { type: 'string', default: '800' },
     rounds: { type: 'string', default: '3' },
+    ...AUDIT_JOURNAL_OPTION,
   },
 })
 const CALLS = Number(values.calls)
@@ -66,7 +68,7 @@ const median = (xs: readonly number[]) => {
   return s.length % 2 === 1 ? s[Math.floor(mid)]! : (s[mid - 1]! + s[mid]!) / 2
 }
 
-const backends = await benchBackends()
+const backends = await benchBackends({ journal: values['audit-journal'] })
 const gateways: Running[] = []
 try {
   gateways.push(
@@ -75,7 +77,7 @@ try {
       stateless2026: true,
     }),
     await startBarbican('pg+redis', { stdio: true }, [], ROOT, false, {
-      config: { ...QUOTA, ...backends.config },
+      config: backends.journalled({ ...QUOTA, ...backends.config }, 'pg+redis'),
       stateless2026: true,
     }),
   )
@@ -104,7 +106,7 @@ try {
   const f1 = (n: number) => n.toFixed(1)
   const f2 = (n: number) => n.toFixed(2)
   console.log(
-    `\n2026-07-28 tools/call, a quota on every call; gateway process only. CPU and switches: medians of ${ROUNDS} alternating rounds of ${CALLS} calls; syscalls: strace -f -c over ${TRACED} more calls\n`,
+    `\n2026-07-28 tools/call, a quota on every call, audit on ${backends.mode}; gateway process only. CPU and switches: medians of ${ROUNDS} alternating rounds of ${CALLS} calls; syscalls: strace -f -c over ${TRACED} more calls\n`,
   )
   console.log(
     '| configuration | c | req/s | user µs | system µs | voluntary switches | involuntary | syscalls | of which |',

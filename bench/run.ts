@@ -12,7 +12,9 @@
  * Barbican checkout in DIR, as `barbican-…@base`, in the same rounds: before/after a change;
  * `--compare . --compare-node-options=--max-semi-space-size=32` compares Node flags instead),
  * --auth (also Barbican → stdio with inbound API-key auth and a permission rule on), --backends
- * (also 2026-07-28 calls through Barbican → stdio, embedded and on PostgreSQL + Redis), --docs
+ * (also 2026-07-28 calls through Barbican → stdio, embedded and on PostgreSQL + Redis),
+ * --audit-journal (with --backends: the PostgreSQL configuration journals its audit records in
+ * a directory of its own, ADR 090, instead of committing before every reply), --docs
  * (also copy the report into docs/performance.md, between its `bench:latest` markers),
  * --no-build (run Barbican from its TypeScript sources instead of building dist/ first).
  */
@@ -20,7 +22,7 @@ import { fork, spawnSync } from 'node:child_process'
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { parseArgs } from 'node:util'
-import { benchBackends } from './backends.ts'
+import { AUDIT_JOURNAL_OPTION, benchBackends } from './backends.ts'
 import { governance } from './governance.ts'
 import type { LoadMessage, LoadResult, LoadSpec } from './load.ts'
 import { coldStart, idleSessions, mergedToolsList } from './micro.ts'
@@ -54,6 +56,7 @@ const { values } = parseArgs({
     'compare-node-options': { type: 'string' },
     auth: { type: 'boolean', default: false },
     backends: { type: 'boolean', default: false },
+    ...AUDIT_JOURNAL_OPTION,
     docs: { type: 'boolean', default: false },
     build: { type: 'boolean', default: true },
     'no-build': { type: 'boolean', default: false },
@@ -168,7 +171,7 @@ if (values.backends) {
   // The same gateway and quota, embedded (SQLite, memory counters) and with the fleet backends
   // (PostgreSQL in a fresh schema, Redis under a fresh prefix), both answering 2026-07-28 calls.
   const quota = BENCH_QUOTA
-  const backends = await benchBackends()
+  const backends = await benchBackends({ journal: values['audit-journal'] })
   CONFIGURATIONS.splice(
     4,
     0,
@@ -184,7 +187,8 @@ if (values.backends) {
     {
       name: 'barbican-stdio-2026+pg+redis',
       description:
-        'barbican-stdio-2026 with store.postgres and redis (audit, pins in PostgreSQL; quota in Redis)',
+        'barbican-stdio-2026 with store.postgres and redis (audit, pins in PostgreSQL; quota in ' +
+        `Redis)${values['audit-journal'] ? '; audit journalled (audit.journalDir)' : ''}`,
       start: () =>
         startBarbican(
           'barbican-stdio-2026+pg+redis',
@@ -192,7 +196,10 @@ if (values.backends) {
           barbicanNodeOptions,
           ROOT,
           false,
-          { config: { ...quota, ...backends.config }, stateless2026: true },
+          {
+            config: backends.journalled({ ...quota, ...backends.config }, 'pg+redis'),
+            stateless2026: true,
+          },
         ),
     },
   )
@@ -219,7 +226,7 @@ if (values.compare !== undefined) {
   )
   if (values.backends) {
     // Its own schema and prefix: the two never share an audit chain or a counter.
-    const backends = await benchBackends()
+    const backends = await benchBackends({ journal: values['audit-journal'] })
     CONFIGURATIONS.push({
       name: 'barbican-stdio-2026+pg+redis@base',
       description: `barbican-stdio-2026+pg+redis, from the checkout in ${root}`,
@@ -230,7 +237,10 @@ if (values.compare !== undefined) {
           baseNodeOptions,
           root,
           false,
-          { config: { ...BENCH_QUOTA, ...backends.config }, stateless2026: true },
+          {
+            config: backends.journalled({ ...BENCH_QUOTA, ...backends.config }, 'base'),
+            stateless2026: true,
+          },
         ),
     })
     process.once('exit', () => backends.cleanup())
