@@ -125,8 +125,10 @@ Example:
 
 Check the audit log end to end (hash chain, no gaps, signed checkpoints): exit 0 when intact,
 otherwise 1, naming the first record that does not verify (edited, deleted, reordered or cut
-from the tail). tail prints the newest records (default 20), query every matching one, oldest
-first, as JSON lines (docs/audit.md).
+from the tail). verify also counts the records a killed gateway left in its journals (beside
+audit.db, or in audit.journalDir: on a PostgreSQL replica, run it with that replica's config and
+BARBICAN_AUDIT_JOURNAL_DIR). tail prints the newest records (default 20), query every matching
+one, oldest first, as JSON lines (docs/audit.md).
 
 Options:
 ${CONFIG}
