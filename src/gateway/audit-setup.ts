@@ -116,14 +116,16 @@ export async function openAuditLog(
       'audit.export.stdout cannot be used here: stdout carries JSON-RPC. Use audit.export.file.',
     )
   }
-  // Only a running gateway exports; CLI commands that write an admin record do not.
-  const logs = options.running
-    ? await startLogExport(options.env ?? process.env, options.log)
-    : undefined
   const location = auditLocationOf(config, configPath)
+  // First: a refused directory (ADR 090) starts nothing.
   const lock = options.running ? lockJournalDir(config) : undefined
+  let logs: Awaited<ReturnType<typeof startLogExport>>
   let opened: Awaited<ReturnType<typeof openAuditStore>>
   try {
+    // Only a running gateway exports; CLI commands that write an admin record do not.
+    logs = options.running
+      ? await startLogExport(options.env ?? process.env, options.log)
+      : undefined
     opened = await openAuditStore(location, true)
   } catch (err) {
     lock?.release()
