@@ -39,6 +39,19 @@ export function rateCounterStoreContract(name: string, make: () => RateCounterSt
         }
       })
 
+      it(`${algorithm}: a changed limit keeps the calls counted (a reload)`, async () => {
+        const store = make()
+        const five: RateRule = { algorithm, limit: 5, windowMs: 60_000 }
+        for (let i = 0; i < 3; i++) assert.equal((await store.take('k', five, T0)).allowed, true)
+        // Lowered to 3: the 3 calls taken use it up.
+        const three: RateRule = { algorithm, limit: 3, windowMs: 60_000 }
+        assert.equal((await store.take('k', three, T0)).allowed, false)
+        // Raised to 6: 3 more at once, then refused.
+        const six: RateRule = { algorithm, limit: 6, windowMs: 60_000 }
+        for (let i = 0; i < 3; i++) assert.equal((await store.take('k', six, T0)).allowed, true)
+        assert.equal((await store.take('k', six, T0)).allowed, false)
+      })
+
       it(`${algorithm}: keys count apart`, async () => {
         const store = make()
         for (let i = 0; i < 3; i++) await store.take('a', rule, T0)

@@ -42,6 +42,8 @@ export interface RateCounterStore {
 interface Bucket {
   /** Tokens left (token bucket) or calls left (fixed window). */
   tokens: number
+  /** The limit `tokens` counts down from (see `rebased`). */
+  limit: number
   /** Token bucket: when `tokens` was last refilled. Fixed window: when the window started. */
   at: number
   /** After this instant the entry is as good as new and may be forgotten. */
@@ -82,7 +84,13 @@ export class MemoryRateCounterStore implements RateCounterStore {
 
   #bucket(key: string, rule: RateRule, now: number): RateDecision {
     const perMs = rule.limit / rule.windowMs
-    const bucket = this.#buckets.get(key) ?? { tokens: rule.limit, at: now, idleAfter: now }
+    const bucket = this.#buckets.get(key) ?? {
+      tokens: rule.limit,
+      limit: rule.limit,
+      at: now,
+      idleAfter: now,
+    }
+    rebase(bucket, rule)
     bucket.tokens = Math.min(rule.limit, bucket.tokens + Math.max(0, now - bucket.at) * perMs)
     bucket.at = now
     if (bucket.tokens < 1) {
@@ -98,9 +106,10 @@ export class MemoryRateCounterStore implements RateCounterStore {
   #window(key: string, rule: RateRule, now: number): RateDecision {
     let window = this.#buckets.get(key)
     if (window === undefined || now - window.at >= rule.windowMs) {
-      window = { tokens: rule.limit, at: now, idleAfter: now + rule.windowMs }
+      window = { tokens: rule.limit, limit: rule.limit, at: now, idleAfter: now + rule.windowMs }
       this.#buckets.set(key, window)
     }
+    rebase(window, rule)
     if (window.tokens < 1) {
       return { allowed: false, retryAfterMs: Math.max(1, window.at + rule.windowMs - now) }
     }
@@ -113,4 +122,15 @@ export class MemoryRateCounterStore implements RateCounterStore {
     for (const [key, bucket] of this.#buckets)
       if (bucket.idleAfter <= now) this.#buckets.delete(key)
   }
+}
+
+/**
+ * A key's limit changed (a reload): the calls it counted still count, against the new limit.
+ * Lowered from 10 to 3 after 3 calls, the key has none left, not 3 more; raised, it gains the
+ * difference at once. The Redis store does the same arithmetic (redis-rate-counter-store.ts).
+ */
+function rebase(bucket: Bucket, rule: RateRule): void {
+  if (bucket.limit === rule.limit) return
+  bucket.tokens = Math.min(rule.limit, bucket.tokens + rule.limit - bucket.limit)
+  bucket.limit = rule.limit
 }

@@ -37,7 +37,7 @@ export const MAX_TAKES_PER_BATCH = 256
 /**
  * KEYS: every counter of every take, in order. ARGV, per take: now, the number of its limits n,
  * then (algorithm, limit, windowMs, want) for each of them. Each counter is a hash {t: tokens or
- * calls left, a: refill time or window start}. Returns, per take, the number of its decisions m,
+ * calls left, a: refill time or window start, l: the limit t counts down from}. Returns, per take, the number of its decisions m,
  * then m quadruples {1, remaining, granted, window start or 0} or {0, retryAfterMs, 0, 0}: a
  * take stops at its first refusal, the next take goes on. `granted` tokens (at most `want`) are
  * leased: taken from the counter beyond the call's own.
@@ -51,22 +51,27 @@ local function lease(tokens, want)
 end
 
 local function take(key, algorithm, limit, window, now, want)
-  local state = redis.call('HMGET', key, 't', 'a')
+  local state = redis.call('HMGET', key, 't', 'a', 'l')
   local tokens = tonumber(state[1])
   local at = tonumber(state[2])
+  local counted = tonumber(state[3])
+  -- A changed limit (a reload): the calls counted still count, against the new limit.
+  if tokens ~= nil and counted ~= nil and counted ~= limit then
+    tokens = math.min(limit, tokens + limit - counted)
+  end
   if algorithm == 'token-bucket' then
     local perMs = limit / window
     if tokens == nil then tokens = limit; at = now end
     tokens = math.min(limit, tokens + math.max(0, now - at) * perMs)
     if tokens < 1 then
-      redis.call('HSET', key, 't', tostring(tokens), 'a', tostring(now))
+      redis.call('HSET', key, 't', tostring(tokens), 'a', tostring(now), 'l', tostring(limit))
       redis.call('PEXPIRE', key, math.ceil((limit - tokens) / perMs) + 1000)
       return 0, math.ceil((1 - tokens) / perMs), 0, 0
     end
     tokens = tokens - 1
     local granted = lease(tokens, want)
     tokens = tokens - granted
-    redis.call('HSET', key, 't', tostring(tokens), 'a', tostring(now))
+    redis.call('HSET', key, 't', tostring(tokens), 'a', tostring(now), 'l', tostring(limit))
     redis.call('PEXPIRE', key, math.ceil((limit - tokens) / perMs) + 1000)
     return 1, math.floor(tokens), granted, 0
   end
@@ -75,7 +80,7 @@ local function take(key, algorithm, limit, window, now, want)
   tokens = tokens - 1
   local granted = lease(tokens, want)
   tokens = tokens - granted
-  redis.call('HSET', key, 't', tostring(tokens), 'a', tostring(at))
+  redis.call('HSET', key, 't', tostring(tokens), 'a', tostring(at), 'l', tostring(limit))
   redis.call('PEXPIRE', key, math.max(1, at + window - now) + 1000)
   return 1, tokens, granted, at
 end
@@ -110,13 +115,15 @@ const TAKE_BATCH_SHA = createHash('sha1').update(TAKE_BATCH).digest('hex')
  * KEYS: the counter. ARGV: algorithm, limit, windowMs, tokens, window start (fixed window), now.
  * Puts a lease's unused tokens back: into a token bucket, refilled to now and never above its
  * limit; into a fixed window only if it is still the window they were taken from. A counter
- * that is gone (expired: full again) needs none. Returns 1 if the tokens went back.
+ * that is gone (expired: full again) needs none, nor one whose limit changed since the lease (a
+ * reload; at most one lease's tokens go unused). Returns 1 if the tokens went back.
  */
 const GIVE_BACK = `
-local state = redis.call('HMGET', KEYS[1], 't', 'a')
+local state = redis.call('HMGET', KEYS[1], 't', 'a', 'l')
 local tokens = tonumber(state[1])
 local at = tonumber(state[2])
 if tokens == nil then return 0 end
+if state[3] and tonumber(state[3]) ~= tonumber(ARGV[2]) then return 0 end
 local limit = tonumber(ARGV[2])
 local window = tonumber(ARGV[3])
 local n = tonumber(ARGV[4])
