@@ -172,5 +172,6 @@ export function describeDiff(diff: ConfigDiff): string {
   if (removed.length > 0) parts.push(`upstreams removed: ${removed.join(', ')}`)
   if (changed.length > 0) parts.push(`upstreams restarted: ${changed.join(', ')}`)
   if (diff.servers.length > 0) parts.push(`virtual servers updated: ${diff.servers.join(', ')}`)
+  if (diff.policies.length > 0) parts.push(`policies updated: ${diff.policies.join(', ')}`)
   return parts.length > 0 ? parts.join('; ') : 'nothing to apply'
 }

@@ -11,7 +11,7 @@ import type { Cluster } from '../cluster/cluster.ts'
 import type { Logger } from '../common/log.ts'
 import { startTracing, stopTracing } from '../common/tracing.ts'
 import { VERSION } from '../common/version.ts'
-import type { Config, LoadedConfig } from '../config/config.ts'
+import type { Config, LoadedConfig, TenantConfig } from '../config/config.ts'
 import { isLoopbackHost } from '../config/listen.ts'
 import { linkedTokenStore } from '../credentials/upstream-setup.ts'
 import { adminRoutes, tenantOfCaller } from '../gateway/admin-api.ts'
@@ -24,8 +24,15 @@ import { landingPage } from '../gateway/landing-page.ts'
 import { metricsRoute } from '../gateway/metrics-endpoint.ts'
 import { overview } from '../gateway/overview.ts'
 import { planFromConfig } from '../gateway/plan.ts'
+import { PolicyState } from '../gateway/policy-state.ts'
 import { readinessRoute } from '../gateway/readiness.ts'
-import { applyDiff, type ConfigDiff, diffConfigs, RESTART_SECTIONS } from '../gateway/reload.ts'
+import {
+  applyDiff,
+  type ConfigDiff,
+  diffConfigs,
+  policyFilesOf,
+  RESTART_SECTIONS,
+} from '../gateway/reload.ts'
 import { SandboxRefusals } from '../gateway/sandbox-refusals.ts'
 import { followPostgresKeys, type SharedApiKeys } from '../gateway/shared-api-keys.ts'
 import { startupSummary } from '../gateway/startup-summary.ts'
@@ -96,10 +103,13 @@ export async function startServer(
     : undefined
   if (auth && audit) auth.audit = audit
   const refusals = new SandboxRefusals(log, audit)
+  // What the policies keep across reloads (quota counters, answered confirmations, context
+  // labels): one per gateway, handed to every plan built for it (policy-state.ts).
+  const kept = new PolicyState()
   const planOf = (c: Config) =>
     withAudit(
       withTrust(
-        planFromConfig(c, log, auth, backends, undefined, refusals.report),
+        planFromConfig(c, log, auth, backends, undefined, refusals.report, kept),
         c,
         { audit, ...trust },
         log,
@@ -113,8 +123,9 @@ export async function startServer(
   const gateway = new Gateway(enabled ? { ...plan, metrics: { maxTools } } : plan, log)
   // Each tenant runs a gateway of its own (ADR 060); its pins live under qualified names.
   const tenants = new Map<string, Gateway>()
-  for (const t of config.tenants ?? []) {
-    const view = tenantView(config, t)
+  const tenantKept = new Map<string, PolicyState>()
+  const tenantPlanOf = (c: Config, t: TenantConfig) => {
+    const view = tenantView(c, t)
     const tenantLog = log.child({ tenant: t.name })
     const store = { ...trust.store, pins: tenantPins(trust.store.pins, t.name) }
     // Fleet-wide quota counters of a tenant are keyed apart from every other tenant's.
@@ -125,9 +136,14 @@ export async function startServer(
             ...backends,
             redis: { ...backends.redis, prefix: `${backends.redis.prefix}tenant.${t.name}:` },
           }
-    const tenantPlan = withAudit(
+    let state = tenantKept.get(t.name)
+    if (state === undefined) {
+      state = new PolicyState()
+      tenantKept.set(t.name, state)
+    }
+    return withAudit(
       withTrust(
-        planFromConfig(view, tenantLog, auth, own, t.name, refusals.report),
+        planFromConfig(view, tenantLog, auth, own, t.name, refusals.report, state),
         view,
         { audit, ...trust, store },
         tenantLog,
@@ -135,7 +151,9 @@ export async function startServer(
       audit,
       view,
     )
-    tenants.set(t.name, new Gateway(tenantPlan, tenantLog))
+  }
+  for (const t of config.tenants ?? []) {
+    tenants.set(t.name, new Gateway(tenantPlanOf(config, t), log.child({ tenant: t.name })))
   }
   const router = config.tenants === undefined ? undefined : new TenantRouter(gateway, tenants)
   if (auth && router) auth.authenticator.knownTenants = new Set(tenants.keys())
@@ -177,6 +195,8 @@ export async function startServer(
     authenticator: auth && hasInboundAuth(config.auth) ? auth.authenticator : undefined,
   }
   let running = config
+  /** The Cedar policy files the running chains were built from (reload.ts policyFilesOf). */
+  let policyFiles = policyFilesOf(config)
   let sharedKeys: SharedApiKeys | undefined
   const server: RunningServer = {
     gateway,
@@ -190,9 +210,27 @@ export async function startServer(
       return running
     },
     async apply(next: Config): Promise<ConfigDiff> {
-      const diff = diffConfigs(running, next)
-      await applyDiff(gateway, planOf(next), next, diff)
-      running = runningAfter(running, next, diff)
+      const nextFiles = policyFilesOf(next)
+      const diff = diffConfigs(running, next, { running: policyFiles, next: nextFiles })
+      // What runs after the reload: sections that need a restart keep their running values,
+      // in the new chain too (a changed `limits` does not half-apply through a policy).
+      const target = runningAfter(running, next, diff)
+      // Every plan is built, and so every chain validated, before anything is applied: a
+      // policy that does not build (a Cedar file the schema rejects) refuses the whole reload
+      // and the running chains keep serving.
+      const plan = planOf(target)
+      const tenantChains =
+        diff.policies.length === 0
+          ? []
+          : (target.tenants ?? []).flatMap((t) => {
+              const g = tenants.get(t.name)
+              return g === undefined ? [] : [{ g, plan: tenantPlanOf(target, t) }]
+            })
+      // Tenants inherit the top-level sections they do not set (tenantView): theirs swap too.
+      for (const { g, plan: p } of tenantChains) g.setPolicies(p.policies ?? [])
+      await applyDiff(gateway, plan, next, diff)
+      running = target
+      policyFiles = nextFiles
       return diff
     },
     useSharedKeys(keys: SharedApiKeys) {

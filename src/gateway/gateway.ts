@@ -11,6 +11,7 @@ import { RequestStateSealer, stateKeyFromEnv } from '../bridge/request-state.ts'
 import type { Logger } from '../common/log.ts'
 import { VERSION } from '../common/version.ts'
 import { GatewayMetrics } from '../metrics/metrics.ts'
+import { LivePolicies, type PolicyGeneration } from '../policies/live-policies.ts'
 import type { Policy } from '../policies/policy.ts'
 import {
   isPlainObject,
@@ -99,6 +100,8 @@ export class Gateway implements InboundHandler {
   readonly sessions = new Set<Session>()
   #plan: GatewayPlan
   #log: Logger
+  /** The policy chain every session's next call takes; a reload swaps it (setPolicies). */
+  #policies: LivePolicies
   #progress = new ProgressRouter()
   /** Held calls of 2026-07-28 clients between their rounds (src/bridge/mrtr.ts). */
   #continuations = new MemoryContinuationStore<HeldCall>()
@@ -121,6 +124,7 @@ export class Gateway implements InboundHandler {
   constructor(plan: GatewayPlan, log: Logger) {
     this.#plan = plan
     this.#log = log
+    this.#policies = new LivePolicies(plan.policies ?? [])
     this.metrics = plan.metrics
       ? new GatewayMetrics(
           {
@@ -312,6 +316,21 @@ export class Gateway implements InboundHandler {
     return true
   }
 
+  /**
+   * Replaces the policy chain (a reloaded configuration, already validated): every call that
+   * starts from now on, in every open session and on every transport, runs `policies`; a call
+   * in flight finishes on the chain it started with. Returns the replaced generation, which
+   * closes once its last call has ended.
+   */
+  setPolicies(policies: readonly Policy[]): PolicyGeneration {
+    return this.#policies.swap(policies)
+  }
+
+  /** The policies calls entering now run (the current generation's). */
+  get policies(): readonly Policy[] {
+    return this.#policies.current.policies
+  }
+
   /** The pin guard of the running gateway, when trust is on. */
   get trust(): TrustGuard | undefined {
     return this.#plan.trust
@@ -334,7 +353,7 @@ export class Gateway implements InboundHandler {
       serverInfo: this.serverInfo,
       clientRequestTimeoutMs: this.#plan.clientRequestTimeoutMs,
       onClose: (s) => this.sessions.delete(s),
-      policies: this.#plan.policies ?? [],
+      policies: this.#policies,
       bridge: this.#bridge,
       listPageSize: this.#plan.listPageSize ?? DEFAULT_LIST_PAGE_SIZE,
       metrics: this.metrics?.forServer(info.server),

@@ -29,14 +29,16 @@ import { tenantQualified } from '../store/tenant-pins.ts'
 import { createOutboundTransport, type OutboundSpec } from '../transports/connect-outbound.ts'
 import type { SandboxRefusalSink } from '../transports/sandbox.ts'
 import { installedLaunch } from '../trust/installed-launch.ts'
-import { answerLedgerOf, type Backends, NO_BACKENDS, rateCounterStoreOf } from './backends.ts'
+import { type Backends, NO_BACKENDS } from './backends.ts'
 import type { GatewayPlan, ServerPlan, UpstreamPlan } from './gateway.ts'
+import { PolicyState } from './policy-state.ts'
 import { refusedTransport } from './trust-setup.ts'
 
 /**
  * `auth` (src/auth/auth-runtime.ts), when given, stamps every upstream request with the caller's
  * context and applies each upstream's credentials. `backends` (backends.ts) holds what replicas
- * share; by default nothing is.
+ * share; by default nothing is. `kept` is what the policies keep across reloads of one gateway
+ * (policy-state.ts): a reload passes the one its gateway's first plan was built with.
  */
 export function planFromConfig(
   config: Config,
@@ -45,12 +47,13 @@ export function planFromConfig(
   backends: Backends = NO_BACKENDS,
   tenant?: string,
   onSandboxRefusal?: SandboxRefusalSink,
+  kept: PolicyState = new PolicyState(),
 ): GatewayPlan {
   return {
     upstreams: config.upstreams.map((u) =>
       upstreamPlan(u, config, log, auth, tenant, onSandboxRefusal, backends),
     ),
-    policies: policiesFromConfig(config, backends),
+    policies: policiesFromConfig(config, backends, kept),
     servers: config.servers.map(serverPlan),
     clientRequestTimeoutMs: config.limits.requestTimeoutMs,
     listPageSize: config.limits.listPageSize,
@@ -68,14 +71,14 @@ export function planFromConfig(
  * The policies the configuration asks for, and only those: a gateway without quotas or guards
  * has no such policy in its chain, so it pays nothing for them per call.
  */
-function policiesFromConfig(config: Config, backends: Backends): Policy[] {
+function policiesFromConfig(config: Config, backends: Backends, kept: PolicyState): Policy[] {
   const policies: Policy[] = []
   if (config.rateLimits && config.rateLimits.length > 0) {
-    policies.push(rateLimit(config.rateLimits, rateCounterStoreOf(backends)))
+    policies.push(rateLimit(config.rateLimits, kept.rateCounters(backends)))
   }
   if (config.auth?.permissions) policies.push(authorize(config.auth.permissions))
   // One tracker of secure contexts: confirm enters labels into it, Cedar reads them.
-  const tracker = config.contexts ? new SecureContexts(config.contexts) : undefined
+  const tracker = config.contexts ? new SecureContexts(config.contexts, kept.heldLabels) : undefined
   if (config.cedar) {
     // Cedar's WebAssembly module loads here, only when Cedar policies are configured.
     const texts = readPolicyFiles(config.cedar.policies)
@@ -93,7 +96,8 @@ function policiesFromConfig(config: Config, backends: Backends): Policy[] {
         contexts: config.contexts,
         tracker,
         answerMs: config.limits.heldCallTimeoutMs,
-        ledger: answerLedgerOf(backends),
+        ledger: kept.answers(backends),
+        sealer: kept.confirmSealer,
       }),
     )
   }

@@ -1,7 +1,22 @@
 import assert from 'node:assert/strict'
-import { describe, test } from 'node:test'
+import { mkdtempSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { after, before, describe, test } from 'node:test'
+import { Client } from '@modelcontextprotocol/sdk/client/index.js'
+import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js'
+import { z } from 'zod'
+import { inProcessUpstream, rules, serverPlan } from '../../test/support/plans.ts'
+import { BarbicanError } from '../common/errors.ts'
+import { silentLogger } from '../common/log.ts'
 import { normalizeConfig } from '../config/normalize.ts'
-import { diffConfigs, isEmptyDiff } from './reload.ts'
+import type { Policy } from '../policies/policy.ts'
+import { memoryPair } from '../transports/memory.ts'
+import { NO_BACKENDS } from './backends.ts'
+import { Gateway } from './gateway.ts'
+import { planFromConfig } from './plan.ts'
+import { PolicyState } from './policy-state.ts'
+import { applyDiff, diffConfigs, isEmptyDiff, policyFilesOf } from './reload.ts'
 
 const stdio = (command: string) => ({ command, args: [] })
 
@@ -48,13 +63,203 @@ describe('diffConfigs', () => {
     assert.deepEqual(diff.servers, [])
   })
 
-  test('reports changed policies as needing a restart: the running chain keeps its own', () => {
+  test('names changed policy sections as applied, not as needing a restart', () => {
     const next = normalizeConfig({
       upstreams: { a: stdio('a'), b: stdio('b'), c: stdio('c') },
       servers: { default: {}, ops: { upstreams: ['a'] } },
       rateLimits: { few: { limit: 1, windowMs: 1000 } },
       guards: { arguments: 'enforce' },
     })
-    assert.deepEqual(diffConfigs(running, next).needsRestart, ['rateLimits', 'guards'])
+    const diff = diffConfigs(running, next)
+    assert.deepEqual(diff.policies, ['rateLimits', 'guards'])
+    assert.deepEqual(diff.needsRestart, [])
+    assert.ok(!isEmptyDiff(diff))
+  })
+
+  test('an edited Cedar file changes the policies though the configuration did not', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'barbican-reload-cedar-'))
+    const file = join(dir, 'p.cedar')
+    writeFileSync(file, 'permit(principal, action, resource);\n')
+    const withCedar = normalizeConfig({
+      upstreams: { a: stdio('a') },
+      cedar: { policies: [file] },
+    })
+    const before = policyFilesOf(withCedar)
+    assert.deepEqual(
+      diffConfigs(withCedar, withCedar, { running: before, next: before }).policies,
+      [],
+    )
+    writeFileSync(file, 'forbid(principal, action, resource);\n')
+    const after = policyFilesOf(withCedar)
+    assert.notEqual(after, before)
+    assert.deepEqual(diffConfigs(withCedar, withCedar, { running: before, next: after }).policies, [
+      'cedar (policy files)',
+    ])
+    assert.equal(policyFilesOf(running), undefined)
+  })
+})
+
+/** An upstream with `echo` and `slow`, which answers once `release` is called. */
+function echoServer(gate: { release?: () => void }): McpServer {
+  const server = new McpServer({ name: 'tools', version: '1.0.0' })
+  server.registerTool('echo', { inputSchema: { text: z.string() } }, async ({ text }) => ({
+    content: [{ type: 'text', text }],
+  }))
+  server.registerTool('slow', {}, async () => {
+    await new Promise<void>((resolve) => {
+      gate.release = resolve
+    })
+    return { content: [{ type: 'text', text: 'done' }] }
+  })
+  return server
+}
+
+/** A policy refusing calls of `tool` (as a Cedar forbid or a permission would). */
+function denying(tool: string): Policy {
+  return {
+    name: 'authorize',
+    async handle(call, next) {
+      if (call.request.params?.name === tool) {
+        throw new BarbicanError('ERR_POLICY_DENIED', `"${tool}" is denied`)
+      }
+      return await next(call)
+    },
+  }
+}
+
+const config = normalizeConfig({ upstreams: { tools: stdio('tools') } })
+const policyDiff = (...policies: string[]) => ({
+  upstreams: { added: [], removed: [], changed: [] },
+  servers: [],
+  policies,
+  needsRestart: [],
+})
+
+describe('applyDiff swaps the policy chain under open sessions', () => {
+  let gateway: Gateway
+  let client: Client
+  const gate: { release?: () => void } = {}
+  let closed = 0
+  /** The chain at start: passes everything, counts the calls it sees, says when it is closed. */
+  let seen = 0
+  const starting: Policy = {
+    name: 'guards',
+    async handle(call, next) {
+      if (call.request.method === 'tools/call') seen++
+      return await next(call)
+    },
+    close() {
+      closed++
+    },
+  }
+
+  before(async () => {
+    gateway = new Gateway(
+      {
+        upstreams: [inProcessUpstream('tools', () => echoServer(gate))],
+        servers: [serverPlan('default', ['tools'], rules('never'))],
+        clientRequestTimeoutMs: 5_000,
+        policies: [starting],
+      },
+      silentLogger,
+    )
+    await gateway.start()
+    const [clientSide, gatewaySide] = memoryPair()
+    gateway.connect(gatewaySide, { kind: 'stdio', server: 'default' })
+    await gatewaySide.start()
+    client = new Client({ name: 'reload', version: '1.0.0' })
+    await client.connect(clientSide as never)
+  })
+
+  after(async () => {
+    await client?.close()
+    await gateway?.stop()
+  })
+
+  test('the next call of an open session is refused; the call in flight ends on its own chain', async () => {
+    const ok = await client.callTool({ name: 'echo', arguments: { text: 'hi' } })
+    assert.ok(!ok.isError)
+    const inFlight = client.callTool({ name: 'slow', arguments: {} })
+    while (gate.release === undefined) await new Promise((r) => setTimeout(r, 5))
+    const plan = { upstreams: [], servers: [], clientRequestTimeoutMs: 5_000 }
+    await applyDiff(
+      gateway,
+      { ...plan, policies: [denying('slow'), denying('echo')] },
+      config,
+      policyDiff('cedar'),
+    )
+    await assert.rejects(
+      client.callTool({ name: 'echo', arguments: { text: 'again' } }),
+      (err: { code?: number; message?: string }) =>
+        err.code === -32001 && /"echo" is denied/.test(err.message ?? ''),
+    )
+    // The replaced chain is closed only once its last call has ended.
+    assert.equal(closed, 0)
+    gate.release()
+    const done = await inFlight
+    assert.ok(!done.isError)
+    await new Promise((r) => setImmediate(r))
+    assert.equal(closed, 1)
+    assert.equal(seen, 2, 'the first chain saw echo and slow, not the call after the swap')
+  })
+
+  test('a diff without policy changes keeps the running chain', async () => {
+    const before = gateway.policies
+    await applyDiff(
+      gateway,
+      { upstreams: [], servers: [], clientRequestTimeoutMs: 5_000, policies: [] },
+      config,
+      policyDiff(),
+    )
+    assert.equal(gateway.policies, before)
+  })
+})
+
+describe("a rebuilt chain keeps its policies' state", () => {
+  test('quota counters carry over: a lowered limit counts the calls already taken', async () => {
+    const kept = new PolicyState()
+    const chainOf = (limit: number) =>
+      planFromConfig(
+        normalizeConfig({
+          upstreams: { tools: stdio('tools') },
+          rateLimits: { few: { per: ['subject'], limit, windowMs: 60_000 } },
+        }),
+        silentLogger,
+        undefined,
+        NO_BACKENDS,
+        undefined,
+        undefined,
+        kept,
+      ).policies ?? []
+    const gateway = new Gateway(
+      {
+        upstreams: [inProcessUpstream('tools', () => echoServer({}))],
+        servers: [serverPlan('default', ['tools'], rules('never'))],
+        clientRequestTimeoutMs: 5_000,
+        policies: chainOf(5),
+      },
+      silentLogger,
+    )
+    await gateway.start()
+    const [clientSide, gatewaySide] = memoryPair()
+    gateway.connect(gatewaySide, { kind: 'stdio', server: 'default' })
+    await gatewaySide.start()
+    const client = new Client({ name: 'quota', version: '1.0.0' })
+    try {
+      await client.connect(clientSide as never)
+      const echo = () => client.callTool({ name: 'echo', arguments: { text: 'x' } })
+      for (let i = 0; i < 3; i++) assert.ok(!(await echo()).isError)
+      await applyDiff(
+        gateway,
+        { upstreams: [], servers: [], clientRequestTimeoutMs: 5_000, policies: chainOf(4) },
+        config,
+        policyDiff('rateLimits'),
+      )
+      assert.ok(!(await echo()).isError, 'the fourth call of four')
+      await assert.rejects(echo(), (err: { code?: number }) => err.code === -32029)
+    } finally {
+      await client.close()
+      await gateway.stop()
+    }
   })
 })

@@ -2,8 +2,12 @@
  * Hot reload (docs/configuration.md#reload, ADR 037): what differs between the running
  * configuration and a new, already validated one, and applying only that difference to the
  * running gateway. Upstreams and the members and filters of existing virtual servers change in
- * place, with sessions kept open; everything else is reported as needing a restart.
+ * place, with sessions kept open; the policies are swapped whole for the next call of every
+ * session (ADR 037, "Amended (policies, live)"); everything else is reported as needing a
+ * restart.
  */
+import { createHash } from 'node:crypto'
+import { readFileSync } from 'node:fs'
 import { isDeepStrictEqual } from 'node:util'
 import type { Config, UpstreamConfig, VirtualServerConfig } from '../config/config.ts'
 import type { Gateway, GatewayPlan } from './gateway.ts'
@@ -18,6 +22,11 @@ export interface ConfigDiff {
   }
   /** Existing virtual servers whose members, namespacing or filters changed. */
   readonly servers: readonly string[]
+  /**
+   * Policy sections that changed (`rateLimits`, `cedar`…): the whole chain is rebuilt from the
+   * new configuration and swapped in. `cedar (policy files)`: the files changed, not the config.
+   */
+  readonly policies: readonly string[]
   /** What differs but cannot be applied to a running gateway (`listen`, `auth`, `servers.x`…). */
   readonly needsRestart: readonly string[]
 }
@@ -35,8 +44,14 @@ export const RESTART_SECTIONS = [
   'auth',
   // Each tenant runs a gateway built at start (ADR 060): a changed tenant needs a restart.
   'tenants',
-  // The policy chain is built once (plan.ts) and every session takes it from the gateway's plan:
-  // a reload does not swap it, so a changed policy section would be silently ignored.
+] as const satisfies readonly (keyof Config)[]
+
+/**
+ * Top-level sections the policy chain is built from (plan.ts): a change to any rebuilds the
+ * chain, swapped in for every call that starts after the reload (and every tenant's chain that
+ * inherits the section).
+ */
+export const POLICY_SECTIONS = [
   'rateLimits',
   'guards',
   'confirm',
@@ -44,10 +59,29 @@ export const RESTART_SECTIONS = [
   'cedar',
 ] as const satisfies readonly (keyof Config)[]
 
-export function diffConfigs(running: Config, next: Config): ConfigDiff {
+/**
+ * `policyFiles`: the fingerprints of the Cedar policy files the running chain was built from and
+ * of those the new configuration names (policyFilesOf), so an edited `.cedar` file is applied
+ * by a reload though the configuration itself did not change.
+ */
+export function diffConfigs(
+  running: Config,
+  next: Config,
+  policyFiles?: { readonly running: string | undefined; readonly next: string | undefined },
+): ConfigDiff {
   const needsRestart: string[] = RESTART_SECTIONS.filter(
     (key) => !isDeepStrictEqual(running[key], next[key]),
   )
+  const policies: string[] = POLICY_SECTIONS.filter(
+    (key) => !isDeepStrictEqual(running[key], next[key]),
+  )
+  if (
+    policyFiles !== undefined &&
+    !policies.includes('cedar') &&
+    policyFiles.running !== policyFiles.next
+  ) {
+    policies.push('cedar (policy files)')
+  }
   const before = byName<UpstreamConfig>(running.upstreams)
   const after = byName<UpstreamConfig>(next.upstreams)
   const added = [...after.keys()].filter((n) => !before.has(n))
@@ -68,7 +102,30 @@ export function diffConfigs(running: Config, next: Config): ConfigDiff {
   for (const name of oldServers.keys()) {
     if (!newServers.has(name)) needsRestart.push(`servers.${name} (removed)`)
   }
-  return { upstreams: { added, removed, changed }, servers, needsRestart }
+  return { upstreams: { added, removed, changed }, servers, policies, needsRestart }
+}
+
+/**
+ * A fingerprint of the Cedar policy files `config` names (its own and its tenants'), as they
+ * read now; undefined without Cedar. A file that cannot be read fingerprints as its error, so
+ * the reload rebuilds the chain and refuses with the reason.
+ */
+export function policyFilesOf(config: Config): string | undefined {
+  const files = [config.cedar, ...(config.tenants ?? []).map((t) => t.cedar)].flatMap(
+    (cedar) => cedar?.policies ?? [],
+  )
+  if (files.length === 0) return undefined
+  const hash = createHash('sha256')
+  for (const file of files) {
+    hash.update(`${file}\0`)
+    try {
+      hash.update(readFileSync(file))
+    } catch (err) {
+      hash.update(`unreadable: ${(err as Error).message}`)
+    }
+    hash.update('\0')
+  }
+  return hash.digest('hex')
 }
 
 /** True when the diff has nothing to apply and nothing needing a restart. */
@@ -76,16 +133,18 @@ export function isEmptyDiff(diff: ConfigDiff): boolean {
   const { added, removed, changed } = diff.upstreams
   return (
     added.length + removed.length + changed.length + diff.servers.length === 0 &&
+    diff.policies.length === 0 &&
     diff.needsRestart.length === 0
   )
 }
 
 /**
- * Applies the hot part of `diff` to `gateway`, with `plan` built from the new configuration:
- * new upstreams first, then restarted ones, then the virtual servers' new members and rules
- * (sessions are told their lists changed), and last the removed upstreams, whose calls in
- * flight fail with the closing connection's error. Servers whose change needs a restart keep
- * their old members, except that a removed upstream leaves them too.
+ * Applies the hot part of `diff` to `gateway`, with `plan` built from the new configuration
+ * (its policies validated by building it): the new policy chain first, so a tightened rule
+ * holds before anything it guards appears; then new upstreams, restarted ones, the virtual
+ * servers' new members and rules (sessions are told their lists changed), and last the removed
+ * upstreams, whose calls in flight fail with the closing connection's error. Servers whose
+ * change needs a restart keep their old members, except that a removed upstream leaves them too.
  */
 export async function applyDiff(
   gateway: Gateway,
@@ -93,6 +152,7 @@ export async function applyDiff(
   next: Config,
   diff: ConfigDiff,
 ): Promise<void> {
+  if (diff.policies.length > 0) gateway.setPolicies(plan.policies ?? [])
   gateway.trust?.setPolicies(new Map(next.upstreams.map((u) => [u.name, trustPolicyOf(u)])))
   const upstreamPlans = new Map(plan.upstreams.map((u) => [u.name, u]))
   for (const name of diff.upstreams.added) gateway.addUpstream(upstreamPlans.get(name)!)

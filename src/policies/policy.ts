@@ -72,4 +72,9 @@ export interface Policy {
   /** Used in config, logs and audit records. */
   readonly name: string
   handle(call: Call, next: Next): Promise<Reply>
+  /**
+   * Releases what the policy holds (connections, timers) when a reload replaced its chain and
+   * the last call that entered it has ended (live-policies.ts). Absent: nothing to release.
+   */
+  close?(): Promise<void> | void
 }

@@ -22,6 +22,9 @@ export interface ContextsOptions {
   readonly maxContexts: number
 }
 
+/** Context key → label → when it last entered (epoch ms). */
+export type HeldLabels = Map<string, Map<string, number>>
+
 /** Tracks the labels of every live context. */
 export class SecureContexts {
   readonly #rules: readonly {
@@ -31,10 +34,14 @@ export class SecureContexts {
   }[]
   readonly #windowMs: number
   readonly #max: number
-  /** Context key → label → when it last entered (epoch ms). */
-  readonly #contexts = new Map<string, Map<string, number>>()
+  readonly #contexts: HeldLabels
 
-  constructor(options: ContextsOptions) {
+  /**
+   * `held`: the labels already entered, when a reload replaces the tracker (its rules may have
+   * changed, what entered each context has not): a reload must not let a trifecta through.
+   */
+  constructor(options: ContextsOptions, held: HeldLabels = new Map()) {
+    this.#contexts = held
     this.#rules = Object.entries(options.labels).map(([label, rule]) => ({
       label,
       upstream: (name: string) => rule.upstreams?.includes(name) ?? false,

@@ -16,7 +16,8 @@ import { randomHex } from '../common/random-hex.ts'
 import { endSpan, replyOutcome, startClientSpan, tracingOn } from '../common/tracing.ts'
 import { DENIED, outcomeOfError, outcomeOfReply, type ServerMetrics } from '../metrics/metrics.ts'
 import { compose, deniedBy } from '../policies/chain.ts'
-import type { Call, CallPeer, Next, Policy } from '../policies/policy.ts'
+import { type LivePolicies, SessionChain } from '../policies/live-policies.ts'
+import type { Call, CallPeer } from '../policies/policy.ts'
 import type { Codec } from '../protocol/codec.ts'
 import { codecFor } from '../protocol/codecs.ts'
 import {
@@ -92,8 +93,11 @@ export interface SessionDeps {
   readonly onClose: (session: Session) => void
   /** Most items in one page of a merged list. */
   readonly listPageSize: number
-  /** Policies run around the relay, in the chain's fixed order. */
-  readonly policies: readonly Policy[]
+  /**
+   * The policies run around the relay, in the chain's fixed order: the gateway's current
+   * generation, taken by each call as it enters (a reload swaps it, live-policies.ts).
+   */
+  readonly policies: LivePolicies
   /** Multi-round-trip translation between eras (src/bridge); absent: relayed as is. */
   readonly bridge?: MrtrBridge | undefined
   /** The call metrics of the session's virtual server (src/metrics); absent: not counted. */
@@ -149,7 +153,7 @@ export class Session {
         readonly envelope: UpstreamEnvelope
       }
     | undefined
-  #chain: Next
+  #chain: SessionChain
   /**
    * Short random id tying this session's calls together in logs and audit. From the pool: every
    * 2026-07-28 request is a session of its own, and a draw of its own cost a syscall per call.
@@ -168,7 +172,7 @@ export class Session {
     transport.onmessage = (message, receiveInfo) => this.receive(message, receiveInfo)
     transport.onclose = () => this.#onClose()
     this.#identity = info.identity ?? ANONYMOUS
-    this.#chain = compose(deps.policies, (call) => this.#execute(call))
+    this.#chain = new SessionChain(deps.policies, (call) => this.#execute(call))
     this.#notifications = new ClientNotifications({
       revision: () => this.#revision,
       stateless: info.kind === 'streamable-http-stateless',
@@ -412,9 +416,11 @@ export class Session {
       }
       // The call itself is audited too (a program's digest, or its text with rawArguments),
       // besides each call it makes; the other policies judge those calls, not this one.
-      const audit = this.#deps.policies.find((p) => p.name === 'audit')
+      const generation = this.#deps.policies.current
+      const audit = generation.audit
       if (audit === undefined) return await run()
-      return await audit.handle(this.#callOf(request, modern, signal, about.log), run)
+      const call = this.#callOf(request, modern, signal, about.log)
+      return await generation.run(() => audit.handle(call, run))
     }
     const call = this.#callOf(request, modern, signal, about.log, about.clock)
     call.route =
@@ -430,7 +436,7 @@ export class Session {
     }
     const metrics = this.#deps.metrics
     const reply =
-      metrics === undefined ? await this.#chain(call) : await this.#counted(call, metrics)
+      metrics === undefined ? await this.#chain.run(call) : await this.#counted(call, metrics)
     if (method === 'tools/call' && call.route.kind === 'unicast') {
       return await adaptToolResult(server, call.route.upstream, reply)
     }
@@ -474,11 +480,13 @@ export class Session {
   async #view(call: Call & { route: Route }): Promise<Catalog | ErrorReply> {
     call.route = await resolveRoute(this.#deps.server, call.request, this.#tasks)
     let view: Catalog | undefined
-    const reply = await compose(this.#deps.policies, async (seen) => {
+    const generation = this.#deps.policies.current
+    const chain = compose(generation.policies, async (seen) => {
       if (seen.route.kind === 'unresolved') throw seen.route.error
       if (seen.route.kind === 'fanout') view = seen.route.catalog
       return complete({})
-    })(call)
+    })
+    const reply = await generation.run(() => chain(call))
     if (reply.kind === 'error') return reply
     if (view === undefined) throw new BarbicanError('ERR_INTERNAL', 'tools/list has no catalog')
     return view
@@ -531,7 +539,7 @@ export class Session {
       request.method === 'tools/call' && upstream !== '' ? (request.params?.name as string) : ''
     const started = metrics.begin()
     try {
-      const reply = await this.#chain(call)
+      const reply = await this.#chain.run(call)
       metrics.end(request.method, upstream, tool, outcomeOfReply(reply), started)
       return reply
     } catch (err) {
