@@ -12,6 +12,10 @@ import { join } from 'node:path'
 import { after, before, describe, test } from 'node:test'
 import { fileURLToPath } from 'node:url'
 import { promisify } from 'node:util'
+import {
+  Client as ClientV2,
+  StreamableHTTPClientTransport as StreamableHTTPClientTransportV2,
+} from '@modelcontextprotocol/client'
 import { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
 import { ToolListChangedNotificationSchema } from '@modelcontextprotocol/sdk/types.js'
@@ -244,5 +248,146 @@ describe('barbican status without a gateway', () => {
       stderr,
       /no gateway answers at http:\/\/127\.0\.0\.1:9 .*is barbican serve running\?/,
     )
+  })
+})
+
+/**
+ * The policies reload live (ADR 037 "Amended (policies, live)"): a legacy Streamable HTTP
+ * session and a 2026-07-28 client stay connected while the quota is lowered, a Cedar file
+ * forbids a tool, and a broken Cedar file is refused. Each next call runs the new chain.
+ */
+describe('policy reload under live legacy and 2026-07-28 clients', () => {
+  const pdir = realpathSync(mkdtempSync(join(tmpdir(), 'barbican-reload-policy-')))
+  const pfile = join(pdir, 'barbican.yaml')
+  const cedarFile = join(pdir, 'team.cedar')
+  const only = upstream('everything', [pkg('server-everything')])
+  const configWith = (limit: number) =>
+    `rateLimits:\n  echoes:\n    limit: ${limit}\n    windowMs: 600000\n    tools: ["echo"]\n` +
+    `cedar:\n  policies: [team.cedar]\nupstreams:\n${only}`
+  const PERMIT = 'permit (principal, action, resource);\n'
+  let gateway: ChildProcess
+  let url: string
+  let logs = ''
+  let legacy: Client
+  let modern: ClientV2
+
+  before(async () => {
+    writeFileSync(cedarFile, PERMIT)
+    writeFileSync(pfile, configWith(100))
+    gateway = spawn(
+      process.execPath,
+      [bin, 'serve', '--config', pfile, '--listen', '127.0.0.1:0'],
+      { cwd: pdir, stdio: ['ignore', 'ignore', 'pipe'] },
+    )
+    gateway.stderr?.on('data', (chunk: Buffer) => {
+      logs += chunk.toString()
+    })
+    url = await until(
+      'the gateway URL',
+      () => /serving .* at (http:\/\/[^\s]+)\/mcp/.exec(logs)?.[1],
+    )
+    legacy = new Client({ name: 'reload-legacy', version: '1.0.0' })
+    await legacy.connect(new StreamableHTTPClientTransport(new URL(`${url}/mcp`)))
+    modern = new ClientV2(
+      { name: 'reload-modern', version: '1.0.0' },
+      { versionNegotiation: { mode: { pin: '2026-07-28' } } },
+    )
+    await modern.connect(new StreamableHTTPClientTransportV2(new URL(`${url}/mcp`)))
+    assert.equal(modern.getNegotiatedProtocolVersion(), '2026-07-28')
+    await until('the tools listed', async () =>
+      (await legacy.listTools()).tools.some((t) => t.name === 'echo') ? true : undefined,
+    )
+  })
+  after(async () => {
+    await legacy?.close().catch(() => {})
+    await modern?.close().catch(() => {})
+    gateway?.kill('SIGTERM')
+  })
+
+  const echoLegacy = () => legacy.callTool({ name: 'echo', arguments: { message: 'hi' } })
+  const echoModern = () => modern.callTool({ name: 'echo', arguments: { message: 'hi' } })
+  const sum = (client: { callTool: Client['callTool'] }) =>
+    client.callTool({ name: 'get-sum', arguments: { a: 1, b: 2 } })
+
+  async function reload(): Promise<{ ok: boolean; error?: string; diff?: { policies: string[] } }> {
+    const res = await fetch(`${url}/admin/api/reload`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: '{}',
+    })
+    const outcome = (await res.json()) as {
+      ok: boolean
+      error?: string
+      diff?: { policies: string[] }
+    }
+    // A refused reload is 422 with the reason.
+    assert.equal(res.status, outcome.ok ? 200 : 422)
+    return outcome
+  }
+
+  test('a lowered quota holds at once, counting the calls already made', async () => {
+    const session = legacy.transport?.sessionId
+    for (let i = 0; i < 3; i++) assert.ok(!(await echoLegacy()).isError)
+    for (let i = 0; i < 2; i++) assert.ok(!(await echoModern()).isError)
+    // Five counted under a limit of 100; lowered to 6, one call is left.
+    writeFileSync(pfile, configWith(6))
+    await until('the file reload', () =>
+      /config reloaded: policies updated: rateLimits/.test(logs) ? true : undefined,
+    )
+    assert.ok(!(await echoLegacy()).isError, 'the sixth call')
+    await assert.rejects(echoModern(), /echoes/)
+    await assert.rejects(
+      echoLegacy(),
+      (err: { code?: number; message?: string }) =>
+        err.code === -32029 && /Rate limit "echoes" exceeded/.test(err.message ?? ''),
+    )
+    assert.equal(legacy.transport?.sessionId, session, 'the same legacy session')
+  })
+
+  test('a Cedar file that forbids a tool refuses its next call in both eras', async () => {
+    assert.ok(!(await sum(legacy)).isError)
+    assert.ok(!(await sum(modern as unknown as Client)).isError)
+    writeFileSync(
+      cedarFile,
+      `${PERMIT}forbid (principal, action == Barbican::Action::"call", resource == Barbican::Tool::"get-sum");\n`,
+    )
+    const outcome = await reload()
+    assert.equal(outcome.ok, true, outcome.error)
+    assert.deepEqual(outcome.diff?.policies, ['cedar (policy files)'])
+    await assert.rejects(
+      sum(legacy),
+      (err: { code?: number; message?: string }) => err.code === -32001,
+    )
+    await assert.rejects(sum(modern as unknown as Client), /denied|forbid|policy/i)
+  })
+
+  test('a Cedar file that does not validate is refused; the running chain keeps serving', async () => {
+    writeFileSync(
+      cedarFile,
+      `${PERMIT}permit (principal, action == Barbican::Action::"fly", resource);\n`,
+    )
+    const outcome = await reload()
+    assert.equal(outcome.ok, false)
+    assert.match(outcome.error ?? '', /Cedar/)
+    assert.match(logs, /config reload failed: .*Cedar/)
+    // The forbid of get-sum still holds; the quota still counts.
+    await assert.rejects(sum(legacy), (err: { code?: number }) => err.code === -32001)
+    await assert.rejects(sum(modern as unknown as Client), /denied|forbid|policy/i)
+    await assert.rejects(echoLegacy(), (err: { code?: number }) => err.code === -32029)
+  })
+
+  test('the reload records name the policy sections that changed', async () => {
+    const { code, stdout, stderr } = await barbican(['audit', 'query', '--config', pfile])
+    assert.equal(code, 0, stderr)
+    const reloads = stdout
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as { action?: string; outcome?: string; detail?: string })
+      .filter((r) => r.action === 'config.reload')
+      .map((r) => `${r.outcome}: ${r.detail}`)
+    assert.equal(reloads.length, 3, reloads.join('\n'))
+    assert.match(reloads[0]!, /^ok: policies updated: rateLimits$/)
+    assert.match(reloads[1]!, /^ok: policies updated: cedar \(policy files\)$/)
+    assert.match(reloads[2]!, /^error: .*Cedar/)
   })
 })
