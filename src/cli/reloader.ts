@@ -1,6 +1,6 @@
 /**
  * Hot reload of `barbican serve`'s config file (docs/configuration.md#reload, ADR 037): on a
- * change to the file (fs.watch on its folder, debounced, with a stat poll for filesystems
+ * change to the file or to a Cedar policy file it names (fs.watch on its folder, debounced, with a stat poll for filesystems
  * where watching misses changes), on SIGHUP, and on `POST /admin/api/reload`. The new file is
  * loaded and validated first; when that fails the running configuration keeps serving and the
  * error is logged. One reload runs at a time; a request during one runs once it ends.
@@ -42,12 +42,19 @@ export interface ReloaderOptions {
   readonly pollMs: number
   /** Told every outcome (the audit log records each reload). */
   readonly onReloaded?: (outcome: ReloadOutcome) => unknown
+  /**
+   * Other files the configuration reads (its Cedar policy files): an edit to one reloads too.
+   * Those named when watching starts are watched (their folder, if it is the file's) and polled.
+   */
+  readonly alsoRead?: (() => readonly string[]) | undefined
 }
 
 export class ConfigReloader {
   #options: ReloaderOptions
   #watcher: FSWatcher | undefined
   #poll: StatsListener | undefined
+  /** The files polled besides the config file (alsoRead, when watching started). */
+  #polled: readonly string[] = []
   #timer: NodeJS.Timeout | undefined
   #running: Promise<ReloadOutcome> | undefined
   #again: Promise<ReloadOutcome> | undefined
@@ -63,12 +70,16 @@ export class ConfigReloader {
   /** Starts watching the file (changes only; SIGHUP and the admin API call `reload`). */
   watch(): void {
     const { path, pollMs } = this.#options
-    const name = basename(path)
-    this.#seen = readText(path)
+    const others = this.#options.alsoRead?.() ?? []
+    const names = new Set([
+      basename(path),
+      ...others.filter((f) => dirname(f) === dirname(path)).map((f) => basename(f)),
+    ])
+    this.#seen = this.#read()
     try {
       // The folder, not the file: editors and `mv` replace the file, which a file watch loses.
       this.#watcher = watch(dirname(path), { persistent: false }, (_event, file) => {
-        if (file === null || file === name) this.#schedule()
+        if (file === null || names.has(file)) this.#schedule()
       })
       this.#watcher.on('error', (error) => {
         this.#options.log.warn('config file watch failed; polling only', { error })
@@ -82,20 +93,31 @@ export class ConfigReloader {
       this.#poll = (now, before) => {
         if (now.mtimeMs !== before.mtimeMs || now.size !== before.size) this.#schedule()
       }
-      watchFile(path, { interval: pollMs, persistent: false }, this.#poll)
+      this.#polled = [path, ...others]
+      for (const file of this.#polled) {
+        watchFile(file, { interval: pollMs, persistent: false }, this.#poll)
+      }
     }
   }
 
   stop(): void {
     clearTimeout(this.#timer)
     this.#watcher?.close()
-    if (this.#poll) unwatchFile(this.#options.path, this.#poll)
+    if (this.#poll) for (const file of this.#polled) unwatchFile(file, this.#poll)
+  }
+
+  /** The config file's text and the texts of the files it reads, as they are now. */
+  #read(): string | undefined {
+    const text = readText(this.#options.path)
+    const others = this.#options.alsoRead?.() ?? []
+    if (text === undefined || others.length === 0) return text
+    return [text, ...others.map((f) => `${f}\0${readText(f) ?? ''}`)].join('\0')
   }
 
   #schedule(): void {
     clearTimeout(this.#timer)
     this.#timer = setTimeout(() => {
-      const text = readText(this.#options.path)
+      const text = this.#read()
       if (text === this.#seen) return
       void this.reload('file')
     }, this.#options.debounceMs)
@@ -120,7 +142,7 @@ export class ConfigReloader {
   async #reload(trigger: string): Promise<ReloadOutcome> {
     const { log, path } = this.#options
     const at = new Date().toISOString()
-    this.#seen = readText(path)
+    this.#seen = this.#read()
     let outcome: ReloadOutcome
     const loaded = await this.#options.load()
     if ('error' in loaded) {

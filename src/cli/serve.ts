@@ -30,6 +30,7 @@ import {
   applyDiff,
   type ConfigDiff,
   diffConfigs,
+  policyFilePaths,
   policyFilesOf,
   RESTART_SECTIONS,
 } from '../gateway/reload.ts'
@@ -481,6 +482,8 @@ export async function runServe(
         return diff
       },
       log,
+      // An edited Cedar file reloads like an edited config file.
+      alsoRead: () => policyFilePaths(server.config),
       debounceMs: RELOAD_DEBOUNCE_MS,
       pollMs: RELOAD_POLL_MS,
       onReloaded: (outcome) => {

@@ -111,9 +111,7 @@ export function diffConfigs(
  * the reload rebuilds the chain and refuses with the reason.
  */
 export function policyFilesOf(config: Config): string | undefined {
-  const files = [config.cedar, ...(config.tenants ?? []).map((t) => t.cedar)].flatMap(
-    (cedar) => cedar?.policies ?? [],
-  )
+  const files = policyFilePaths(config)
   if (files.length === 0) return undefined
   const hash = createHash('sha256')
   for (const file of files) {
@@ -166,4 +164,11 @@ export async function applyDiff(
 
 function byName<T extends { readonly name: string }>(items: readonly T[]): Map<string, T> {
   return new Map(items.map((i) => [i.name, i]))
+}
+
+/** The Cedar policy files `config` names: its own and its tenants'. */
+export function policyFilePaths(config: Config): string[] {
+  return [config.cedar, ...(config.tenants ?? []).map((t) => t.cedar)].flatMap(
+    (cedar) => cedar?.policies ?? [],
+  )
 }

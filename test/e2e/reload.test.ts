@@ -376,6 +376,18 @@ describe('policy reload under live legacy and 2026-07-28 clients', () => {
     await assert.rejects(echoLegacy(), (err: { code?: number }) => err.code === -32029)
   })
 
+  test('an edited Cedar file reloads by itself, like an edited config file', async () => {
+    const before = (logs.match(/policies updated: cedar \(policy files\)/g) ?? []).length
+    writeFileSync(cedarFile, PERMIT)
+    await until('the Cedar file reload', () =>
+      (logs.match(/policies updated: cedar \(policy files\)/g) ?? []).length > before
+        ? true
+        : undefined,
+    )
+    assert.ok(!(await sum(legacy)).isError)
+    assert.ok(!(await sum(modern as unknown as Client)).isError)
+  })
+
   test('the reload records name the policy sections that changed', async () => {
     const { code, stdout, stderr } = await barbican(['audit', 'query', '--config', pfile])
     assert.equal(code, 0, stderr)
@@ -385,9 +397,10 @@ describe('policy reload under live legacy and 2026-07-28 clients', () => {
       .map((l) => JSON.parse(l) as { action?: string; outcome?: string; detail?: string })
       .filter((r) => r.action === 'config.reload')
       .map((r) => `${r.outcome}: ${r.detail}`)
-    assert.equal(reloads.length, 3, reloads.join('\n'))
+    assert.equal(reloads.length, 4, reloads.join('\n'))
     assert.match(reloads[0]!, /^ok: policies updated: rateLimits$/)
     assert.match(reloads[1]!, /^ok: policies updated: cedar \(policy files\)$/)
     assert.match(reloads[2]!, /^error: .*Cedar/)
+    assert.match(reloads[3]!, /^ok: policies updated: cedar \(policy files\)$/)
   })
 })
