@@ -6,11 +6,12 @@ import { after, before, describe, test } from 'node:test'
 import { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js'
 import { z } from 'zod'
+import { callOf, countingRelay } from '../../test/support/calls.ts'
 import { inProcessUpstream, rules, serverPlan } from '../../test/support/plans.ts'
 import { BarbicanError } from '../common/errors.ts'
 import { silentLogger } from '../common/log.ts'
 import { normalizeConfig } from '../config/normalize.ts'
-import type { Policy } from '../policies/policy.ts'
+import type { CallPeer, Policy } from '../policies/policy.ts'
 import { memoryPair } from '../transports/memory.ts'
 import { NO_BACKENDS } from './backends.ts'
 import { Gateway } from './gateway.ts'
@@ -261,5 +262,76 @@ describe("a rebuilt chain keeps its policies' state", () => {
       await client.close()
       await gateway.stop()
     }
+  })
+})
+
+describe('a rebuilt confirm policy keeps its questions and its labels', () => {
+  const kept = new PolicyState()
+  const confirmOf = (extra: Record<string, unknown>) => {
+    const policies =
+      planFromConfig(
+        normalizeConfig({
+          upstreams: { mail: stdio('mail'), web: stdio('web') },
+          confirm: { tools: ['*__delete'] },
+          contexts: {
+            labels: {
+              private: { upstreams: ['mail'] },
+              untrusted: { upstreams: ['web'] },
+              egress: { tools: ['mail__send'] },
+            },
+          },
+          ...extra,
+        }),
+        silentLogger,
+        undefined,
+        NO_BACKENDS,
+        undefined,
+        undefined,
+        kept,
+      ).policies ?? []
+    return policies.find((p) => p.name === 'confirm')!
+  }
+  const modern: CallPeer = {
+    era: 'modern',
+    capabilities: { elicitation: {} },
+    sessionId: undefined,
+    ask: () => Promise.reject(new Error('never asked')),
+  }
+  const callTo = (upstream: string, name: string, params: Record<string, unknown> = {}) => ({
+    ...callOf('tools/call', { name, arguments: {}, ...params }),
+    route: { kind: 'unicast', upstream, original: name } as const,
+    peer: modern,
+    decisions: [],
+  })
+
+  test('a question asked before a reload is answered after it, once', async () => {
+    const { relay, calls } = countingRelay()
+    const question = await confirmOf({}).handle(callTo('mail', 'mail__delete'), relay)
+    assert.equal(question.kind === 'result' && question.resultType, 'input_required')
+    const requestState = question.kind === 'result' ? question.result.requestState : undefined
+    const answer = {
+      requestState,
+      inputResponses: { 'barbican-confirm': { action: 'accept', content: {} } },
+    }
+    // A reload rebuilt the chain (guards added) while the client was answering.
+    const after = confirmOf({ guards: { arguments: 'enforce' } })
+    const done = await after.handle(callTo('mail', 'mail__delete', answer), relay)
+    assert.equal(done.kind === 'result' && done.resultType, 'complete')
+    assert.equal(calls.length, 1)
+    await assert.rejects(
+      after.handle(callTo('mail', 'mail__delete', answer), relay),
+      /already answered/,
+    )
+  })
+
+  test('labels that entered a context before a reload still stop the trifecta', async () => {
+    const { relay } = countingRelay()
+    const before = confirmOf({})
+    await before.handle(callTo('mail', 'mail__read'), relay)
+    await before.handle(callTo('web', 'web__fetch'), relay)
+    await assert.rejects(
+      confirmOf({}).handle(callTo('mail', 'mail__send'), relay),
+      /trifecta|private data/,
+    )
   })
 })
