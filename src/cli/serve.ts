@@ -28,6 +28,7 @@ import { PolicyState } from '../gateway/policy-state.ts'
 import { readinessRoute } from '../gateway/readiness.ts'
 import {
   applyDiff,
+  authAfter,
   type ConfigDiff,
   diffConfigs,
   policyFilePaths,
@@ -356,7 +357,8 @@ function runningAfter(running: Config, next: Config, diff: ConfigDiff): Config {
     RESTART_SECTIONS.filter((key) => running[key] !== undefined).map((key) => [key, running[key]]),
   )
   const { auth: _auth, store: _store, ...rest } = next
-  return { ...rest, ...kept, servers } as Config
+  const auth = authAfter(running, next)
+  return { ...rest, ...kept, servers, ...(auth === undefined ? {} : { auth }) } as Config
 }
 
 export async function runServe(

@@ -17,7 +17,7 @@ import { NO_BACKENDS } from './backends.ts'
 import { Gateway } from './gateway.ts'
 import { planFromConfig } from './plan.ts'
 import { PolicyState } from './policy-state.ts'
-import { applyDiff, diffConfigs, isEmptyDiff, policyFilesOf } from './reload.ts'
+import { applyDiff, authAfter, diffConfigs, isEmptyDiff, policyFilesOf } from './reload.ts'
 
 const stdio = (command: string) => ({ command, args: [] })
 
@@ -75,6 +75,29 @@ describe('diffConfigs', () => {
     assert.deepEqual(diff.policies, ['rateLimits', 'guards'])
     assert.deepEqual(diff.needsRestart, [])
     assert.ok(!isEmptyDiff(diff))
+  })
+
+  test('auth.permissions apply on a reload; the rest of auth still needs a restart', () => {
+    const withAuth = (subjects: string[], keys: unknown[] = []) =>
+      normalizeConfig({
+        upstreams: { a: stdio('a') },
+        auth: { apiKeys: { keys }, permissions: [{ subjects }] },
+      })
+    const start = withAuth(['ann'])
+    const revoked = diffConfigs(start, withAuth(['bob']))
+    assert.deepEqual(revoked.policies, ['auth.permissions'])
+    assert.deepEqual(revoked.needsRestart, [])
+    const both = diffConfigs(
+      start,
+      withAuth(['bob'], [{ id: 'k', hash: `sha256:${'0'.repeat(64)}`, subject: 's' }]),
+    )
+    assert.deepEqual(both.policies, ['auth.permissions'])
+    assert.deepEqual(both.needsRestart, ['auth'])
+    assert.deepEqual(authAfter(start, withAuth(['bob']))?.permissions?.[0]?.subjects, ['bob'])
+    // Auth added by the reload needs a restart, its permissions with it.
+    const added = diffConfigs(normalizeConfig({ upstreams: { a: stdio('a') } }), start)
+    assert.deepEqual(added.policies, [])
+    assert.deepEqual(added.needsRestart, ['auth'])
   })
 
   test('an edited Cedar file changes the policies though the configuration did not', () => {

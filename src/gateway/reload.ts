@@ -69,12 +69,20 @@ export function diffConfigs(
   next: Config,
   policyFiles?: { readonly running: string | undefined; readonly next: string | undefined },
 ): ConfigDiff {
+  // `auth.permissions` feed the authorize policy only: with `auth` on both sides they are a
+  // policy section of their own; the rest of `auth` needs a restart.
+  const hotPermissions = running.auth !== undefined && next.auth !== undefined
+  const restartView = (c: Config, key: (typeof RESTART_SECTIONS)[number]) =>
+    key === 'auth' && hotPermissions ? withoutPermissions(c.auth) : c[key]
   const needsRestart: string[] = RESTART_SECTIONS.filter(
-    (key) => !isDeepStrictEqual(running[key], next[key]),
+    (key) => !isDeepStrictEqual(restartView(running, key), restartView(next, key)),
   )
   const policies: string[] = POLICY_SECTIONS.filter(
     (key) => !isDeepStrictEqual(running[key], next[key]),
   )
+  if (hotPermissions && !isDeepStrictEqual(running.auth?.permissions, next.auth?.permissions)) {
+    policies.push('auth.permissions')
+  }
   if (
     policyFiles !== undefined &&
     !policies.includes('cedar') &&
@@ -171,4 +179,21 @@ export function policyFilePaths(config: Config): string[] {
   return [config.cedar, ...(config.tenants ?? []).map((t) => t.cedar)].flatMap(
     (cedar) => cedar?.policies ?? [],
   )
+}
+
+function withoutPermissions(auth: Config['auth']): unknown {
+  if (auth === undefined) return undefined
+  const { permissions: _permissions, ...rest } = auth
+  return rest
+}
+
+/**
+ * The `auth` a reload leaves running: the running one (it needs a restart), with the new
+ * `permissions` when both configurations have `auth` (diffConfigs applies them).
+ */
+export function authAfter(running: Config, next: Config): Config['auth'] {
+  if (running.auth === undefined || next.auth === undefined) return running.auth
+  const { permissions: _old, ...kept } = running.auth
+  const permissions = next.auth.permissions
+  return permissions === undefined ? kept : { ...kept, permissions }
 }
