@@ -32,12 +32,18 @@ function freshPrefix(): string {
 /** The Redis store, counting the tokens it leased and the script calls it made. */
 class Counted extends RedisRateCounterStore {
   granted = 0
+  /** Decisions that carried a lease. */
+  leases = 0
   takes = 0
   givenBack = 0
   override async takeLeasing(entries: readonly LeaseTake[], now: number) {
     this.takes++
     const decisions: LeasedDecision[] = await super.takeLeasing(entries, now)
-    for (const d of decisions) if (d.allowed) this.granted += d.granted ?? 0
+    for (const d of decisions) {
+      if (!d.allowed || (d.granted ?? 0) === 0) continue
+      this.granted += d.granted!
+      this.leases++
+    }
     return decisions
   }
   override async giveBack(
@@ -105,7 +111,9 @@ async function driveUntilLeased(
   let admitted = 0
   while (replica.redis.granted === before && Date.now() < deadline) {
     if ((await replica.store.take(key, rule, Date.now())).allowed) admitted++
-    await new Promise((resolve) => setImmediate(resolve))
+    // Paced (about 1 ms apart): on a fast machine, back-to-back takes could use up a small
+    // limit within the first rate sample (100 ms), and an exhausted counter never leases.
+    await sleep(1)
   }
   assert.ok(replica.redis.granted > before, `${key} was leased`)
   return admitted
@@ -243,6 +251,22 @@ describe('LeasingRateCounterStore on Redis', () => {
     const { calls } = await driveCalls(a!.store, 'k', rule, 1500, 1)
     const perCall = (a!.redis.takes - before) / calls
     assert.ok(perCall < 0.1, `${perCall} script calls per call`)
+  })
+
+  it('calls that arrive while a lease is asked for take from it: one script call per lease at c=16', async () => {
+    const [a] = await replicas(200)
+    const rule: RateRule = { algorithm: 'fixed-window', limit: 1_000_000_000, windowMs: 60_000 }
+    await driveUntilLeased(a!, 'k', rule)
+    const takes = a!.redis.takes
+    const leases = a!.redis.leases
+    const { admitted } = await driveCalls(a!.store, 'k', rule, 4000, 16)
+    assert.ok(admitted >= 4000)
+    const scriptCalls = a!.redis.takes - takes
+    const leased = a!.redis.leases - leases
+    assert.ok(leased > 0, 'leases were granted')
+    // Each lease is asked for by one call; the 15 others that run out with it wait for it
+    // instead of taking one by one in a second script call.
+    assert.ok(scriptCalls <= leased + 2, `${scriptCalls} script calls for ${leased} leases`)
   })
 
   it('a call served from a live lease needs no Redis; once it expires, the call fails closed', async () => {

@@ -72,8 +72,12 @@ interface KeyState {
   anchor: number
   /** The counter's remaining when the lease was granted, for the decisions it serves. */
   remaining: number
-  /** A take asking for a lease is in flight: the others of the key ask for none. */
-  asking: boolean
+  /**
+   * Settles once the take asking for a lease for this key has been answered and its lease
+   * granted; undefined when none is in flight. The others of the key ask for none meanwhile,
+   * and a call that finds it pending waits for it and takes from the lease it brings.
+   */
+  asking: Promise<void> | undefined
   lastSeen: number
 }
 
@@ -113,13 +117,40 @@ export class LeasingRateCounterStore implements RateCounterStore {
     const states = entries.map(({ key, rule }) => this.#seen(key, rule, now))
     // The leading limits with a live lease are taken here, in order.
     const local: RateDecision[] = []
-    for (const state of states) {
-      if (state.tokens < 1 || now >= state.until) break
+    this.#takeLeased(states, local, now)
+    if (local.length === entries.length) return Promise.resolve(local)
+    // The next limit's lease is being asked for: its answer comes no later than a take of our
+    // own would (one batch in flight at a time), and usually brings the tokens for this call.
+    const asking = states[local.length]!.asking
+    if (asking !== undefined) return this.#afterAsk(asking, entries, states, local, now)
+    return this.#takeFromSource(entries, states, local, now)
+  }
+
+  /** Takes the limits from `local.length` on from their live leases, in order, while it can. */
+  #takeLeased(states: readonly KeyState[], local: RateDecision[], now: number): void {
+    for (let i = local.length; i < states.length; i++) {
+      const state = states[i]!
+      if (state.tokens < 1 || now >= state.until) return
       state.tokens--
       local.push({ allowed: true, remaining: state.remaining + Math.floor(state.tokens) })
     }
-    if (local.length === entries.length) return Promise.resolve(local)
-    return this.#takeFromSource(entries, states, local, now)
+  }
+
+  /**
+   * Waits for the lease being asked for, takes what it can from the leases then, and sends the
+   * rest to the shared store. Waits once only: a call never queues behind two asks.
+   */
+  async #afterAsk(
+    asking: Promise<void>,
+    entries: readonly RateTake[],
+    states: readonly KeyState[],
+    local: RateDecision[],
+    now: number,
+  ): Promise<RateDecision[]> {
+    await asking
+    this.#takeLeased(states, local, now)
+    if (local.length === entries.length) return local
+    return await this.#takeFromSource(entries, states, local, now)
   }
 
   /** Keys whose state is held (tests). */
@@ -149,6 +180,11 @@ export class LeasingRateCounterStore implements RateCounterStore {
   ): Promise<RateDecision[]> {
     const rest: LeaseTake[] = []
     const asked: KeyState[] = []
+    // Settled once the leases are granted (or the take failed): the calls waiting on it go on.
+    let answer = (): void => {}
+    const answered = new Promise<void>((resolve) => {
+      answer = resolve
+    })
     for (let i = local.length; i < entries.length; i++) {
       const { key, rule } = entries[i]!
       const state = states[i]!
@@ -156,32 +192,33 @@ export class LeasingRateCounterStore implements RateCounterStore {
       if (state.tokens >= 1 && now >= state.until) this.#end(key, state, now)
       let want = 0
       // A key asks for a lease when it has none live and no other take of it is asking.
-      if (!state.asking && state.tokens < 1) {
+      if (state.asking === undefined && state.tokens < 1) {
         want = Math.min(MAX_LEASE, Math.floor(state.perMs * this.#spanMs))
         if (want >= MIN_LEASE) {
-          state.asking = true
+          state.asking = answered
           asked.push(state)
         } else want = 0
       }
       rest.push({ key, rule, want })
     }
-    let decisions: LeasedDecision[]
     try {
-      decisions = await this.#source.takeLeasing(rest, now)
-    } finally {
-      for (const state of asked) state.asking = false
-    }
-    for (let d = 0; d < decisions.length; d++) {
-      const decision = decisions[d]!
-      if (!decision.allowed) {
-        local.push(decision)
-        continue
+      const decisions = await this.#source.takeLeasing(rest, now)
+      const first = local.length
+      for (let d = 0; d < decisions.length; d++) {
+        const decision = decisions[d]!
+        if (!decision.allowed) {
+          local.push(decision)
+          continue
+        }
+        const granted = decision.granted ?? 0
+        local.push({ allowed: true, remaining: decision.remaining + granted })
+        if (granted > 0) this.#grant(rest[d]!, states[first + d]!, decision, granted, now)
       }
-      const granted = decision.granted ?? 0
-      local.push({ allowed: true, remaining: decision.remaining + granted })
-      if (granted > 0) this.#grant(rest[d]!, states[local.length - 1]!, decision, granted, now)
+      return local
+    } finally {
+      for (const state of asked) state.asking = undefined
+      answer()
     }
-    return local
   }
 
   #grant(
@@ -221,7 +258,7 @@ export class LeasingRateCounterStore implements RateCounterStore {
         until: 0,
         anchor: 0,
         remaining: 0,
-        asking: false,
+        asking: undefined,
         lastSeen: now,
       }
       this.#keys.set(key, state)
@@ -257,7 +294,7 @@ export class LeasingRateCounterStore implements RateCounterStore {
   #forget(now: number): void {
     this.#lastForget = now
     for (const [key, state] of this.#keys)
-      if (state.tokens < 1 && !state.asking && now - state.lastSeen >= IDLE_MS)
+      if (state.tokens < 1 && state.asking === undefined && now - state.lastSeen >= IDLE_MS)
         this.#keys.delete(key)
   }
 
@@ -267,7 +304,7 @@ export class LeasingRateCounterStore implements RateCounterStore {
     let leases = 0
     for (const [key, state] of this.#keys) {
       if (state.tokens >= 1 && now >= state.until) this.#end(key, state, now)
-      if (state.tokens >= 1 || state.asking) leases++
+      if (state.tokens >= 1 || state.asking !== undefined) leases++
       else if (now - state.lastSeen >= IDLE_MS) this.#keys.delete(key)
     }
     if (leases === 0 && this.#sweeper !== undefined) {
