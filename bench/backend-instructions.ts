@@ -1,27 +1,37 @@
 /**
  * `node bench/backend-instructions.ts [--root DIR] [--only embedded|pg|fleet] [--warmup N]
- * [--calls N] [--concurrency N] [--idle-ms N] [--no-audit] [--no-quota]
- * [--audit-journal] [--keep DIR]`: the
- * gateway's instructions per 2026-07-28 `tools/call` (default c=16), counted by callgrind
- * (docs/performance.md, "Issue 19's targets, measured"). The gateway of the checkout at DIR
- * (default this one) runs under `valgrind --tool=callgrind --instr-atstart=no
- * --separate-threads=yes`; after the warm-up `callgrind_control -i on` counts the calls, then a
- * dump is read. The figure is the **main thread's**: the JavaScript, the event loop and what V8
- * does on that thread (including its share of GC). V8's compiler and GC helper threads and
- * libuv's pool are counted apart and printed as "other threads": when their work lands in the
- * counted window depends on the warm-up and on the scheduling valgrind imposes (it runs one
- * thread at a time), so a whole-process total moved by ±0.2 M per call between runs, while the
- * main thread's does not. Configurations: embedded (SQLite, quota in memory), pg (PostgreSQL
- * store, quota in memory: asked for only by `--only pg`) and fleet (PostgreSQL + Redis, quota in
- * Redis; fresh schema and prefix). Each has a quota on every call unless `--no-quota`. The stdio
- * upstream is not counted. Each figure is also given net of what the gateway runs idle over the
- * same time (measured right after the calls, for as long as they took, at most --idle-ms): under
- * valgrind timers fire ~50 times too often per call, which matters most at c=1. `--no-audit`
- * turns the audit log off in every configuration: the difference from a run with it on is the
- * audit store's share. `--audit-journal`: the PostgreSQL configurations journal their records
- * (ADR 090), as the embedded one does, instead of committing before every reply. `--keep DIR` copies the dumps there: LABEL.calls and LABEL.idle for the main
- * thread, LABEL.calls.threadNN for the others (`callgrind_annotate DIR/LABEL.calls` reads the
- * native functions by name: V8's compiler, GC, the HTTP parser; JIT code shows as addresses).
+ * [--calls N] [--concurrency N] [--idle-ms N] [--no-audit] [--no-quota] [--audit-journal]
+ * [--parallel-gc] [--keep DIR] [--cpu-prof DIR]`: the gateway's instructions per 2026-07-28 `tools/call`
+ * (default c=16), counted by callgrind (docs/performance.md, "Issue 19's targets, measured";
+ * ADR 087). The gateway of the checkout at DIR (default this one) runs under `valgrind
+ * --tool=callgrind --instr-atstart=no --separate-threads=yes`, with `node --single-threaded-gc`;
+ * after the warm-up (default 5000 calls) `callgrind_control -i on` counts the calls, then a dump
+ * is read.
+ *
+ * The figure is the **main thread's**: the JavaScript, the event loop and all of GC (V8's
+ * parallel scavenges would otherwise split GC between the main thread and helpers, differently
+ * from run to run). V8's compiler threads and libuv's pool are printed apart as "other
+ * threads": their work in the counted window is the tail of the warm-up's optimisation, and how
+ * much of it lands there depends on scheduling (valgrind runs one thread at a time). The
+ * whole-process count moved by ±0.2 M per call between runs; the main thread's, after 5000
+ * calls of warm-up, by about ±2 % (after 400 it was still falling: code not yet optimised).
+ *
+ * Configurations: embedded (SQLite, quota in memory), pg (PostgreSQL store, quota in memory:
+ * asked for only by `--only pg`) and fleet (PostgreSQL + Redis, quota in Redis; fresh schema and
+ * prefix). Each has a quota on every call unless `--no-quota`. The stdio upstream is not counted.
+ * Each figure is also given net of what the gateway runs idle over the same time (measured right
+ * after the calls, for as long as they took, at most --idle-ms): under valgrind timers (the
+ * fleet's heartbeat, the store polls) fire ~50 times too often per call. Work that calls trigger
+ * at most so often (the pins revision read every 250 ms, a quota lease sized for 100 ms of
+ * calls) is over-weighted the same way and is not subtracted. `--no-audit` turns the audit log
+ * off in every configuration: the difference from a run with it on is the audit store's share.
+ * `--audit-journal`: the PostgreSQL configurations journal their records (ADR 090), as the
+ * embedded one does, instead of committing before every reply.
+ * `--keep DIR` copies the dumps there: LABEL.calls and LABEL.idle for the main thread,
+ * LABEL.calls.threadNN for the others (`callgrind_annotate DIR/LABEL.calls` reads the native
+ * functions by name: GC, V8's compiler, the HTTP parser; JIT code shows as addresses).
+ * `--cpu-prof DIR` runs the same load without valgrind, the gateway under `node --cpu-prof`
+ * (profiles in DIR/LABEL; `node bench/profile-summary.ts` ranks them), as a cross-check by name.
  */
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process'
 import {
@@ -45,7 +55,7 @@ const { values } = parseArgs({
   options: {
     root: { type: 'string', default: ROOT },
     only: { type: 'string' },
-    warmup: { type: 'string', default: '400' },
+    warmup: { type: 'string', default: '5000' },
     calls: { type: 'string', default: '800' },
     'idle-ms': { type: 'string', default: '30000' },
     concurrency: { type: 'string', default: '16' },
@@ -53,6 +63,7 @@ const { values } = parseArgs({
     ...AUDIT_JOURNAL_OPTION,
     'no-quota': { type: 'boolean', default: false },
     'cpu-prof': { type: 'string' },
+    'parallel-gc': { type: 'boolean', default: false },
     keep: { type: 'string' },
   },
 })
@@ -109,6 +120,9 @@ async function count(label: string, config: Record<string, unknown>): Promise<nu
           '--separate-threads=yes',
           `--callgrind-out-file=${join(dir, 'callgrind.out.%p')}`,
           NODE,
+          // All of GC on the main thread: V8's parallel scavenges otherwise split their work
+          // between the main thread and helpers in proportions that vary from run to run.
+          ...(values['parallel-gc'] ? [] : ['--single-threaded-gc']),
           ...serve,
         ],
     { cwd: root, detached: true, stdio: 'ignore', env: { ...process.env, NODE_NO_WARNINGS: '1' } },
