@@ -1,8 +1,9 @@
 /**
- * `node bench/kernel-crossings.ts [--calls N] [--traced-calls N] [--rounds N] [--audit-journal]`:
- * the kernel
- * crossings a 2026-07-28 `tools/call` costs the gateway, embedded against PostgreSQL + Redis
- * (both with a quota on every call, as `npm run bench -- --backends`), at c=1 and c=16. Per call:
+ * `node bench/kernel-crossings.ts [--calls N] [--traced-calls N] [--rounds N] [--audit-journal]
+ * [--no-audit]`: the kernel crossings a 2026-07-28 `tools/call` costs the gateway, embedded
+ * against PostgreSQL + Redis (both with a quota on every call, as `npm run bench -- --backends`),
+ * at c=1 and c=16; `--no-audit` turns the audit log off in both, leaving the audit store's share
+ * out. Per call:
  *
  * - the gateway's CPU, user and system (/proc/PID/stat), and its context switches summed over its
  *   threads (/proc/PID/task/*\/status): voluntary (a thread slept and was woken) and involuntary;
@@ -28,6 +29,7 @@ const { values } = parseArgs({
     'traced-calls': { type: 'string', default: '800' },
     rounds: { type: 'string', default: '3' },
     ...AUDIT_JOURNAL_OPTION,
+    'no-audit': { type: 'boolean', default: false },
   },
 })
 const CALLS = Number(values.calls)
@@ -35,6 +37,7 @@ const TRACED = Number(values['traced-calls'])
 const ROUNDS = Number(values.rounds)
 const QUOTA = {
   rateLimits: { bench: { per: ['subject'], limit: 1_000_000_000, windowMs: 60_000 } },
+  ...(values['no-audit'] ? { audit: { enabled: false } } : {}),
 }
 
 interface Timed {
