@@ -169,9 +169,14 @@ describe('LeasingRateCounterStore on Redis', () => {
 
   it('a token bucket under leases never admits more than its tokens', async () => {
     const fleet = await replicas()
-    const rule: RateRule = { algorithm: 'token-bucket', limit: 2000, windowMs: 3_600_000 }
+    // Paced (1 ms between a worker's takes) and sized so the bucket outlasts the first rate
+    // sample (SAMPLE_MS): taken back to back on a fast machine, 2000 tokens were gone before any
+    // replica knew the key's rate, so no lease was ever granted and the test proved nothing.
+    const rule: RateRule = { algorithm: 'token-bucket', limit: 5000, windowMs: 3_600_000 }
     const started = Date.now()
-    const runs = await Promise.all(fleet.map(({ store }) => drive(store, 'hot', rule, 1500, 4, 0)))
+    const runs = await Promise.all(fleet.map(({ store }) => drive(store, 'hot', rule, 1500, 4, 1)))
+    const calls = runs.reduce((n, r) => n + r.calls, 0)
+    assert.ok(calls > rule.limit, `the bucket ran out (${calls} calls for ${rule.limit} tokens)`)
     const admitted = runs.reduce((n, r) => n + r.admitted, 0)
     assert.ok(fleet.reduce((n, r) => n + r.redis.granted, 0) > 0, 'leases were granted')
     const refilled = Math.ceil(((Date.now() - started) * rule.limit) / rule.windowMs)
