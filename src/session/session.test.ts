@@ -2,6 +2,7 @@ import assert from 'node:assert/strict'
 import { after, before, describe, test } from 'node:test'
 import { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { Server } from '@modelcontextprotocol/sdk/server/index.js'
+import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js'
 import {
   CallToolRequestSchema,
   CreateTaskResultSchema,
@@ -16,6 +17,8 @@ import { inProcessUpstream, rules, serverPlan } from '../../test/support/plans.t
 import { BarbicanError } from '../common/errors.ts'
 import { jsonLogger, silentLogger } from '../common/log.ts'
 import { Gateway } from '../gateway/gateway.ts'
+import type { Policy } from '../policies/policy.ts'
+import { createHttpInbound, type HttpInbound } from '../transports/http-inbound.ts'
 import { memoryPair } from '../transports/memory.ts'
 import type { Transport } from '../transports/transport.ts'
 
@@ -230,5 +233,134 @@ describe('a call whose upstream send fails names its cause', () => {
     const logged = line.error as { cause?: { code?: string; cause?: { message: string } } }
     assert.equal(logged.cause?.code, 'ERR_UPSTREAM_CLOSED')
     assert.equal(logged.cause?.cause?.message, 'write EPIPE', 'the whole chain is logged')
+  })
+})
+
+/** An upstream whose `echo` answers at once and whose `wait` runs until it is cancelled. */
+function cancellableServer(seen: { cancelled: number }): McpServer {
+  const server = new McpServer({ name: 'up', version: '1.0.0' })
+  server.registerTool('echo', { description: 'Answers at once' }, async () => ({
+    content: [{ type: 'text', text: 'done' }],
+  }))
+  server.registerTool('wait', { description: 'Waits until cancelled' }, async (extra) => {
+    await new Promise<void>((resolve) => extra.signal.addEventListener('abort', () => resolve()))
+    seen.cancelled++
+    return { content: [] }
+  })
+  return server
+}
+
+describe("a call's abort signal", () => {
+  let gateway: Gateway
+  let inbound: HttpInbound
+  const upstream = { cancelled: 0 }
+  /** The signal of every tools/call, as the policy chain got it. */
+  const signals: AbortSignal[] = []
+  const capture: Policy = {
+    name: 'guards',
+    async handle(call, next) {
+      if (call.request.method === 'tools/call') signals.push(call.signal)
+      return await next(call)
+    },
+  }
+  let nextId = 1
+
+  /** POSTs a 2026-07-28 tools/call of `name`: a stateless request, a session of its own. */
+  function modernCall(name: string, signal?: AbortSignal): Promise<Response> {
+    const meta = {
+      'io.modelcontextprotocol/protocolVersion': '2026-07-28',
+      'io.modelcontextprotocol/clientCapabilities': {},
+    }
+    return fetch(`${inbound.url}/mcp`, {
+      method: 'POST',
+      headers: {
+        'content-type': 'application/json',
+        accept: 'application/json, text/event-stream',
+        'mcp-protocol-version': '2026-07-28',
+        'mcp-method': 'tools/call',
+        'mcp-name': name,
+      },
+      body: JSON.stringify({
+        jsonrpc: '2.0',
+        id: nextId++,
+        method: 'tools/call',
+        params: { name, arguments: {}, _meta: meta },
+      }),
+      ...(signal === undefined ? {} : { signal }),
+    })
+  }
+
+  /** Waits until `condition()` holds, failing with `what` after 5 s. */
+  async function until(condition: () => boolean, what: string): Promise<void> {
+    const deadline = Date.now() + 5_000
+    while (!condition()) {
+      assert.ok(Date.now() < deadline, what)
+      await new Promise((r) => setTimeout(r, 10))
+    }
+  }
+
+  before(async () => {
+    gateway = new Gateway(
+      {
+        upstreams: [inProcessUpstream('up', () => cancellableServer(upstream))],
+        servers: [serverPlan('default', ['up'], rules('never'))],
+        clientRequestTimeoutMs: 5_000,
+        policies: [capture],
+      },
+      silentLogger,
+    )
+    await gateway.start()
+    inbound = createHttpInbound(gateway, { port: 0 }, silentLogger)
+    await inbound.listen()
+  })
+  after(async () => {
+    await inbound.close({ deadlineMs: 500 })
+    await gateway.stop()
+  })
+
+  test('an answered 2026-07-28 call is not aborted when its session closes with the reply', async () => {
+    signals.length = 0
+    const answered = await modernCall('echo')
+    assert.equal(answered.status, 200)
+    const { result } = (await answered.json()) as { result: { content: unknown } }
+    assert.deepEqual(result.content, [{ type: 'text', text: 'done' }])
+    // A call that fails (thrown at the relay) is answered too: nor must its error reply abort it.
+    const refused = await modernCall('no-such-tool')
+    assert.ok('error' in ((await refused.json()) as object), 'the unknown tool is refused')
+    await new Promise((r) => setImmediate(r))
+    assert.equal(signals.length, 2)
+    assert.deepEqual(
+      signals.map((s) => s.aborted),
+      [false, false],
+      'an answered call was aborted as its session closed',
+    )
+  })
+
+  test('a 2026-07-28 call in flight is aborted, and cancelled upstream, when its client leaves', async () => {
+    signals.length = 0
+    const before = upstream.cancelled
+    const client = new AbortController()
+    const pending = modernCall('wait', client.signal).catch(() => undefined)
+    await until(() => signals.length === 1, 'the call never reached the chain')
+    client.abort()
+    await pending
+    await until(() => upstream.cancelled > before, 'the upstream never saw the cancellation')
+    assert.equal(signals[0]?.aborted, true)
+  })
+
+  test('a legacy call in flight is aborted, and cancelled upstream, when its session closes', async () => {
+    signals.length = 0
+    const before = upstream.cancelled
+    const [clientSide, gatewaySide] = memoryPair()
+    gateway.connect(gatewaySide, { kind: 'stdio', server: 'default' })
+    await gatewaySide.start()
+    const client = new Client({ name: 'leaves', version: '1.0.0' })
+    await client.connect(clientSide as never)
+    const call = client.callTool({ name: 'wait', arguments: {} }).catch(() => undefined)
+    await until(() => signals.length === 1, 'the call never reached the chain')
+    await client.close()
+    await call
+    await until(() => upstream.cancelled > before, 'the upstream never saw the cancellation')
+    assert.equal(signals[0]?.aborted, true)
   })
 })

@@ -289,6 +289,7 @@ export class Session {
       if (reply.kind === 'error') facts.outcome = `error ${reply.code}`
       const encoded = codec.encode(reply, { method: request.method })
       endSpan(span, replyOutcome(reply))
+      this.#answered(wire.id, controller)
       await this.#send(encoded, wire.id)
     } catch (err) {
       const e = toBarbicanError(err)
@@ -311,12 +312,24 @@ export class Session {
         reply.message = `${e.message} (reference ${reference} in the gateway log)`
         reply.data = { ...errorData(e), reference }
       }
+      this.#answered(wire.id, controller)
       await this.#sendError(wire.id, codec, reply)
     } finally {
-      this.#inflight.delete(wire.id)
+      this.#answered(wire.id, controller)
       logCall(log, { method: wire.method, params: wire.params, ...facts, startedAt })
       if (span) this.#spans?.delete(wire.id)
     }
+  }
+
+  /**
+   * The request `controller` belongs to is answered: it is no longer in flight, so nothing
+   * aborts it. Called before its reply is sent, because sending the reply of a 2026-07-28
+   * request closes its session (streamable-http-stateless.ts), and a closing session aborts
+   * what is still in flight: every call would pay for an abort (a DOMException and its stack)
+   * that nothing listens to. A later request that reuses the id keeps its own entry.
+   */
+  #answered(id: JsonRpcId, controller: AbortController): void {
+    if (this.#inflight.get(id) === controller) this.#inflight.delete(id)
   }
 
   async #sendError(id: JsonRpcId, codec: Codec, reply: ErrorReply): Promise<void> {
