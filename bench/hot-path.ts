@@ -5,8 +5,10 @@
  * microtask. What it reports is the JavaScript cost Barbican adds to every call; the I/O cost
  * (HTTP parsing, syscalls) comes on top and is what the process benchmarks measure.
  *
- * Usage: node [--cpu-prof] bench/hot-path.ts [calls] [concurrency] [--metrics]
- * (`--metrics`: with Prometheus metrics on, as `barbican serve` runs by default).
+ * Usage: node [--cpu-prof] bench/hot-path.ts [calls] [concurrency] [--metrics] [--stateless]
+ * (`--metrics`: with Prometheus metrics on, as `barbican serve` runs by default; `--stateless`:
+ * every call a 2026-07-28 request, a session of its own that closes as its reply is sent, as
+ * over stateless Streamable HTTP; otherwise every call goes through one legacy session).
  *
  * With the OTEL_* variables that switch tracing on (docs/observability.md), every call is traced
  * and exported as in `barbican serve`: the figure then includes the spans and their export.
@@ -99,11 +101,49 @@ class ClientEnd implements Transport {
   }
 }
 
+/**
+ * The client side of one 2026-07-28 request: a session of its own, closed as its reply is sent,
+ * as `StatelessTransport` closes once the response is written.
+ */
+class StatelessEnd implements Transport {
+  onmessage?: (message: JsonRpcMessage) => void
+  onclose?: () => void
+  #resolve: ((message: JsonRpcMessage) => void) | undefined
+  async start(): Promise<void> {}
+  async close(): Promise<void> {
+    this.onclose?.()
+  }
+  async send(message: JsonRpcMessage): Promise<void> {
+    if ('id' in message && !('method' in message)) {
+      this.#resolve?.(message)
+      void this.close()
+    }
+  }
+  request(message: JsonRpcRequest): Promise<JsonRpcMessage> {
+    return new Promise((resolve) => {
+      this.#resolve = resolve
+      this.onmessage?.(message)
+    })
+  }
+}
+
+/** What a 2026-07-28 request carries in `_meta` instead of a session's handshake. */
+const MODERN_META = {
+  'io.modelcontextprotocol/protocolVersion': '2026-07-28',
+  'io.modelcontextprotocol/clientCapabilities': {},
+}
+
 /** CPU microseconds per call of the in-process path, and calls per second. */
 export async function hotPath(
   calls: number,
   concurrency: number,
-  options: { metrics?: boolean; policies?: readonly Policy[]; identity?: Identity } = {},
+  options: {
+    metrics?: boolean
+    policies?: readonly Policy[]
+    identity?: Identity
+    /** Every call a 2026-07-28 request on a session of its own (`--stateless`). */
+    stateless?: boolean
+  } = {},
 ): Promise<{ calls: number; cpuUsPerCall: number; callsPerSecond: number }> {
   const gateway = new Gateway(
     {
@@ -141,6 +181,20 @@ export async function hotPath(
       },
     })
     client.onmessage?.({ jsonrpc: '2.0', method: 'notifications/initialized' })
+    const statelessCall = (id: number, text: string) => {
+      const end = new StatelessEnd()
+      gateway.connect(end, {
+        kind: 'streamable-http-stateless',
+        server: 'default',
+        ...(options.identity ? { identity: options.identity } : {}),
+      })
+      return end.request({
+        jsonrpc: '2.0',
+        id,
+        method: 'tools/call',
+        params: { name: 'echo', arguments: { text }, _meta: MODERN_META },
+      })
+    }
     let next = 0
     const run = async (total: number) => {
       await Promise.all(
@@ -148,12 +202,14 @@ export async function hotPath(
           while (next < total) {
             const id = ++next
             const text = `t${id}`
-            const reply = await client.request({
-              jsonrpc: '2.0',
-              id,
-              method: 'tools/call',
-              params: { name: 'echo', arguments: { text } },
-            })
+            const reply = options.stateless
+              ? await statelessCall(id, text)
+              : await client.request({
+                  jsonrpc: '2.0',
+                  id,
+                  method: 'tools/call',
+                  params: { name: 'echo', arguments: { text } },
+                })
             checkEcho(reply, id, text)
           }
         }),
@@ -179,11 +235,13 @@ export async function hotPath(
 if (import.meta.main) {
   const args = process.argv.slice(2)
   const metrics = args.includes('--metrics')
+  const stateless = args.includes('--stateless')
   const [callsArg, concurrencyArg] = args.filter((a) => !a.startsWith('--'))
   // Warnings (spans dropped from a full queue, failed exports) show: the figure must cover them all.
   const tracing = await startTracing(process.env, jsonLogger({ level: 'warn' }))
   const result = await hotPath(Number(callsArg ?? 100_000), Number(concurrencyArg ?? 16), {
     metrics,
+    stateless,
   })
   await stopTracing()
   process.stdout.write(`${JSON.stringify({ ...result, tracing })}\n`)
