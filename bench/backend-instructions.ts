@@ -1,7 +1,7 @@
 /**
  * `node bench/backend-instructions.ts [--root DIR] [--only embedded|pg|fleet] [--warmup N]
  * [--calls N] [--concurrency N] [--idle-ms N] [--no-audit] [--no-quota] [--audit-journal]
- * [--parallel-gc] [--keep DIR] [--cpu-prof DIR]`: the gateway's instructions per 2026-07-28 `tools/call`
+ * [--drain] [--batch-window-ms N] [--parallel-gc] [--keep DIR] [--cpu-prof DIR]`: the gateway's instructions per 2026-07-28 `tools/call`
  * (default c=16), counted by callgrind (docs/performance.md, "Issue 19's targets, measured";
  * ADR 087). The gateway of the checkout at DIR (default this one) runs under `valgrind
  * --tool=callgrind --instr-atstart=no --separate-threads=yes`, with `node --single-threaded-gc`;
@@ -27,6 +27,15 @@
  * off in every configuration: the difference from a run with it on is the audit store's share.
  * `--audit-journal`: the PostgreSQL configurations journal their records (ADR 090), as the
  * embedded one does, instead of committing before every reply.
+ * `--drain`: the count also takes in the commit of every audit record the counted calls made.
+ * The warm-up's records are committed before counting starts; after the calls, counting goes on
+ * until no journal file is left and the store holds one record per call (bench/audit-drain.ts),
+ * and the idle rate is measured after that. Per call is then (calls + their commits) ÷ calls, in
+ * every audit mode: committed before each reply, or journalled and committed per window.
+ * Under valgrind a window holds ~50 times fewer calls than natively, so each commit carries fewer
+ * records: `--batch-window-ms N` (audit.batchWindowMs, both sides; at most 10000) makes the
+ * windows long enough for the batches of a native run (the commit at 256 records, c=16). The
+ * records per commit in the counted window are printed.
  * `--keep DIR` copies the dumps there: LABEL.calls and LABEL.idle for the main thread,
  * LABEL.calls.threadNN for the others (`callgrind_annotate DIR/LABEL.calls` reads the native
  * functions by name: GC, V8's compiler, the HTTP parser; JIT code shows as addresses).
@@ -47,6 +56,7 @@ import { tmpdir } from 'node:os'
 import { join, resolve } from 'node:path'
 import { parseArgs } from 'node:util'
 import { Pool } from 'undici'
+import { watchAudit } from './audit-drain.ts'
 import { AUDIT_JOURNAL_OPTION, benchBackends } from './backends.ts'
 import { checkEcho, type Target, toolCall } from './mcp-http.ts'
 import { FIXTURE, freePort, NODE, ROOT, stopGroup, waitForCall } from './processes.ts'
@@ -61,6 +71,8 @@ const { values } = parseArgs({
     concurrency: { type: 'string', default: '16' },
     'no-audit': { type: 'boolean', default: false },
     ...AUDIT_JOURNAL_OPTION,
+    drain: { type: 'boolean', default: false },
+    'batch-window-ms': { type: 'string' },
     'no-quota': { type: 'boolean', default: false },
     'cpu-prof': { type: 'string' },
     'parallel-gc': { type: 'boolean', default: false },
@@ -71,15 +83,29 @@ const root = resolve(values.root)
 const warmup = Number(values.warmup)
 const calls = Number(values.calls)
 const CONCURRENCY = Number(values.concurrency)
+const batchWindowMs =
+  values['batch-window-ms'] === undefined ? undefined : Number(values['batch-window-ms'])
 const QUOTA = {
   ...(values['no-quota']
     ? {}
     : { rateLimits: { bench: { per: ['subject'], limit: 1_000_000_000, windowMs: 60_000 } } }),
-  ...(values['no-audit'] ? { audit: { enabled: false } } : {}),
+  ...(values['no-audit']
+    ? { audit: { enabled: false } }
+    : batchWindowMs !== undefined
+      ? { audit: { batchWindowMs } }
+      : {}),
 }
-const VARIANT = [values['no-audit'] ? 'audit off' : '', values['no-quota'] ? 'no quota' : '']
+const drain = values.drain && !values['no-audit']
+const VARIANT = [
+  values['no-audit'] ? 'audit off' : '',
+  values['no-quota'] ? 'no quota' : '',
+  drain ? `drained${batchWindowMs === undefined ? '' : `, window ${batchWindowMs} ms`}` : '',
+]
   .filter(Boolean)
   .join(', ')
+
+/** Calls `drive` makes for `n`: every worker makes the same number. */
+const made = (n: number) => CONCURRENCY * Math.ceil(n / CONCURRENCY)
 
 async function drive(http: Pool, target: Target, n: number): Promise<void> {
   let id = 0
@@ -107,6 +133,7 @@ async function count(label: string, config: Record<string, unknown>): Promise<nu
       ...config,
     }),
   )
+  const audit = drain ? await watchAudit(config, dir) : undefined
   const serve = [join(root, 'bin/barbican.js'), 'serve', '--config', file]
   const profileDir =
     values['cpu-prof'] === undefined ? undefined : resolve(values['cpu-prof'], label)
@@ -137,6 +164,9 @@ async function count(label: string, config: Record<string, unknown>): Promise<nu
   try {
     await waitForCall(target, 300_000)
     await drive(http, target, warmup)
+    // The warm-up's records are committed before counting starts (not counted).
+    await audit?.settle(300_000)
+    const warm = await audit?.committed()
     if (profileDir !== undefined) {
       const started = performance.now()
       await drive(http, target, calls)
@@ -151,6 +181,9 @@ async function count(label: string, config: Record<string, unknown>): Promise<nu
     spawnSync('callgrind_control', ['-i', 'on', String(child.pid)])
     const started = performance.now()
     await drive(http, target, calls)
+    const callsMs = performance.now() - started
+    // With --drain, until the last of these calls' records is committed.
+    const drained = warm === undefined ? undefined : await audit!.drain(warm, made(calls))
     const busyMs = performance.now() - started
     spawnSync('callgrind_control', ['-d', String(child.pid)])
     // Then as long again with no call (at most idleMs): under valgrind the calls take ~50 times
@@ -198,18 +231,26 @@ async function count(label: string, config: Record<string, unknown>): Promise<nu
     const busy = split(1)
     const idle = split(2)
     const idleMain = (idle.main * 1000) / idleMs
-    const perCall = busy.main / calls
-    const netPerCall = (busy.main - (idleMain * busyMs) / 1000) / calls
+    const perCall = busy.main / made(calls)
+    const netPerCall = (busy.main - (idleMain * busyMs) / 1000) / made(calls)
     const m = (n: number, digits = 3): string => (n / 1e6).toFixed(digits)
+    const drainedText =
+      drained === undefined
+        ? ''
+        : `; ${drained.records} records committed in ${drained.commits} commits ` +
+          `(${(drained.records / Math.max(1, drained.commits)).toFixed(1)} per commit), ` +
+          `the last ${((busyMs - callsMs) / 1000).toFixed(1)} s after the last reply`
     console.log(
       `${label}${VARIANT ? ` (${VARIANT})` : ''} c=${CONCURRENCY}, warm-up ${warmup}: ` +
         `main thread ${m(perCall)} M instructions per call, net of idle ${m(netPerCall)} M ` +
-        `(idle ${m(idleMain, 2)} M/s over ${(busyMs / 1000).toFixed(1)} s of calls); ` +
-        `other threads ${m(busy.other / calls)} M per call (idle ${m((idle.other * 1000) / idleMs, 2)} M/s)`,
+        `(idle ${m(idleMain, 2)} M/s over ${(busyMs / 1000).toFixed(1)} s of calls${drained ? ' and commits' : ''}); ` +
+        `other threads ${m(busy.other / made(calls))} M per call (idle ${m((idle.other * 1000) / idleMs, 2)} M/s)` +
+        drainedText,
     )
     return netPerCall
   } finally {
     await http.close()
+    await audit?.close()
     await stopGroup(child)
     rmSync(dir, { recursive: true, force: true })
   }

@@ -99,7 +99,8 @@ async function run(label: string, config: Record<string, unknown>, prefix: strin
       const t0 = performance.now()
       await go(calls)
       const ms = performance.now() - t0
-      const drained = warm === undefined ? undefined : await audit!.drain(warm, calls)
+      const drained =
+        warm === undefined ? undefined : await audit!.drain(warm, c * Math.ceil(calls / c))
       // MONITOR lines arrive after the replies: let them in.
       await new Promise((resolve) => setTimeout(resolve, 300))
       const pg1 = await pgCounts(gateway)
