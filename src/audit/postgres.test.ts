@@ -304,3 +304,44 @@ test('postgres: batches store every column as given, newlines and nulls included
     await store.close()
   }
 })
+
+test('postgres: a batch keeps null, empty and multi-line targets apart', async () => {
+  const pool = await openPostgresPool(await freshPostgresUrl())
+  const store = postgresAuditStore(pool, true)
+  const batchOf =
+    (...targets: (string | undefined)[]) =>
+    (head: { seq: number; hash: string }) => {
+      const at = new Date().toISOString()
+      let previous = head
+      return targets.map((target, i) => {
+        const record = chainRecord(previous, at, { ...call(`s${i}`, 't'), target })
+        previous = record
+        return record
+      })
+    }
+  try {
+    await store.append(batchOf('first'))
+    // Targets joined by newlines, null as the empty string; then, with an empty-string target
+    // or one with a newline, as arrays.
+    await store.append(batchOf(undefined, 'a', undefined))
+    await store.append(batchOf(undefined, '', 'b'))
+    await store.append(batchOf('c\nd', undefined))
+    const { rows } = await pool.query('SELECT seq, target FROM barbican_audit_records ORDER BY seq')
+    assert.deepEqual(
+      rows.map((r: { seq: string; target: string | null }) => [Number(r.seq), r.target]),
+      [
+        [1, 'first'],
+        [2, null],
+        [3, 'a'],
+        [4, null],
+        [5, null],
+        [6, ''],
+        [7, 'b'],
+        [8, 'c\nd'],
+        [9, null],
+      ],
+    )
+  } finally {
+    await store.close()
+  }
+})

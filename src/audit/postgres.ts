@@ -53,17 +53,20 @@ const appendOne = preparedCall(
     ARRAY[$10::text], ARRAY[$11::text])`,
 )
 /**
- * A batch, each text column as its values joined by newlines (split by the server): pg sends a
- * string parameter as it is, where it would escape every element of an array (a JSON body's
- * every quote). For columns where some value has a newline, or is null, `appendMany`.
+ * A batch, each column as its values joined (split by the server): pg sends a string parameter
+ * as it is, where it would quote and escape every element of an array (a JSON body's every
+ * quote; two regular-expression replaces per sequence number and per target). Texts are joined
+ * by newlines, sequence numbers by commas, and targets by newlines with the empty string
+ * standing for null. For batches where some text value has a newline, or a target is the empty
+ * string, `appendMany`.
  */
 const appendLines = preparedCall(
   'barbican_audit_append_lines',
-  `CALL barbican_audit_append($1::bigint, $2::text, $3::bigint[],
+  `CALL barbican_audit_append($1::bigint, $2::text, string_to_array($3::text, ',')::bigint[],
     string_to_array($4::text, E'\\n'), string_to_array($5::text, E'\\n'),
-    string_to_array($6::text, E'\\n'), $7::text[], string_to_array($8::text, E'\\n'),
-    string_to_array($9::text, E'\\n'), string_to_array($10::text, E'\\n'),
-    string_to_array($11::text, E'\\n'))`,
+    string_to_array($6::text, E'\\n'), string_to_array($7::text, E'\\n', ''),
+    string_to_array($8::text, E'\\n'), string_to_array($9::text, E'\\n'),
+    string_to_array($10::text, E'\\n'), string_to_array($11::text, E'\\n'))`,
 )
 /** A batch: one array a column. */
 const appendMany = preparedCall(
@@ -114,15 +117,19 @@ const appendQuery = (guess: ChainHead, records: readonly AuditRecord[]) => {
     bodies[i] = r.body
   }
   const columns = [ats, types, subjects, outcomes, prevHashes, hashes, bodies]
-  if (columns.every((column) => column.every((v) => !v.includes('\n')))) {
+  if (
+    columns.every((column) => column.every((v) => !v.includes('\n'))) &&
+    targets.every((t) => t !== '' && !t?.includes('\n'))
+  ) {
     return appendLines([
       guess.seq,
       guess.hash,
-      seqs,
+      seqs.join(','),
       ats.join('\n'),
       types.join('\n'),
       subjects.join('\n'),
-      targets,
+      // join() writes null as the empty string, which the server reads back as null.
+      targets.join('\n'),
       outcomes.join('\n'),
       prevHashes.join('\n'),
       hashes.join('\n'),
