@@ -1,7 +1,7 @@
 /**
  * `node bench/backend-instructions.ts [--root DIR] [--only embedded|pg|fleet] [--warmup N]
  * [--calls N] [--concurrency N] [--idle-ms N] [--no-audit] [--no-quota] [--audit-journal]
- * [--drain] [--batch-window-ms N] [--parallel-gc] [--keep DIR] [--cpu-prof DIR]`: the gateway's instructions per 2026-07-28 `tools/call`
+ * [--drain] [--batch-window-ms N] [--without-major-gc] [--trace-gc] [--parallel-gc] [--keep DIR] [--cpu-prof DIR]`: the gateway's instructions per 2026-07-28 `tools/call`
  * (default c=16), counted by callgrind (docs/performance.md, "Issue 19's targets, measured";
  * ADR 087). The gateway of the checkout at DIR (default this one) runs under `valgrind
  * --tool=callgrind --instr-atstart=no --separate-threads=yes`, with `node --single-threaded-gc`;
@@ -36,6 +36,12 @@
  * records: `--batch-window-ms N` (audit.batchWindowMs, both sides; at most 10000) makes the
  * windows long enough for the batches of a native run (the commit at 256 records, c=16). The
  * records per commit in the counted window are printed.
+ * Major GC (incremental marking and mark-compact, from `callgrind_annotate --inclusive`) is
+ * printed apart: natively both configurations run one per ~7500 calls at c=16, so a window of
+ * 800 calls under valgrind holds one or none, and that alone moved a count by 0.2–0.3 M per call.
+ * `--without-major-gc`: the difference printed at the end leaves it out (judge it natively,
+ * with `--trace-gc`: the same load without valgrind, the gateway under `node --trace-gc
+ * --single-threaded-gc`, printing its mark-compacts per 1000 calls and their marking and pauses).
  * `--keep DIR` copies the dumps there: LABEL.calls and LABEL.idle for the main thread,
  * LABEL.calls.threadNN for the others (`callgrind_annotate DIR/LABEL.calls` reads the native
  * functions by name: GC, V8's compiler, the HTTP parser; JIT code shows as addresses).
@@ -72,6 +78,8 @@ const { values } = parseArgs({
     'no-audit': { type: 'boolean', default: false },
     ...AUDIT_JOURNAL_OPTION,
     drain: { type: 'boolean', default: false },
+    'without-major-gc': { type: 'boolean', default: false },
+    'trace-gc': { type: 'boolean', default: false },
     'batch-window-ms': { type: 'string' },
     'no-quota': { type: 'boolean', default: false },
     'cpu-prof': { type: 'string' },
@@ -120,6 +128,24 @@ async function drive(http: Pool, target: Target, n: number): Promise<void> {
   )
 }
 
+/** Instructions of major GC in a callgrind dump (0 if callgrind_annotate cannot read it). */
+function majorGcIn(dump: string): number {
+  const annotated = spawnSync('callgrind_annotate', ['--inclusive=yes', dump], {
+    encoding: 'utf8',
+    maxBuffer: 64 * 1024 * 1024,
+  }).stdout
+  let sum = 0
+  for (const line of annotated?.split('\n') ?? []) {
+    if (
+      /v8::internal::IncrementalMarking::Step\(v8::base::TimeDelta/.test(line) ||
+      /v8::internal::Heap::MarkCompact\(\)/.test(line)
+    ) {
+      sum += Number(/^\s*([\d,]+)/.exec(line)?.[1]?.replaceAll(',', '') ?? 0)
+    }
+  }
+  return sum
+}
+
 async function count(label: string, config: Record<string, unknown>): Promise<number> {
   const dir = mkdtempSync(join(tmpdir(), 'barbican-callgrind-'))
   const port = await freePort()
@@ -137,23 +163,35 @@ async function count(label: string, config: Record<string, unknown>): Promise<nu
   const serve = [join(root, 'bin/barbican.js'), 'serve', '--config', file]
   const profileDir =
     values['cpu-prof'] === undefined ? undefined : resolve(values['cpu-prof'], label)
+  const traceGc = values['trace-gc']
   const child: ChildProcess = spawn(
-    profileDir !== undefined ? NODE : 'valgrind',
-    profileDir !== undefined
-      ? ['--cpu-prof', '--cpu-prof-dir', profileDir, ...serve]
-      : [
-          '--tool=callgrind',
-          '--instr-atstart=no',
-          '--separate-threads=yes',
-          `--callgrind-out-file=${join(dir, 'callgrind.out.%p')}`,
-          NODE,
-          // All of GC on the main thread: V8's parallel scavenges otherwise split their work
-          // between the main thread and helpers in proportions that vary from run to run.
-          ...(values['parallel-gc'] ? [] : ['--single-threaded-gc']),
-          ...serve,
-        ],
-    { cwd: root, detached: true, stdio: 'ignore', env: { ...process.env, NODE_NO_WARNINGS: '1' } },
+    profileDir !== undefined || traceGc ? NODE : 'valgrind',
+    traceGc
+      ? ['--trace-gc', '--single-threaded-gc', ...serve]
+      : profileDir !== undefined
+        ? ['--cpu-prof', '--cpu-prof-dir', profileDir, ...serve]
+        : [
+            '--tool=callgrind',
+            '--instr-atstart=no',
+            '--separate-threads=yes',
+            `--callgrind-out-file=${join(dir, 'callgrind.out.%p')}`,
+            NODE,
+            // All of GC on the main thread: V8's parallel scavenges otherwise split their work
+            // between the main thread and helpers in proportions that vary from run to run.
+            ...(values['parallel-gc'] ? [] : ['--single-threaded-gc']),
+            ...serve,
+          ],
+    {
+      cwd: root,
+      detached: true,
+      stdio: ['ignore', traceGc ? 'pipe' : 'ignore', 'ignore'],
+      env: { ...process.env, NODE_NO_WARNINGS: '1' },
+    },
   )
+  let gcTrace = ''
+  child.stdout?.on('data', (chunk: Buffer) => {
+    gcTrace += chunk.toString('utf8')
+  })
   const spawnedAt = performance.now()
   const target: Target = {
     url: `http://127.0.0.1:${port}/mcp`,
@@ -167,6 +205,33 @@ async function count(label: string, config: Record<string, unknown>): Promise<nu
     // The warm-up's records are committed before counting starts (not counted).
     await audit?.settle(300_000)
     const warm = await audit?.committed()
+    if (traceGc) {
+      const from = gcTrace.length
+      const started = performance.now()
+      await drive(http, target, calls)
+      const ms = performance.now() - started
+      await audit?.settle()
+      await new Promise((resolve) => setTimeout(resolve, 500))
+      const lines = gcTrace.slice(from).split('\n')
+      const majors = lines.filter((l) => l.includes('Mark-Compact'))
+      // "… MB, pooled: … MB, 3.21 / 0.01 ms  (+ 35.6 ms in 0 steps since start of marking": the
+      // pause and the incremental marking before it.
+      const gcMs = majors.reduce((sum, l) => {
+        const pause = Number(/MB, (?:pooled: [\d.]+ MB, )?([\d.]+) \//.exec(l)?.[1] ?? 0)
+        const marking = Number(/\(\+ ([\d.]+) ms in/.exec(l)?.[1] ?? 0)
+        return sum + pause + marking
+      }, 0)
+      const scavenges = lines.filter((l) => l.includes('Scavenge')).length
+      const n = made(calls)
+      console.log(
+        `${label}${VARIANT ? ` (${VARIANT})` : ''} c=${CONCURRENCY}, natively: ${n} calls in ` +
+          `${ms.toFixed(0)} ms; ${majors.length} mark-compacts (${((majors.length * 1000) / n).toFixed(2)} ` +
+          `per 1000 calls, ${((gcMs * 1000) / n).toFixed(2)} µs of marking and pause per call), ` +
+          `${scavenges} scavenges`,
+      )
+      for (const l of majors.slice(0, 2)) console.log(`  ${l.trim()}`)
+      return Number.NaN
+    }
     if (profileDir !== undefined) {
       const started = performance.now()
       await drive(http, target, calls)
@@ -228,6 +293,12 @@ async function count(label: string, config: Record<string, unknown>): Promise<nu
         }
       }
     }
+    // Major GC in the calls' window: incremental marking's steps and the mark-compact pause
+    // (disjoint in callgrind's inclusive costs). One lands in a window of 800 calls or not: in
+    // one run it was 0.23 M per call of a window's count, in the next nothing.
+    const majorGc = dumpsOf(1)
+      .filter(isMain)
+      .reduce((sum, dump) => sum + majorGcIn(join(dir, dump)), 0)
     const busy = split(1)
     const idle = split(2)
     const idleMain = (idle.main * 1000) / idleMs
@@ -240,14 +311,15 @@ async function count(label: string, config: Record<string, unknown>): Promise<nu
         : `; ${drained.records} records committed in ${drained.commits} commits ` +
           `(${(drained.records / Math.max(1, drained.commits)).toFixed(1)} per commit), ` +
           `the last ${((busyMs - callsMs) / 1000).toFixed(1)} s after the last reply`
+    const majorGcText = `, of which major GC ${m(majorGc / made(calls))} M`
     console.log(
       `${label}${VARIANT ? ` (${VARIANT})` : ''} c=${CONCURRENCY}, warm-up ${warmup}: ` +
-        `main thread ${m(perCall)} M instructions per call, net of idle ${m(netPerCall)} M ` +
+        `main thread ${m(perCall)} M instructions per call${majorGcText}, net of idle ${m(netPerCall)} M ` +
         `(idle ${m(idleMain, 2)} M/s over ${(busyMs / 1000).toFixed(1)} s of calls${drained ? ' and commits' : ''}); ` +
         `other threads ${m(busy.other / made(calls))} M per call (idle ${m((idle.other * 1000) / idleMs, 2)} M/s)` +
         drainedText,
     )
-    return netPerCall
+    return values['without-major-gc'] ? netPerCall - majorGc / made(calls) : netPerCall
   } finally {
     await http.close()
     await audit?.close()
@@ -268,9 +340,10 @@ if (values.only !== 'embedded') {
     const label = `${replica}${journal}`
     const config = values.only === 'pg' ? { store: backends.config.store } : backends.config
     const other = await count(label, backends.journalled({ ...QUOTA, ...config }, replica))
-    if (embedded !== undefined && values['cpu-prof'] === undefined)
+    if (embedded !== undefined && values['cpu-prof'] === undefined && !values['trace-gc'])
       console.log(
-        `${label} − embedded: main thread ${((other - embedded) / 1e6).toFixed(3)} M per call, net of idle`,
+        `${label} − embedded: main thread ${((other - embedded) / 1e6).toFixed(3)} M per call, net of idle` +
+          (values['without-major-gc'] ? ', without major GC' : ''),
       )
   } finally {
     backends.cleanup()
