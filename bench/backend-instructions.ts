@@ -128,6 +128,24 @@ async function drive(http: Pool, target: Target, n: number): Promise<void> {
   )
 }
 
+/**
+ * Instructions of the write barrier's builtins in a callgrind dump (self cost): ~3 k per call
+ * always, ~25 k more while incremental marking runs.
+ */
+function barriersIn(dump: string): number {
+  const annotated = spawnSync('callgrind_annotate', [dump], {
+    encoding: 'utf8',
+    maxBuffer: 64 * 1024 * 1024,
+  }).stdout
+  let sum = 0
+  for (const line of annotated?.split('\n') ?? []) {
+    if (/Builtins_RecordWrite/.test(line)) {
+      sum += Number(/^\s*([\d,]+)/.exec(line)?.[1]?.replaceAll(',', '') ?? 0)
+    }
+  }
+  return sum
+}
+
 /** Instructions of major GC in a callgrind dump (0 if callgrind_annotate cannot read it). */
 function majorGcIn(dump: string): number {
   const annotated = spawnSync('callgrind_annotate', ['--inclusive=yes', dump], {
@@ -299,6 +317,9 @@ async function count(label: string, config: Record<string, unknown>): Promise<nu
     const majorGc = dumpsOf(1)
       .filter(isMain)
       .reduce((sum, dump) => sum + majorGcIn(join(dir, dump)), 0)
+    const barriers = dumpsOf(1)
+      .filter(isMain)
+      .reduce((sum, dump) => sum + barriersIn(join(dir, dump)), 0)
     const busy = split(1)
     const idle = split(2)
     const idleMain = (idle.main * 1000) / idleMs
@@ -311,7 +332,9 @@ async function count(label: string, config: Record<string, unknown>): Promise<nu
         : `; ${drained.records} records committed in ${drained.commits} commits ` +
           `(${(drained.records / Math.max(1, drained.commits)).toFixed(1)} per commit), ` +
           `the last ${((busyMs - callsMs) / 1000).toFixed(1)} s after the last reply`
-    const majorGcText = `, of which major GC ${m(majorGc / made(calls))} M`
+    const majorGcText =
+      `, of which major GC ${m(majorGc / made(calls))} M ` +
+      `(and write barriers ${m(barriers / made(calls))} M)`
     console.log(
       `${label}${VARIANT ? ` (${VARIANT})` : ''} c=${CONCURRENCY}, warm-up ${warmup}: ` +
         `main thread ${m(perCall)} M instructions per call${majorGcText}, net of idle ${m(netPerCall)} M ` +
