@@ -2,7 +2,7 @@ import assert from 'node:assert/strict'
 import { spawn, spawnSync } from 'node:child_process'
 import { once } from 'node:events'
 import { test } from 'node:test'
-import { busyBetween, childrenOf, cpuTimes, pin } from './pinning.ts'
+import { busyBetween, childrenOf, cpuTimes, descendantsOf, pin } from './pinning.ts'
 import { contextSwitches, NODE } from './processes.ts'
 
 const mask = (pid: number) =>
@@ -21,6 +21,29 @@ test('a process is pinned to one CPU and given back its mask', async () => {
     assert.equal(mask(child.pid!), before)
     assert.deepEqual(childrenOf(process.pid), [child.pid])
   } finally {
+    child.kill()
+    await once(child, 'exit')
+  }
+})
+
+test('descendants reach a grandchild, as a sandboxed upstream is', async () => {
+  // The child starts a grandchild and prints its PID.
+  const child = spawn(
+    NODE,
+    [
+      '-e',
+      "const c = require('node:child_process').spawn(process.execPath, ['-e', 'setInterval(() => {}, 1000)'], { stdio: 'ignore' }); console.log(c.pid); setInterval(() => {}, 1000)",
+    ],
+    { stdio: ['ignore', 'pipe', 'ignore'] },
+  )
+  let grandchild = 0
+  try {
+    const [line] = (await once(child.stdout!, 'data')) as [Buffer]
+    grandchild = Number(line.toString().trim())
+    assert.deepEqual(childrenOf(child.pid!), [grandchild])
+    assert.deepEqual(descendantsOf(process.pid), [child.pid, grandchild])
+  } finally {
+    if (grandchild > 0) process.kill(grandchild)
     child.kill()
     await once(child, 'exit')
   }

@@ -44,6 +44,14 @@ export function childrenOf(pid: number): number[] {
   return out
 }
 
+/**
+ * Every descendant of `pid`, depth first. A gateway's stdio upstream runs under bubblewrap
+ * (`bwrap`, a new PID namespace), so the upstream itself is a grandchild or further down.
+ */
+export function descendantsOf(pid: number): number[] {
+  return childrenOf(pid).flatMap((child) => [child, ...descendantsOf(child)])
+}
+
 /** The PIDs of processes whose command name is exactly `name` (pgrep -x). */
 export function pidsNamed(name: string): number[] {
   const r = spawnSync('pgrep', ['-x', name], { encoding: 'utf8' })
