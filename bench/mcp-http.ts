@@ -114,6 +114,28 @@ export async function initializeSession(
   return session
 }
 
+/**
+ * The one POST of a 2026-07-28 `tools/call echo { text }`: its body (version and capabilities in
+ * `_meta`) and headers (the routing headers the gateway requires, and the target's own, such as
+ * its auth). Also what bench/wrk.ts sends, so both load generators send the same request.
+ */
+export function statelessToolCall(
+  target: Target,
+  id: number,
+  text: string,
+): { body: string; headers: Record<string, string> } {
+  return {
+    body: `{"jsonrpc":"2.0","id":${id},"method":"tools/call","params":{"name":"echo","arguments":{"text":${JSON.stringify(text)}},"_meta":{"io.modelcontextprotocol/protocolVersion":"${STATELESS_VERSION}","io.modelcontextprotocol/clientCapabilities":{}}}}`,
+    headers: {
+      ...BASE_HEADERS,
+      ...target.headers,
+      'mcp-protocol-version': STATELESS_VERSION,
+      'mcp-method': 'tools/call',
+      'mcp-name': 'echo',
+    },
+  }
+}
+
 /** Sends `tools/call echo { text }` with request id `id`. */
 export async function toolCall(
   dispatcher: Dispatcher,
@@ -123,14 +145,7 @@ export async function toolCall(
   text: string,
 ): Promise<unknown> {
   if (target.stateless2026) {
-    const body = `{"jsonrpc":"2.0","id":${id},"method":"tools/call","params":{"name":"echo","arguments":{"text":${JSON.stringify(text)}},"_meta":{"io.modelcontextprotocol/protocolVersion":"${STATELESS_VERSION}","io.modelcontextprotocol/clientCapabilities":{}}}}`
-    const headers = {
-      ...BASE_HEADERS,
-      ...target.headers,
-      'mcp-protocol-version': STATELESS_VERSION,
-      'mcp-method': 'tools/call',
-      'mcp-name': 'echo',
-    }
+    const { body, headers } = statelessToolCall(target, id, text)
     return (await post(dispatcher, target, body, headers)).message
   }
   const body = `{"jsonrpc":"2.0","id":${id},"method":"tools/call","params":{"name":"echo","arguments":{"text":${JSON.stringify(text)}}}}`

@@ -206,8 +206,13 @@ export async function startPassthrough(url: string): Promise<Running> {
   )
 }
 
-/** What Barbican fronts: the fixture over HTTP at `url`, or launched over stdio. */
-export type BarbicanUpstream = { readonly url: string } | { readonly stdio: true }
+/**
+ * What Barbican fronts: the fixture over HTTP at `url`, or launched over stdio (`script`: another
+ * stdio fixture than the SDK one, e.g. bench/fixtures/light-echo.ts).
+ */
+export type BarbicanUpstream =
+  | { readonly url: string }
+  | { readonly stdio: true; readonly script?: string }
 
 /** The API key the `+auth` configurations require (a fixed test value, loopback only). */
 const BENCH_API_KEY = 'bk_bench-only-key-not-a-secret-0000000000000'
@@ -246,7 +251,9 @@ export async function startBarbican(
   const entry =
     'url' in upstream
       ? { url: upstream.url, transport: 'streamable-http' }
-      : { command: NODE, args: [FIXTURE, 'stdio'] }
+      : upstream.script === undefined
+        ? { command: NODE, args: [FIXTURE, 'stdio'] }
+        : { command: NODE, args: [upstream.script] }
   writeFileSync(
     config,
     JSON.stringify({
