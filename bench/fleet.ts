@@ -18,7 +18,9 @@
  * previous affinity afterwards. Reported besides: how busy each CPU and the gateway were, so
  * that a run where CPU 1 saturated (the ratio then measures CPU 1, not a replica) says so, and
  * whether the run is valid (ADR 087: the gateway fills CPU 0, CPU 1 does not saturate, no call
- * failed).
+ * failed), on the medians and round by round: a round in which both configurations were valid
+ * gives a ratio of its own. CPU 1 is broken down by tenant (load, upstream, servers, and the
+ * share other processes took), so a saturated CPU 1 says why.
  *
  * --load wrk (with --backends): wrk (C, bench/wrk.ts) sends the load instead of bench/load.ts,
  * `--concurrency` connections on one thread, after 1 s of warm-up, for `--duration` rounded to
@@ -476,17 +478,30 @@ if (PIN) {
     `\nValid (ADR 087: every gateway filled CPU 0, CPU 1 did not saturate, no call failed; medians): ${valid ? 'yes' : 'no'}`,
   )
   console.log(
-    "\n| round | configuration | calls/s | gateway CPU µs/call | gateway busy | CPU 0 busy | CPU 1 busy (others') | CPU 1 µs/call: load / upstream / servers | p50 / p99 ms | errors |",
+    "\n| round | configuration | calls/s | gateway CPU µs/call | gateway busy | CPU 0 busy | CPU 1 busy (others') | CPU 1 µs/call: load / upstream / servers | p50 / p99 ms | errors | valid |",
   )
-  console.log('| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |')
+  console.log('| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |')
+  /** The same rule, for one measurement. */
+  const validSample = (x: Sample) =>
+    x.errors === 0 && (x.cpuBusy?.[1] ?? 1) < 0.9 && (x.gatewayBusy ?? 0) >= 0.9
+  const paired: string[] = []
   for (let round = 0; round < ROUNDS; round++) {
     for (const d of deployments) {
       const x = samples.get(d.name)![round]!
       console.log(
-        `| ${round + 1} | ${d.name} | ${x.rps.toFixed(0)} | ${us(x.cpuUsPerCall)} | ${pct(x.gatewayBusy)} | ${pct(x.cpuBusy?.[0])} | ${pct(x.cpuBusy?.[1])} (${pct(x.cpu1Others)}) | ${tenants(x)} | ${x.p50Ms.toFixed(2)} / ${x.p99Ms.toFixed(2)} | ${x.errors} |`,
+        `| ${round + 1} | ${d.name} | ${x.rps.toFixed(0)} | ${us(x.cpuUsPerCall)} | ${pct(x.gatewayBusy)} | ${pct(x.cpuBusy?.[0])} | ${pct(x.cpuBusy?.[1])} (${pct(x.cpu1Others)}) | ${tenants(x)} | ${x.p50Ms.toFixed(2)} / ${x.p99Ms.toFixed(2)} | ${x.errors} | ${validSample(x) ? 'yes' : 'no'} |`,
       )
     }
+    // A round in which every configuration was valid gives a ratio on its own.
+    const xs = deployments.map((d) => samples.get(d.name)![round]!)
+    if (xs.every(validSample))
+      paired.push(
+        `round ${round + 1}: ${xs.map((x) => (x.rps / xs[0]!.rps).toFixed(2)).join(' / ')}× (CPU ratio ${xs.map((x) => (xs[0]!.cpuUsPerCall / x.cpuUsPerCall).toFixed(2)).join(' / ')})`,
+      )
   }
+  console.log(
+    `\nRounds in which every configuration was valid: ${paired.length} of ${ROUNDS}${paired.length > 0 ? `: ${paired.join('; ')}` : ''}`,
+  )
 } else {
   console.log(
     '| configuration | calls/s | × one process | gateway CPU µs/call | HAProxy µs/call | errors |',
