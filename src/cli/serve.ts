@@ -31,6 +31,7 @@ import {
   authAfter,
   type ConfigDiff,
   diffConfigs,
+  isTopLevelPolicy,
   policyFilePaths,
   policyFilesOf,
   RESTART_SECTIONS,
@@ -221,14 +222,14 @@ export async function startServer(
       // policy that does not build (a Cedar file the schema rejects) refuses the whole reload
       // and the running chains keep serving.
       const plan = planOf(target)
-      const tenantChains =
-        diff.policies.length === 0
-          ? []
-          : (target.tenants ?? []).flatMap((t) => {
-              const g = tenants.get(t.name)
-              return g === undefined ? [] : [{ g, plan: tenantPlanOf(target, t) }]
-            })
-      // Tenants inherit the top-level sections they do not set (tenantView): theirs swap too.
+      // Tenants inherit the top-level sections they do not set (tenantView): theirs swap with
+      // a top-level change; a tenant's own section (`tenants.acme.cedar`) swaps its chain only.
+      const everyTenant = diff.policies.some(isTopLevelPolicy)
+      const tenantChains = (target.tenants ?? []).flatMap((t) => {
+        const g = tenants.get(t.name)
+        const swapped = everyTenant || diff.policies.some((p) => p.startsWith(`tenants.${t.name}.`))
+        return g === undefined || !swapped ? [] : [{ g, plan: tenantPlanOf(target, t) }]
+      })
       for (const { g, plan: p } of tenantChains) g.setPolicies(p.policies ?? [])
       await applyDiff(gateway, plan, next, diff)
       running = target
@@ -353,8 +354,11 @@ function runningAfter(running: Config, next: Config, diff: ConfigDiff): Config {
   const servers = running.servers.map((s) =>
     hot.has(s.name) ? (next.servers.find((n) => n.name === s.name) ?? s) : s,
   )
+  // `tenants` whose own policy sections alone changed are not a restart: the new ones run.
   const kept = Object.fromEntries(
-    RESTART_SECTIONS.filter((key) => running[key] !== undefined).map((key) => [key, running[key]]),
+    RESTART_SECTIONS.filter(
+      (key) => running[key] !== undefined && (key !== 'tenants' || diff.needsRestart.includes(key)),
+    ).map((key) => [key, running[key]]),
   )
   const { auth: _auth, store: _store, ...rest } = next
   const auth = authAfter(running, next)

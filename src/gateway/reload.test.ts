@@ -121,6 +121,41 @@ describe('diffConfigs', () => {
     ])
     assert.equal(policyFilesOf(running), undefined)
   })
+
+  test("a tenant's own policy sections apply; any other change to tenants needs a restart", () => {
+    const withTenants = (acme: Record<string, unknown>, more: Record<string, unknown> = {}) =>
+      normalizeConfig({
+        upstreams: { a: stdio('a') },
+        auth: { apiKeys: { keys: [] } },
+        tenants: {
+          acme: { upstreams: { a: stdio('a') }, ...acme },
+          globex: { upstreams: { g: stdio('g') } },
+          ...more,
+        },
+      })
+    const base = withTenants({})
+    const policies = diffConfigs(
+      base,
+      withTenants({
+        cedar: { policies: ['acme.cedar'] },
+        rateLimits: { all: { limit: 1, windowMs: 1000 } },
+      }),
+    )
+    assert.deepEqual(policies.policies, ['tenants.acme.rateLimits', 'tenants.acme.cedar'])
+    assert.deepEqual(policies.needsRestart, [])
+    // A tenant's upstreams, or a tenant added, still need a restart; its policies then wait too.
+    const upstreams = diffConfigs(
+      base,
+      withTenants({ upstreams: { a: stdio('a2') }, guards: { arguments: 'enforce' } }),
+    )
+    assert.deepEqual(upstreams.needsRestart, ['tenants'])
+    assert.deepEqual(upstreams.policies, [])
+    assert.deepEqual(
+      diffConfigs(base, withTenants({}, { initech: { upstreams: { i: stdio('i') } } }))
+        .needsRestart,
+      ['tenants'],
+    )
+  })
 })
 
 /** An upstream with `echo` and `slow`, which answers once `release` is called. */

@@ -9,7 +9,7 @@
 import { createHash } from 'node:crypto'
 import { readFileSync } from 'node:fs'
 import { isDeepStrictEqual } from 'node:util'
-import type { Config, UpstreamConfig, VirtualServerConfig } from '../config/config.ts'
+import type { Config, TenantConfig, UpstreamConfig, VirtualServerConfig } from '../config/config.ts'
 import type { Gateway, GatewayPlan } from './gateway.ts'
 import { trustPolicyOf } from './trust-setup.ts'
 
@@ -25,6 +25,7 @@ export interface ConfigDiff {
   /**
    * Policy sections that changed (`rateLimits`, `cedar`…): the whole chain is rebuilt from the
    * new configuration and swapped in. `cedar (policy files)`: the files changed, not the config.
+   * `tenants.<name>.<section>`: a tenant's own section; only that tenant's chain is swapped.
    */
   readonly policies: readonly string[]
   /** What differs but cannot be applied to a running gateway (`listen`, `auth`, `servers.x`…). */
@@ -42,7 +43,8 @@ export const RESTART_SECTIONS = [
   'redis',
   'audit',
   'auth',
-  // Each tenant runs a gateway built at start (ADR 060): a changed tenant needs a restart.
+  // Each tenant runs a gateway built at start (ADR 060): an added, removed or otherwise changed
+  // tenant needs a restart; a change to its own policy sections only does not (below).
   'tenants',
 ] as const satisfies readonly (keyof Config)[]
 
@@ -60,6 +62,24 @@ export const POLICY_SECTIONS = [
 ] as const satisfies readonly (keyof Config)[]
 
 /**
+ * A tenant's own policy sections (TenantConfig): a reload whose only changes inside `tenants`
+ * are these, in tenants that run already, swaps those tenants' chains (ADR 060, amended).
+ */
+export const TENANT_POLICY_SECTIONS = [
+  'permissions',
+  'rateLimits',
+  'guards',
+  'confirm',
+  'contexts',
+  'cedar',
+] as const satisfies readonly (keyof TenantConfig)[]
+
+/** True for a `policies` entry that changes the main chain (and every inheriting tenant's). */
+export function isTopLevelPolicy(entry: string): boolean {
+  return !entry.startsWith('tenants.')
+}
+
+/**
  * `policyFiles`: the fingerprints of the Cedar policy files the running chain was built from and
  * of those the new configuration names (policyFilesOf), so an edited `.cedar` file is applied
  * by a reload though the configuration itself did not change.
@@ -72,8 +92,14 @@ export function diffConfigs(
   // `auth.permissions` feed the authorize policy only: with `auth` on both sides they are a
   // policy section of their own; the rest of `auth` needs a restart.
   const hotPermissions = running.auth !== undefined && next.auth !== undefined
+  // Tenants that differ in their own policy sections only are a policy change of each.
+  const tenantPolicies = tenantPolicyChanges(running.tenants, next.tenants)
   const restartView = (c: Config, key: (typeof RESTART_SECTIONS)[number]) =>
-    key === 'auth' && hotPermissions ? withoutPermissions(c.auth) : c[key]
+    key === 'auth' && hotPermissions
+      ? withoutPermissions(c.auth)
+      : key === 'tenants' && tenantPolicies !== undefined
+        ? undefined
+        : c[key]
   const needsRestart: string[] = RESTART_SECTIONS.filter(
     (key) => !isDeepStrictEqual(restartView(running, key), restartView(next, key)),
   )
@@ -83,6 +109,7 @@ export function diffConfigs(
   if (hotPermissions && !isDeepStrictEqual(running.auth?.permissions, next.auth?.permissions)) {
     policies.push('auth.permissions')
   }
+  policies.push(...(tenantPolicies ?? []))
   if (
     policyFiles !== undefined &&
     !policies.includes('cedar') &&
@@ -158,7 +185,8 @@ export async function applyDiff(
   next: Config,
   diff: ConfigDiff,
 ): Promise<void> {
-  if (diff.policies.length > 0) gateway.setPolicies(plan.policies ?? [])
+  // A tenant's own section changes its chain only (the caller swaps it), not the main one.
+  if (diff.policies.some(isTopLevelPolicy)) gateway.setPolicies(plan.policies ?? [])
   gateway.trust?.setPolicies(new Map(next.upstreams.map((u) => [u.name, trustPolicyOf(u)])))
   const upstreamPlans = new Map(plan.upstreams.map((u) => [u.name, u]))
   for (const name of diff.upstreams.added) gateway.addUpstream(upstreamPlans.get(name)!)
@@ -179,6 +207,38 @@ export function policyFilePaths(config: Config): string[] {
   return [config.cedar, ...(config.tenants ?? []).map((t) => t.cedar)].flatMap(
     (cedar) => cedar?.policies ?? [],
   )
+}
+
+/**
+ * The tenants' own policy sections that changed (`tenants.acme.cedar`), when nothing else about
+ * `tenants` did: the same tenants in the same order, equal but for those sections. Undefined
+ * otherwise (the change needs a restart), and without tenants on either side.
+ */
+function tenantPolicyChanges(
+  running: Config['tenants'],
+  next: Config['tenants'],
+): string[] | undefined {
+  if (running === undefined || next === undefined || running.length !== next.length) {
+    return undefined
+  }
+  const changes: string[] = []
+  for (let i = 0; i < running.length; i++) {
+    const before = running[i]!
+    const after = next[i]!
+    if (!isDeepStrictEqual(withoutTenantPolicies(before), withoutTenantPolicies(after))) {
+      return undefined
+    }
+    for (const key of TENANT_POLICY_SECTIONS) {
+      if (!isDeepStrictEqual(before[key], after[key])) changes.push(`tenants.${after.name}.${key}`)
+    }
+  }
+  return changes
+}
+
+function withoutTenantPolicies(tenant: TenantConfig): unknown {
+  const rest: Record<string, unknown> = { ...tenant }
+  for (const key of TENANT_POLICY_SECTIONS) delete rest[key]
+  return rest
 }
 
 function withoutPermissions(auth: Config['auth']): unknown {
