@@ -213,7 +213,7 @@ export async function startServer(
       return running
     },
     async apply(next: Config): Promise<ConfigDiff> {
-      const nextFiles = policyFilesOf(next)
+      const nextFiles = policyFilesOf(next, running)
       const diff = diffConfigs(running, next, { running: policyFiles, next: nextFiles })
       // What runs after the reload: sections that need a restart keep their running values,
       // in the new chain too (a changed `limits` does not half-apply through a policy).

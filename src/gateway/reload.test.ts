@@ -115,7 +115,7 @@ describe('diffConfigs', () => {
     )
     writeFileSync(file, 'forbid(principal, action, resource);\n')
     const after = policyFilesOf(withCedar)
-    assert.notEqual(after, before)
+    assert.notDeepEqual(after, before)
     assert.deepEqual(diffConfigs(withCedar, withCedar, { running: before, next: after }).policies, [
       'cedar (policy files)',
     ])
@@ -155,6 +155,22 @@ describe('diffConfigs', () => {
         .needsRestart,
       ['tenants'],
     )
+  })
+
+  test("an edited tenant's Cedar file swaps that tenant's chain only", () => {
+    const dir = mkdtempSync(join(tmpdir(), 'barbican-reload-tenant-cedar-'))
+    const file = join(dir, 'acme.cedar')
+    writeFileSync(file, 'permit(principal, action, resource);\n')
+    const config = normalizeConfig({
+      upstreams: { a: stdio('a') },
+      tenants: { acme: { upstreams: { a: stdio('a') }, cedar: { policies: [file] } } },
+    })
+    const before = policyFilesOf(config)
+    writeFileSync(file, 'forbid(principal, action, resource);\n')
+    const after = policyFilesOf(config, config)
+    assert.deepEqual(diffConfigs(config, config, { running: before, next: after }).policies, [
+      'tenants.acme.cedar (policy files)',
+    ])
   })
 })
 

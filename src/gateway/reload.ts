@@ -80,14 +80,14 @@ export function isTopLevelPolicy(entry: string): boolean {
 }
 
 /**
- * `policyFiles`: the fingerprints of the Cedar policy files the running chain was built from and
- * of those the new configuration names (policyFilesOf), so an edited `.cedar` file is applied
- * by a reload though the configuration itself did not change.
+ * `policyFiles`: the fingerprints of the Cedar policy files the running chains were built from
+ * and of those the new configuration names (policyFilesOf), so an edited `.cedar` file is
+ * applied by a reload though the configuration itself did not change.
  */
 export function diffConfigs(
   running: Config,
   next: Config,
-  policyFiles?: { readonly running: string | undefined; readonly next: string | undefined },
+  policyFiles?: { readonly running: PolicyFiles; readonly next: PolicyFiles },
 ): ConfigDiff {
   // `auth.permissions` feed the authorize policy only: with `auth` on both sides they are a
   // policy section of their own; the rest of `auth` needs a restart.
@@ -110,12 +110,21 @@ export function diffConfigs(
     policies.push('auth.permissions')
   }
   policies.push(...(tenantPolicies ?? []))
-  if (
-    policyFiles !== undefined &&
-    !policies.includes('cedar') &&
-    policyFiles.running !== policyFiles.next
-  ) {
-    policies.push('cedar (policy files)')
+  if (policyFiles !== undefined) {
+    // An edited file swaps the chains built from it: the top-level ones (and every tenant's that
+    // inherits `cedar`) or one tenant's; a section whose config changed is rebuilt anyway.
+    const edited = (files: readonly string[] | undefined) =>
+      (files ?? []).some((f) => policyFiles.running?.get(f) !== policyFiles.next?.get(f))
+    if (!policies.includes('cedar') && edited(next.cedar?.policies)) {
+      policies.push('cedar (policy files)')
+    }
+    // A tenant's edited file counts only where the tenant's chain is built from the new config.
+    const tenantsRun = tenantPolicies === undefined ? running.tenants : next.tenants
+    for (const t of tenantsRun ?? []) {
+      if (!policies.includes(`tenants.${t.name}.cedar`) && edited(t.cedar?.policies)) {
+        policies.push(`tenants.${t.name}.cedar (policy files)`)
+      }
+    }
   }
   const before = byName<UpstreamConfig>(running.upstreams)
   const after = byName<UpstreamConfig>(next.upstreams)
@@ -140,25 +149,29 @@ export function diffConfigs(
   return { upstreams: { added, removed, changed }, servers, policies, needsRestart }
 }
 
+/** Each Cedar policy file a configuration names, with a fingerprint of its content. */
+export type PolicyFiles = ReadonlyMap<string, string> | undefined
+
 /**
- * A fingerprint of the Cedar policy files `config` names (its own and its tenants'), as they
- * read now; undefined without Cedar. A file that cannot be read fingerprints as its error, so
- * the reload rebuilds the chain and refuses with the reason.
+ * A fingerprint of each Cedar policy file the `configs` name (their own and their tenants'), as
+ * they read now; undefined without Cedar. A reload passes the running configuration too, whose
+ * tenants keep running when their change needs a restart. A file that cannot be read
+ * fingerprints as its error, so the reload rebuilds the chain and refuses with the reason.
  */
-export function policyFilesOf(config: Config): string | undefined {
-  const files = policyFilePaths(config)
+export function policyFilesOf(...configs: Config[]): PolicyFiles {
+  const files = [...new Set(configs.flatMap(policyFilePaths))]
   if (files.length === 0) return undefined
-  const hash = createHash('sha256')
+  const fingerprints = new Map<string, string>()
   for (const file of files) {
-    hash.update(`${file}\0`)
+    const hash = createHash('sha256')
     try {
       hash.update(readFileSync(file))
     } catch (err) {
       hash.update(`unreadable: ${(err as Error).message}`)
     }
-    hash.update('\0')
+    fingerprints.set(file, hash.digest('hex'))
   }
-  return hash.digest('hex')
+  return fingerprints
 }
 
 /** True when the diff has nothing to apply and nothing needing a restart. */
