@@ -64,7 +64,7 @@ import { parseArgs } from 'node:util'
 import { Pool } from 'undici'
 import { watchAudit } from './audit-drain.ts'
 import { AUDIT_JOURNAL_OPTION, benchBackends } from './backends.ts'
-import { checkEcho, type Target, toolCall } from './mcp-http.ts'
+import { echoCalls, type Target } from './mcp-http.ts'
 import { FIXTURE, freePort, NODE, ROOT, stopGroup, waitForCall } from './processes.ts'
 
 const { values } = parseArgs({
@@ -115,18 +115,7 @@ const VARIANT = [
 /** Calls `drive` makes for `n`: every worker makes the same number. */
 const made = (n: number) => CONCURRENCY * Math.ceil(n / CONCURRENCY)
 
-async function drive(http: Pool, target: Target, n: number): Promise<void> {
-  let id = 0
-  await Promise.all(
-    Array.from({ length: CONCURRENCY }, async (_, w) => {
-      for (let i = 0; i < n / CONCURRENCY; i++) {
-        const text = `w${w}-${i}`
-        const me = ++id
-        checkEcho(await toolCall(http, target, undefined, me, text), me, text)
-      }
-    }),
-  )
-}
+const drive = (http: Pool, target: Target, n: number) => echoCalls(http, target, n, CONCURRENCY)
 
 /**
  * Instructions of the write barrier's builtins in a callgrind dump (self cost): ~3 k per call

@@ -17,7 +17,7 @@ import { Pool } from 'undici'
 import { openRedis } from '../src/store/redis.ts'
 import { type AuditWatch, watchAudit } from './audit-drain.ts'
 import { AUDIT_JOURNAL_OPTION, benchBackends } from './backends.ts'
-import { checkEcho, toolCall } from './mcp-http.ts'
+import { echoCalls } from './mcp-http.ts'
 import { ROOT, type Running, startBarbican } from './processes.ts'
 
 const { values } = parseArgs({
@@ -78,18 +78,7 @@ async function run(label: string, config: Record<string, unknown>, prefix: strin
   const http = new Pool(new URL(gateway.target.url).origin, { connections: 16 })
   try {
     for (const c of [1, 16]) {
-      const go = async (n: number) => {
-        let id = 0
-        await Promise.all(
-          Array.from({ length: c }, async (_, w) => {
-            for (let i = 0; i < n / c; i++) {
-              const text = `w${w}-${i}`
-              const me = ++id
-              checkEcho(await toolCall(http, gateway.target, undefined, me, text), me, text)
-            }
-          }),
-        )
-      }
+      const go = (n: number) => echoCalls(http, gateway.target, n, c)
       await go(200)
       await new Promise((resolve) => setTimeout(resolve, 300))
       await audit?.settle()

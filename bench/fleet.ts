@@ -42,7 +42,7 @@ import { loadavg, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { parseArgs } from 'node:util'
 import { AUDIT_JOURNAL_OPTION, benchBackends, POSTGRES } from './backends.ts'
-import type { LoadMessage, LoadSpec } from './load.ts'
+import type { LoadMessage, LoadResult, LoadSpec } from './load.ts'
 import type { Target } from './mcp-http.ts'
 import { busyBetween, cpuTimes, descendantsOf, pidsNamed, pin } from './pinning.ts'
 import { cpuMicros, freePort, NODE, ROOT, type Running, startBarbican } from './processes.ts'
@@ -252,13 +252,7 @@ const cpuOf = (pids: readonly number[]) =>
   }, 0)
 
 /** What one measured window of either load generator produced. */
-interface Window {
-  readonly requests: number
-  readonly errors: number
-  readonly firstError?: string
-  readonly elapsedMs: number
-  readonly p50Ms: number
-  readonly p99Ms: number
+interface Window extends LoadResult {
   /** The load generator's own CPU over the window (µs). */
   readonly loadCpuUs: number
 }
