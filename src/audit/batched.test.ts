@@ -4,11 +4,11 @@
  * none of them: the next start replays the journal into the chain, which still verifies.
  */
 import assert from 'node:assert/strict'
-import { spawn } from 'node:child_process'
 import { appendFileSync, existsSync, mkdtempSync, readdirSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { describe, test } from 'node:test'
+import { killWhenWritten } from '../../test/support/killed-child.ts'
 import { ephemeralAuditKey } from './audit-key.ts'
 import { AuditLog } from './audit-log.ts'
 import { readJournal } from './journal.ts'
@@ -135,17 +135,7 @@ describe('batched audit durability', () => {
       process.stdout.write('settled\\n')
       setInterval(() => {}, 1000)
     `
-    const child = spawn(process.execPath, ['--input-type=module', '-e', script], {
-      stdio: ['ignore', 'pipe', 'inherit'],
-    })
-    await new Promise<void>((resolve, reject) => {
-      child.stdout.on('data', (chunk: Buffer) => {
-        if (chunk.toString().includes('settled')) resolve()
-      })
-      child.once('exit', (code) => reject(new Error(`child exited ${code} before settling`)))
-    })
-    child.kill('SIGKILL')
-    await new Promise((resolve) => child.once('exit', resolve))
+    await killWhenWritten(script)
 
     const store = await openSqliteAuditStore(db)
     assert.equal((await store.read()).length, 0, 'nothing was committed before the kill')

@@ -5,12 +5,12 @@
  * record in the chain twice.
  */
 import assert from 'node:assert/strict'
-import { spawn } from 'node:child_process'
 import { appendFileSync, existsSync, mkdtempSync, readdirSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, describe, test } from 'node:test'
 import { dropPostgresSchemas, freshPostgresUrl } from '../../test/support/backends.ts'
+import { killWhenWritten } from '../../test/support/killed-child.ts'
 import { openPostgresPool } from '../store/postgres.ts'
 import { ephemeralAuditKey } from './audit-key.ts'
 import { AuditLog } from './audit-log.ts'
@@ -75,17 +75,7 @@ describe('a journalled audit log on PostgreSQL', () => {
       process.stdout.write('settled\\n')
       setInterval(() => {}, 1000)
     `
-    const child = spawn(process.execPath, ['--input-type=module', '-e', script], {
-      stdio: ['ignore', 'pipe', 'inherit'],
-    })
-    await new Promise<void>((resolve, reject) => {
-      child.stdout.on('data', (chunk: Buffer) => {
-        if (chunk.toString().includes('settled')) resolve()
-      })
-      child.once('exit', (code) => reject(new Error(`child exited ${code} before settling`)))
-    })
-    child.kill('SIGKILL')
-    await new Promise((resolve) => child.once('exit', resolve))
+    await killWhenWritten(script)
 
     const key = ephemeralAuditKey()
     const log = new AuditLog({ store: await store(url), key, batched: { journal, windowMs: 50 } })
