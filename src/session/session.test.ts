@@ -14,6 +14,7 @@ import {
   type McpError,
 } from '@modelcontextprotocol/sdk/types.js'
 import { inProcessUpstream, rules, serverPlan } from '../../test/support/plans.ts'
+import { postStatelessToolCall } from '../../test/support/stateless.ts'
 import { BarbicanError } from '../common/errors.ts'
 import { jsonLogger, silentLogger } from '../common/log.ts'
 import { Gateway } from '../gateway/gateway.ts'
@@ -266,29 +267,8 @@ describe("a call's abort signal", () => {
   let nextId = 1
 
   /** POSTs a 2026-07-28 tools/call of `name`: a stateless request, a session of its own. */
-  function modernCall(name: string, signal?: AbortSignal): Promise<Response> {
-    const meta = {
-      'io.modelcontextprotocol/protocolVersion': '2026-07-28',
-      'io.modelcontextprotocol/clientCapabilities': {},
-    }
-    return fetch(`${inbound.url}/mcp`, {
-      method: 'POST',
-      headers: {
-        'content-type': 'application/json',
-        accept: 'application/json, text/event-stream',
-        'mcp-protocol-version': '2026-07-28',
-        'mcp-method': 'tools/call',
-        'mcp-name': name,
-      },
-      body: JSON.stringify({
-        jsonrpc: '2.0',
-        id: nextId++,
-        method: 'tools/call',
-        params: { name, arguments: {}, _meta: meta },
-      }),
-      ...(signal === undefined ? {} : { signal }),
-    })
-  }
+  const modernCall = (name: string, signal?: AbortSignal) =>
+    postStatelessToolCall(`${inbound.url}/mcp`, { name, id: nextId++ }, signal)
 
   /** Waits until `condition()` holds, failing with `what` after 5 s. */
   async function until(condition: () => boolean, what: string): Promise<void> {
@@ -322,11 +302,11 @@ describe("a call's abort signal", () => {
     signals.length = 0
     const answered = await modernCall('echo')
     assert.equal(answered.status, 200)
-    const { result } = (await answered.json()) as { result: { content: unknown } }
+    const { result } = answered.final as { result: { content: unknown } }
     assert.deepEqual(result.content, [{ type: 'text', text: 'done' }])
     // A call that fails (thrown at the relay) is answered too: nor must its error reply abort it.
     const refused = await modernCall('no-such-tool')
-    assert.ok('error' in ((await refused.json()) as object), 'the unknown tool is refused')
+    assert.ok('error' in (refused.final ?? {}), 'the unknown tool is refused')
     await new Promise((r) => setImmediate(r))
     assert.equal(signals.length, 2)
     assert.deepEqual(

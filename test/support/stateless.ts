@@ -38,8 +38,10 @@ export interface StatelessToolCall {
 export async function postStatelessToolCall(
   url: string,
   call: StatelessToolCall,
+  signal?: AbortSignal,
 ): Promise<{ status: number; headers: Headers; text: string; final?: Json }> {
   const res = await fetch(url, {
+    ...(signal === undefined ? {} : { signal }),
     method: 'POST',
     headers: {
       'content-type': 'application/json',
