@@ -21,6 +21,20 @@ import { applyDiff, authAfter, diffConfigs, isEmptyDiff, policyFilesOf } from '.
 
 const stdio = (command: string) => ({ command, args: [] })
 
+/** The policy chain `config` builds, keeping across builds what `kept` holds (as a reload does). */
+function policiesKeeping(kept: PolicyState, config: Record<string, unknown>) {
+  return (
+    planFromConfig(
+      normalizeConfig(config),
+      silentLogger,
+      undefined,
+      NO_BACKENDS,
+      undefined,
+      undefined,
+      kept,
+    ).policies ?? []
+  )
+}
 describe('diffConfigs', () => {
   const running = normalizeConfig({
     upstreams: { a: stdio('a'), b: stdio('b'), c: stdio('c') },
@@ -294,18 +308,10 @@ describe("a rebuilt chain keeps its policies' state", () => {
   test('quota counters carry over: a lowered limit counts the calls already taken', async () => {
     const kept = new PolicyState()
     const chainOf = (limit: number) =>
-      planFromConfig(
-        normalizeConfig({
-          upstreams: { tools: stdio('tools') },
-          rateLimits: { few: { per: ['subject'], limit, windowMs: 60_000 } },
-        }),
-        silentLogger,
-        undefined,
-        NO_BACKENDS,
-        undefined,
-        undefined,
-        kept,
-      ).policies ?? []
+      policiesKeeping(kept, {
+        upstreams: { tools: stdio('tools') },
+        rateLimits: { few: { per: ['subject'], limit, windowMs: 60_000 } },
+      })
     const gateway = new Gateway(
       {
         upstreams: [inProcessUpstream('tools', () => echoServer({}))],
@@ -342,27 +348,18 @@ describe("a rebuilt chain keeps its policies' state", () => {
 describe('a rebuilt confirm policy keeps its questions and its labels', () => {
   const kept = new PolicyState()
   const confirmOf = (extra: Record<string, unknown>) => {
-    const policies =
-      planFromConfig(
-        normalizeConfig({
-          upstreams: { mail: stdio('mail'), web: stdio('web') },
-          confirm: { tools: ['*__delete'] },
-          contexts: {
-            labels: {
-              private: { upstreams: ['mail'] },
-              untrusted: { upstreams: ['web'] },
-              egress: { tools: ['mail__send'] },
-            },
-          },
-          ...extra,
-        }),
-        silentLogger,
-        undefined,
-        NO_BACKENDS,
-        undefined,
-        undefined,
-        kept,
-      ).policies ?? []
+    const policies = policiesKeeping(kept, {
+      upstreams: { mail: stdio('mail'), web: stdio('web') },
+      confirm: { tools: ['*__delete'] },
+      contexts: {
+        labels: {
+          private: { upstreams: ['mail'] },
+          untrusted: { upstreams: ['web'] },
+          egress: { tools: ['mail__send'] },
+        },
+      },
+      ...extra,
+    })
     return policies.find((p) => p.name === 'confirm')!
   }
   const modern: CallPeer = {
