@@ -18,11 +18,11 @@ import { ephemeralAuditKey } from '../src/audit/audit-key.ts'
 import { AuditLog } from '../src/audit/audit-log.ts'
 import { openSqliteAuditStore } from '../src/audit/sqlite.ts'
 import { ANONYMOUS } from '../src/auth/identity.ts'
-import { silentLogger } from '../src/common/log.ts'
 import { auditPolicy } from '../src/policies/audit.ts'
 import { compose } from '../src/policies/chain.ts'
 import type { Call, Reply } from '../src/policies/policy.ts'
 import type { Request } from '../src/protocol/model.ts'
+import { silentLogger } from '../src/telemetry/log.ts'
 
 const { values } = parseArgs({
   options: {

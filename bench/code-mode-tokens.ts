@@ -17,8 +17,8 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
 import { countTokens } from 'gpt-tokenizer/encoding/o200k_base'
 import { startServer } from '../src/cli/serve.ts'
-import { silentLogger } from '../src/common/log.ts'
 import { parseConfigText } from '../src/config/load.ts'
+import { silentLogger } from '../src/telemetry/log.ts'
 import { grantTo } from '../test/support/sandbox.ts'
 
 const root = fileURLToPath(new URL('../', import.meta.url))

@@ -15,11 +15,11 @@
  */
 
 import type { Identity } from '../src/auth/identity.ts'
-import { jsonLogger, silentLogger } from '../src/common/log.ts'
-import { startTracing, stopTracing } from '../src/common/tracing.ts'
 import { Gateway } from '../src/gateway/gateway.ts'
 import type { Policy } from '../src/policies/policy.ts'
 import type { JsonRpcMessage, JsonRpcRequest } from '../src/protocol/jsonrpc.ts'
+import { jsonLogger, silentLogger } from '../src/telemetry/log.ts'
+import { startTracing, stopTracing } from '../src/telemetry/tracing.ts'
 import type { Transport } from '../src/transports/transport.ts'
 import { rules, serverPlan } from '../test/support/plans.ts'
 import { checkEcho } from './mcp-http.ts'

@@ -13,10 +13,10 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { parseArgs } from 'node:util'
-import { silentLogger } from '../src/common/log.ts'
 import { DEFAULT_JSON_LIMITS } from '../src/protocol/json-limits.ts'
 import type { JsonRpcMessage } from '../src/protocol/jsonrpc.ts'
-import { DEFAULT_SANDBOX_LIMITS, type SandboxSpec } from '../src/transports/sandbox.ts'
+import { DEFAULT_SANDBOX_LIMITS, type SandboxSpec } from '../src/sandbox/sandbox.ts'
+import { silentLogger } from '../src/telemetry/log.ts'
 import { StdioOutboundTransport } from '../src/transports/stdio-outbound.ts'
 
 const everything = fileURLToPath(

@@ -134,11 +134,11 @@ try {
     format: 'esm',
     plugins: [builtinsPlugin, zodLocalesPlugin],
   })
-  // The worker thread code-mode programs run in (src/relay/code-worker.ts, ADR 075); QuickJS
+  // The worker thread code-mode programs run in (src/exposure/code-worker.ts, ADR 075); QuickJS
   // stays in its package as for main.js.
   await esbuild.build({
     ...common,
-    entryPoints: { 'code-worker': 'src/relay/code-worker.ts' },
+    entryPoints: { 'code-worker': 'src/exposure/code-worker.ts' },
     outdir: dist,
     format: 'esm',
     external: ['quickjs-emscripten'],

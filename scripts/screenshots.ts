@@ -15,8 +15,8 @@ import { memoryAuditStore } from '../src/audit/memory.ts'
 import { generateApiKey } from '../src/auth/api-keys.ts'
 import { writeKeysFile } from '../src/auth/api-keys-file.ts'
 import { startServer } from '../src/cli/serve.ts'
-import { silentLogger } from '../src/common/log.ts'
 import { normalizeConfig } from '../src/config/normalize.ts'
+import { silentLogger } from '../src/telemetry/log.ts'
 import { launchChromium } from '../test/support/browser.ts'
 
 const repo = fileURLToPath(new URL('..', import.meta.url))

@@ -19,7 +19,6 @@ import { create, insertMultiple, search as oramaSearch } from '@orama/orama'
 import { encode } from 'gpt-tokenizer/encoding/o200k_base'
 import MiniSearch from 'minisearch'
 import { stemmer } from 'stemmer'
-import type { JsonObject } from '../../src/protocol/jsonrpc.ts'
 import {
   parameterText,
   type SearchTuning,
@@ -28,9 +27,10 @@ import {
   ToolIndex,
   term,
   words,
-} from '../../src/relay/tool-search.ts'
-import { searchModeListing } from '../../src/relay/tool-search-mode.ts'
-import { SYNONYM_GROUPS, synonymsOf } from '../../src/relay/tool-search-synonyms.ts'
+} from '../../src/exposure/tool-search.ts'
+import { searchModeListing } from '../../src/exposure/tool-search-mode.ts'
+import { SYNONYM_GROUPS, synonymsOf } from '../../src/exposure/tool-search-synonyms.ts'
+import type { JsonObject } from '../../src/protocol/jsonrpc.ts'
 
 interface DumpedServer {
   readonly name: string
@@ -125,7 +125,7 @@ function score(ranker: Ranker, tasks: readonly Task[], misses?: string[]): Score
   return { n, recall1: r1 / n, recall5: r5 / n, mrr: rr / n }
 }
 
-/** Barbican's ToolIndex (src/relay/tool-search.ts), as shipped or with parts changed. */
+/** Barbican's ToolIndex (src/exposure/tool-search.ts), as shipped or with parts changed. */
 function minisearch(
   tools: JsonObject[],
   serverOf: (t: JsonObject) => ServerText,

@@ -1,6 +1,6 @@
 /**
  * Tool search with a semantic model (ADR 084): what the embedding models that ship inside npm
- * packages add to the shipped ranking (src/relay/tool-search.ts). Not part of
+ * packages add to the shipped ranking (src/exposure/tool-search.ts). Not part of
  * `npm run bench:search`: the models are not dependencies of Barbican (ADR 084 says why), so
  * this script loads them from a folder named on the command line, holding a node_modules tree
  * with these packages (nothing is downloaded at run time; the weights are files in them):
@@ -26,8 +26,8 @@
 import { readFileSync } from 'node:fs'
 import { createRequire } from 'node:module'
 import { join } from 'node:path'
+import { ToolIndex, term, words } from '../../src/exposure/tool-search.ts'
 import type { JsonObject } from '../../src/protocol/jsonrpc.ts'
-import { ToolIndex, term, words } from '../../src/relay/tool-search.ts'
 import { grown, loadCatalogue, loadTasks, percentile } from './run.ts'
 
 interface Task {

@@ -12,7 +12,7 @@
  */
 
 import { closeSync, openSync, rmSync, writeSync } from 'node:fs'
-import type { LogExport } from '../common/otel-logs.ts'
+import type { LogExport } from '../telemetry/otel-logs.ts'
 import { type AuditKey, signCheckpoint } from './audit-key.ts'
 import type { AuditStore, CheckpointReason } from './audit-store.ts'
 import { committedBodies, journalFiles, readJournal } from './journal.ts'
@@ -37,7 +37,7 @@ export interface AuditLogOptions {
   readonly key: AuditKey
   /** Receives one JSON line (with its newline) per committed record. */
   readonly export?: ExportSink | undefined
-  /** Receives every committed record's fields as an OTel log record (common/otel-logs.ts). */
+  /** Receives every committed record's fields as an OTel log record (telemetry/otel-logs.ts). */
   readonly logs?: LogExport | undefined
   /** 0: no periodic checkpoints (the CLI, tests). */
   readonly checkpointIntervalMs?: number | undefined

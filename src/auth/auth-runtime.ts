@@ -6,8 +6,8 @@
  */
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import type { AuditSink } from '../audit/audit-log.ts'
-import type { Logger } from '../common/log.ts'
 import { createGuardedFetch, type GuardedFetch } from '../net/guarded-fetch.ts'
+import type { Logger } from '../telemetry/log.ts'
 import { ApiKeyStore } from './api-keys.ts'
 import { IssuerMetadataCache } from './as-metadata.ts'
 import { AssertionSigner } from './assertion.ts'

@@ -9,10 +9,10 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js'
 import { inProcessUpstream, rules, serverPlan } from '../../test/support/plans.ts'
 import type { Identity } from '../auth/identity.ts'
-import { silentLogger } from '../common/log.ts'
 import { parseConfigText } from '../config/load.ts'
 import { Gateway } from '../gateway/gateway.ts'
 import { planFromConfig } from '../gateway/plan.ts'
+import { silentLogger } from '../telemetry/log.ts'
 import { memoryPair } from '../transports/memory.ts'
 
 /** Each upstream instance (one per session) answers `whoami` with its own number. */

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict'
 import { randomBytes } from 'node:crypto'
 import { describe, it } from 'node:test'
 import { stateKeyFromEnv } from '../bridge/request-state.ts'
-import { jsonLogger } from '../common/log.ts'
+import { jsonLogger } from '../telemetry/log.ts'
 import { advertisedUrl, joinFleet } from './fleet.ts'
 
 const REDIS = process.env.BARBICAN_TEST_REDIS_URL ?? 'redis://127.0.0.1:6379'

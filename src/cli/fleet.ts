@@ -6,10 +6,10 @@
 import { hostname } from 'node:os'
 import type { Identity } from '../auth/identity.ts'
 import { Cluster, publishToFleet } from '../cluster/cluster.ts'
-import type { Logger } from '../common/log.ts'
 import type { RedisConfig } from '../config/backends.ts'
 import type { Gateway } from '../gateway/gateway.ts'
 import type { JsonRpcNotification } from '../protocol/jsonrpc.ts'
+import type { Logger } from '../telemetry/log.ts'
 import type { HttpInbound } from '../transports/http-inbound.ts'
 
 /** What of a running `serve` the fleet needs (src/cli/serve.ts RunningServer). */

@@ -12,10 +12,10 @@ import {
 import { runCli as run } from '../../test/support/cli.ts'
 import { ApiKeyStore } from '../auth/api-keys.ts'
 import { Cluster } from '../cluster/cluster.ts'
-import { silentLogger } from '../common/log.ts'
 import { SharedApiKeys } from '../gateway/shared-api-keys.ts'
 import { openPostgresPool } from '../store/postgres.ts'
 import { PostgresApiKeys } from '../store/postgres-api-keys.ts'
+import { silentLogger } from '../telemetry/log.ts'
 import { API_KEYS_CHANGED } from './fleet.ts'
 
 const root = mkdtempSync(join(tmpdir(), 'barbican-pgkeys-'))

@@ -3,8 +3,9 @@
  * command's own messages on stderr in the same format, so that a supervisor reading stderr
  * never meets a plain-text line among the JSON ones.
  */
-import { createLogger, type Logger, type LogLevel, stderrFormat } from '../common/log.ts'
+
 import type { Config } from '../config/config.ts'
+import { createLogger, type Logger, type LogLevel, stderrFormat } from '../telemetry/log.ts'
 import type { CliIo } from './command.ts'
 
 export function loggerFor(settings: Config['log'], write?: (line: string) => void): Logger {

@@ -5,8 +5,8 @@ import { join } from 'node:path'
 import { after, describe, test } from 'node:test'
 import { fileURLToPath } from 'node:url'
 import { runCli as run } from '../../test/support/cli.ts'
-import { silentLogger } from '../common/log.ts'
 import { openSqliteStore } from '../store/sqlite.ts'
+import { silentLogger } from '../telemetry/log.ts'
 import { TrustGuard } from '../trust/trust-guard.ts'
 
 const repo = fileURLToPath(new URL('../../', import.meta.url))

@@ -6,12 +6,13 @@
 import { existsSync } from 'node:fs'
 import { userInfo } from 'node:os'
 import type { AuditLog } from '../audit/audit-log.ts'
-import { jsonLogger } from '../common/log.ts'
 import type { Config, LoadedConfig } from '../config/config.ts'
 import { openAuditLog } from '../gateway/audit-setup.ts'
 import { lockfilePathOf, openStore, storeConfigOf } from '../gateway/trust-setup.ts'
 import { printableName } from '../protocol/item-names.ts'
+import { installNpmPackage, npxPackageOf } from '../sandbox/npm-install.ts'
 import type { PendingChange } from '../store/store.ts'
+import { jsonLogger } from '../telemetry/log.ts'
 import { wasmModuleHash } from '../transports/wasm-outbound.ts'
 import { approveChange, rejectChange, reviewChanges } from '../trust/decisions.ts'
 import { formatChanges } from '../trust/diff.ts'
@@ -24,9 +25,9 @@ import {
   type Lockfile,
   observeLaunch,
   readLockfile,
+  scriptsAllowed,
   writeLockfile,
 } from '../trust/lockfile.ts'
-import { installNpmPackage, npxPackageOf, scriptsAllowed } from '../trust/npm-install.ts'
 import { type CliIo, type CommandOptions, suggestCommand, unknownWord } from './command.ts'
 import { TRUST_DECISION, tellFleet } from './fleet.ts'
 import { loadForCommand } from './load.ts'

@@ -14,9 +14,9 @@ import {
   watchFile,
 } from 'node:fs'
 import { basename, dirname } from 'node:path'
-import type { Logger } from '../common/log.ts'
 import type { Config } from '../config/config.ts'
 import type { ConfigDiff } from '../gateway/reload.ts'
+import type { Logger } from '../telemetry/log.ts'
 
 export interface ReloadOutcome {
   readonly at: string

@@ -4,13 +4,13 @@
  * a high or critical finding (or an upstream that cannot be listed) needs attention.
  */
 
-import { jsonLogger } from '../common/log.ts'
 import type { LoadedConfig } from '../config/config.ts'
 import { Gateway } from '../gateway/gateway.ts'
 import { planFromConfig } from '../gateway/plan.ts'
 import { lockfilePathOf, withTrust } from '../gateway/trust-setup.ts'
 import { printableName } from '../protocol/item-names.ts'
 import { memoryStore } from '../store/memory.ts'
+import { jsonLogger } from '../telemetry/log.ts'
 import { type Finding, QUARANTINE_SEVERITIES, type ScannedUpstream } from '../trust/findings.ts'
 import { scanSurfaces } from '../trust/scan.ts'
 import { itemKey, surfaceOf } from '../trust/surface.ts'

@@ -5,8 +5,9 @@
  * last reload. The address is `--url`, else the config's `listen`. An admin credential, needed
  * off loopback or with inbound auth, is read from BARBICAN_ADMIN_TOKEN (never from argv).
  */
+
+import { ADMIN_STATUS_PATH } from '../admin/api.ts'
 import type { LoadedConfig } from '../config/config.ts'
-import { ADMIN_STATUS_PATH } from '../gateway/admin-api.ts'
 import type { Overview } from '../gateway/overview.ts'
 import type { CliIo, CommandOptions } from './command.ts'
 

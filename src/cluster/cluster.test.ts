@@ -4,7 +4,7 @@ import { createServer, type IncomingMessage, request, type Server } from 'node:h
 import type { AddressInfo } from 'node:net'
 import { after, before, describe, it } from 'node:test'
 import { BarbicanError } from '../common/errors.ts'
-import { jsonLogger } from '../common/log.ts'
+import { jsonLogger } from '../telemetry/log.ts'
 import { HOP_HEADER } from '../transports/session-directory.ts'
 import { Cluster, publishToFleet } from './cluster.ts'
 

@@ -10,7 +10,6 @@ import type { RedisClientType } from 'redis'
 import type { Identity } from '../auth/identity.ts'
 import { BarbicanError, jsonRpcCodeOf } from '../common/errors.ts'
 import { redis } from '../common/lazy-deps.ts'
-import type { Logger } from '../common/log.ts'
 import {
   errorResponse,
   INVALID_PARAMS,
@@ -19,6 +18,7 @@ import {
   type JsonRpcRequest,
   type JsonRpcResponse,
 } from '../protocol/jsonrpc.ts'
+import type { Logger } from '../telemetry/log.ts'
 import { sendRpcError } from '../transports/http-io.ts'
 import type { SessionDirectory, SocketRetry } from '../transports/session-directory.ts'
 import { peerAgent, postTo, relayTo } from './relay.ts'

@@ -5,9 +5,9 @@
  * it as it is.
  */
 import type { AuthConfig, CredentialsConfig } from '../auth/auth-config.ts'
-import type { LogLevel } from '../common/log.ts'
 import type { JsonLimits } from '../protocol/json-limits.ts'
-import type { SandboxSpec } from '../transports/sandbox.ts'
+import type { SandboxSpec } from '../sandbox/sandbox.ts'
+import type { LogLevel } from '../telemetry/log.ts'
 import type { RedisConfig } from './backends.ts'
 import type { ConfirmConfig, ContextsConfig } from './confirm-schema.ts'
 import { CODE_DEFAULTS } from './defaults.ts'
@@ -222,7 +222,7 @@ export interface VirtualServerConfig {
   readonly resources: ItemFilterConfig
   /** How the catalogue is offered to clients (code mode, tools-only hosts). */
   readonly exposure: ToolExposure
-  /** Most tokens its tool list may cost (src/relay/tool-tokens.ts); absent: no budget. */
+  /** Most tokens its tool list may cost (src/exposure/tool-tokens.ts); absent: no budget. */
   readonly tokenBudget?: number | undefined
 }
 

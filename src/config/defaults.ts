@@ -47,7 +47,7 @@ export const DEFAULT_LIMITS = Object.freeze({
   sessionIdleTimeoutMs: 30 * 60_000,
   listPageSize: 500,
   heldCallTimeoutMs: 120_000,
-  // How lists and handshakes wait for slow upstreams (relay/catalog-recovery.ts).
+  // How lists and handshakes wait for slow upstreams (virtual-servers/catalog-recovery.ts).
   listDeadlineMs: 3_000,
   handshakeWaitMs: 500,
   listRetryMs: 1_000,

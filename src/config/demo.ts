@@ -8,7 +8,7 @@ import { chownSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'n
 import { createRequire } from 'node:module'
 import { tmpdir } from 'node:os'
 import { dirname, join, resolve } from 'node:path'
-import { runsAsRoot, sandboxUid } from '../transports/sandbox.ts'
+import { runsAsRoot, sandboxUid } from '../sandbox/sandbox.ts'
 import type { LoadedConfig } from './config.ts'
 import { ConfigError } from './config-error.ts'
 import { normalizeConfig } from './normalize.ts'

@@ -5,7 +5,7 @@
  */
 import { dirname, isAbsolute, join, resolve } from 'node:path'
 import type { AuthConfig } from '../auth/auth-config.ts'
-import type { SandboxSpec } from '../transports/sandbox.ts'
+import type { SandboxSpec } from '../sandbox/sandbox.ts'
 import { AUDIT_JOURNAL_DIR_ENV } from './audit-schema.ts'
 import {
   DEFAULT_REDIS_PREFIX,

@@ -4,7 +4,7 @@
  */
 import { z } from 'zod'
 import { credentialsSchema } from '../auth/auth-config.ts'
-import { egressEntryProblem } from '../net/egress-policy.ts'
+import { egressEntryProblem } from '../sandbox/egress-policy.ts'
 import { trustSchema } from './trust-schema.ts'
 
 const HEADER_NAME_PATTERN = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/

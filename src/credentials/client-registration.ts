@@ -11,8 +11,8 @@
  * 4. else no way to sign in, said precisely.
  */
 import type { AuthorizationServerMetadata } from '../auth/as-metadata.ts'
-import type { Logger } from '../common/log.ts'
 import type { GuardedFetch } from '../net/guarded-fetch.ts'
+import type { Logger } from '../telemetry/log.ts'
 import { clientDocumentUrl } from './client-metadata-document.ts'
 import { type OAuthClientConfig, OAuthError } from './oauth-client.ts'
 import type { KeyProvider } from './secret-box.ts'

@@ -20,8 +20,8 @@ import type { CredentialOutcome, CredentialSource } from '../auth/context.ts'
 import type { Identity } from '../auth/identity.ts'
 import { identityKey } from '../auth/request-identity.ts'
 import type { ErrorCode } from '../common/errors.ts'
-import type { Logger } from '../common/log.ts'
 import type { GuardedFetch } from '../net/guarded-fetch.ts'
+import type { Logger } from '../telemetry/log.ts'
 import {
   CLIENT_DOCUMENT_PATH,
   clientDocument,

@@ -11,8 +11,8 @@ import { after, describe, test } from 'node:test'
 import { dropPostgresSchemas, freshPostgresUrl } from '../../test/support/backends.ts'
 import { call } from '../audit/contract.ts'
 import { JournalInUseError } from '../audit/journal-lock.ts'
-import { silentLogger } from '../common/log.ts'
 import { normalizeConfig } from '../config/normalize.ts'
+import { silentLogger } from '../telemetry/log.ts'
 import { auditLocationOf, openAuditLog } from './audit-setup.ts'
 
 after(dropPostgresSchemas)

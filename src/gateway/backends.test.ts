@@ -6,12 +6,12 @@
 import assert from 'node:assert/strict'
 import { after, test } from 'node:test'
 import { freshRedisPrefix, REDIS_URL } from '../../test/support/backends.ts'
-import { silentLogger } from '../common/log.ts'
 import type { Config } from '../config/config.ts'
 import { parseConfigText } from '../config/load.ts'
 import type { RateRule } from '../policies/rate-counter-store.ts'
 import { RedisRateCounterStore } from '../policies/redis-rate-counter-store.ts'
 import { openRedis } from '../store/redis.ts'
+import { silentLogger } from '../telemetry/log.ts'
 import { openBackends, rateCounterStoreOf } from './backends.ts'
 import { planFromConfig } from './plan.ts'
 

@@ -1,6 +1,6 @@
 /**
  * A transport made only once some asynchronous work is done: how a confined `npx` upstream gets
- * its package installed outside the sandbox (src/trust/npm-install.ts) before its launch is
+ * its package installed outside the sandbox (src/sandbox/npm-install.ts) before its launch is
  * checked and spawned, while the plan's transport factory stays synchronous. `start()` runs
  * `prepare`, then builds the real transport and starts it; everything else is passed through.
  */

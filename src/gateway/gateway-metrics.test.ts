@@ -3,7 +3,7 @@ import { describe, test } from 'node:test'
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js'
 import { inProcessUpstream, rules, serverPlan } from '../../test/support/plans.ts'
 import { parseExposition, sampleSum } from '../../test/support/prometheus.ts'
-import { silentLogger } from '../common/log.ts'
+import { silentLogger } from '../telemetry/log.ts'
 import { Gateway } from './gateway.ts'
 
 describe('gateway metrics', () => {

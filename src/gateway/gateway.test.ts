@@ -10,7 +10,7 @@ import {
 import { z } from 'zod'
 import { type EmittedLog, validateEmitted } from '../../test/support/emitted.ts'
 import { inProcessUpstream, rules, serverPlan } from '../../test/support/plans.ts'
-import { silentLogger } from '../common/log.ts'
+import { silentLogger } from '../telemetry/log.ts'
 import { memoryPair } from '../transports/memory.ts'
 import { Gateway } from './gateway.ts'
 

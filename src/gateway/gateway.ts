@@ -7,10 +7,10 @@ import { MemoryContinuationStore } from '../bridge/continuation-store.ts'
 import { modernHeaders } from '../bridge/envelope.ts'
 import type { HeldCall } from '../bridge/held-call.ts'
 import { MrtrBridge } from '../bridge/mrtr.ts'
+import { ProgressRouter } from '../bridge/progress.ts'
 import { RequestStateSealer, stateKeyFromEnv } from '../bridge/request-state.ts'
-import type { Logger } from '../common/log.ts'
+import type { CatalogRules } from '../catalog/catalog.ts'
 import { VERSION } from '../common/version.ts'
-import { GatewayMetrics } from '../metrics/metrics.ts'
 import { LivePolicies, type PolicyGeneration } from '../policies/live-policies.ts'
 import type { Policy } from '../policies/policy.ts'
 import {
@@ -19,17 +19,17 @@ import {
   type JsonRpcNotification,
   type JsonRpcRequest,
 } from '../protocol/jsonrpc.ts'
-import type { CatalogRules } from '../relay/catalog.ts'
-import { DEFAULT_LIST_TIMING, type ListTiming } from '../relay/catalog-recovery.ts'
-import { ProgressRouter } from '../relay/progress.ts'
-import { VirtualServer } from '../relay/virtual-server.ts'
 import { type CallOwner, Session } from '../session/session.ts'
+import type { Logger } from '../telemetry/log.ts'
+import { GatewayMetrics } from '../telemetry/metrics.ts'
 import type { ConnectionInfo, InboundHandler } from '../transports/inbound.ts'
 import type { Transport } from '../transports/transport.ts'
 import type { TrustGuard } from '../trust/trust-guard.ts'
 import { Upstream, type UpstreamState } from '../upstreams/upstream.ts'
 import type { UpstreamReply } from '../upstreams/upstream-client.ts'
 import { LIST_CHANGED } from '../upstreams/upstream-lists.ts'
+import { DEFAULT_LIST_TIMING, type ListTiming } from '../virtual-servers/catalog-recovery.ts'
+import { VirtualServer } from '../virtual-servers/virtual-server.ts'
 
 export interface UpstreamPlan {
   readonly name: string

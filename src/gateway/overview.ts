@@ -3,9 +3,10 @@
  * prints it: each upstream's state, restarts, last error, era and transport; each virtual
  * server with its members and item counts; sessions; the last reload.
  */
+
+import type { Catalog } from '../catalog/catalog.ts'
 import { VERSION } from '../common/version.ts'
 import type { Config } from '../config/config.ts'
-import type { Catalog } from '../relay/catalog.ts'
 import type { Gateway } from './gateway.ts'
 
 /** How long the overview waits for a virtual server's catalog before it leaves counts out. */

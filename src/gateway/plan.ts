@@ -5,8 +5,10 @@
  */
 import picomatch from 'picomatch'
 import type { AuthRuntime } from '../auth/auth-runtime.ts'
+import type { CatalogRules, ItemRules } from '../catalog/catalog.ts'
+import { prefixUri } from '../catalog/names.ts'
+import { compileUriFilter, tryJudged } from '../catalog/resource-uri.ts'
 import { BarbicanError, toBarbicanError } from '../common/errors.ts'
-import type { Logger } from '../common/log.ts'
 import type {
   Config,
   ItemFilterConfig,
@@ -22,12 +24,10 @@ import { guards } from '../policies/guards.ts'
 import type { Policy } from '../policies/policy.ts'
 import { rateLimit } from '../policies/rate-limit.ts'
 import { SecureContexts } from '../policies/secure-contexts.ts'
-import type { CatalogRules, ItemRules } from '../relay/catalog.ts'
-import { prefixUri } from '../relay/names.ts'
-import { compileUriFilter, tryJudged } from '../relay/resource-uri.ts'
+import type { SandboxRefusalSink } from '../sandbox/sandbox.ts'
 import { tenantQualified } from '../store/tenant-pins.ts'
+import type { Logger } from '../telemetry/log.ts'
 import { createOutboundTransport, type OutboundSpec } from '../transports/connect-outbound.ts'
-import type { SandboxRefusalSink } from '../transports/sandbox.ts'
 import { installedLaunch } from '../trust/installed-launch.ts'
 import { type Backends, NO_BACKENDS } from './backends.ts'
 import type { GatewayPlan, ServerPlan, UpstreamPlan } from './gateway.ts'
@@ -210,7 +210,7 @@ function itemRules(
 }
 
 /**
- * Resource globs judge the normalised URI (or a template's stand-in, relay/resource-uri.ts), by
+ * Resource globs judge the normalised URI (or a template's stand-in, catalog/resource-uri.ts), by
  * the upstream's own URI or the namespaced one (`files+file:///…`); a URI without a normalised
  * form is never exposed.
  */

@@ -3,9 +3,9 @@ import { after, describe, it } from 'node:test'
 import type { Pool } from 'pg'
 import { dropPostgresSchemas, freshPostgresUrl } from '../../test/support/backends.ts'
 import { ApiKeyStore, generateApiKey } from '../auth/api-keys.ts'
-import { silentLogger } from '../common/log.ts'
 import { openPostgresPool } from '../store/postgres.ts'
 import { PostgresApiKeys } from '../store/postgres-api-keys.ts'
+import { silentLogger } from '../telemetry/log.ts'
 import { SharedApiKeys } from './shared-api-keys.ts'
 
 const pools: Pool[] = []

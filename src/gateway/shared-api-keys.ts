@@ -6,8 +6,8 @@
  * fails keeps the keys last read and is tried again at the next poll.
  */
 import type { ApiKeyStore } from '../auth/api-keys.ts'
-import type { Logger } from '../common/log.ts'
 import { PostgresApiKeys, type StoredApiKey } from '../store/postgres-api-keys.ts'
+import type { Logger } from '../telemetry/log.ts'
 
 /**
  * Follows the keys in the PostgreSQL at `url` (whose schema the store has migrated already) on

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict'
 import { describe, test } from 'node:test'
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js'
 import { inProcessUpstream, rules, serverPlan } from '../../test/support/plans.ts'
-import { silentLogger } from '../common/log.ts'
+import { silentLogger } from '../telemetry/log.ts'
 import { Gateway } from './gateway.ts'
 import { startupSummary } from './startup-summary.ts'
 

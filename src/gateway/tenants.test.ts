@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict'
 import { describe, test } from 'node:test'
-import { silentLogger } from '../common/log.ts'
 import { normalizeConfig } from '../config/normalize.ts'
+import { silentLogger } from '../telemetry/log.ts'
 import { memoryPair } from '../transports/memory.ts'
 import { Gateway } from './gateway.ts'
 import { planFromConfig } from './plan.ts'

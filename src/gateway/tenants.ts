@@ -6,6 +6,7 @@
  * 2026-07-28 request is a connection of its own).
  */
 import type { AuditStore } from '../audit/audit-store.ts'
+import { type AdminCaller, type PinDecision, tenantOfCaller } from '../auth/admin.ts'
 import type { Identity } from '../auth/identity.ts'
 import type { Config, TenantConfig } from '../config/config.ts'
 import type { PinStore } from '../store/store.ts'
@@ -13,7 +14,6 @@ import { tenantPins } from '../store/tenant-pins.ts'
 import type { ConnectionInfo, InboundHandler } from '../transports/inbound.ts'
 import type { Transport } from '../transports/transport.ts'
 import { approveChange, rejectChange } from '../trust/decisions.ts'
-import { type AdminCaller, type PinDecision, tenantOfCaller } from './admin-api.ts'
 import type { Gateway } from './gateway.ts'
 
 export class TenantRouter implements InboundHandler {

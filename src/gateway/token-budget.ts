@@ -3,9 +3,10 @@
  * console and the gateway's log. The catalog is read as the overview reads it: a lazy member is
  * not started just to be counted.
  */
-import type { Logger } from '../common/log.ts'
+
 import type { Config } from '../config/config.ts'
-import { overBudget, toolCosts } from '../relay/tool-tokens.ts'
+import { overBudget, toolCosts } from '../exposure/tool-tokens.ts'
+import type { Logger } from '../telemetry/log.ts'
 import type { Gateway } from './gateway.ts'
 import { catalogWithin, OVERVIEW_LIST_WAIT_MS } from './overview.ts'
 

@@ -8,19 +8,19 @@ import { readFileSync } from 'node:fs'
 import { basename, dirname, join } from 'node:path'
 import type { AuditSink } from '../audit/audit-log.ts'
 import { BarbicanError, toBarbicanError } from '../common/errors.ts'
-import type { Logger } from '../common/log.ts'
 import type { Config, StoreConfig, UpstreamConfig } from '../config/config.ts'
 import { DEFAULT_STORE_PATH } from '../config/defaults.ts'
+import { installNpmPackage, npxPackageOf } from '../sandbox/npm-install.ts'
+import { findExecutable } from '../sandbox/sandbox.ts'
 import { memoryStore } from '../store/memory.ts'
 import { openSqliteStore } from '../store/sqlite.ts'
 import type { Store } from '../store/store.ts'
+import type { Logger } from '../telemetry/log.ts'
 import { createOutboundTransport } from '../transports/connect-outbound.ts'
-import { findExecutable } from '../transports/sandbox.ts'
 import type { Transport } from '../transports/transport.ts'
 import type { CommandHint } from '../trust/command-hint.ts'
 import { checkLaunch, type LaunchRefusal } from '../trust/launch-check.ts'
-import { findNpmPackage, LOCKFILE_NAME, readLockfile } from '../trust/lockfile.ts'
-import { installNpmPackage, npxPackageOf, scriptsAllowed } from '../trust/npm-install.ts'
+import { findNpmPackage, LOCKFILE_NAME, readLockfile, scriptsAllowed } from '../trust/lockfile.ts'
 import { DEFAULT_TRUST_POLICY, type TrustPolicy } from '../trust/policy.ts'
 import type { VersionResolver } from '../trust/registry-version.ts'
 import { TrustGuard } from '../trust/trust-guard.ts'
@@ -112,7 +112,7 @@ export function withTrust(
 
 /**
  * A confined `npx PACKAGE@X.Y.Z` whose package is not installed yet: installed first, outside
- * the sandbox, into Barbican's package cache (src/trust/npm-install.ts, ADR 043), then checked
+ * the sandbox, into Barbican's package cache (src/sandbox/npm-install.ts, ADR 043), then checked
  * against barbican.lock and launched as usual. Anything else is launched as it is.
  */
 function withInstall(

@@ -8,9 +8,9 @@
  */
 import picomatch from 'picomatch'
 import type { Identity } from '../auth/identity.ts'
+import type { Catalog } from '../catalog/catalog.ts'
+import { globForJudgedUris } from '../catalog/resource-uri.ts'
 import { BarbicanError } from '../common/errors.ts'
-import type { Catalog } from '../relay/catalog.ts'
-import { globForJudgedUris } from '../relay/resource-uri.ts'
 import { type Item, type ItemKind, permissionOf } from './method-permissions.ts'
 import type { Call, Next, Policy, Reply } from './policy.ts'
 import { narrowCatalog, watchable } from './visible.ts'

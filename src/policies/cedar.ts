@@ -7,9 +7,10 @@
  * `read` a resource or template), so a hidden tool is also uncallable. In shadow mode a would-be
  * denial is logged and recorded, and the call goes on.
  */
+
+import type { Catalog } from '../catalog/catalog.ts'
 import { BarbicanError } from '../common/errors.ts'
 import { isPlainObject, type JsonObject } from '../protocol/jsonrpc.ts'
-import type { Catalog } from '../relay/catalog.ts'
 import { quarantineKey } from '../trust/quarantine.ts'
 import type {
   CedarAction,

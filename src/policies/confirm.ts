@@ -16,10 +16,10 @@ import {
   stateKeyFromEnv,
   subjectOf,
 } from '../bridge/request-state.ts'
+import { toolDefinition } from '../catalog/catalog.ts'
 import { BarbicanError } from '../common/errors.ts'
 import { isPlainObject, type JsonObject } from '../protocol/jsonrpc.ts'
 import type { Result } from '../protocol/model.ts'
-import { toolDefinition } from '../relay/catalog.ts'
 import { type AnswerLedger, MemoryAnswerLedger } from './answer-ledger.ts'
 import type { Call, ConfirmationAnswer, Next, Policy, Reply } from './policy.ts'
 import { type ContextsOptions, contextKey, SecureContexts } from './secure-contexts.ts'

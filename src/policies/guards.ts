@@ -11,12 +11,13 @@
  * Schemas are compiled once per tool definition object: a catalog keeps its definitions until
  * they change (and pins decide when that is), so the cache follows the pinned definition.
  */
+
+import { toolDefinition } from '../catalog/catalog.ts'
 import { BarbicanError } from '../common/errors.ts'
 import { ajv } from '../common/lazy-deps.ts'
 import type { GuardsConfig } from '../config/config.ts'
 import { isPlainObject, type JsonObject } from '../protocol/jsonrpc.ts'
 import type { Result } from '../protocol/model.ts'
-import { toolDefinition } from '../relay/catalog.ts'
 import type { Call, Next, Policy, Reply } from './policy.ts'
 import { type RedactionCounts, Redactor } from './redaction.ts'
 

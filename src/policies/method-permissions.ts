@@ -6,18 +6,19 @@
  * that every client request of protocol/methods.ts has an entry, so a newly routed method
  * cannot reach an upstream unjudged.
  */
+
+import { judgedResource, judgedUri } from '../catalog/resource-uri.ts'
 import { isPlainObject } from '../protocol/jsonrpc.ts'
 import type { ClientRequestMethod } from '../protocol/methods.ts'
 import type { Request } from '../protocol/model.ts'
-import { judgedResource, judgedUri } from '../relay/resource-uri.ts'
-import type { Route } from '../relay/route.ts'
+import type { Route } from '../virtual-servers/route.ts'
 
 /** The kinds of item a permission rule names (`tools`, `prompts`, `resources`). */
 export type ItemKind = 'tool' | 'prompt' | 'resource'
 
 /**
  * One item a call acts on, as clients name it: a tool or prompt by its exposed name, a resource
- * by its judged exposed URI (or a template's stand-in, relay/resource-uri.ts).
+ * by its judged exposed URI (or a template's stand-in, catalog/resource-uri.ts).
  */
 export interface Item {
   readonly kind: ItemKind

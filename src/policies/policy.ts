@@ -6,12 +6,12 @@
  * A runnable example is examples/deny-writes.ts.
  */
 import type { Identity } from '../auth/identity.ts'
-import type { Logger } from '../common/log.ts'
+import type { Catalog } from '../catalog/catalog.ts'
 import type { JsonObject } from '../protocol/jsonrpc.ts'
 import type { ErrorReply, Request, Result } from '../protocol/model.ts'
-import type { Catalog } from '../relay/catalog.ts'
-import type { Route } from '../relay/route.ts'
+import type { Logger } from '../telemetry/log.ts'
 import type { InboundKind } from '../transports/inbound.ts'
+import type { Route } from '../virtual-servers/route.ts'
 
 /** One client request on its way through the gateway. */
 export interface Call {

@@ -1,11 +1,12 @@
 /**
  * What a caller may see, whichever policy judges it: a catalog with only the items it may use,
  * and `subscriptions/listen` parameters with only the resources it may watch. A URI without a
- * judged form (relay/resource-uri.ts) is never visible.
+ * judged form (catalog/resource-uri.ts) is never visible.
  */
+
+import type { Catalog } from '../catalog/catalog.ts'
+import { judgedTemplate, judgedUri } from '../catalog/resource-uri.ts'
 import { isPlainObject, type JsonObject } from '../protocol/jsonrpc.ts'
-import type { Catalog } from '../relay/catalog.ts'
-import { judgedTemplate, judgedUri } from '../relay/resource-uri.ts'
 import type { Item, ItemKind } from './method-permissions.ts'
 
 /** The catalog's lists with only the items `may` allows (the maps back stay whole). */

@@ -42,7 +42,7 @@ export interface MethodSpec {
   readonly params: readonly string[]
   /** A request Barbican answers with a merged list: the key of the list in its result. */
   readonly list?: ListKey
-  /** A request that goes to the one upstream owning what it names (relay/route.ts). */
+  /** A request that goes to the one upstream owning what it names (virtual-servers/route.ts). */
   readonly target?: Target
 }
 

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict'
 import { describe, test } from 'node:test'
-import { jsonLogger } from '../common/log.ts'
+import { jsonLogger } from '../telemetry/log.ts'
 import { callLevel, logCall, traceIdOf } from './call-line.ts'
 
 const TRACE = '4bf92f3577b34da6a3ce929d0e0e4736'

@@ -8,8 +8,8 @@
  * pings and handshakes at `debug`. Both under the component `call` (`log.levels.call`).
  */
 import { randomUUID } from 'node:crypto'
-import type { Logger, LogLevel } from '../common/log.ts'
 import type { JsonRpcId } from '../protocol/jsonrpc.ts'
+import type { Logger, LogLevel } from '../telemetry/log.ts'
 
 /** version-traceid-parentid-flags, with a trace id that is not all zeros (W3C Trace Context). */
 const TRACEPARENT = /^[\da-f]{2}-([\da-f]{32})-[\da-f]{16}-[\da-f]{2}$/

@@ -5,10 +5,10 @@
  * exactly as if the client had sent it (`Dispatch`), so route, pins, policies, confirmation
  * and audit all apply, on behalf of the same caller.
  */
+
+import type { Catalog } from '../catalog/catalog.ts'
 import { BarbicanError, jsonRpcCodeOf, toBarbicanError } from '../common/errors.ts'
 import type { CodeLimits, ToolExposure } from '../config/config.ts'
-import { isPlainObject, type JsonObject } from '../protocol/jsonrpc.ts'
-import type { ErrorReply, Result } from '../protocol/model.ts'
 import {
   ADAPTED_TOOLS,
   adaptedTools,
@@ -19,13 +19,14 @@ import {
   READ_RESOURCE,
   readResourceResult,
   withExposedUris,
-} from '../relay/adapted-tools.ts'
-import type { Catalog } from '../relay/catalog.ts'
-import { codeFunctions, RUN_CODE, runCodeTool } from '../relay/code-catalog.ts'
-import type { ProgramClock } from '../relay/code-clock.ts'
-import type { HostFunction, IsolateLimits } from '../relay/code-isolate.ts'
-import { runInThread } from '../relay/code-thread.ts'
-import type { VirtualServer } from '../relay/virtual-server.ts'
+} from '../exposure/adapted-tools.ts'
+import { codeFunctions, RUN_CODE, runCodeTool } from '../exposure/code-catalog.ts'
+import type { ProgramClock } from '../exposure/code-clock.ts'
+import type { HostFunction, IsolateLimits } from '../exposure/code-isolate.ts'
+import { runInThread } from '../exposure/code-thread.ts'
+import { isPlainObject, type JsonObject } from '../protocol/jsonrpc.ts'
+import type { ErrorReply, Result } from '../protocol/model.ts'
+import type { VirtualServer } from '../virtual-servers/virtual-server.ts'
 import { complete } from './local-answers.ts'
 import type { ProgramInput } from './program-input.ts'
 

@@ -8,7 +8,7 @@ import type { JsonObject, JsonRpcId } from '../protocol/jsonrpc.ts'
 import { isPlainObject } from '../protocol/jsonrpc.ts'
 import { hasCapability } from '../protocol/methods.ts'
 import { META, type Request, type Result } from '../protocol/model.ts'
-import type { VirtualServer } from '../relay/virtual-server.ts'
+import type { VirtualServer } from '../virtual-servers/virtual-server.ts'
 
 /** Where a watched exposed URI lives upstream. */
 export interface WatchTarget {

@@ -6,15 +6,15 @@
  * per-client state they read.
  */
 
+import type { Catalog } from '../catalog/catalog.ts'
+import { decodeCursor, encodeCursor } from '../catalog/cursor.ts'
 import { BarbicanError } from '../common/errors.ts'
 import { isPlainObject, type JsonObject } from '../protocol/jsonrpc.ts'
 import { hasCapability, methodSpec } from '../protocol/methods.ts'
 import type { Result } from '../protocol/model.ts'
 import { MODERN_REVISIONS, type Revision } from '../protocol/revisions.ts'
-import type { Catalog } from '../relay/catalog.ts'
-import { decodeCursor, encodeCursor } from '../relay/cursor.ts'
-import type { SessionTask } from '../relay/route.ts'
-import type { Degraded, VirtualServer } from '../relay/virtual-server.ts'
+import type { SessionTask } from '../virtual-servers/route.ts'
+import type { Degraded, VirtualServer } from '../virtual-servers/virtual-server.ts'
 
 /** Result `_meta` key listing which upstream contributes what (capability attribution). */
 export const UPSTREAMS_META = 'dev.barbican/upstreams'
@@ -82,7 +82,7 @@ export function discoverResult(server: VirtualServer, id: Result['id'], serverIn
 /**
  * One page of the merged list `method` asks for, from `cursor`, at most `pageSize` items; when
  * the catalog left upstreams out, every page says which and why (`_meta` DEGRADED_META). Its
- * cursors are valid only for the same `view` (relay/cursor.ts).
+ * cursors are valid only for the same `view` (catalog/cursor.ts).
  */
 export function listPage(
   catalog: Catalog,

@@ -10,9 +10,9 @@
 import type { ClientRequester } from '../bridge/held-call.ts'
 import type { MrtrBridge } from '../bridge/mrtr.ts'
 import { BarbicanError } from '../common/errors.ts'
+import type { ProgramClock } from '../exposure/code-clock.ts'
 import type { JsonObject } from '../protocol/jsonrpc.ts'
 import type { ErrorReply, Result } from '../protocol/model.ts'
-import type { ProgramClock } from '../relay/code-clock.ts'
 
 export interface ProgramInput {
   /**

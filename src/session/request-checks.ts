@@ -12,8 +12,8 @@ import { isPlainObject, type JsonRpcId, type JsonRpcRequest } from '../protocol/
 import { existsIn, methodSpec } from '../protocol/methods.ts'
 import { type ErrorReply, META, type Request } from '../protocol/model.ts'
 import { eraOf, isRevision, MODERN_REVISIONS, type Revision } from '../protocol/revisions.ts'
-import type { VirtualServer } from '../relay/virtual-server.ts'
 import type { ReceiveInfo } from '../transports/transport.ts'
+import type { VirtualServer } from '../virtual-servers/virtual-server.ts'
 
 /**
  * The revision a request claims in its own `_meta` (2026-07-28 requests carry one each);

@@ -9,8 +9,8 @@ import crypto from 'node:crypto'
 import { syncBuiltinESMExports } from 'node:module'
 import { test } from 'node:test'
 import { rules, serverPlan } from '../../test/support/plans.ts'
-import { silentLogger } from '../common/log.ts'
 import { Gateway } from '../gateway/gateway.ts'
+import { silentLogger } from '../telemetry/log.ts'
 import { memoryPair } from '../transports/memory.ts'
 
 test('a session takes its id from the pool: 200 sessions, at most one CSPRNG draw', async () => {

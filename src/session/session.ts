@@ -10,11 +10,14 @@ import { withoutBarbicanMeta } from '../auth/client-meta.ts'
 import { ANONYMOUS, type Identity } from '../auth/identity.ts'
 import type { UpstreamEnvelope } from '../bridge/envelope.ts'
 import type { MrtrBridge } from '../bridge/mrtr.ts'
+import type { ProgressRouter } from '../bridge/progress.ts'
+import type { Catalog } from '../catalog/catalog.ts'
+import { withJudgedUris } from '../catalog/resource-uri.ts'
 import { BarbicanError, errorData, jsonRpcCodeOf, toBarbicanError } from '../common/errors.ts'
-import type { Logger } from '../common/log.ts'
 import { randomHex } from '../common/random-hex.ts'
-import { endSpan, replyOutcome, startClientSpan, tracingOn } from '../common/tracing.ts'
-import { DENIED, outcomeOfError, outcomeOfReply, type ServerMetrics } from '../metrics/metrics.ts'
+import { RUN_CODE } from '../exposure/code-catalog.ts'
+import type { ProgramClock } from '../exposure/code-clock.ts'
+import { searchModeListing } from '../exposure/tool-search-mode.ts'
 import { compose, deniedBy } from '../policies/chain.ts'
 import { type LivePolicies, SessionChain } from '../policies/live-policies.ts'
 import type { Call, CallPeer } from '../policies/policy.ts'
@@ -34,18 +37,20 @@ import {
   negotiateLegacy,
   type Revision,
 } from '../protocol/revisions.ts'
-import type { Catalog } from '../relay/catalog.ts'
-import { RUN_CODE } from '../relay/code-catalog.ts'
-import type { ProgramClock } from '../relay/code-clock.ts'
-import type { ProgressRouter } from '../relay/progress.ts'
-import { withJudgedUris } from '../relay/resource-uri.ts'
-import { type Route, resolveRoute, type SessionTask, stringParam } from '../relay/route.ts'
-import { searchModeListing } from '../relay/tool-search-mode.ts'
-import type { VirtualServer } from '../relay/virtual-server.ts'
+import type { Logger } from '../telemetry/log.ts'
+import { DENIED, outcomeOfError, outcomeOfReply, type ServerMetrics } from '../telemetry/metrics.ts'
+import { endSpan, replyOutcome, startClientSpan, tracingOn } from '../telemetry/tracing.ts'
 import type { ConnectionInfo } from '../transports/inbound.ts'
 import type { ReceiveInfo, Transport } from '../transports/transport.ts'
 import type { Upstream } from '../upstreams/upstream.ts'
 import type { UpstreamReply } from '../upstreams/upstream-client.ts'
+import {
+  type Route,
+  resolveRoute,
+  type SessionTask,
+  stringParam,
+} from '../virtual-servers/route.ts'
+import type { VirtualServer } from '../virtual-servers/virtual-server.ts'
 import { logCall, requestFields, traceIdOf } from './call-line.ts'
 import { ClientNotifications } from './client-notifications.ts'
 import { ClientRequests, clientRequestRefusal } from './client-requests.ts'
@@ -110,7 +115,7 @@ export { UPSTREAMS_META } from './local-answers.ts'
 /**
  * One client connection and what was negotiated on it. The session owns the per-client state
  * (revision, capabilities, log level, requests in flight, tasks, subscriptions, listen streams)
- * and delegates each protocol concern to its module: request-checks.ts, relay/route.ts,
+ * and delegates each protocol concern to its module: request-checks.ts, virtual-servers/route.ts,
  * session/unicast.ts, session/forward.ts, session/listen-streams.ts, session/request-logs.ts,
  * session/local-answers.ts, client-notifications.ts and client-requests.ts.
  */

@@ -6,9 +6,8 @@
  * (quarantined tools are never in the catalogue; `authorize` and `cedar` narrow it).
  */
 
-import type { Request, Result } from '../protocol/model.ts'
-import type { Catalog } from '../relay/catalog.ts'
-import { toolIndexFor } from '../relay/tool-search.ts'
+import type { Catalog } from '../catalog/catalog.ts'
+import { toolIndexFor } from '../exposure/tool-search.ts'
 import {
   directCallParams,
   metaToolOf,
@@ -16,8 +15,9 @@ import {
   type SearchArguments,
   searchArguments,
   searchResult,
-} from '../relay/tool-search-mode.ts'
-import type { VirtualServer } from '../relay/virtual-server.ts'
+} from '../exposure/tool-search-mode.ts'
+import type { Request, Result } from '../protocol/model.ts'
+import type { VirtualServer } from '../virtual-servers/virtual-server.ts'
 import { complete } from './local-answers.ts'
 
 /** What a search-mode `tools/call` is: a search, or the direct call `call_tool` stands for. */

@@ -15,8 +15,8 @@ import {
   type UnicastMethod,
 } from '../protocol/methods.ts'
 import type { ErrorReply, Request, Result } from '../protocol/model.ts'
-import type { SessionTask } from '../relay/route.ts'
 import type { Upstream } from '../upstreams/upstream.ts'
+import type { SessionTask } from '../virtual-servers/route.ts'
 import type { WatchTarget } from './listen-streams.ts'
 
 /** What relaying needs from the session: its forwarding and its per-client bookkeeping. */

@@ -10,8 +10,8 @@ import {
 import { event, json, scriptedServer, sse } from '../../test/fixtures/upstream-http-server.ts'
 import { startWsEcho } from '../../test/fixtures/upstream-ws-echo.ts'
 import { BarbicanError } from '../common/errors.ts'
-import { silentLogger } from '../common/log.ts'
 import { DEFAULT_JSON_LIMITS } from '../protocol/json-limits.ts'
+import { silentLogger } from '../telemetry/log.ts'
 import {
   AutoHttpTransport,
   createOutboundTransport,

@@ -6,10 +6,10 @@
  */
 import type { Dispatcher } from 'undici'
 import { BarbicanError } from '../common/errors.ts'
-import type { Logger } from '../common/log.ts'
 import type { JsonLimits } from '../protocol/json-limits.ts'
 import { isRequest, type JsonRpcMessage } from '../protocol/jsonrpc.ts'
 import type { Revision } from '../protocol/revisions.ts'
+import type { Logger } from '../telemetry/log.ts'
 import { HttpOutboundTransport, type HttpSendOptions } from './http-outbound.ts'
 import { failureResponse, networkError } from './http-outbound-support.ts'
 import { SseOutboundTransport } from './sse-outbound.ts'

@@ -12,8 +12,8 @@ import type { AddressInfo, Socket } from 'node:net'
 import type { Duplex } from 'node:stream'
 import type { InboundAuthenticator } from '../auth/authenticator.ts'
 import { requestIdentity, setRequestIdentity } from '../auth/request-identity.ts'
-import { jsonLogger, type Logger } from '../common/log.ts'
 import { eraOf, isRevision } from '../protocol/revisions.ts'
+import { jsonLogger, type Logger } from '../telemetry/log.ts'
 import { checkRequestHeaders, corsHeaders, type GuardRefusal } from './http-guard.ts'
 import {
   DEFAULT_HTTP_INBOUND_OPTIONS,

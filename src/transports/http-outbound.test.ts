@@ -9,9 +9,9 @@ import {
   sse,
 } from '../../test/fixtures/upstream-http-server.ts'
 import { hasCode } from '../../test/support/errors.ts'
-import { silentLogger } from '../common/log.ts'
 import { DEFAULT_JSON_LIMITS, type JsonLimits } from '../protocol/json-limits.ts'
 import type { JsonRpcErrorResponse } from '../protocol/jsonrpc.ts'
+import { silentLogger } from '../telemetry/log.ts'
 import { type HttpOutboundOptions, HttpOutboundTransport } from './http-outbound.ts'
 
 function connect(server: ScriptedServer, extra: Partial<HttpOutboundOptions> = {}) {

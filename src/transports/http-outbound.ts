@@ -12,7 +12,6 @@
 import type { Dispatcher } from 'undici'
 import { BarbicanError, upstreamClosed } from '../common/errors.ts'
 import { undici } from '../common/lazy-deps.ts'
-import type { Logger } from '../common/log.ts'
 import type { JsonLimits } from '../protocol/json-limits.ts'
 import {
   isRequest,
@@ -22,6 +21,7 @@ import {
   serialize,
 } from '../protocol/jsonrpc.ts'
 import type { Revision } from '../protocol/revisions.ts'
+import type { Logger } from '../telemetry/log.ts'
 import {
   DeadlineSweep,
   Exchange,

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict'
 import { createServer } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { describe, test } from 'node:test'
-import { silentLogger } from '../common/log.ts'
+import { silentLogger } from '../telemetry/log.ts'
 import { admitHttpSession, SessionLimits } from './session-limits.ts'
 
 interface Fake {

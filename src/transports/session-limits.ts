@@ -10,7 +10,7 @@
  */
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import { identityKey, requestIdentity } from '../auth/request-identity.ts'
-import type { Logger } from '../common/log.ts'
+import type { Logger } from '../telemetry/log.ts'
 import { sendRpcError } from './http-io.ts'
 
 /** The two bounds, from `limits.maxSessions` and `limits.maxSessionsPerIdentity`. */

@@ -7,7 +7,6 @@
 import { randomBytes } from 'node:crypto'
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import { requestIdentity } from '../auth/request-identity.ts'
-import type { Logger } from '../common/log.ts'
 import type { JsonLimits } from '../protocol/json-limits.ts'
 import {
   isRequest,
@@ -17,6 +16,7 @@ import {
   serialize,
 } from '../protocol/jsonrpc.ts'
 import { type Revision, TRAITS } from '../protocol/revisions.ts'
+import type { Logger } from '../telemetry/log.ts'
 import {
   accepts,
   headerRecord,

@@ -3,8 +3,8 @@ import { describe, test } from 'node:test'
 import { driveEverything, Inbox, startEverything } from '../../test/fixtures/upstream-helpers.ts'
 import { event, scriptedServer, sse } from '../../test/fixtures/upstream-http-server.ts'
 import { hasCode } from '../../test/support/errors.ts'
-import { silentLogger } from '../common/log.ts'
 import { DEFAULT_JSON_LIMITS } from '../protocol/json-limits.ts'
+import { silentLogger } from '../telemetry/log.ts'
 import { SseOutboundTransport } from './sse-outbound.ts'
 
 function connect(url: string, connectTimeoutMs?: number) {

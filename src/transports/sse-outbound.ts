@@ -7,9 +7,9 @@
 import type { Dispatcher } from 'undici'
 import { BarbicanError, upstreamClosed } from '../common/errors.ts'
 import { undici } from '../common/lazy-deps.ts'
-import type { Logger } from '../common/log.ts'
 import type { JsonLimits } from '../protocol/json-limits.ts'
 import { isRequest, type JsonRpcMessage, serialize } from '../protocol/jsonrpc.ts'
+import type { Logger } from '../telemetry/log.ts'
 import type { HttpSendOptions } from './http-outbound.ts'
 import { DeadlineSweep, Exchange } from './http-outbound-exchange.ts'
 import {

@@ -9,7 +9,7 @@
  * events, keeps a bounded replay buffer, and lets a client resume with `Last-Event-ID`.
  */
 import type { OutgoingHttpHeaders, ServerResponse } from 'node:http'
-import type { Logger } from '../common/log.ts'
+import type { Logger } from '../telemetry/log.ts'
 
 export interface SseConnectionOptions {
   /** Bytes that may wait for a slow reader before it is disconnected. */

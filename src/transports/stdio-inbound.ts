@@ -5,7 +5,6 @@
  * skipped up to its newline without being buffered; stdin EOF closes the transport.
  */
 import type { Readable, Writable } from 'node:stream'
-import { type Logger, silentLogger } from '../common/log.ts'
 import { DEFAULT_JSON_LIMITS, type JsonLimits } from '../protocol/json-limits.ts'
 import {
   errorResponse,
@@ -15,6 +14,7 @@ import {
   serialize,
 } from '../protocol/jsonrpc.ts'
 import { type Revision, TRAITS } from '../protocol/revisions.ts'
+import { type Logger, silentLogger } from '../telemetry/log.ts'
 import { decodeUtf8 } from './http-io.ts'
 import type { InboundHandler } from './inbound.ts'
 import type { ReceiveInfo, SendOptions, Transport } from './transport.ts'

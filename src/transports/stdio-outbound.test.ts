@@ -11,10 +11,10 @@ import {
   processGone,
 } from '../../test/fixtures/upstream-helpers.ts'
 import { hasCode } from '../../test/support/errors.ts'
-import { silentLogger } from '../common/log.ts'
 import { DEFAULT_JSON_LIMITS, type JsonLimits } from '../protocol/json-limits.ts'
+import { isPassedThrough } from '../sandbox/pass-through-env.ts'
+import { silentLogger } from '../telemetry/log.ts'
 import { LostReplyFault } from './outbound-payload.ts'
-import { isPassedThrough } from './pass-through-env.ts'
 import { type StdioOutboundOptions, StdioOutboundTransport } from './stdio-outbound.ts'
 
 const LINE_SERVER = fixture('upstream-line-server.ts')

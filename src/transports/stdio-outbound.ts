@@ -15,21 +15,12 @@ import { constants, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { Duplex } from 'node:stream'
 import { BarbicanError, upstreamClosed } from '../common/errors.ts'
-import type { Logger } from '../common/log.ts'
-import { type EgressProxy, startEgressProxy } from '../net/egress-proxy.ts'
 import type { JsonLimits } from '../protocol/json-limits.ts'
 import { type JsonRpcMessage, serialize } from '../protocol/jsonrpc.ts'
 import { ResponseIdScanner } from '../protocol/response-id.ts'
-import { exitReport, StderrTail, spawnFailure } from './exit-report.ts'
-import { LineSplitter, type OverflowSink } from './line-splitter.ts'
-import {
-  decodePayload,
-  lostReplyFault,
-  oversizeReason,
-  preview,
-  protocolFault,
-} from './outbound-payload.ts'
-import { childEnvironment } from './pass-through-env.ts'
+import { type EgressProxy, startEgressProxy } from '../sandbox/egress-proxy.ts'
+import { exitReport, StderrTail, spawnFailure } from '../sandbox/exit-report.ts'
+import { childEnvironment } from '../sandbox/pass-through-env.ts'
 import {
   confinedLaunch,
   type Launch,
@@ -40,7 +31,16 @@ import {
   type SandboxSpec,
   sandboxFacility,
   wantsEgress,
-} from './sandbox.ts'
+} from '../sandbox/sandbox.ts'
+import type { Logger } from '../telemetry/log.ts'
+import { LineSplitter, type OverflowSink } from './line-splitter.ts'
+import {
+  decodePayload,
+  lostReplyFault,
+  oversizeReason,
+  preview,
+  protocolFault,
+} from './outbound-payload.ts'
 import type { ReceiveInfo, SendOptions, Transport } from './transport.ts'
 
 /** What the config says about one stdio upstream. */
@@ -50,7 +50,7 @@ export interface StdioSpec {
   /** The child's environment, besides the pass-through variables (`pass-through-env.ts`). */
   readonly env?: Readonly<Record<string, string>> | undefined
   readonly cwd?: string | undefined
-  /** The confinement to run it in (src/transports/sandbox.ts); 'none' or absent: unconfined. */
+  /** The confinement to run it in (src/sandbox/sandbox.ts); 'none' or absent: unconfined. */
   readonly sandbox?: SandboxSpec | 'none' | undefined
 }
 

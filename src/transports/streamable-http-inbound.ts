@@ -9,10 +9,10 @@
 import { randomBytes } from 'node:crypto'
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import { requestIdentity } from '../auth/request-identity.ts'
-import type { Logger } from '../common/log.ts'
 import type { JsonLimits } from '../protocol/json-limits.ts'
 import { isRequest, parsePayload, serialize } from '../protocol/jsonrpc.ts'
 import { eraOf, isRevision } from '../protocol/revisions.ts'
+import type { Logger } from '../telemetry/log.ts'
 import {
   accepts,
   headerRecord,

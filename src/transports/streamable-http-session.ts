@@ -10,7 +10,6 @@
  */
 import type { ServerResponse } from 'node:http'
 import type { Identity } from '../auth/identity.ts'
-import type { Logger } from '../common/log.ts'
 import {
   errorResponse,
   INTERNAL_ERROR,
@@ -24,6 +23,7 @@ import {
   serialize,
 } from '../protocol/jsonrpc.ts'
 import { type Revision, TRAITS } from '../protocol/revisions.ts'
+import type { Logger } from '../telemetry/log.ts'
 import { sendEmpty, sendJson, sendJsonText } from './http-io.ts'
 import {
   ReplayableStream,

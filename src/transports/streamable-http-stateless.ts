@@ -9,7 +9,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import { requestIdentity } from '../auth/request-identity.ts'
 import { jsonRpcCodeOf } from '../common/errors.ts'
-import type { Logger } from '../common/log.ts'
 import { HEADER_MISMATCH } from '../protocol/error-codes.ts'
 import {
   errorResponse,
@@ -24,6 +23,7 @@ import {
   METHOD_NOT_FOUND,
   serialize,
 } from '../protocol/jsonrpc.ts'
+import type { Logger } from '../telemetry/log.ts'
 import { headerRecord, sendEmpty, sendJson, sendRpcError, singleHeader } from './http-io.ts'
 import type { ConnectionInfo, InboundHandler } from './inbound.ts'
 import { formatEvent, SseConnection, type SseConnectionOptions } from './sse-writer.ts'

@@ -7,8 +7,8 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, describe, test } from 'node:test'
 import { fileURLToPath } from 'node:url'
-import { silentLogger } from '../common/log.ts'
 import type { JsonRpcMessage } from '../protocol/jsonrpc.ts'
+import { silentLogger } from '../telemetry/log.ts'
 import { checkMemory, type WasmOutboundOptions, WasmOutboundTransport } from './wasm-outbound.ts'
 
 const root = fileURLToPath(new URL('../../', import.meta.url))

@@ -14,10 +14,10 @@
 import { createHash } from 'node:crypto'
 import { readFile } from 'node:fs/promises'
 import { BarbicanError, errorData, jsonRpcCodeOf, upstreamClosed } from '../common/errors.ts'
-import type { Logger } from '../common/log.ts'
 import { createGuardedFetch, type GuardedFetch } from '../net/guarded-fetch.ts'
 import type { JsonRpcId, JsonRpcMessage } from '../protocol/jsonrpc.ts'
 import { LATEST_LEGACY_REVISION, LEGACY_REVISIONS } from '../protocol/revisions.ts'
+import type { Logger } from '../telemetry/log.ts'
 import type { Transport } from './transport.ts'
 
 /** 64 KiB, the size of one Wasm memory page. */

@@ -12,7 +12,6 @@ import type { AuthResult } from '../auth/authenticator.ts'
 import type { Identity } from '../auth/identity.ts'
 import { requestIdentity } from '../auth/request-identity.ts'
 import { ws } from '../common/lazy-deps.ts'
-import type { Logger } from '../common/log.ts'
 import type { JsonLimits } from '../protocol/json-limits.ts'
 import {
   errorResponse,
@@ -28,6 +27,7 @@ import {
   serialize,
 } from '../protocol/jsonrpc.ts'
 import { eraOf, isRevision, type Revision, TRAITS } from '../protocol/revisions.ts'
+import type { Logger } from '../telemetry/log.ts'
 import { decodeUtf8, headerRecord } from './http-io.ts'
 import type { InboundHandler } from './inbound.ts'
 import type { SessionDirectory } from './session-directory.ts'

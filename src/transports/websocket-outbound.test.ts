@@ -4,8 +4,8 @@ import { Inbox } from '../../test/fixtures/upstream-helpers.ts'
 import { startWsEcho } from '../../test/fixtures/upstream-ws-echo.ts'
 import { hasCode } from '../../test/support/errors.ts'
 import { BarbicanError } from '../common/errors.ts'
-import { silentLogger } from '../common/log.ts'
 import { DEFAULT_JSON_LIMITS } from '../protocol/json-limits.ts'
+import { silentLogger } from '../telemetry/log.ts'
 import { WebSocketOutboundTransport } from './websocket-outbound.ts'
 
 function connect(url: string, maxMessageBytes = DEFAULT_JSON_LIMITS.maxMessageBytes) {

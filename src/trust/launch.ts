@@ -5,6 +5,7 @@
  * `barbican.lock` before anything runs.
  */
 import { basename } from 'node:path'
+import { splitNpmSpec } from '../sandbox/npm-install.ts'
 import {
   bunRun,
   denoRun,
@@ -13,6 +14,8 @@ import {
   nodeRun,
   pythonRun,
 } from './inline-code.ts'
+
+export { splitNpmSpec }
 
 /** One package a runner installs, and where the command line names it. */
 export interface PackageRef {
@@ -274,13 +277,6 @@ function uvxLaunch(args: readonly string[]): Launch | undefined {
 function splitInline(arg: string): [string, string | undefined] {
   const eq = arg.indexOf('=')
   return eq < 0 ? [arg, undefined] : [arg.slice(0, eq), arg.slice(eq + 1)]
-}
-
-/** `@scope/name@1.2.3` → name and version (`latest` and ranges stay as written). */
-export function splitNpmSpec(spec: string): { name: string; version: string | undefined } {
-  const at = spec.indexOf('@', spec.startsWith('@') ? 1 : 0)
-  if (at < 0) return { name: spec, version: undefined }
-  return { name: spec.slice(0, at), version: spec.slice(at + 1) || undefined }
 }
 
 /** `name==1.2`, `name@1.2`, `name[extra]>=1` → name and the version part as written. */

@@ -31,7 +31,7 @@ export interface LockEntry {
   readonly with?: readonly LockEntry[]
   /**
    * Written by hand: lets Barbican run the package's install scripts when it installs a
-   * confined npx package (src/trust/npm-install.ts). Default: scripts never run.
+   * confined npx package (src/sandbox/npm-install.ts). Default: scripts never run.
    */
   readonly allowScripts?: boolean
 }
@@ -209,4 +209,9 @@ function safeList(dir: string): string[] {
   } catch {
     return []
   }
+}
+
+/** Whether `barbican.lock` lets this upstream's package run its install scripts. */
+export function scriptsAllowed(lock: Lockfile | undefined, upstream: string): boolean {
+  return lock?.upstreams[upstream]?.allowScripts === true
 }

@@ -3,7 +3,7 @@
  * merged lists and their exposed names are kept aside, so a call names the change instead of
  * failing as unknown; quarantined resource templates leave the lists before the merge.
  */
-import type { Catalog, Target, UpstreamLists } from '../relay/catalog.ts'
+import type { Catalog, Target, UpstreamLists } from '../catalog/catalog.ts'
 import { itemKey } from './surface.ts'
 import type { Quarantine, TrustVerdict } from './trust-guard.ts'
 

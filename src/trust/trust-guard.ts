@@ -5,8 +5,8 @@
  * are recorded as pending changes with their findings, for `barbican pins`.
  */
 import type { AuditSink } from '../audit/audit-log.ts'
-import type { Logger } from '../common/log.ts'
 import type { PendingChange, PinAction, PinnedItem, PinStore } from '../store/store.ts'
+import type { Logger } from '../telemetry/log.ts'
 import { canonicalHash } from './canonical.ts'
 import { type CommandHint, plainHint } from './command-hint.ts'
 import { diffDefinitions, type FieldChange, summarizeChanges } from './diff.ts'

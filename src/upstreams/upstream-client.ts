@@ -8,7 +8,6 @@
  */
 
 import { BarbicanError, upstreamClosed } from '../common/errors.ts'
-import type { Logger } from '../common/log.ts'
 import type { Codec } from '../protocol/codec.ts'
 import { codecFor } from '../protocol/codecs.ts'
 import {
@@ -21,6 +20,7 @@ import {
 } from '../protocol/jsonrpc.ts'
 import type { ErrorReply, Result } from '../protocol/model.ts'
 import type { Revision } from '../protocol/revisions.ts'
+import type { Logger } from '../telemetry/log.ts'
 import { LostReplyFault } from '../transports/outbound-payload.ts'
 import type { ReceiveInfo, SendOptions, Transport } from '../transports/transport.ts'
 

@@ -12,9 +12,9 @@ import {
 } from '../bridge/envelope.ts'
 import { type EraVerdict, probeEra } from '../bridge/probe.ts'
 import { BarbicanError, type ErrorCode } from '../common/errors.ts'
-import type { Logger } from '../common/log.ts'
 import { isPlainObject, type JsonObject } from '../protocol/jsonrpc.ts'
 import { isRevision, LATEST_LEGACY_REVISION, type Revision } from '../protocol/revisions.ts'
+import type { Logger } from '../telemetry/log.ts'
 import type { RequestOptions, UpstreamClient } from './upstream-client.ts'
 
 /** What an upstream advertised about itself, whichever era it speaks. */

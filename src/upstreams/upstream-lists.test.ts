@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import { BarbicanError } from '../common/errors.ts'
-import { silentLogger } from '../common/log.ts'
 import type { JsonObject } from '../protocol/jsonrpc.ts'
+import { silentLogger } from '../telemetry/log.ts'
 import type { UpstreamReply } from './upstream-client.ts'
 import { fetchAllPages, type ListSource } from './upstream-lists.ts'
 

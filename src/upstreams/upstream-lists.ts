@@ -5,8 +5,8 @@
  */
 import { xMcpHeaderProblem } from '../bridge/envelope.ts'
 import { BarbicanError } from '../common/errors.ts'
-import type { Logger } from '../common/log.ts'
 import { isPlainObject, type JsonObject } from '../protocol/jsonrpc.ts'
+import type { Logger } from '../telemetry/log.ts'
 import type { UpstreamReply } from './upstream-client.ts'
 
 /** The lists an upstream offers, by their key in the list result. */

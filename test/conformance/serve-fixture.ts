@@ -5,8 +5,8 @@
  */
 import { fileURLToPath } from 'node:url'
 import { type RunningServer, startServer } from '../../src/cli/serve.ts'
-import { silentLogger } from '../../src/common/log.ts'
 import { parseConfigText } from '../../src/config/load.ts'
+import { silentLogger } from '../../src/telemetry/log.ts'
 
 const fixture = fileURLToPath(new URL('../fixtures/bridge-upstream.ts', import.meta.url))
 

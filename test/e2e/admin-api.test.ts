@@ -7,8 +7,8 @@ import assert from 'node:assert/strict'
 import { after, before, describe, test } from 'node:test'
 import { generateApiKey } from '../../src/auth/api-keys.ts'
 import { type RunningServer, startServer } from '../../src/cli/serve.ts'
-import { silentLogger } from '../../src/common/log.ts'
 import { normalizeConfig } from '../../src/config/normalize.ts'
+import { silentLogger } from '../../src/telemetry/log.ts'
 
 describe('the admin API with inbound auth', () => {
   let server: RunningServer

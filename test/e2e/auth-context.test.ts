@@ -12,8 +12,8 @@ import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/
 import { createRemoteJWKSet, jwtVerify } from 'jose'
 import { generateApiKey } from '../../src/auth/api-keys.ts'
 import { type RunningServer, startServer } from '../../src/cli/serve.ts'
-import { silentLogger } from '../../src/common/log.ts'
 import { parseConfigText } from '../../src/config/load.ts'
+import { silentLogger } from '../../src/telemetry/log.ts'
 import { startIssuer, type TestIssuer } from '../fixtures/auth-issuer.ts'
 import { type RecordingUpstream, startRecordingUpstream } from '../fixtures/auth-upstream.ts'
 

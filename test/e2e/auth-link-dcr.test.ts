@@ -14,9 +14,9 @@ import { join } from 'node:path'
 import { after, before, describe, test } from 'node:test'
 import { generateApiKey } from '../../src/auth/api-keys.ts'
 import { type RunningServer, startServer } from '../../src/cli/serve.ts'
-import { silentLogger } from '../../src/common/log.ts'
 import { parseConfigText } from '../../src/config/load.ts'
 import { generateSecretKey } from '../../src/credentials/secret-box.ts'
+import { silentLogger } from '../../src/telemetry/log.ts'
 import { startIssuer, type TestIssuer } from '../fixtures/auth-issuer.ts'
 import {
   type RecordingUpstream,

@@ -13,8 +13,8 @@ import { SSEClientTransport } from '@modelcontextprotocol/sdk/client/sse.js'
 import WebSocket from 'ws'
 import { generateApiKey } from '../../src/auth/api-keys.ts'
 import { type RunningServer, startServer } from '../../src/cli/serve.ts'
-import { silentLogger } from '../../src/common/log.ts'
 import { parseConfigText } from '../../src/config/load.ts'
+import { silentLogger } from '../../src/telemetry/log.ts'
 import { type RecordingUpstream, startRecordingUpstream } from '../fixtures/auth-upstream.ts'
 
 type Context = { user: string; tenant?: string }

@@ -19,9 +19,9 @@ import {
   ListToolsRequestSchema,
 } from '@modelcontextprotocol/sdk/types.js'
 import type { Identity } from '../../src/auth/identity.ts'
-import { silentLogger } from '../../src/common/log.ts'
 import { Gateway } from '../../src/gateway/gateway.ts'
 import { authorize } from '../../src/policies/authorize.ts'
+import { silentLogger } from '../../src/telemetry/log.ts'
 import { memoryPair } from '../../src/transports/memory.ts'
 import { inProcessUpstream, rules, serverPlan } from '../support/plans.ts'
 

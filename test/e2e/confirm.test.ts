@@ -15,8 +15,8 @@ import { ephemeralAuditKey } from '../../src/audit/audit-key.ts'
 import { AuditLog } from '../../src/audit/audit-log.ts'
 import { memoryAuditStore } from '../../src/audit/memory.ts'
 import { type RunningServer, startServer } from '../../src/cli/serve.ts'
-import { silentLogger } from '../../src/common/log.ts'
 import { parseConfigText } from '../../src/config/load.ts'
+import { silentLogger } from '../../src/telemetry/log.ts'
 import { postStatelessToolCall } from '../support/stateless.ts'
 
 type Json = Record<string, unknown>

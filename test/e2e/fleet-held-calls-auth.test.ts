@@ -14,9 +14,9 @@ import { fileURLToPath } from 'node:url'
 import { generateApiKey } from '../../src/auth/api-keys.ts'
 import { joinFleet, serveInFleet } from '../../src/cli/fleet.ts'
 import { type RunningServer, startServer } from '../../src/cli/serve.ts'
-import { silentLogger } from '../../src/common/log.ts'
 import { normalizeConfig } from '../../src/config/normalize.ts'
 import { openPostgresPool } from '../../src/store/postgres.ts'
+import { silentLogger } from '../../src/telemetry/log.ts'
 import {
   dropPostgresSchemas,
   freshPostgresUrl,

@@ -12,8 +12,8 @@ import { generateApiKey } from '../../src/auth/api-keys.ts'
 import { joinFleet, serveInFleet } from '../../src/cli/fleet.ts'
 import { type RunningServer, startServer } from '../../src/cli/serve.ts'
 import type { Cluster } from '../../src/cluster/cluster.ts'
-import { silentLogger } from '../../src/common/log.ts'
 import { normalizeConfig } from '../../src/config/normalize.ts'
+import { silentLogger } from '../../src/telemetry/log.ts'
 import { freshRedisPrefix, REDIS_URL } from '../support/backends.ts'
 
 const alice = generateApiKey()

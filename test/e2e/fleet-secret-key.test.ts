@@ -6,8 +6,8 @@
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import { startServer } from '../../src/cli/serve.ts'
-import { silentLogger } from '../../src/common/log.ts'
 import { parseConfigText } from '../../src/config/load.ts'
+import { silentLogger } from '../../src/telemetry/log.ts'
 
 test('a replica with linked tokens in PostgreSQL and no BARBICAN_SECRET_KEY refuses to start', async () => {
   delete process.env.BARBICAN_SECRET_KEY

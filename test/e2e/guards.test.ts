@@ -10,8 +10,8 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
 import { McpError } from '@modelcontextprotocol/sdk/types.js'
 import { type RunningServer, startServer } from '../../src/cli/serve.ts'
-import { type Logger, silentLogger } from '../../src/common/log.ts'
 import { parseConfigText } from '../../src/config/load.ts'
+import { type Logger, silentLogger } from '../../src/telemetry/log.ts'
 import { postStatelessToolCall } from '../support/stateless.ts'
 
 const fixture = fileURLToPath(new URL('../fixtures/guards-upstream.ts', import.meta.url))

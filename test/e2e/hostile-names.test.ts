@@ -15,8 +15,8 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
 import { main } from '../../src/cli/main.ts'
 import { type RunningServer, startServer } from '../../src/cli/serve.ts'
-import { jsonLogger } from '../../src/common/log.ts'
 import { parseConfigText } from '../../src/config/load.ts'
+import { jsonLogger } from '../../src/telemetry/log.ts'
 
 const root = fileURLToPath(new URL('../../', import.meta.url))
 const fixture = join(root, 'test/fixtures/trust-hostile-names-server.ts')

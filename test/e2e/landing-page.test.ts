@@ -7,9 +7,9 @@ import assert from 'node:assert/strict'
 import { request } from 'node:http'
 import { after, before, describe, test } from 'node:test'
 import { type RunningServer, startServer } from '../../src/cli/serve.ts'
-import { silentLogger } from '../../src/common/log.ts'
 import { VERSION } from '../../src/common/version.ts'
 import { normalizeConfig } from '../../src/config/normalize.ts'
+import { silentLogger } from '../../src/telemetry/log.ts'
 
 /** An upstream that cannot start, with markup and a bidi override in what its error repeats. */
 const HOSTILE = '/nonexistent/<script>alert(1)</script>\u202eevil'

@@ -11,9 +11,9 @@ import { join } from 'node:path'
 import { after, before, describe, test } from 'node:test'
 import type { Identity } from '../../src/auth/identity.ts'
 import { type RunningServer, startServer } from '../../src/cli/serve.ts'
-import { silentLogger } from '../../src/common/log.ts'
 import { normalizeConfig } from '../../src/config/normalize.ts'
 import type { Call, Reply } from '../../src/policies/policy.ts'
+import { silentLogger } from '../../src/telemetry/log.ts'
 import { callOf, countingRelay } from '../support/calls.ts'
 
 const dir = mkdtempSync(join(tmpdir(), 'barbican-reload-tenants-'))

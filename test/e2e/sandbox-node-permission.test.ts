@@ -14,7 +14,6 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
 import { type RunningServer, startServer } from '../../src/cli/serve.ts'
 import { BarbicanError } from '../../src/common/errors.ts'
-import { jsonLogger, silentLogger } from '../../src/common/log.ts'
 import { demoConfig } from '../../src/config/demo.ts'
 import { parseConfigText } from '../../src/config/load.ts'
 import { DEFAULT_JSON_LIMITS } from '../../src/protocol/json-limits.ts'
@@ -22,7 +21,8 @@ import {
   DEFAULT_SANDBOX_LIMITS,
   describeConfinement,
   MECHANISM_ENV,
-} from '../../src/transports/sandbox.ts'
+} from '../../src/sandbox/sandbox.ts'
+import { jsonLogger, silentLogger } from '../../src/telemetry/log.ts'
 import { StdioOutboundTransport } from '../../src/transports/stdio-outbound.ts'
 import { textOf } from '../support/content.ts'
 

@@ -9,8 +9,8 @@ import { after, before, describe, test } from 'node:test'
 import WebSocket from 'ws'
 import { generateApiKey } from '../../src/auth/api-keys.ts'
 import { type RunningServer, startServer } from '../../src/cli/serve.ts'
-import { silentLogger } from '../../src/common/log.ts'
 import { parseConfigText } from '../../src/config/load.ts'
+import { silentLogger } from '../../src/telemetry/log.ts'
 import { type RecordingUpstream, startRecordingUpstream } from '../fixtures/auth-upstream.ts'
 
 const INIT = {

@@ -18,10 +18,10 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
 import { ToolListChangedNotificationSchema } from '@modelcontextprotocol/sdk/types.js'
 import { type RunningServer, startServer } from '../../src/cli/serve.ts'
-import { silentLogger } from '../../src/common/log.ts'
 import { DEFAULT_LIMITS } from '../../src/config/defaults.ts'
 import { parseConfigText } from '../../src/config/load.ts'
 import { DEGRADED_META } from '../../src/session/local-answers.ts'
+import { silentLogger } from '../../src/telemetry/log.ts'
 
 const root = fileURLToPath(new URL('../../', import.meta.url))
 const hostile = join(root, 'test/fixtures/upstream-hostile-server.ts')

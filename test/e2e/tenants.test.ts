@@ -15,11 +15,11 @@ import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/
 import type { AuditLog } from '../../src/audit/audit-log.ts'
 import { generateApiKey } from '../../src/auth/api-keys.ts'
 import { type RunningServer, startServer } from '../../src/cli/serve.ts'
-import { silentLogger } from '../../src/common/log.ts'
 import { parseConfigText } from '../../src/config/load.ts'
 import { normalizeConfig } from '../../src/config/normalize.ts'
 import { openAuditLog } from '../../src/gateway/audit-setup.ts'
 import { memoryStore } from '../../src/store/memory.ts'
+import { silentLogger } from '../../src/telemetry/log.ts'
 import { startIssuer, type TestIssuer } from '../fixtures/auth-issuer.ts'
 import { finalReply, postStatelessToolCall } from '../support/stateless.ts'
 

@@ -14,8 +14,8 @@ import { AuditLog } from '../../src/audit/audit-log.ts'
 import { memoryAuditStore } from '../../src/audit/memory.ts'
 import { generateApiKey } from '../../src/auth/api-keys.ts'
 import { type RunningServer, startServer } from '../../src/cli/serve.ts'
-import { silentLogger } from '../../src/common/log.ts'
 import { parseConfigText } from '../../src/config/load.ts'
+import { silentLogger } from '../../src/telemetry/log.ts'
 import { LEGACY_ERA, type ToolClient, toolClientsByEra } from '../support/era-clients.ts'
 
 type Json = Record<string, unknown>

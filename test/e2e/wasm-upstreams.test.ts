@@ -24,9 +24,9 @@ import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/
 import { WebSocketClientTransport } from '@modelcontextprotocol/sdk/client/websocket.js'
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js'
 import { type RunningServer, startServer } from '../../src/cli/serve.ts'
-import { silentLogger } from '../../src/common/log.ts'
 import { parseConfigText } from '../../src/config/load.ts'
 import { memoryStore } from '../../src/store/memory.ts'
+import { silentLogger } from '../../src/telemetry/log.ts'
 import { runCli } from '../support/cli.ts'
 import { textOf } from '../support/content.ts'
 

@@ -3,9 +3,9 @@
  * and any of them overridden.
  */
 import { ANONYMOUS } from '../../src/auth/identity.ts'
-import { silentLogger } from '../../src/common/log.ts'
 import type { Call, Reply } from '../../src/policies/policy.ts'
 import type { Request } from '../../src/protocol/model.ts'
+import { silentLogger } from '../../src/telemetry/log.ts'
 
 export function callOf(
   method: string,

@@ -2,9 +2,10 @@
  * Builders for gateway plans in tests: in-process upstreams made with the official SDK's server
  * on a memory transport pair, and default catalog rules.
  */
+
+import type { CatalogRules, ItemRules } from '../../src/catalog/catalog.ts'
+import type { NamespaceMode } from '../../src/catalog/names.ts'
 import type { ServerPlan, UpstreamPlan } from '../../src/gateway/gateway.ts'
-import type { CatalogRules, ItemRules } from '../../src/relay/catalog.ts'
-import type { NamespaceMode } from '../../src/relay/names.ts'
 import { memoryPair } from '../../src/transports/memory.ts'
 
 export const allowAll: ItemRules = {

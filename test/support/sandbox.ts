@@ -4,7 +4,7 @@
  * so a folder it must write is handed to that uid.
  */
 import { chownSync } from 'node:fs'
-import { runsAsRoot, sandboxUid } from '../../src/transports/sandbox.ts'
+import { runsAsRoot, sandboxUid } from '../../src/sandbox/sandbox.ts'
 
 /** Gives `paths` to the uid upstream `name` runs as (nothing to do without root). */
 export function grantTo(name: string, ...paths: string[]): void {

@@ -8,10 +8,10 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { type RunningServer, startServer } from '../../src/cli/serve.ts'
-import { silentLogger } from '../../src/common/log.ts'
 import { parseConfigText } from '../../src/config/load.ts'
 import { isPlainObject } from '../../src/protocol/jsonrpc.ts'
 import { methodSpec } from '../../src/protocol/methods.ts'
+import { silentLogger } from '../../src/telemetry/log.ts'
 import { grantTo } from './sandbox.ts'
 
 /** Every recorded message, parsed; a line that is not JSON is kept as its text. */

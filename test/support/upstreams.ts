@@ -2,7 +2,7 @@
  * An Upstream for unit tests: silent, a 5 s timeout, and upstream → client requests refused
  * with method-not-found (no client stands behind it).
  */
-import { silentLogger } from '../../src/common/log.ts'
+import { silentLogger } from '../../src/telemetry/log.ts'
 import type { Transport } from '../../src/transports/transport.ts'
 import { Upstream } from '../../src/upstreams/upstream.ts'
 

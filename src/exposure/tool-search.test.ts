@@ -1,0 +1,230 @@
+import assert from 'node:assert/strict'
+import { describe, test } from 'node:test'
+import type { Catalog } from '../catalog/catalog.ts'
+import type { BarbicanError } from '../common/errors.ts'
+import type { JsonObject } from '../protocol/jsonrpc.ts'
+import { parameterText, SHIPPED_TUNING, ToolIndex, toolIndexFor, words } from './tool-search.ts'
+import {
+  directCallParams,
+  reachable,
+  searchArguments,
+  searchModeListing,
+  searchResult,
+} from './tool-search-mode.ts'
+
+const TOOLS: JsonObject[] = [
+  {
+    name: 'k8s__node_management',
+    description: 'Manage Kubernetes nodes with cordon, drain, and uncordon operations',
+    inputSchema: { type: 'object', properties: { nodeName: { type: 'string' } } },
+  },
+  {
+    name: 'chart__generate_fishbone_diagram',
+    description: 'Generate a fishbone diagram to show the causes of a problem',
+    inputSchema: { type: 'object', properties: { data: { type: 'object' } } },
+  },
+  {
+    name: 'files__read_text_file',
+    description: 'Read the complete contents of a file as text.',
+    inputSchema: {
+      type: 'object',
+      properties: { path: { type: 'string', description: 'Where the file lives on disk' } },
+    },
+  },
+  { name: 'github__createPullRequest', description: 'Open a PR.' },
+]
+
+const serverOf = (tool: JsonObject) => ({ name: String(tool.name).split('__')[0]!, text: '' })
+
+function catalogOf(tools: JsonObject[]): Catalog {
+  return {
+    tools,
+    prompts: [],
+    resources: [],
+    resourceTemplates: [],
+    toolTargets: new Map(),
+    promptTargets: new Map(),
+    resourceTargets: new Map(),
+    conflicts: [],
+    heldBack: [],
+  }
+}
+
+const names = (tools: JsonObject[]) => tools.map((t) => t.name)
+
+describe('words', () => {
+  test('splits snake_case, kebab-case and camelCase names into lower-case words', () => {
+    assert.deepEqual(words('github__createPullRequest'), ['github', 'create', 'pull', 'request'])
+    assert.deepEqual(words('get-file_infoHTTPServer2'), ['get', 'file', 'info', 'http', 'server2'])
+  })
+})
+
+describe('parameterText', () => {
+  test('holds parameter names and descriptions, nested ones too', () => {
+    const text = parameterText({
+      properties: {
+        path: { description: 'Where it is' },
+        options: { properties: { recursive: { description: 'Walk folders' } } },
+      },
+    })
+    for (const part of ['path', 'Where it is', 'options', 'recursive', 'Walk folders']) {
+      assert.ok(text.includes(part), `${part} in ${text}`)
+    }
+  })
+})
+
+describe('ToolIndex', () => {
+  const index = new ToolIndex(TOOLS, serverOf)
+
+  test('finds a tool through a synonym of its words ("evict" for drain, Ishikawa for fishbone)', () => {
+    assert.equal(index.search('evict everything from node worker-3', 1)[0]?.name, TOOLS[0]!.name)
+    assert.equal(index.search('draw an Ishikawa diagram', 1)[0]?.name, TOOLS[1]!.name)
+  })
+
+  test('matches plurals, camelCase words and, when weighed in, parameter descriptions', () => {
+    assert.equal(index.search('pull requests', 1)[0]?.name, 'github__createPullRequest')
+    const boosts = { ...SHIPPED_TUNING.boosts, params: 1 }
+    const withParams = new ToolIndex(TOOLS, serverOf, { ...SHIPPED_TUNING, boosts })
+    assert.equal(withParams.search('on disk', 1)[0]?.name, 'files__read_text_file')
+    assert.equal(index.search('on disk', 1)[0]?.name, undefined)
+  })
+
+  test('the re-rank favours the server the query names and tools covering every word', () => {
+    const tools: JsonObject[] = [
+      { name: 'web__search_github', description: 'Search GitHub, GitHub and GitHub via the web' },
+      { name: 'github__search_code', description: 'Search code' },
+      {
+        name: 'db__update_many',
+        description: 'Update documents',
+        inputSchema: { properties: { filter: { description: 'Which orders to touch' } } },
+      },
+      { name: 'db__update_one', description: 'Update one document, update it now' },
+    ]
+    const off = { ...SHIPPED_TUNING, rerank: { depth: 20, weight: 0, server: 0 } }
+    const plain = new ToolIndex(tools, serverOf, off)
+    const shipped = new ToolIndex(tools, serverOf)
+    assert.equal(plain.search('search GitHub code', 1)[0]?.name, 'web__search_github')
+    assert.equal(shipped.search('search GitHub code', 1)[0]?.name, 'github__search_code')
+    // "orders" is only in a parameter description, which BM25 does not index but coverage sees.
+    assert.equal(plain.search('update orders', 1)[0]?.name, 'db__update_one')
+    assert.equal(shipped.search('update orders', 1)[0]?.name, 'db__update_many')
+  })
+
+  test('ranked gives the order of search, with positions and re-ranked, falling scores', () => {
+    const tools: JsonObject[] = [
+      { name: 'web__search_github', description: 'Search GitHub, GitHub and GitHub via the web' },
+      { name: 'github__search_code', description: 'Search code' },
+      { name: 'db__update_one', description: 'Update one document' },
+    ]
+    const shipped = new ToolIndex(tools, serverOf)
+    const ranked = shipped.ranked('search GitHub code')
+    // The re-rank lifts github__search_code (position 1) over the keyword-stuffed one.
+    assert.deepEqual(
+      ranked.map((r) => r.id),
+      [1, 0],
+    )
+    assert.deepEqual(
+      names(shipped.search('search GitHub code', 5)),
+      ranked.map((r) => tools[r.id]!.name),
+    )
+    assert.ok(ranked[0]!.score > ranked[1]!.score)
+    assert.deepEqual(
+      shipped
+        .ranked('search GitHub code', (t) => t.name !== 'github__search_code')
+        .map((r) => r.id),
+      [0],
+    )
+  })
+
+  test('returns only what the visibility check admits, at most `limit`', () => {
+    const hidden = index.search('read file', 5, (t) => t.name !== 'files__read_text_file')
+    assert.ok(!names(hidden).includes('files__read_text_file'))
+    assert.ok(index.search('a', 50).length <= TOOLS.length)
+    assert.equal(index.search('manage generate read open', 2).length, 2)
+  })
+
+  test('a rebuilt catalog gets a fresh index; the same catalog keeps its own', () => {
+    const first = catalogOf(TOOLS)
+    assert.equal(toolIndexFor(first, serverOf), toolIndexFor(first, serverOf))
+    const changed = catalogOf([
+      ...TOOLS,
+      { name: 'files__delete_file', description: 'Remove a file' },
+    ])
+    assert.notEqual(
+      toolIndexFor(first, serverOf).search('erase a file', 1)[0]?.name,
+      'files__delete_file',
+    )
+    assert.equal(
+      toolIndexFor(changed, serverOf).search('erase a file', 1)[0]?.name,
+      'files__delete_file',
+    )
+  })
+})
+
+describe('search mode', () => {
+  test('lists the meta-tools, then only the pinned tools the view holds', () => {
+    const view = catalogOf(TOOLS.slice(0, 2))
+    const listed = searchModeListing(view, [
+      'chart__generate_fishbone_diagram',
+      'files__read_text_file',
+    ])
+    assert.deepEqual(names([...listed.tools]), [
+      'search_tools',
+      'call_tool',
+      'chart__generate_fishbone_diagram',
+    ])
+  })
+
+  test('checks search_tools arguments', () => {
+    assert.deepEqual(searchArguments({ query: 'x' }), { query: 'x', limit: 8 })
+    assert.deepEqual(searchArguments({ query: 'x', limit: 3 }), { query: 'x', limit: 3 })
+    for (const bad of [
+      undefined,
+      {},
+      { query: '' },
+      { query: 'x', limit: 0 },
+      { query: 'x', limit: 1.5 },
+      { query: 'x', limit: 51 },
+      { query: 'x'.repeat(1001) },
+    ]) {
+      assert.throws(
+        () => searchArguments(bad),
+        (e: BarbicanError) => e.code === 'ERR_META_TOOL_ARGUMENTS',
+      )
+    }
+  })
+
+  test('call_tool becomes the direct call, keeping _meta; refuses meta-tools and bad arguments', () => {
+    const meta = { progressToken: 7 }
+    assert.deepEqual(
+      directCallParams({
+        name: 'call_tool',
+        arguments: { name: 'a__b', arguments: { x: 1 } },
+        _meta: meta,
+      }),
+      { name: 'a__b', arguments: { x: 1 }, _meta: meta },
+    )
+    assert.deepEqual(directCallParams({ name: 'call_tool', arguments: { name: 'a__b' } }), {
+      name: 'a__b',
+    })
+    assert.throws(
+      () => directCallParams({ name: 'call_tool', arguments: { name: 'search_tools' } }),
+      (e: BarbicanError) => e.code === 'ERR_META_TOOL_NESTED',
+    )
+    for (const args of [{}, { name: 3 }, { name: 'a__b', arguments: [1] }]) {
+      assert.throws(
+        () => directCallParams({ name: 'call_tool', arguments: args }),
+        (e: BarbicanError) => e.code === 'ERR_META_TOOL_ARGUMENTS',
+      )
+    }
+    assert.equal(reachable({ name: 'call_tool' }), false)
+    assert.equal(reachable({ name: 'a__b' }), true)
+  })
+
+  test('a search result carries the tools whole and a short text', () => {
+    const result = searchResult('drain', [TOOLS[0]!])
+    assert.deepEqual((result.structuredContent as JsonObject).tools, [TOOLS[0]])
+    assert.match(JSON.stringify(result.content), /k8s__node_management: Manage Kubernetes nodes/)
+    assert.match(JSON.stringify(searchResult('zzz', []).content), /No tool matches/)
+  })
+})

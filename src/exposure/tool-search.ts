@@ -1,0 +1,323 @@
+/**
+ * Ranks a virtual server's tools for a natural-language query (`search_tools`, ADR 070).
+ *
+ * BM25 (MiniSearch's BM25+) over fields with their own boosts: the tool's name split into words
+ * (`read_file`, `getPullRequest`), the lead of its description, and its server (upstream name,
+ * title and description); the rest of long descriptions and the parameters' text can be weighed
+ * in too, and Porter stemming switched on, but both measured worse on the benchmark's
+ * development half. The query also looks for the synonyms of its words
+ * (tool-search-synonyms.ts) at a lower weight, and for prefixes and near-misses of longer
+ * words. A second stage re-orders the best 20 by how many of the query's words each tool covers
+ * anywhere (parameters and whole description included) and favours the tools of a server the
+ * query names ("on GitHub"). One index per catalog object: a catalog is rebuilt when any list changes, so the index
+ * follows it.
+ */
+import MiniSearch, { type SearchResult } from 'minisearch'
+import type { Catalog } from '../catalog/catalog.ts'
+import { isPlainObject, type JsonObject } from '../protocol/jsonrpc.ts'
+import { synonymsOf } from './tool-search-synonyms.ts'
+
+/** What the index knows of the server a tool comes from. */
+export interface ServerText {
+  readonly name: string
+  /** The upstream's title, description and instructions, as it gave them. */
+  readonly text: string
+}
+
+/**
+ * How the index analyses tools and queries. The shipped values were chosen on the development
+ * half of the benchmark (ADR 070); the benchmark switches parts off to measure what each brings.
+ */
+export interface SearchTuning {
+  /** Each field's weight in the score; a field weighted 0 is not indexed. */
+  readonly boosts: Readonly<Record<Field, number>>
+  /** How much all the synonyms of one query word count together, against the word itself. */
+  readonly synonymWeight: number
+  /** Characters of a description indexed as its lead; the rest goes to `details`. */
+  readonly leadLength: number
+  /** Reduces a word to its stem; absent: words are matched as written (plus prefix, fuzzy). */
+  readonly stem?: ((word: string) => string) | undefined
+  readonly fuzzy: boolean
+  /**
+   * Second stage: the `depth` best of BM25 are re-scored by the share of the query's own words
+   * each tool covers anywhere (name, whole description, parameters, server), a word counting
+   * also through its synonyms or as a prefix: score × (1 + weight × coverage); weight 0: off.
+   */
+  readonly rerank: {
+    readonly depth: number
+    readonly weight: number
+    /** Factor (1 + this) for tools of a server the query names (`on GitHub`); 0: off. */
+    readonly server: number
+  }
+}
+
+type Field = 'name' | 'lead' | 'details' | 'params' | 'server'
+
+export const SHIPPED_TUNING: SearchTuning = {
+  // Parameter text and the rest of long descriptions lowered recall on the development half
+  // (docs/context-economy.md): weighted 0, they are not indexed.
+  boosts: { name: 3, lead: 2, details: 0, params: 0, server: 2 },
+  synonymWeight: 0.6,
+  leadLength: 200,
+  // Porter stemming lowered recall@5 and MRR on the development half: no `stem`.
+  fuzzy: true,
+  // The re-rank raised dev recall@5 0.821 → 0.832 and MRR 0.681 → 0.710 (docs/context-economy.md).
+  rerank: { depth: 20, weight: 4, server: 2 },
+}
+
+/** Words too common to tell tools apart. */
+const STOP_WORDS = new Set(
+  (
+    'a an and are as at be by can do does for from i in into is it its me my of on or our please ' +
+    'that the their them then there these this those to up us we what when which who will with ' +
+    'you your want need some any all'
+  ).split(' '),
+)
+
+/** Splits text into lower-case words: snake_case, kebab-case, camelCase and digits apart. */
+export function words(text: string): string[] {
+  return text
+    .replace(/([a-z0-9])([A-Z])/g, '$1 $2')
+    .replace(/([A-Z]+)([A-Z][a-z])/g, '$1 $2')
+    .toLowerCase()
+    .split(/[^a-z0-9]+/)
+    .filter((w) => w.length > 0)
+}
+
+/** The indexed form of one word: stop words dropped, the rest lower-cased (and stemmed). */
+export function term(word: string, stem?: (word: string) => string): string | null {
+  const w = word.toLowerCase()
+  if (STOP_WORDS.has(w)) return null
+  return stem !== undefined && w.length > 2 ? stem(w) : w
+}
+
+interface ToolDocument {
+  readonly id: number
+  readonly name: string
+  readonly lead: string
+  readonly details: string
+  readonly params: string
+  readonly server: string
+}
+
+/** The text of a tool's parameters: each property's name, title and description, nested too. */
+export function parameterText(schema: unknown, depth = 0): string {
+  if (!isPlainObject(schema) || depth > 3) return ''
+  const parts: string[] = []
+  const properties = schema.properties
+  if (isPlainObject(properties)) {
+    for (const [name, property] of Object.entries(properties)) {
+      parts.push(name)
+      if (isPlainObject(property)) {
+        if (typeof property.title === 'string') parts.push(property.title)
+        if (typeof property.description === 'string') parts.push(property.description)
+        parts.push(parameterText(property, depth + 1))
+        if (isPlainObject(property.items)) parts.push(parameterText(property.items, depth + 1))
+      }
+    }
+  }
+  return parts.filter((p) => p !== '').join(' ')
+}
+
+function text(value: unknown): string {
+  return typeof value === 'string' ? value : ''
+}
+
+/**
+ * A description's lead (what the tool does, said first) and the rest (usage notes, examples,
+ * caveats). Long descriptions repeat many words; indexed whole, they outrank short, exact ones.
+ */
+function splitDescription(description: string, leadLength: number): [string, string] {
+  if (description.length <= leadLength) return [description, '']
+  const cut = description.lastIndexOf(' ', leadLength)
+  const at = cut > 0 ? cut : leadLength
+  return [description.slice(0, at), description.slice(at)]
+}
+
+/** An index over one list of tools; `search` returns the tools themselves, best first. */
+export class ToolIndex {
+  readonly #tools: readonly JsonObject[]
+  readonly #index: MiniSearch<ToolDocument>
+  readonly #tuning: SearchTuning
+  readonly #term: (word: string) => string | null
+  /** Every term of each tool, all fields, for the re-rank's coverage. */
+  readonly #allTerms: readonly ReadonlySet<string>[]
+  /** The words of each tool's server name. */
+  readonly #serverTerms: readonly (readonly string[])[]
+
+  constructor(
+    tools: readonly JsonObject[],
+    serverOf: (tool: JsonObject) => ServerText,
+    tuning: SearchTuning = SHIPPED_TUNING,
+  ) {
+    this.#tools = tools
+    this.#tuning = tuning
+    this.#term = (w) => term(w, tuning.stem)
+    const fields = (Object.keys(tuning.boosts) as Field[]).filter((f) => tuning.boosts[f] > 0)
+    this.#index = new MiniSearch<ToolDocument>({
+      fields,
+      tokenize: words,
+      processTerm: this.#term,
+      searchOptions: { boost: { ...tuning.boosts } },
+    })
+    const allTerms: Set<string>[] = []
+    this.#allTerms = allTerms
+    const serverTerms: string[][] = []
+    this.#serverTerms = serverTerms
+    this.#index.addAll(
+      tools.map((tool, id) => {
+        const server = serverOf(tool)
+        const annotations = isPlainObject(tool.annotations) ? tool.annotations : {}
+        const [lead, details] = splitDescription(text(tool.description), tuning.leadLength)
+        const document = {
+          id,
+          name: `${text(tool.name)} ${text(tool.title)} ${text(annotations.title)}`,
+          lead,
+          details,
+          params: parameterText(tool.inputSchema),
+          server: `${server.name} ${server.text}`,
+        }
+        serverTerms.push(
+          words(server.name)
+            .map(this.#term)
+            .filter((t) => t !== null),
+        )
+        if (tuning.rerank.weight > 0) {
+          const all = [document.name, lead, details, document.params, document.server].join(' ')
+          allTerms.push(
+            new Set(
+              words(all)
+                .map(this.#term)
+                .filter((t) => t !== null),
+            ),
+          )
+        }
+        return document
+      }),
+    )
+  }
+
+  get size(): number {
+    return this.#tools.length
+  }
+
+  /**
+   * The `limit` best tools for `query` among those `visible` admits. Each query word counts
+   * fully; its synonyms share `synonymWeight` among them. Words of four letters or more also
+   * match as prefixes, and words of five or more with one edit in five letters.
+   */
+  search(
+    query: string,
+    limit: number,
+    visible: (tool: JsonObject) => boolean = () => true,
+  ): JsonObject[] {
+    return this.ranked(query, visible)
+      .slice(0, limit)
+      .map((r) => this.#tools[r.id]!)
+  }
+
+  /**
+   * Every tool `visible` admits that matches `query`, best first, with its position in the list
+   * the index was built from and its score (the re-ranked score for the re-ranked head).
+   */
+  ranked(
+    query: string,
+    visible: (tool: JsonObject) => boolean = () => true,
+  ): { readonly id: number; readonly score: number }[] {
+    const own = words(query)
+    const weights = new Map<string, number>()
+    for (const w of own) {
+      const t = this.#term(w)
+      if (t !== null) weights.set(t, 1)
+    }
+    const expanded = [...own]
+    if (this.#tuning.synonymWeight > 0) {
+      for (const w of own) {
+        if (this.#term(w) === null) continue
+        const extra = synonymsOf(w).flatMap(words)
+        const terms = extra.map(this.#term).filter((t) => t !== null && !weights.has(t))
+        const share = this.#tuning.synonymWeight / Math.max(1, Math.sqrt(terms.length))
+        for (const t of terms) weights.set(t!, Math.max(weights.get(t!) ?? 0, share))
+        expanded.push(...extra)
+      }
+    }
+    const results: SearchResult[] = this.#index.search(expanded.join(' '), {
+      combineWith: 'OR',
+      prefix: (t) => t.length >= 4,
+      fuzzy: this.#tuning.fuzzy ? (t) => (t.length >= 5 ? 0.2 : false) : false,
+      boostTerm: (t) => weights.get(t) ?? 0,
+      filter: (result) => visible(this.#tools[result.id as number]!),
+    })
+    const { depth, weight, server } = this.#tuning.rerank
+    const ranked = results.map((r) => ({ id: r.id as number, score: r.score }))
+    if (weight > 0 || server > 0) this.#rerank(ranked, query, own, depth, weight, server)
+    return ranked
+  }
+
+  /** Re-orders the `depth` best results in place by their coverage of the query's own words. */
+  #rerank(
+    results: { id: number; score: number }[],
+    query: string,
+    own: readonly string[],
+    depth: number,
+    weight: number,
+    serverWeight: number,
+  ): void {
+    const asked: (readonly string[])[] = []
+    for (const w of new Set(own)) {
+      const t = this.#term(w)
+      if (t === null) continue
+      const alternatives = synonymsOf(w)
+        .flatMap(words)
+        .map(this.#term)
+        .filter((a) => a !== null)
+      asked.push([t, ...alternatives])
+    }
+    if (asked.length === 0) return
+    // Names as the user writes them: "GitHub" is one word here, not `git hub`.
+    const written = query.toLowerCase().split(/[^a-z0-9]+/)
+    const top = results.slice(0, depth).map((r) => {
+      let score = r.score
+      if (weight > 0) {
+        const terms = this.#allTerms[r.id]!
+        let covered = 0
+        for (const alternatives of asked) if (covers(terms, alternatives)) covered++
+        score *= 1 + (weight * covered) / asked.length
+      }
+      if (serverWeight > 0) {
+        const named = this.#serverTerms[r.id]!.some((s) =>
+          written.some((t) => t === s || (t.length >= 4 && s.startsWith(t))),
+        )
+        if (named) score *= 1 + serverWeight
+      }
+      return { id: r.id, score }
+    })
+    top.sort((a, b) => b.score - a.score)
+    for (let i = 0; i < top.length; i++) results[i] = top[i]!
+  }
+}
+
+/** Whether `terms` hold one of `alternatives`, or (four letters or more) a word it begins. */
+function covers(terms: ReadonlySet<string>, alternatives: readonly string[]): boolean {
+  for (const a of alternatives) if (terms.has(a)) return true
+  const [own] = alternatives
+  if (own === undefined || own.length < 4) return false
+  for (const t of terms) if (t.startsWith(own)) return true
+  return false
+}
+
+/** One index per catalog object (rebuilt catalogs get a new one), built at its first search. */
+const indexes = new WeakMap<Catalog, ToolIndex>()
+
+/** The index of `catalog`'s tools, built once; `serverOf` names each tool's server. */
+export function toolIndexFor(
+  catalog: Catalog,
+  serverOf: (tool: JsonObject) => ServerText,
+): ToolIndex {
+  let index = indexes.get(catalog)
+  if (index === undefined) {
+    index = new ToolIndex(catalog.tools, serverOf)
+    indexes.set(catalog, index)
+  }
+  return index
+}

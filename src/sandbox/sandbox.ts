@@ -1,0 +1,627 @@
+/**
+ * The confinement of a stdio upstream (docs/sandbox.md, ADR 030): the command line that runs a
+ * server inside bubblewrap with its own mount, PID, network, IPC and UTS namespaces, resource
+ * limits set by `prlimit`, and, when Barbican runs as root, an unprivileged uid set by `setpriv`
+ * (Linux does not apply the process-count limit to uid 0).
+ *
+ * What the server sees of the file system: the system's read-only parts, its own command and
+ * package (read-only), a private /tmp, its state directory (read-write, also its HOME), and the
+ * paths its entry grants. Barbican's own files (config, store, lockfile, keys) are masked even
+ * when a granted path contains them. `--die-with-parent` and the PID namespace make the kernel
+ * kill the whole tree when Barbican or the sandbox ends, so no watchdog process is needed.
+ */
+import { createHash } from 'node:crypto'
+import {
+  accessSync,
+  chownSync,
+  constants,
+  existsSync,
+  mkdirSync,
+  readlinkSync,
+  realpathSync,
+  rmSync,
+  statSync,
+} from 'node:fs'
+import { basename, delimiter, dirname, isAbsolute, join, resolve, sep } from 'node:path'
+import { BarbicanError } from '../common/errors.ts'
+import { seccompArch, seccompProgram } from './seccomp.ts'
+
+/** Kernel limits applied to every process of a sandbox. */
+export interface SandboxLimits {
+  /** RLIMIT_DATA: heap and other private writable memory, per process. */
+  readonly memoryBytes: number
+  /** RLIMIT_NPROC: processes and threads of the sandbox's uid. */
+  readonly processes: number
+  /** RLIMIT_CPU: CPU seconds per process over its lifetime. */
+  readonly cpuSeconds: number
+  /** RLIMIT_FSIZE: largest file a process may write. */
+  readonly fileBytes: number
+}
+
+/** What a confined upstream may use besides its own package; all paths are absolute. */
+export interface SandboxSpec {
+  /** Persists across restarts; created on launch; the server's HOME and default directory. */
+  readonly stateDir: string
+  /** Granted read-only. */
+  readonly read: readonly string[]
+  /** Granted read-write. */
+  readonly write: readonly string[]
+  /** Barbican's own files, masked wherever a bound path contains them. */
+  readonly protect: readonly string[]
+  readonly limits: SandboxLimits
+  /** Hosts reachable through the egress proxy (ADR 040); absent or empty: no network at all. */
+  readonly network?: SandboxNetwork | undefined
+  /**
+   * Where Barbican installs the package of a confined `npx PACKAGE@VERSION` (ADR 043); absent:
+   * such a package must be installed beforehand.
+   */
+  readonly packageCache?: string | undefined
+}
+
+/** `sandbox.network`: what the egress proxy lets through, and how much at once. */
+export interface SandboxNetwork {
+  readonly allow: readonly string[]
+  /** Connections through the proxy at once. */
+  readonly maxConnections: number
+}
+
+/** Whether a sandbox gets an egress proxy. */
+export function wantsEgress(spec: SandboxSpec): boolean {
+  return (spec.network?.allow.length ?? 0) > 0
+}
+
+/** Where the proxy's unix socket appears inside the sandbox. */
+export const EGRESS_SOCKET_INSIDE = '/run/barbican/egress.sock'
+/** The sandbox-loopback port the forwarder inside listens on (HTTP(S)_PROXY points at it). */
+export const EGRESS_PORT = 3128
+
+export const DEFAULT_SANDBOX_LIMITS: SandboxLimits = {
+  memoryBytes: 2 * 1024 ** 3,
+  processes: 256,
+  cpuSeconds: 24 * 3600,
+  fileBytes: 1024 ** 3,
+}
+
+/** A sandbox refusal (launch that cannot be confined, egress refused), audited and counted. */
+export interface SandboxRefusal {
+  readonly upstream: string
+  readonly kind: 'launch' | 'egress'
+  /** What was refused: the destination `host:port` of an egress attempt. */
+  readonly target?: string | undefined
+  readonly reason: string
+}
+
+/** Told of every sandbox refusal (src/sandbox/refusals.ts records and counts them). */
+export type SandboxRefusalSink = (refusal: SandboxRefusal) => void
+
+/** The programs confinement needs, found on the host. */
+export interface SandboxFacility {
+  readonly bwrap: string
+  readonly prlimit: string
+  readonly setpriv: string
+}
+
+const SYSTEM_BIN = ['/usr/bin', '/bin', '/usr/sbin', '/sbin', '/usr/local/bin']
+
+/** Finds an executable on PATH (or the system folders), or undefined. */
+export function findExecutable(
+  name: string,
+  path: string | undefined = process.env.PATH,
+): string | undefined {
+  const dirs = [...(path ?? '').split(delimiter).filter((d) => d !== ''), ...SYSTEM_BIN]
+  for (const dir of dirs) {
+    const candidate = join(dir, name)
+    try {
+      accessSync(candidate, constants.X_OK)
+      if (statSync(candidate).isFile()) return candidate
+    } catch {
+      // Not here.
+    }
+  }
+  return undefined
+}
+
+let facility: SandboxFacility | { missing: string } | undefined
+
+/**
+ * `BARBICAN_SANDBOX_MECHANISM`: `auto` (default: bubblewrap when the host has it) or
+ * `node-permission` (skip bubblewrap, as on a host without it: for Linux hosts where bwrap is
+ * installed but user namespaces are off, and to test the fallback). Anything else confines
+ * nothing: every confined upstream is refused, naming the bad value.
+ */
+export const MECHANISM_ENV = 'BARBICAN_SANDBOX_MECHANISM'
+
+/** The host's confinement programs, looked up once; `missing` names the first one absent. */
+export function sandboxFacility(): SandboxFacility | { missing: string } {
+  const forced = process.env[MECHANISM_ENV]
+  if (forced === 'node-permission') {
+    return { missing: `bubblewrap (not used: ${MECHANISM_ENV}=node-permission)` }
+  }
+  if (forced !== undefined && forced !== '' && forced !== 'auto') {
+    return {
+      missing: `a known mechanism (${MECHANISM_ENV}=${forced}; expected auto or node-permission)`,
+    }
+  }
+  if (facility !== undefined) return facility
+  if (process.platform !== 'linux') {
+    facility = { missing: `bubblewrap (Linux only; this host is ${process.platform})` }
+    return facility
+  }
+  const bwrap = findExecutable('bwrap')
+  const prlimit = findExecutable('prlimit')
+  const setpriv = findExecutable('setpriv')
+  if (!bwrap)
+    facility = { missing: 'bubblewrap (the `bwrap` program; Debian: apt-get install bubblewrap)' }
+  else if (!prlimit) facility = { missing: '`prlimit` (util-linux)' }
+  else if (!setpriv) facility = { missing: '`setpriv` (util-linux)' }
+  else facility = { bwrap, prlimit, setpriv }
+  return facility
+}
+
+/** The one-line description of a confinement, for the startup log and `barbican check`. */
+export const MECHANISM =
+  'bubblewrap (mount, pid, net, ipc, uts namespaces) + prlimit' +
+  (seccompArch() === undefined ? '' : ' + seccomp')
+/** What the mechanism leaves open, said wherever the mechanism is named. */
+export const NOT_COVERED =
+  'memory limit is per process (RLIMIT_DATA), not per tree' +
+  (seccompArch() === undefined ? `; no seccomp filter on ${process.arch}` : '')
+
+/** The fallback where bubblewrap is missing, for Node servers only (ADR 030, "Fallback"). */
+export const NODE_MECHANISM =
+  'node-permission (Node.js permission model: files, no child processes, workers, addons or WASI)'
+/** What the Node.js permission model leaves open. */
+export const NODE_NOT_COVERED =
+  'network (loopback and private addresses included); memory, process and CPU limits; ' +
+  "other processes (it shares the host's process table and may signal processes of the same " +
+  'user, Barbican included); symlinks already inside a granted folder are followed'
+
+/**
+ * How an upstream is confined, in one line for the startup log and `barbican check`: the
+ * mechanism and what it leaves open, the explicit opt-out, or the facility the host lacks.
+ * `command` is the entry's command: without bubblewrap, a Node program falls back to the
+ * Node.js permission model.
+ */
+export function describeConfinement(
+  name: string,
+  sandbox: SandboxSpec | 'none' | undefined,
+  command?: string,
+  found: SandboxFacility | { missing: string } = sandboxFacility(),
+): string {
+  if (sandbox === undefined || sandbox === 'none') {
+    return "none (sandbox: none; runs with Barbican's own rights)"
+  }
+  if ('missing' in found) {
+    if (command !== undefined && runsOnNode(command)) {
+      // No uid switch here: a root gateway's server keeps root's right to signal any process.
+      const root = runsAsRoot() ? '; it runs as root, as Barbican does' : ''
+      return `${NODE_MECHANISM}, state ${sandbox.stateDir}; not covered: ${NODE_NOT_COVERED}${root}`
+    }
+    return `refused: this host lacks ${found.missing}, and only Node programs can fall back to the Node.js permission model`
+  }
+  const uid = runsAsRoot() ? `, uid ${sandboxUid(name)}` : ''
+  const network = wantsEgress(sandbox)
+    ? `, network only through the egress proxy to ${sandbox.network!.allow.join(' ')}`
+    : ', no network'
+  return `${MECHANISM}${uid}${network}, state ${sandbox.stateDir}; not covered: ${NOT_COVERED}`
+}
+
+/**
+ * The unprivileged uid a root gateway runs `name` as: one per upstream, so two upstreams cannot
+ * signal or read each other, in a range no distribution hands out to people.
+ */
+export function sandboxUid(name: string): number {
+  const hash = createHash('sha256').update(name).digest().readUInt32BE(0)
+  return 2_100_000_000 + (hash % 1_000_000)
+}
+
+/** Whether Barbican runs as uid 0 (then the server gets `sandboxUid`). */
+export function runsAsRoot(): boolean {
+  return process.getuid?.() === 0
+}
+
+/** A command line to spawn. */
+export interface Launch {
+  readonly command: string
+  readonly args: readonly string[]
+  readonly env: Readonly<Record<string, string>>
+  readonly cwd?: string | undefined
+  /** How it is confined, when it is: bubblewrap kills its tree itself, node-permission not. */
+  readonly mechanism?: 'bubblewrap' | 'node-permission' | undefined
+  /** Runs under the shell watchdog of stdio-outbound.ts, which reads its control pipe on fd 3. */
+  readonly watchdog?: boolean | undefined
+  /** A seccomp program bwrap reads on fd 3 (`--seccomp 3`), written there at spawn. */
+  readonly seccomp?: Buffer | undefined
+}
+
+/** Where `command` lives: a path as given (against `cwd`) or the first match on PATH. */
+export function resolveCommand(command: string, cwd: string, path: string | undefined): string {
+  const found = command.includes('/') ? resolve(cwd, command) : findExecutable(command, path)
+  if (found === undefined || !existsSync(found)) {
+    throw new BarbicanError('ERR_UPSTREAM_UNAVAILABLE', `command "${command}" not found`)
+  }
+  return realpathSync(found)
+}
+
+/**
+ * The read-only folder that holds a program or script and what it imports: the outermost
+ * `node_modules` on its path (where a package's dependencies are hoisted), else the nearest
+ * folder with a package.json, else the file's own folder.
+ */
+export function packageRootOf(file: string): string {
+  const parts = file.split(sep)
+  const modules = parts.indexOf('node_modules')
+  if (modules > 0) return parts.slice(0, modules + 1).join(sep)
+  let dir = dirname(file)
+  for (;;) {
+    if (existsSync(join(dir, 'package.json'))) return dir
+    const parent = dirname(dir)
+    if (parent === dir) return dirname(file)
+    dir = parent
+  }
+}
+
+const SYSTEM_DIRS = ['/usr', '/etc', '/bin', '/sbin', '/lib', '/lib32', '/lib64', '/libx32']
+
+/** Every folder above `paths` (not `/`, not the system folders), parents first. */
+function ancestorsOf(paths: readonly string[]): string[] {
+  const found = new Set<string>()
+  for (const path of paths) {
+    for (let dir = dirname(path); dir !== dirname(dir); dir = dirname(dir)) {
+      if (!SYSTEM_DIRS.some((s) => within(dir, s)) && dir !== '/tmp') found.add(dir)
+    }
+  }
+  return [...found].sort((a, b) => a.split(sep).length - b.split(sep).length)
+}
+
+/** True when `inner` is `outer` or inside it. */
+function within(inner: string, outer: string): boolean {
+  return inner === outer || inner.startsWith(outer.endsWith(sep) ? outer : outer + sep)
+}
+
+function realOrNull(path: string): string | undefined {
+  try {
+    return realpathSync(path)
+  } catch {
+    return undefined
+  }
+}
+
+/**
+ * The symlinks on the way to `path` (`/work/wt/node_modules` → `/work/main/node_modules`), so
+ * the path the server was given still leads to what is bound at its real location.
+ */
+export function symlinksOn(path: string): Array<readonly [link: string, target: string]> {
+  const links: Array<readonly [string, string]> = []
+  const parts = resolve(path)
+    .split(sep)
+    .filter((p) => p !== '')
+  let current = ''
+  for (const part of parts) {
+    const next = `${current}${sep}${part}`
+    let target: string | undefined
+    try {
+      target = readlinkSync(next)
+    } catch {
+      target = undefined
+    }
+    if (target !== undefined) {
+      links.push([next, resolve(dirname(next), target)])
+      const real = realOrNull(next)
+      if (real === undefined) return links
+      current = real
+    } else current = next
+  }
+  return links
+}
+
+/** The bind mounts of one sandbox, before they become bwrap arguments. */
+export interface SandboxView {
+  readonly readOnly: readonly string[]
+  readonly readWrite: readonly string[]
+  readonly masked: readonly string[]
+  /** Symlinks recreated inside, outside the system folders. */
+  readonly links: ReadonlyArray<readonly [string, string]>
+}
+
+/**
+ * Decides what the server sees. Arguments that name existing files are its code (read-only,
+ * with their package); arguments that name existing directories are folders it was told to
+ * serve (read-write, as for server-filesystem's roots). See ADR 030.
+ */
+export function sandboxView(launch: Launch, resolved: string, spec: SandboxSpec): SandboxView {
+  const cwd = launch.cwd ?? process.cwd()
+  const readOnly = new Set<string>()
+  const readWrite = new Set<string>([spec.stateDir])
+  const links = new Map<string, string>()
+  const follow = (path: string) => {
+    for (const [link, target] of symlinksOn(path)) links.set(link, target)
+  }
+  const addPackage = (file: string) => {
+    const root = packageRootOf(file)
+    readOnly.add(root)
+    // A node_modules that is a symlink (a worktree sharing an install) must exist inside too.
+    const modules = realOrNull(join(root, 'node_modules'))
+    if (modules !== undefined && modules !== join(root, 'node_modules')) readOnly.add(modules)
+  }
+  addPackage(resolved)
+  if (launch.cwd !== undefined) {
+    readOnly.add(realOrNull(launch.cwd) ?? launch.cwd)
+    follow(launch.cwd)
+  }
+  for (const arg of launch.args) {
+    if (arg.startsWith('-') || arg.includes('\n')) continue
+    const candidate = isAbsolute(arg) ? arg : arg.includes('/') ? resolve(cwd, arg) : undefined
+    if (candidate === undefined) continue
+    const real = realOrNull(candidate)
+    if (real === undefined) continue
+    follow(candidate)
+    if (statSync(real).isDirectory()) readWrite.add(real)
+    else addPackage(real)
+  }
+  for (const path of [...spec.read, ...spec.write]) follow(path)
+  for (const path of spec.read) readOnly.add(realOrNull(path) ?? path)
+  for (const path of spec.write) readWrite.add(realOrNull(path) ?? path)
+  const bound = [...SYSTEM_DIRS, ...readOnly, ...readWrite]
+  const masked = spec.protect.filter(
+    (path) => existsSync(path) && bound.some((dir) => within(path, dir)),
+  )
+  return {
+    readOnly: [...readOnly].filter((p) => !SYSTEM_DIRS.some((s) => within(p, s))),
+    readWrite: [...readWrite],
+    masked,
+    // A link inside a bound folder is there already (and that folder may be read-only).
+    links: [...links].filter(([link]) => !bound.some((dir) => within(link, dir))),
+  }
+}
+
+/**
+ * The bwrap command line that runs `launch` confined by `spec`. Creates the state directory
+ * (owned by the sandbox uid when Barbican is root). Throws ERR_LAUNCH_REFUSED when the host
+ * lacks a facility; never falls back to running unconfined.
+ */
+export function confinedLaunch(
+  name: string,
+  launch: Launch,
+  spec: SandboxSpec,
+  found: SandboxFacility | { missing: string } = sandboxFacility(),
+  egressSocket?: string,
+): Launch {
+  if ('missing' in found) {
+    const fallback = nodePermissionLaunch(name, launch, spec)
+    if (fallback !== undefined) return fallback
+    throw new BarbicanError(
+      'ERR_LAUNCH_REFUSED',
+      `upstream "${name}" runs confined by default, but this host lacks ${found.missing}, ` +
+        'and it is not a Node program the Node.js permission model could confine. ' +
+        'Install it, or set `sandbox: none` on the entry to run it unconfined.',
+    )
+  }
+  const forwarder = wantsEgress(spec) ? egressForwarder(name, egressSocket) : undefined
+  const arch = seccompArch()
+  const seccomp = arch === undefined ? undefined : seccompProgram(arch)
+  const cwd = launch.cwd ?? spec.stateDir
+  const resolved = resolveCommand(launch.command, launch.cwd ?? process.cwd(), launch.env.PATH)
+  const root = runsAsRoot()
+  const uid = sandboxUid(name)
+  makeStateDir(spec.stateDir)
+  if (root) chownSync(spec.stateDir, uid, uid)
+  const view = sandboxView(launch, resolved, spec)
+  const args: string[] = [
+    '--die-with-parent',
+    '--unshare-pid',
+    '--unshare-net',
+    '--unshare-ipc',
+    '--unshare-uts',
+    '--unshare-cgroup-try',
+    // The seccomp filter (seccomp.ts, ADR 044), written on fd 3 when the process is spawned.
+    ...(seccomp ? ['--seccomp', '3'] : []),
+    // Without root, namespaces need a user namespace; as root the uid switch below does better.
+    ...(root ? [] : ['--unshare-user']),
+    '--clearenv',
+  ]
+  for (const [key, value] of Object.entries(launch.env)) args.push('--setenv', key, value)
+  // The server's HOME is its state directory: what it keeps "at home" persists, and nothing of
+  // the operator's home is reachable.
+  args.push('--setenv', 'HOME', spec.stateDir)
+  args.push('--setenv', 'TMPDIR', '/tmp')
+  if (forwarder) for (const [key, value] of proxyEnvironment()) args.push('--setenv', key, value)
+  for (const dir of SYSTEM_DIRS) {
+    if (!existsSync(dir)) continue
+    const real = realpathSync(dir)
+    if (real !== dir) args.push('--symlink', real.replace(/^\//, ''), dir)
+    else args.push('--ro-bind', dir, dir)
+  }
+  args.push('--proc', '/proc', '--dev', '/dev', '--perms', '1777', '--tmpfs', '/tmp')
+  // bwrap makes missing parent folders 0700 (root's), which the sandbox uid could not cross.
+  const targets = [...view.readOnly, ...view.readWrite, ...view.links.map(([link]) => link)]
+  for (const dir of ancestorsOf(targets)) args.push('--perms', '0755', '--dir', dir)
+  for (const dir of view.readOnly) args.push('--ro-bind-try', dir, dir)
+  for (const dir of view.readWrite) args.push('--bind-try', dir, dir)
+  for (const [link, target] of view.links) args.push('--symlink', target, link)
+  for (const path of view.masked) {
+    if (statSync(path).isDirectory()) args.push('--tmpfs', path)
+    else args.push('--ro-bind', '/dev/null', path)
+  }
+  if (forwarder) {
+    args.push('--perms', '0755', '--dir', dirname(dirname(EGRESS_SOCKET_INSIDE)))
+    args.push('--perms', '0755', '--dir', dirname(EGRESS_SOCKET_INSIDE))
+    args.push('--bind', forwarder.socket, EGRESS_SOCKET_INSIDE)
+  }
+  args.push('--chdir', cwd, '--')
+  const l = spec.limits
+  args.push(
+    found.prlimit,
+    `--nproc=${l.processes}`,
+    `--data=${l.memoryBytes}`,
+    // SIGXCPU at the limit says why; SIGKILL a second later if the process ignores it.
+    `--cpu=${l.cpuSeconds}:${l.cpuSeconds + 1}`,
+    `--fsize=${l.fileBytes}`,
+    '--',
+  )
+  if (root) {
+    args.push(
+      found.setpriv,
+      `--reuid=${uid}`,
+      `--regid=${uid}`,
+      '--clear-groups',
+      '--no-new-privs',
+      '--inh-caps=-all',
+      '--bounding-set=-all',
+      '--',
+    )
+  }
+  if (forwarder) {
+    args.push(
+      '/bin/sh',
+      '-c',
+      FORWARDER_SCRIPT,
+      'barbican-egress',
+      forwarder.socat,
+      forwarder.sleep,
+    )
+  }
+  args.push(resolved, ...launch.args)
+  return { command: found.bwrap, args, env: {}, mechanism: 'bubblewrap', seccomp }
+}
+
+/**
+ * Starts the forwarder inside the sandbox, then the server: socat listens on the sandbox's own
+ * loopback (EGRESS_PORT) and carries each connection to the egress proxy's unix socket. The
+ * server starts once the port listens (read from /proc/net/tcp, without any helper program), so
+ * its first request cannot race the forwarder. `$1` is socat, `$2` sleep, the rest the server's
+ * command line.
+ */
+const FORWARDER_SCRIPT = [
+  'socat=$1; pause=$2; shift 2',
+  `"$socat" TCP-LISTEN:${EGRESS_PORT},bind=127.0.0.1,reuseaddr,fork UNIX-CONNECT:${EGRESS_SOCKET_INSIDE} </dev/null &`,
+  `port=$(printf '0100007F:%04X' ${EGRESS_PORT})`,
+  'up() { while read -r _ local _; do [ "$local" = "$port" ] && return 0; done </proc/net/tcp; return 1; }',
+  'i=0',
+  // A pause between looks leaves the CPU to socat on a busy machine; 1000 × 10 ms at most.
+  'while ! up; do i=$((i + 1)); [ "$i" -gt 1000 ] && { echo "egress forwarder did not start" >&2; exit 70; }; "$pause" 0.01; done',
+  'exec "$@"',
+].join('\n')
+
+/** The proxy variables a confined server with egress gets (Node's and everyone else's). */
+export function proxyEnvironment(): Array<readonly [string, string]> {
+  const url = `http://127.0.0.1:${EGRESS_PORT}`
+  return [
+    ['HTTP_PROXY', url],
+    ['HTTPS_PROXY', url],
+    ['http_proxy', url],
+    ['https_proxy', url],
+    ['NO_PROXY', ''],
+    ['no_proxy', ''],
+    // Node 22.21+ and 24: fetch and http(s) use the variables above only when asked to.
+    ['NODE_USE_ENV_PROXY', '1'],
+  ]
+}
+
+/** What the forwarder needs, or ERR_LAUNCH_REFUSED naming what is missing (never less network). */
+function egressForwarder(
+  name: string,
+  socket: string | undefined,
+): { readonly socat: string; readonly sleep: string; readonly socket: string } {
+  const socat = findExecutable('socat')
+  const sleep = findExecutable('sleep') ?? '/bin/sleep'
+  if (socat === undefined) {
+    throw new BarbicanError(
+      'ERR_LAUNCH_REFUSED',
+      `upstream "${name}" lists hosts in sandbox.network.allow, but this host lacks socat, ` +
+        'which carries its connections to the egress proxy (Debian: apt-get install socat). ' +
+        'Install it, or remove the hosts (no network) or set sandbox: none.',
+    )
+  }
+  if (socket === undefined) {
+    throw new BarbicanError('ERR_INTERNAL', `upstream "${name}": no egress proxy was started`)
+  }
+  return { socat, sleep, socket }
+}
+
+/**
+ * Creates a state directory (0700) and any missing parent (0755: as root, the server's own uid
+ * must cross `.barbican/state` when a bound folder, such as its working directory, holds it).
+ */
+function makeStateDir(stateDir: string): void {
+  mkdirSync(dirname(stateDir), { recursive: true, mode: 0o755 })
+  mkdirSync(stateDir, { recursive: true, mode: 0o700 })
+}
+
+/**
+ * Whether `command` runs a Node program: Node itself (by name, or Barbican's own binary), or
+ * `npx`, whose plain form a confined launch rewrites to an installed bin run with Barbican's
+ * Node (src/trust/installed-launch.ts) and whose other forms are refused below (npx itself
+ * spawns npm, a child process).
+ */
+export function runsOnNode(command: string): boolean {
+  const name = basename(command).replace(/\.(exe|cmd)$/i, '')
+  return name === 'node' || name === 'npx' || realOrNull(command) === realOrNull(process.execPath)
+}
+
+/** Node options that would loosen the permission model if they reached the server's Node. */
+const LOOSENING = /^--(allow-|no-permission|no-experimental-permission)/
+
+/**
+ * The fallback where bubblewrap is missing (ADR 030, "Fallback"): a Node program run by
+ * Barbican's own Node (whose permission flags are known) with `--permission` and the same file
+ * view as the bubblewrap sandbox, granted with `--allow-fs-read` / `--allow-fs-write`; no child
+ * processes, workers, addons or WASI. Undefined when the command is not Node. Throws
+ * ERR_LAUNCH_REFUSED when the view cannot be kept (a file of Barbican's inside a granted folder,
+ * which this model cannot mask) or the entry's own Node options would loosen it.
+ */
+export function nodePermissionLaunch(
+  name: string,
+  launch: Launch,
+  spec: SandboxSpec,
+): Launch | undefined {
+  const resolved = resolveCommand(launch.command, launch.cwd ?? process.cwd(), launch.env.PATH)
+  const isNode =
+    resolved === realOrNull(process.execPath) ||
+    basename(resolved).replace(/\.exe$/i, '') === 'node'
+  if (!isNode) return undefined
+  const refuse = (why: string): never => {
+    throw new BarbicanError(
+      'ERR_LAUNCH_REFUSED',
+      `upstream "${name}" runs confined by the Node.js permission model (this host lacks ` +
+        `bubblewrap), but ${why}. Install bubblewrap, or set \`sandbox: none\` on the entry.`,
+    )
+  }
+  const options = launch.args.slice(
+    0,
+    Math.max(
+      0,
+      launch.args.findIndex((a) => !a.startsWith('-')),
+    ),
+  )
+  const loosening = [...options, ...(launch.env.NODE_OPTIONS ?? '').split(/\s+/)].find((o) =>
+    LOOSENING.test(o),
+  )
+  if (loosening !== undefined) refuse(`its Node option ${loosening} would loosen it`)
+  makeStateDir(spec.stateDir)
+  // A private temp, emptied at each start as bubblewrap's tmpfs would be.
+  const temp = join(spec.stateDir, '.tmp')
+  rmSync(temp, { recursive: true, force: true })
+  mkdirSync(temp, { mode: 0o700 })
+  const view = sandboxView(launch, resolved, spec)
+  const [masked] = view.masked
+  if (masked !== undefined) {
+    refuse(`a granted folder contains ${masked}, which this model cannot hide`)
+  }
+  const system = SYSTEM_DIRS.filter((d) => existsSync(d)).map((d) => realpathSync(d))
+  const links = view.links.flat()
+  const read = new Set([...system, ...view.readOnly, ...links, ...view.readWrite, temp])
+  const write = new Set([...view.readWrite, temp])
+  return {
+    command: process.execPath,
+    args: [
+      '--permission',
+      ...[...read].map((p) => `--allow-fs-read=${p}`),
+      ...[...write].map((p) => `--allow-fs-write=${p}`),
+      ...launch.args,
+    ],
+    env: { ...launch.env, HOME: spec.stateDir, TMPDIR: temp },
+    cwd: launch.cwd ?? spec.stateDir,
+    mechanism: 'node-permission',
+  }
+}
