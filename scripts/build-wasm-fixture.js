@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // Builds test/fixtures/wasm/servlet.wasm from servlet.ts with the pinned AssemblyScript
 // compiler. The output is deterministic for a given compiler version and flags, so
-// src/transports/wasm-outbound.test.ts checks that a fresh build matches the committed file.
+// src/transports/wasm-outbound.integration.test.ts checks that a fresh build matches the committed file.
 import { main } from 'assemblyscript/asc'
 
 const out = process.argv[2] ?? 'test/fixtures/wasm/servlet.wasm'

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
-import { rateCounterStoreContract } from './rate-counter-store.contract.ts'
+import { rateCounterStoreContract } from '../../test/contracts/rate-counter-store.ts'
 import { MemoryRateCounterStore } from './rate-counter-store.ts'
 
 rateCounterStoreContract('memory', () => new MemoryRateCounterStore())

@@ -1,4 +1,4 @@
-import { storeContract } from './contract.ts'
+import { storeContract } from '../../test/contracts/store.ts'
 import { memoryStore } from './memory.ts'
 
 storeContract('memory', async () => memoryStore())

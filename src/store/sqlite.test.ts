@@ -3,7 +3,7 @@ import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, test } from 'node:test'
-import { storeContract } from './contract.ts'
+import { storeContract } from '../../test/contracts/store.ts'
 import { openSqliteStore } from './sqlite.ts'
 
 const dir = mkdtempSync(join(tmpdir(), 'barbican-sqlite-'))

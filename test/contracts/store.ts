@@ -4,7 +4,13 @@
  */
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
-import type { ItemDefinition, PendingChange, PinKind, PinnedItem, Store } from './store.ts'
+import type {
+  ItemDefinition,
+  PendingChange,
+  PinKind,
+  PinnedItem,
+  Store,
+} from '../../src/store/store.ts'
 
 const AT = '2026-01-01T00:00:00.000Z'
 

@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict'
 import { after, before, describe, it } from 'node:test'
+import { rateCounterStoreContract } from '../../test/contracts/rate-counter-store.ts'
 import { freshRedisPrefix, REDIS_URL } from '../../test/support/backends.ts'
 import { openRedis, type RedisClient } from '../store/redis.ts'
-import { rateCounterStoreContract } from './rate-counter-store.contract.ts'
 import type { RateRule } from './rate-counter-store.ts'
 import { MAX_TAKES_PER_BATCH, RedisRateCounterStore } from './redis-rate-counter-store.ts'
 

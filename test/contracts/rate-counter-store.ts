@@ -1,11 +1,11 @@
 /**
  * The behaviour every RateCounterStore must show, as a suite to run against each implementation
- * (memory in rate-counter-store.test.ts; a shared store adds its own run). Time is passed in, so
+ * (memory in src/policies/rate-counter-store.test.ts; a shared store adds its own run). Time is passed in, so
  * the suite never sleeps.
  */
 import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
-import type { RateCounterStore, RateRule } from './rate-counter-store.ts'
+import type { RateCounterStore, RateRule } from '../../src/policies/rate-counter-store.ts'
 
 const T0 = 1_000_000
 
