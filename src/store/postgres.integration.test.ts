@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict'
 import { after, test } from 'node:test'
-import { dropPostgresSchemas, freshPostgresUrl } from '../../test/support/backends.ts'
 import { storeContract } from '../../test/contracts/store.ts'
+import { dropPostgresSchemas, freshPostgresUrl } from '../../test/support/backends.ts'
 import { openPostgresPool, openPostgresStore, postgresStore } from './postgres.ts'
 import { migratePostgres, POSTGRES_MIGRATIONS, POSTGRES_SCHEMA_VERSION } from './postgres-schema.ts'
 
