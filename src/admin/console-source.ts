@@ -19,7 +19,7 @@ import {
 } from '../gateway/overview.ts'
 import type { SharedApiKeys } from '../gateway/shared-api-keys.ts'
 import { serverCosts } from '../gateway/token-budget.ts'
-import { describeConfinement } from '../sandbox/sandbox.ts'
+import { describeConfinement } from '../sandbox/confine.ts'
 import type { PinStore } from '../store/store.ts'
 import { quarantineKey } from '../trust/quarantine.ts'
 import { CallFigures } from './call-figures.ts'

@@ -16,7 +16,7 @@ import { lockfilePathOf, openStore, storeConfigOf, withTrust } from '../gateway/
 import { readPolicyFiles, validatePolicies } from '../policies/cedar-engine.ts'
 import { printableName } from '../protocol/item-names.ts'
 import type { JsonObject } from '../protocol/jsonrpc.ts'
-import { describeConfinement } from '../sandbox/sandbox.ts'
+import { describeConfinement } from '../sandbox/confine.ts'
 import { memoryStore } from '../store/memory.ts'
 import type { Store } from '../store/store.ts'
 import { jsonLogger } from '../telemetry/log.ts'

@@ -19,7 +19,6 @@ import {
   mkdirSync,
   readlinkSync,
   realpathSync,
-  rmSync,
   statSync,
 } from 'node:fs'
 import { basename, delimiter, dirname, isAbsolute, join, resolve, sep } from 'node:path'
@@ -56,6 +55,11 @@ export interface SandboxSpec {
    * such a package must be installed beforehand.
    */
   readonly packageCache?: string | undefined
+  /**
+   * `sandbox.fallback` of the config (ADR 097): what happens when no mechanism of this host can
+   * confine the server (not Node, no bubblewrap): `refuse` (absent: the default) or `unconfined`.
+   */
+  readonly fallback?: 'refuse' | 'unconfined' | undefined
 }
 
 /** `sandbox.network`: what the egress proxy lets through, and how much at once. */
@@ -167,38 +171,11 @@ export const NOT_COVERED =
   'memory limit is per process (RLIMIT_DATA), not per tree' +
   (seccompArch() === undefined ? `; no seccomp filter on ${process.arch}` : '')
 
-/** The fallback where bubblewrap is missing, for Node servers only (ADR 030, "Fallback"). */
-export const NODE_MECHANISM =
-  'node-permission (Node.js permission model: files, no child processes, workers, addons or WASI)'
-/** What the Node.js permission model leaves open. */
-export const NODE_NOT_COVERED =
-  'network (loopback and private addresses included); memory, process and CPU limits; ' +
-  "other processes (it shares the host's process table and may signal processes of the same " +
-  'user, Barbican included); symlinks already inside a granted folder are followed'
-
 /**
- * How an upstream is confined, in one line for the startup log and `barbican check`: the
- * mechanism and what it leaves open, the explicit opt-out, or the facility the host lacks.
- * `command` is the entry's command: without bubblewrap, a Node program falls back to the
- * Node.js permission model.
+ * A bubblewrap confinement in one line for the startup log and `barbican check`: the mechanism,
+ * the uid, the network and what it leaves open (src/sandbox/confine.ts says the other cases).
  */
-export function describeConfinement(
-  name: string,
-  sandbox: SandboxSpec | 'none' | undefined,
-  command?: string,
-  found: SandboxFacility | { missing: string } = sandboxFacility(),
-): string {
-  if (sandbox === undefined || sandbox === 'none') {
-    return "none (sandbox: none; runs with Barbican's own rights)"
-  }
-  if ('missing' in found) {
-    if (command !== undefined && runsOnNode(command)) {
-      // No uid switch here: a root gateway's server keeps root's right to signal any process.
-      const root = runsAsRoot() ? '; it runs as root, as Barbican does' : ''
-      return `${NODE_MECHANISM}, state ${sandbox.stateDir}; not covered: ${NODE_NOT_COVERED}${root}`
-    }
-    return `refused: this host lacks ${found.missing}, and only Node programs can fall back to the Node.js permission model`
-  }
+export function describeBubblewrap(name: string, sandbox: SandboxSpec): string {
   const uid = runsAsRoot() ? `, uid ${sandboxUid(name)}` : ''
   const network = wantsEgress(sandbox)
     ? `, network only through the egress proxy to ${sandbox.network!.allow.join(' ')}`
@@ -226,8 +203,11 @@ export interface Launch {
   readonly args: readonly string[]
   readonly env: Readonly<Record<string, string>>
   readonly cwd?: string | undefined
-  /** How it is confined, when it is: bubblewrap kills its tree itself, node-permission not. */
-  readonly mechanism?: 'bubblewrap' | 'node-permission' | undefined
+  /**
+   * How it is confined, when it is: bubblewrap kills its tree itself, node-permission not;
+   * `unconfined`: no mechanism of this host could, and `sandbox.fallback: unconfined` accepted it.
+   */
+  readonly mechanism?: 'bubblewrap' | 'node-permission' | 'unconfined' | undefined
   /** Runs under the shell watchdog of stdio-outbound.ts, which reads its control pipe on fd 3. */
   readonly watchdog?: boolean | undefined
   /** A seccomp program bwrap reads on fd 3 (`--seccomp 3`), written there at spawn. */
@@ -261,7 +241,7 @@ export function packageRootOf(file: string): string {
   }
 }
 
-const SYSTEM_DIRS = ['/usr', '/etc', '/bin', '/sbin', '/lib', '/lib32', '/lib64', '/libx32']
+export const SYSTEM_DIRS = ['/usr', '/etc', '/bin', '/sbin', '/lib', '/lib32', '/lib64', '/libx32']
 
 /** Every folder above `paths` (not `/`, not the system folders), parents first. */
 function ancestorsOf(paths: readonly string[]): string[] {
@@ -378,7 +358,8 @@ export function sandboxView(launch: Launch, resolved: string, spec: SandboxSpec)
 /**
  * The bwrap command line that runs `launch` confined by `spec`. Creates the state directory
  * (owned by the sandbox uid when Barbican is root). Throws ERR_LAUNCH_REFUSED when the host
- * lacks a facility; never falls back to running unconfined.
+ * lacks a facility; never falls back to running unconfined (`launchConfined` in confine.ts
+ * chooses what runs without bubblewrap).
  */
 export function confinedLaunch(
   name: string,
@@ -387,14 +368,11 @@ export function confinedLaunch(
   found: SandboxFacility | { missing: string } = sandboxFacility(),
   egressSocket?: string,
 ): Launch {
+  // Without bubblewrap, src/sandbox/confine.ts chooses the fallback; this is bubblewrap only.
   if ('missing' in found) {
-    const fallback = nodePermissionLaunch(name, launch, spec)
-    if (fallback !== undefined) return fallback
     throw new BarbicanError(
       'ERR_LAUNCH_REFUSED',
-      `upstream "${name}" runs confined by default, but this host lacks ${found.missing}, ` +
-        'and it is not a Node program the Node.js permission model could confine. ' +
-        'Install it, or set `sandbox: none` on the entry to run it unconfined.',
+      `upstream "${name}": this host lacks ${found.missing}`,
     )
   }
   const forwarder = wantsEgress(spec) ? egressForwarder(name, egressSocket) : undefined
@@ -543,7 +521,7 @@ function egressForwarder(
  * Creates a state directory (0700) and any missing parent (0755: as root, the server's own uid
  * must cross `.barbican/state` when a bound folder, such as its working directory, holds it).
  */
-function makeStateDir(stateDir: string): void {
+export function makeStateDir(stateDir: string): void {
   mkdirSync(dirname(stateDir), { recursive: true, mode: 0o755 })
   mkdirSync(stateDir, { recursive: true, mode: 0o700 })
 }
@@ -557,71 +535,4 @@ function makeStateDir(stateDir: string): void {
 export function runsOnNode(command: string): boolean {
   const name = basename(command).replace(/\.(exe|cmd)$/i, '')
   return name === 'node' || name === 'npx' || realOrNull(command) === realOrNull(process.execPath)
-}
-
-/** Node options that would loosen the permission model if they reached the server's Node. */
-const LOOSENING = /^--(allow-|no-permission|no-experimental-permission)/
-
-/**
- * The fallback where bubblewrap is missing (ADR 030, "Fallback"): a Node program run by
- * Barbican's own Node (whose permission flags are known) with `--permission` and the same file
- * view as the bubblewrap sandbox, granted with `--allow-fs-read` / `--allow-fs-write`; no child
- * processes, workers, addons or WASI. Undefined when the command is not Node. Throws
- * ERR_LAUNCH_REFUSED when the view cannot be kept (a file of Barbican's inside a granted folder,
- * which this model cannot mask) or the entry's own Node options would loosen it.
- */
-export function nodePermissionLaunch(
-  name: string,
-  launch: Launch,
-  spec: SandboxSpec,
-): Launch | undefined {
-  const resolved = resolveCommand(launch.command, launch.cwd ?? process.cwd(), launch.env.PATH)
-  const isNode =
-    resolved === realOrNull(process.execPath) ||
-    basename(resolved).replace(/\.exe$/i, '') === 'node'
-  if (!isNode) return undefined
-  const refuse = (why: string): never => {
-    throw new BarbicanError(
-      'ERR_LAUNCH_REFUSED',
-      `upstream "${name}" runs confined by the Node.js permission model (this host lacks ` +
-        `bubblewrap), but ${why}. Install bubblewrap, or set \`sandbox: none\` on the entry.`,
-    )
-  }
-  const options = launch.args.slice(
-    0,
-    Math.max(
-      0,
-      launch.args.findIndex((a) => !a.startsWith('-')),
-    ),
-  )
-  const loosening = [...options, ...(launch.env.NODE_OPTIONS ?? '').split(/\s+/)].find((o) =>
-    LOOSENING.test(o),
-  )
-  if (loosening !== undefined) refuse(`its Node option ${loosening} would loosen it`)
-  makeStateDir(spec.stateDir)
-  // A private temp, emptied at each start as bubblewrap's tmpfs would be.
-  const temp = join(spec.stateDir, '.tmp')
-  rmSync(temp, { recursive: true, force: true })
-  mkdirSync(temp, { mode: 0o700 })
-  const view = sandboxView(launch, resolved, spec)
-  const [masked] = view.masked
-  if (masked !== undefined) {
-    refuse(`a granted folder contains ${masked}, which this model cannot hide`)
-  }
-  const system = SYSTEM_DIRS.filter((d) => existsSync(d)).map((d) => realpathSync(d))
-  const links = view.links.flat()
-  const read = new Set([...system, ...view.readOnly, ...links, ...view.readWrite, temp])
-  const write = new Set([...view.readWrite, temp])
-  return {
-    command: process.execPath,
-    args: [
-      '--permission',
-      ...[...read].map((p) => `--allow-fs-read=${p}`),
-      ...[...write].map((p) => `--allow-fs-write=${p}`),
-      ...launch.args,
-    ],
-    env: { ...launch.env, HOME: spec.stateDir, TMPDIR: temp },
-    cwd: launch.cwd ?? spec.stateDir,
-    mechanism: 'node-permission',
-  }
 }

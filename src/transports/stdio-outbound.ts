@@ -18,14 +18,14 @@ import { BarbicanError, upstreamClosed } from '../common/errors.ts'
 import type { JsonLimits } from '../protocol/json-limits.ts'
 import { type JsonRpcMessage, serialize } from '../protocol/jsonrpc.ts'
 import { ResponseIdScanner } from '../protocol/response-id.ts'
+import { describeUnconfined, launchConfined } from '../sandbox/confine.ts'
 import { type EgressProxy, startEgressProxy } from '../sandbox/egress-proxy.ts'
 import { exitReport, StderrTail, spawnFailure } from '../sandbox/exit-report.ts'
+import { NODE_MECHANISM } from '../sandbox/node-permission.ts'
 import { childEnvironment } from '../sandbox/pass-through-env.ts'
 import {
-  confinedLaunch,
   type Launch,
   MECHANISM,
-  NODE_MECHANISM,
   resolveCommand,
   type SandboxRefusalSink,
   type SandboxSpec,
@@ -275,9 +275,15 @@ export class StdioOutboundTransport implements Transport {
     this.#log.info('upstream process started', {
       pid: child.pid,
       serverPid: this.#serverPid,
-      sandbox:
-        launch.mechanism === 'node-permission' ? NODE_MECHANISM : confined ? MECHANISM : 'none',
+      sandbox: this.#describeStarted(launch, confined),
     })
+  }
+
+  /** The mechanism a started process runs under, for the log. */
+  #describeStarted(launch: Launch, confined: boolean): string {
+    if (launch.mechanism === 'node-permission') return NODE_MECHANISM
+    if (launch.mechanism === 'unconfined') return 'unconfined (sandbox.fallback: unconfined)'
+    return confined ? MECHANISM : 'none'
   }
 
   /**
@@ -297,9 +303,12 @@ export class StdioOutboundTransport implements Transport {
         this.#egress = { dir }
         socket = join(dir, 'proxy.sock')
       }
-      inner = confinedLaunch(this.name, launch, o.sandbox, found, socket)
-      // bubblewrap kills the tree itself; the Node.js permission model does not.
-      if (inner.mechanism !== 'node-permission') return inner
+      inner = launchConfined(this.name, launch, o.sandbox, found, socket)
+      // bubblewrap kills the tree itself; the Node.js permission model and no mechanism do not.
+      if (inner.mechanism === 'bubblewrap') return inner
+      if (inner.mechanism === 'unconfined' && 'missing' in found) {
+        this.#log.warn('upstream runs unconfined', { sandbox: describeUnconfined(found.missing) })
+      }
     }
     if (!POSIX) return inner
     const resolved = resolveCommand(inner.command, inner.cwd ?? process.cwd(), inner.env.PATH)

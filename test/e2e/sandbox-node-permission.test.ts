@@ -17,11 +17,8 @@ import { BarbicanError } from '../../src/common/errors.ts'
 import { demoConfig } from '../../src/config/demo.ts'
 import { parseConfigText } from '../../src/config/load.ts'
 import { DEFAULT_JSON_LIMITS } from '../../src/protocol/json-limits.ts'
-import {
-  DEFAULT_SANDBOX_LIMITS,
-  describeConfinement,
-  MECHANISM_ENV,
-} from '../../src/sandbox/sandbox.ts'
+import { describeConfinement } from '../../src/sandbox/confine.ts'
+import { DEFAULT_SANDBOX_LIMITS, MECHANISM_ENV } from '../../src/sandbox/sandbox.ts'
 import { jsonLogger, silentLogger } from '../../src/telemetry/log.ts'
 import { StdioOutboundTransport } from '../../src/transports/stdio-outbound.ts'
 import { textOf } from '../support/content.ts'
