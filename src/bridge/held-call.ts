@@ -23,6 +23,8 @@ export interface ClientRequester {
     request: JsonRpcRequest,
     relatedRequestId: JsonRpcId | undefined,
     signal?: AbortSignal,
+    /** The upstream asking, for policies that watch what reaches the client. */
+    upstream?: string,
   ): Promise<Result | ErrorReply>
   /** True while the requester waits for someone else (a held call between rounds). */
   readonly parked?: boolean

@@ -499,7 +499,12 @@ export class Gateway implements InboundHandler {
       const controller = new AbortController()
       this.#clientRequests.set(key, controller)
       try {
-        return await call.session.requestClient(request, call.requestId, controller.signal)
+        return await call.session.requestClient(
+          request,
+          call.requestId,
+          controller.signal,
+          upstream.name,
+        )
       } finally {
         this.#clientRequests.delete(key)
       }

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict'
 import { describe, test } from 'node:test'
 import { callOf, countingRelay } from '../../test/support/calls.ts'
+import { ANONYMOUS } from '../auth/identity.ts'
 import { RequestStateSealer } from '../bridge/request-state.ts'
 import type { JsonObject } from '../protocol/jsonrpc.ts'
 import { silentLogger } from '../telemetry/log.ts'
@@ -109,5 +110,103 @@ describe('secure contexts', () => {
     assert.throws(() => contexts.assertRoom('b', 500), { code: 'ERR_POLICY_DENIED' })
     contexts.assertRoom('a', 500)
     contexts.assertRoom('b', 1500)
+  })
+})
+
+describe('secure contexts over every primitive (ADR 104)', () => {
+  const options = {
+    labels: {
+      private: { upstreams: ['mail'] },
+      untrusted: { upstreams: ['web'], tools: ['jobs__scrape'] },
+      egress: { upstreams: ['out'] },
+    },
+    windowMs: 60_000,
+    maxContexts: 100,
+  }
+  const sealer = new RequestStateSealer(Buffer.alloc(32, 2))
+  const policyOf = (onTrifecta: 'deny' | 'confirm') => {
+    const tracker = new SecureContexts(options)
+    const policy = confirmPolicy({
+      contexts: { ...options, onTrifecta },
+      tracker,
+      answerMs: 5000,
+      sealer,
+    })
+    return { tracker, policy }
+  }
+  const on = (upstream: string, method: string, params: JsonObject, createdBy?: string): Call => ({
+    ...callOf(method, params),
+    route: {
+      kind: 'unicast',
+      upstream,
+      original: 'x',
+      ...(createdBy === undefined ? {} : { createdBy }),
+    },
+    peer: modernPeer(),
+    decisions: [],
+  })
+  const KEY = 'identity:anonymous|client:'
+
+  test('each primitive adds the labels of the table', async () => {
+    const { tracker, policy } = policyOf('deny')
+    const { relay } = countingRelay()
+    const cases: [Call, string[]][] = [
+      [on('web', 'resources/read', { uri: 'web://a' }), ['untrusted']],
+      [on('web', 'prompts/get', { name: 'web__p' }), ['untrusted']],
+      [
+        on('web', 'completion/complete', { ref: { type: 'ref/prompt', name: 'web__p' } }),
+        ['untrusted'],
+      ],
+      // A task's result is the tool's result: it carries the creating tool's labels.
+      [on('jobs', 'tasks/result', { taskId: 't1' }, 'jobs__scrape'), ['untrusted']],
+      [on('jobs', 'tasks/result', { taskId: 't2' }, 'jobs__other'), []],
+      [on('web', 'resources/subscribe', { uri: 'web://a' }), []],
+    ]
+    for (const [call, labels] of cases) {
+      const fresh = new SecureContexts(options)
+      const p = confirmPolicy({
+        contexts: { ...options, onTrifecta: 'deny' },
+        tracker: fresh,
+        answerMs: 1,
+        sealer,
+      })
+      await p.handle(call, relay)
+      assert.deepEqual(fresh.held(KEY), labels, call.request.method)
+    }
+    // An upstream's request to the client enters that upstream's labels.
+    policy.upstreamAsked?.({
+      upstream: 'web',
+      method: 'sampling/createMessage',
+      sessionId: 's1',
+      identity: ANONYMOUS,
+    })
+    assert.deepEqual(tracker.held('session:s1'), ['untrusted'])
+  })
+
+  test('a resource read or prompt of an egress upstream is refused in a trifecta', async () => {
+    const { tracker, policy } = policyOf('deny')
+    tracker.enter(KEY, new Set(['private', 'untrusted']))
+    const { relay, calls } = countingRelay()
+    for (const call of [
+      on('out', 'resources/read', { uri: 'out://send?body=secret' }),
+      on('out', 'prompts/get', { name: 'out__p', arguments: { body: 'secret' } }),
+    ]) {
+      await assert.rejects(policy.handle(call, relay), (err: Error) => {
+        assert.match(err.message, /can send data out/)
+        return true
+      })
+    }
+    assert.equal(calls.length, 0)
+  })
+
+  test('with onTrifecta: confirm, a resource read is asked about; a completion is refused', async () => {
+    const { tracker, policy } = policyOf('confirm')
+    tracker.enter(KEY, new Set(['private', 'untrusted']))
+    const { relay, calls } = countingRelay()
+    const asked = await policy.handle(on('out', 'resources/read', { uri: 'out://x' }), relay)
+    assert.equal(asked.kind === 'result' && asked.resultType, 'input_required')
+    const completion = on('out', 'completion/complete', { ref: { type: 'ref/prompt', name: 'p' } })
+    await assert.rejects(policy.handle(completion, relay), /cannot be confirmed/)
+    assert.equal(calls.length, 0)
   })
 })

@@ -19,9 +19,9 @@ import {
 import { toolDefinition } from '../catalog/catalog.ts'
 import { BarbicanError } from '../common/errors.ts'
 import { isPlainObject, type JsonObject } from '../protocol/jsonrpc.ts'
-import type { Result } from '../protocol/model.ts'
+import type { Request, Result } from '../protocol/model.ts'
 import { type AnswerLedger, MemoryAnswerLedger } from './answer-ledger.ts'
-import type { Call, ConfirmationAnswer, Next, Policy, Reply } from './policy.ts'
+import type { Call, ConfirmationAnswer, Next, Policy, Reply, UpstreamAsk } from './policy.ts'
 import { type ContextsOptions, contextKey, SecureContexts } from './secure-contexts.ts'
 
 /** Which calls need a human's confirmation (`confirm:` in the config). */
@@ -54,6 +54,17 @@ export const CONFIRM_INPUT = 'barbican-confirm'
 /** The labels whose meeting in one context makes an `egress` call dangerous. */
 const TRIFECTA = ['private', 'untrusted'] as const
 
+/** Requests that carry the client's own values to the upstream: an `egress` one can leak. */
+const SENDS_ARGUMENTS: ReadonlySet<string> = new Set([
+  'tools/call',
+  'resources/read',
+  'prompts/get',
+  'completion/complete',
+])
+
+/** Requests a 2026-07-28 client can be asked about (`input_required`); the others are refused. */
+const ASKABLE: ReadonlySet<string> = new Set(['tools/call', 'resources/read', 'prompts/get'])
+
 export function confirmPolicy(options: ConfirmOptions): Policy {
   const rule = options.rule
   const servers = rule?.servers?.length ? picomatch([...rule.servers]) : () => true
@@ -79,38 +90,55 @@ export function confirmPolicy(options: ConfirmOptions): Policy {
     name: 'confirm',
     async handle(call: Call, next: Next): Promise<Reply> {
       const { request, route } = call
-      if (request.method !== 'tools/call' || route.kind !== 'unicast') return await next(call)
-      const name = String(request.params?.name)
-      const labels = contexts?.labelsOf(route.upstream, name) ?? new Set<string>()
+      if (route.kind !== 'unicast') return await next(call)
+      const { method } = request
+      const name = itemName(request)
+      const labels = contexts?.requestLabels(method, route.upstream, name, route.createdBy)
+      if (method !== 'tools/call' && (labels === undefined || labels.size === 0)) {
+        return await next(call)
+      }
+      const what = method === 'tools/call' ? `"${name}"` : `${method} of "${name}"`
       const key = contextKey(call.peer?.sessionId, call.identity)
       let why: string | undefined
-      if (contexts && labels.has('egress') && TRIFECTA.every((l) => contexts.holds(key, l))) {
-        if (options.contexts?.onTrifecta !== 'confirm') {
+      if (
+        contexts &&
+        labels?.has('egress') &&
+        SENDS_ARGUMENTS.has(method) &&
+        TRIFECTA.every((l) => contexts.holds(key, l))
+      ) {
+        if (options.contexts?.onTrifecta !== 'confirm' || !ASKABLE.has(method)) {
           call.decisions?.push({ policy: 'confirm', effect: 'deny', rule: 'contexts.trifecta' })
           throw new BarbicanError(
             'ERR_POLICY_DENIED',
-            `"${name}" can send data out, and this context already holds private data and untrusted content: refused (contexts.onTrifecta = deny)`,
+            `${what} can send data out, and this context already holds private data and untrusted content: refused (contexts.onTrifecta = ${options.contexts?.onTrifecta ?? 'deny'}${ASKABLE.has(method) ? '' : `; ${method} cannot be confirmed`})`,
             { data: { reason: 'trifecta' } },
           )
         }
         why =
-          'This conversation already holds private data and untrusted content, and this tool can send data out.'
-      } else if (await needsRule(call, name)) {
+          'This conversation already holds private data and untrusted content, and this request can send data out.'
+      } else if (method === 'tools/call' && (await needsRule(call, name))) {
         why = 'The operator asks for confirmation of this tool.'
       }
-      if (labels.size > 0) contexts?.assertRoom(key)
+      if (labels !== undefined && labels.size > 0) contexts?.assertRoom(key)
       // A later round of a call confirmed before goes on without asking again.
       let forwarded = continuing(call)
       let confirmed = forwarded !== call
       if (why !== undefined && !confirmed) {
-        const asked = await ask(call, name, route.upstream, why)
+        const asked = await ask(call, what, route.upstream, why)
         if (asked.kind === 'question') return asked.reply
         forwarded = asked.call
         confirmed = true
       }
       const reply = await next(forwarded)
-      if (labels.size > 0) contexts?.enter(key, labels)
+      if (labels !== undefined && labels.size > 0) contexts?.enter(key, labels)
       return confirmed ? rewrap(reply, call) : reply
+    },
+    // An upstream's sampling or elicitation request reaches the client (and its model) while
+    // the call is still running: its upstream's labels enter before the client sees it, so a
+    // call the model makes meanwhile is judged with them (ADR 104).
+    upstreamAsked({ upstream, sessionId, identity }: UpstreamAsk): void {
+      if (contexts === undefined) return
+      contexts.enter(contextKey(sessionId, identity), contexts.upstreamLabels(upstream))
     },
   }
 
@@ -120,7 +148,7 @@ export function confirmPolicy(options: ConfirmOptions): Policy {
    */
   async function ask(
     call: Call,
-    tool: string,
+    what: string,
     upstream: string,
     why: string,
   ): Promise<{ kind: 'question'; reply: Result } | { kind: 'accepted'; call: Call }> {
@@ -128,7 +156,7 @@ export function confirmPolicy(options: ConfirmOptions): Policy {
     const params = call.request.params ?? {}
     const question = {
       mode: 'form',
-      message: `${why}\nAllow the call of "${tool}" on server "${upstream}" (virtual server "${call.server}") with these arguments?\n${JSON.stringify(params.arguments ?? {}, null, 2)}`,
+      message: `${why}\nAllow ${call.request.method === 'tools/call' ? 'the call of ' : ''}${what} on server "${upstream}" (virtual server "${call.server}") with these arguments?\n${JSON.stringify(shownArguments(call.request.method, params), null, 2)}`,
       requestedSchema: { type: 'object', properties: {} },
     }
     const canElicit = isPlainObject(peer?.capabilities.elicitation)
@@ -136,7 +164,7 @@ export function confirmPolicy(options: ConfirmOptions): Policy {
       throw refusal(
         call,
         'unavailable',
-        `"${tool}" needs a human's confirmation, and this client cannot ask for it (it did not declare the elicitation capability${peer?.era === 'none' ? ' or has no session to ask on' : ''}); refused`,
+        `${what} needs a human's confirmation, and this client cannot ask for it (it did not declare the elicitation capability${peer?.era === 'none' ? ' or has no session to ask on' : ''}); refused`,
       )
     }
     if (peer.era === 'modern') {
@@ -145,7 +173,7 @@ export function confirmPolicy(options: ConfirmOptions): Policy {
       if (opened?.asked === true) {
         await spend(opened.nonce, opened.exp)
         const answer = answerOf(params.inputResponses)
-        if (answer !== 'accept') throw refusal(call, answer, declined(tool, answer))
+        if (answer !== 'accept') throw refusal(call, answer, declined(what, answer))
         call.decisions?.push({ policy: 'confirm', effect: 'allow', answer })
         return { kind: 'accepted', call: withParams(call, strip(params)) }
       }
@@ -170,10 +198,10 @@ export function confirmPolicy(options: ConfirmOptions): Policy {
     }
     const reply = await peer.ask('elicitation/create', question, call.signal)
     if (reply.kind === 'error') {
-      throw refusal(call, 'failed', `"${tool}" was not confirmed: ${reply.message}; refused`)
+      throw refusal(call, 'failed', `${what} was not confirmed: ${reply.message}; refused`)
     }
     const answer = answerOf(reply.result)
-    if (answer !== 'accept') throw refusal(call, answer, declined(tool, answer))
+    if (answer !== 'accept') throw refusal(call, answer, declined(what, answer))
     call.decisions?.push({ policy: 'confirm', effect: 'allow', answer })
     return { kind: 'accepted', call }
   }
@@ -253,10 +281,28 @@ function answerOf(value: unknown): ConfirmationAnswer {
   return action === 'accept' || action === 'decline' ? action : 'cancel'
 }
 
-function declined(tool: string, answer: ConfirmationAnswer): string {
+function declined(what: string, answer: ConfirmationAnswer): string {
   return answer === 'decline'
-    ? `The user declined the call of "${tool}"; it was not sent`
-    : `The user cancelled the confirmation of "${tool}"; it was not sent`
+    ? `The user declined the call of ${what}; it was not sent`
+    : `The user cancelled the confirmation of ${what}; it was not sent`
+}
+
+/** What the question shows of a request: a tool's arguments, else its own params. */
+function shownArguments(method: string, params: JsonObject): unknown {
+  if (method === 'tools/call') return params.arguments ?? {}
+  const { _meta, ...own } = strip(params)
+  return own
+}
+
+/**
+ * The name a request is about, for labels and messages: a tool or prompt name, a resource
+ * URI, a completion's reference, a task id.
+ */
+function itemName(request: Request): string {
+  const params = request.params
+  const ref = params?.ref
+  if (isPlainObject(ref)) return String(ref.name ?? ref.uri)
+  return String(params?.name ?? params?.uri ?? params?.taskId)
 }
 
 /** An ERR_POLICY_DENIED for an unconfirmed call, with the answer on the call for the audit. */

@@ -49,6 +49,15 @@ export interface CallPeer {
   ask(method: string, params: JsonObject, signal: AbortSignal): Promise<Result | ErrorReply>
 }
 
+/** An upstream's request to a client, as policies see it (Policy.upstreamAsked). */
+export interface UpstreamAsk {
+  readonly upstream: string
+  readonly method: string
+  /** The client's legacy session (upstream requests reach only clients with a session). */
+  readonly sessionId: string | undefined
+  readonly identity: Identity
+}
+
 /** One policy's verdict on a call and the rule that made it. */
 export interface PolicyDecision {
   readonly policy: string
@@ -72,6 +81,11 @@ export interface Policy {
   /** Used in config, logs and audit records. */
   readonly name: string
   handle(call: Call, next: Next): Promise<Reply>
+  /**
+   * An upstream sent a request (sampling, elicitation) to the client of a call in flight: its
+   * content reaches the client's model before the call ends. Absent: not watched.
+   */
+  upstreamAsked?(ask: UpstreamAsk): void
   /**
    * Releases what the policy holds (connections, timers) when a reload replaced its chain and
    * the last call that entered it has ended (live-policies.ts). Absent: nothing to release.

@@ -22,6 +22,16 @@ export interface ContextsOptions {
   readonly maxContexts: number
 }
 
+/**
+ * Client requests (besides tool calls and tasks) whose answer is an upstream's content that
+ * reaches the model: a resource's contents, a prompt's messages, completion values.
+ */
+const CONTENT_METHODS: ReadonlySet<string> = new Set([
+  'resources/read',
+  'prompts/get',
+  'completion/complete',
+])
+
 /** Context key → label → when it last entered (epoch ms). */
 export type HeldLabels = Map<string, Map<string, number>>
 
@@ -58,6 +68,28 @@ export class SecureContexts {
       if (rule.upstream(upstream) || rule.tool(tool)) labels.add(rule.label)
     }
     return labels
+  }
+
+  /**
+   * The labels a request brings into its context (docs/policy.md, "What each primitive adds";
+   * ADR 104): a tool call and a task's result carry the tool's labels; a resource read, a
+   * prompt and a completion carry their upstream's, since the operator labels upstreams by the
+   * content they serve. Undefined for a method that brings no upstream content in.
+   */
+  requestLabels(
+    method: string,
+    upstream: string,
+    name: string,
+    createdBy?: string,
+  ): ReadonlySet<string> | undefined {
+    if (method === 'tools/call') return this.labelsOf(upstream, name)
+    if (method === 'tasks/result' || method === 'tasks/get') {
+      return createdBy === undefined
+        ? this.upstreamLabels(upstream)
+        : this.labelsOf(upstream, createdBy)
+    }
+    if (CONTENT_METHODS.has(method)) return this.upstreamLabels(upstream)
+    return undefined
   }
 
   /** The labels of an upstream alone (its items' labels include these). */

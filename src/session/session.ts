@@ -743,9 +743,20 @@ export class Session {
     request: JsonRpcRequest,
     relatedRequestId: JsonRpcId | undefined,
     signal?: AbortSignal,
+    upstream?: string,
   ): Promise<UpstreamReply> {
     const refusal = clientRequestRefusal(request, this.#clientCapabilities, this.#revision)
     if (refusal) return refusal
+    if (upstream !== undefined) {
+      // Its content reaches the client's model now: secure contexts label it before (ADR 104).
+      const asked = {
+        upstream,
+        method: request.method,
+        sessionId: this.info.kind === 'streamable-http-stateless' ? undefined : this.#id,
+        identity: this.identity,
+      }
+      for (const policy of this.#deps.policies.current.policies) policy.upstreamAsked?.(asked)
+    }
     return await this.#clientRequests.relay(
       request,
       this.#codecForLegacy(),
