@@ -6,13 +6,21 @@
  * each case runs under bubblewrap and again under the Node.js permission model fallback.
  */
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process'
-import { chmodSync, existsSync, mkdtempSync, readFileSync, realpathSync, rmSync, writeFileSync } from 'node:fs'
+import {
+  chmodSync,
+  existsSync,
+  mkdtempSync,
+  readFileSync,
+  realpathSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
-import { MECHANISM_ENV, findExecutable } from '../../src/sandbox/sandbox.ts'
+import { findExecutable, MECHANISM_ENV } from '../../src/sandbox/sandbox.ts'
 import { textOf } from './content.ts'
 
 const root = fileURLToPath(new URL('../../', import.meta.url))
