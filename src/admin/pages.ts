@@ -163,7 +163,15 @@ export function overviewPage(
           text(u.transport),
           text(sandboxes.get(u.name) ?? '—', 300),
           num(u.restarts),
-          u.lastError ? `<span class="mono bad">${text(u.lastError, 600)}</span>` : '',
+          [
+            u.lastError ? `<span class="mono bad">${text(u.lastError, 600)}</span>` : '',
+            ...(u.heldLists ?? []).map(
+              (h) =>
+                `<span class="mono bad">held back ${text(h.list)}: ${text(h.reason, 300)}</span>`,
+            ),
+          ]
+            .filter((part) => part !== '')
+            .join('<br>'),
         ]),
       )
     : '<p>No upstream is configured.</p>'

@@ -22,12 +22,15 @@ import type { Store } from '../store/store.ts'
 import { jsonLogger } from '../telemetry/log.ts'
 import { formatChanges } from '../trust/diff.ts'
 import { comparePins } from '../trust/pin-check.ts'
-import type { Upstream } from '../upstreams/upstream.ts'
+import type { ListKey, Upstream } from '../upstreams/upstream.ts'
 import { type CliIo, type CommandOptions, trustOptionsOf } from './command.ts'
 import { loadForCommand } from './load.ts'
 import { reportDrift } from './pins.ts'
 import { type NextServer, previewReload } from './reload-preview.ts'
 import { fetchOverview } from './status.ts'
+
+/** The lists besides tools that check asks for, so a failing one is reported. */
+const OPTIONAL_KEYS: readonly ListKey[] = ['prompts', 'resources', 'resourceTemplates']
 
 /** Parses the Cedar policy files and validates them against the shipped schema. */
 function checkCedar(files: readonly string[], io: CliIo): boolean {
@@ -97,10 +100,17 @@ export async function runCheck(
       try {
         await upstream.connect()
         const tools = await upstream.list('tools')
+        // The optional lists too: one the server answers with an error is held back alone.
+        await Promise.all(OPTIONAL_KEYS.map((key) => upstream.list(key)))
         const info = upstream.info
         io.stdout(
           `ok    ${upstream.name}: ${String(info?.serverInfo.name ?? '?')} ${String(info?.serverInfo.version ?? '')}, MCP ${info?.protocolVersion}, ${tools.length} tool(s)\n`,
         )
+        for (const held of upstream.heldLists) {
+          io.stdout(
+            `warn  ${upstream.name}: ${held.list} held back (its tools are kept): ${held.reason}\n`,
+          )
+        }
         const entry = config.upstreams.find((u) => u.name === upstream.name)
         if (entry?.transport === 'stdio') {
           io.stdout(

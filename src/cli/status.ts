@@ -95,7 +95,10 @@ export function formatOverview(o: Overview, origin: string): string {
     const era = u.era ? `, ${u.era} era` : ''
     const restarts = `${u.restarts} restart${u.restarts === 1 ? '' : 's'}`
     const error = u.lastError ? `\n    last error: ${oneLine(u.lastError)}` : ''
-    lines.push(`  ${u.name.padEnd(width)}  ${u.state} (${u.transport}${era}), ${restarts}${error}`)
+    const held = (u.heldLists ?? []).map((h) => `\n    held back: ${h.list}: ${oneLine(h.reason)}`)
+    lines.push(
+      `  ${u.name.padEnd(width)}  ${u.state} (${u.transport}${era}), ${restarts}${error}${held.join('')}`,
+    )
   }
   lines.push('virtual servers:')
   for (const s of o.servers) {

@@ -25,7 +25,7 @@ import { GatewayMetrics } from '../telemetry/metrics.ts'
 import type { ConnectionInfo, InboundHandler } from '../transports/inbound.ts'
 import type { Transport } from '../transports/transport.ts'
 import type { TrustGuard } from '../trust/trust-guard.ts'
-import { Upstream, type UpstreamState } from '../upstreams/upstream.ts'
+import { type HeldList, Upstream, type UpstreamState } from '../upstreams/upstream.ts'
 import type { UpstreamReply } from '../upstreams/upstream-client.ts'
 import { LIST_CHANGED } from '../upstreams/upstream-lists.ts'
 import { DEFAULT_LIST_TIMING, type ListTiming } from '../virtual-servers/catalog-recovery.ts'
@@ -92,6 +92,8 @@ export interface UpstreamStatus {
   readonly name: string
   readonly state: UpstreamState
   readonly error?: string
+  /** Optional lists it answered with an error, held back alone (ADR 099); absent: none. */
+  readonly heldLists?: readonly HeldList[]
 }
 
 export class Gateway implements InboundHandler {
@@ -367,6 +369,7 @@ export class Gateway implements InboundHandler {
       name: u.name,
       state: u.state,
       ...(u.lastError ? { error: u.lastError } : {}),
+      ...(u.heldLists.length > 0 ? { heldLists: u.heldLists } : {}),
     }))
   }
 

@@ -7,6 +7,7 @@
 import type { Catalog } from '../catalog/catalog.ts'
 import { VERSION } from '../common/version.ts'
 import type { Config } from '../config/config.ts'
+import type { HeldList } from '../upstreams/upstream.ts'
 import type { Gateway } from './gateway.ts'
 
 /** How long the overview waits for a virtual server's catalog before it leaves counts out. */
@@ -21,6 +22,8 @@ export interface UpstreamOverview {
   readonly era?: string | undefined
   readonly restarts: number
   readonly lastError?: string | undefined
+  /** Optional lists it answered with an error, held back alone (ADR 099); absent: none. */
+  readonly heldLists?: readonly HeldList[] | undefined
 }
 
 export interface ServerOverview {
@@ -77,6 +80,7 @@ export async function overview(
       ...(u.era ? { era: u.era } : {}),
       restarts: gateway.restartsOf(u.name),
       ...(u.lastError ? { lastError: u.lastError } : {}),
+      ...(u.heldLists.length > 0 ? { heldLists: u.heldLists } : {}),
     }),
   )
   const paths = new Map(config.servers.map((s) => [s.name, s.path]))

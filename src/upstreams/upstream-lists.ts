@@ -35,6 +35,30 @@ export const LIST_CHANGED: Readonly<Record<string, readonly ListKey[]>> = {
   'notifications/resources/list_changed': ['resources', 'resourceTemplates'],
 }
 
+/**
+ * The lists a server may fail alone: one it advertises but answers with an error (server-postgres
+ * answers `resources/templates/list` with "Method not found") is held back by itself, with the
+ * reason, and never takes the server's tools with it (ADR 099). `tools` is not among them: a
+ * server whose tools cannot be listed is left out and retried like one that is down.
+ */
+export const OPTIONAL_LISTS: ReadonlySet<ListKey> = new Set([
+  'prompts',
+  'resources',
+  'resourceTemplates',
+])
+
+/** A list the server answered with an error (or endless cursors): held back alone, with why. */
+export interface HeldList {
+  /** The list method, e.g. `resources/templates/list`. */
+  readonly list: string
+  readonly reason: string
+}
+
+/** Whether `err` says the server answered a list request badly (not that it was unreachable). */
+export function listAnsweredBadly(err: unknown): err is BarbicanError {
+  return err instanceof BarbicanError && err.code === 'ERR_UPSTREAM_PROTOCOL'
+}
+
 /** Most pages fetched from one upstream list before giving up (a server looping its cursors). */
 const MAX_PAGES = 100
 
@@ -61,7 +85,8 @@ export async function fetchAllPages(source: ListSource, key: ListKey): Promise<J
     if (reply.kind === 'error') {
       throw new BarbicanError(
         'ERR_UPSTREAM_PROTOCOL',
-        `Upstream "${source.name}" failed ${method}: ${reply.message}`,
+        `Upstream "${source.name}" failed ${method}: ${reply.message} (${reply.code})`,
+        { data: { method, code: reply.code } },
       )
     }
     const pageItems = reply.result[key]

@@ -26,13 +26,16 @@ import { listenForListChanges, ResourceWatches } from './upstream-listens.ts'
 import {
   ALL_LIST_KEYS,
   fetchAllPages,
+  type HeldList,
   LIST_CHANGED,
   LIST_METHODS,
   type ListKey,
+  listAnsweredBadly,
+  OPTIONAL_LISTS,
 } from './upstream-lists.ts'
 
 /** Re-exported: the virtual server and the gateway know these as the Upstream's own. */
-export type { ListKey, UpstreamInfo }
+export type { HeldList, ListKey, UpstreamInfo }
 
 /** Where the connection stands; 'failed' means backing off until the next attempt. */
 export type UpstreamState = 'idle' | 'connecting' | 'ready' | 'failed' | 'stopped'
@@ -113,6 +116,8 @@ export class Upstream extends EventEmitter<UpstreamEvents> {
   /** Set by start(): a failed attempt is retried in the background (eager upstreams). */
   #keepTrying = false
   #lists = new Map<ListKey, Promise<JsonObject[]>>()
+  /** Optional lists the server answered with an error, held back alone until listed again. */
+  #held = new Map<ListKey, HeldList>()
   #stopped = false
   /** The era verdict, kept across reconnects (era is a property of the server). */
   #verdict: EraVerdict | undefined
@@ -234,7 +239,7 @@ export class Upstream extends EventEmitter<UpstreamEvents> {
     this.#connectedAt = Date.now()
     this.#retryAt = 0
     this.#lastError = undefined
-    this.#lists.clear()
+    this.#forgetLists(ALL_LIST_KEYS)
     this.#setState('ready')
     this.#options.log.info('upstream ready', {
       protocolVersion: info.protocolVersion,
@@ -301,7 +306,7 @@ export class Upstream extends EventEmitter<UpstreamEvents> {
       this.#setState('idle')
       return
     }
-    this.#lists.clear()
+    this.#forgetLists(ALL_LIST_KEYS)
     if (this.#stopped) return
     // An upstream that dies is retried at once, then with growing delays if it keeps dying.
     if (Date.now() - this.#connectedAt >= STABLE_AFTER_MS) this.#failures = 0
@@ -338,14 +343,14 @@ export class Upstream extends EventEmitter<UpstreamEvents> {
   listsChangedElsewhere(method: string): void {
     const keys = LIST_CHANGED[method]
     if (!keys) return
-    for (const key of keys) this.#lists.delete(key)
+    this.#forgetLists(keys)
     this.emit('listChanged', keys)
   }
 
   #onNotification(notification: JsonRpcNotification): void {
     const keys = LIST_CHANGED[notification.method]
     if (keys) {
-      for (const key of keys) this.#lists.delete(key)
+      this.#forgetLists(keys)
       this.emit('listChanged', keys)
     }
     this.emit('notification', notification)
@@ -437,10 +442,39 @@ export class Upstream extends EventEmitter<UpstreamEvents> {
         },
         key,
       )
+      if (OPTIONAL_LISTS.has(key)) cached = cached.catch((err: unknown) => this.#holdBack(key, err))
       this.#lists.set(key, cached)
       cached.catch(() => this.#lists.delete(key))
     }
     return await cached
+  }
+
+  /**
+   * The optional lists held back because the server answered them with an error (ADR 099): the
+   * rest of the server is listed as usual. Each is asked again when the server says the list
+   * changed or reconnects.
+   */
+  get heldLists(): readonly HeldList[] {
+    return [...this.#held.values()]
+  }
+
+  /**
+   * An optional list failed: when the server answered (an error, endless cursors), that list is
+   * empty, its reason kept and logged; when it could not be reached, the failure stands.
+   */
+  #holdBack(key: ListKey, err: unknown): JsonObject[] {
+    if (!listAnsweredBadly(err)) throw err
+    const held: HeldList = { list: LIST_METHODS[key].method, reason: err.message }
+    this.#held.set(key, held)
+    this.#options.log.warn('list held back', { list: held.list, reason: held.reason })
+    return []
+  }
+
+  #forgetLists(keys: readonly ListKey[]): void {
+    for (const key of keys) {
+      this.#lists.delete(key)
+      this.#held.delete(key)
+    }
   }
 
   /** Stops for good: timers cleared, every session closed, no reconnects afterwards. */
