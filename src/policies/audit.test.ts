@@ -99,6 +99,22 @@ describe('audit policy', () => {
     )
   })
 
+  test('records a tool result with isError as an error (tool_error), as /metrics counts it', async () => {
+    const sink = collecting()
+    const failed = compose([auditPolicy({ sink })], async (call) => ({
+      kind: 'result' as const,
+      id: call.request.id,
+      resultType: 'complete' as const,
+      result: {
+        content: [{ type: 'text', text: "EROFS: read-only file system, open '/x'" }],
+        isError: true,
+      },
+    }))
+    await failed(toolCall('x', {}))
+    const [e] = sink.events as CallEvent[]
+    assert.deepEqual([e!.outcome, e!.errorCode], ['error', 'tool_error'])
+  })
+
   test('the reply waits until the record is durable', async () => {
     let release!: () => void
     const sink: AuditSink = { record: () => new Promise<void>((r) => (release = r)) }

@@ -71,6 +71,10 @@ function callEvent(
   } else if (reply?.kind === 'error') {
     outcome = 'error'
     errorCode = String(reply.code)
+  } else if (reply?.result.isError === true) {
+    // The tool ran and reported a failure: an error, as the call line and /metrics say.
+    outcome = 'error'
+    errorCode = 'tool_error'
   }
   const decision = call.decisions?.find((d) => d.policy === 'authorize')
   const args = params?.arguments

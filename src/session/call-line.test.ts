@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict'
 import { describe, test } from 'node:test'
 import { jsonLogger } from '../telemetry/log.ts'
-import { callLevel, logCall, traceIdOf } from './call-line.ts'
+import { callLevel, callOutcome, logCall, traceIdOf } from './call-line.ts'
 
 const TRACE = '4bf92f3577b34da6a3ce929d0e0e4736'
 
@@ -21,6 +21,13 @@ describe('the line of a client request', () => {
       assert.notEqual(id, '0'.repeat(32))
     }
     assert.notEqual(traceIdOf(undefined, undefined), traceIdOf(undefined, undefined))
+  })
+
+  test('a tool result with isError is an error, as /metrics counts it; others are ok', () => {
+    assert.equal(callOutcome({ kind: 'result', result: { isError: true } }), 'error tool_error')
+    assert.equal(callOutcome({ kind: 'result', result: { isError: false } }), 'ok')
+    assert.equal(callOutcome({ kind: 'result', result: {} }), 'ok')
+    assert.equal(callOutcome({ kind: 'error', code: -32602 }), 'error -32602')
   })
 
   test('calls at info, lists and handshakes at debug', () => {

@@ -50,6 +50,19 @@ export interface CallFacts {
   readonly startedAt: number
 }
 
+/**
+ * The outcome a reply gives its call line: `ok`; `error CODE` for a JSON-RPC error; `error
+ * tool_error` for a tool that ran and reported a failure (`isError: true`), as /metrics counts it.
+ */
+export function callOutcome(
+  reply:
+    | { readonly kind: 'error'; readonly code: number }
+    | { readonly kind: 'result'; readonly result: { readonly isError?: unknown } },
+): string {
+  if (reply.kind === 'error') return `error ${reply.code}`
+  return reply.result.isError === true ? 'error tool_error' : 'ok'
+}
+
 /** `log` is the request's logger (it carries requestId and traceId). */
 export function logCall(log: Logger, facts: CallFacts): void {
   const params = facts.params as { name?: unknown; uri?: unknown } | undefined

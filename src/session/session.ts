@@ -51,7 +51,7 @@ import {
   stringParam,
 } from '../virtual-servers/route.ts'
 import type { VirtualServer } from '../virtual-servers/virtual-server.ts'
-import { logCall, requestFields, traceIdOf } from './call-line.ts'
+import { callOutcome, logCall, requestFields, traceIdOf } from './call-line.ts'
 import { ClientNotifications } from './client-notifications.ts'
 import { ClientRequests, clientRequestRefusal } from './client-requests.ts'
 import {
@@ -291,7 +291,7 @@ export class Session {
         facts,
       })
       reply.id = wire.id
-      if (reply.kind === 'error') facts.outcome = `error ${reply.code}`
+      facts.outcome = callOutcome(reply)
       const encoded = codec.encode(reply, { method: request.method })
       endSpan(span, replyOutcome(reply))
       this.#answered(wire.id, controller)
