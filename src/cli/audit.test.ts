@@ -4,6 +4,8 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, describe, test } from 'node:test'
 import { runCli as run } from '../../test/support/cli.ts'
+import { demoDataDir } from '../config/demo-paths.ts'
+import { auditBesideStore, openAuditStore } from '../gateway/audit-setup.ts'
 
 const dir = mkdtempSync(join(tmpdir(), 'barbican-audit-cli-'))
 after(() => rmSync(dir, { recursive: true, force: true }))
@@ -42,5 +44,34 @@ describe('barbican audit', () => {
     const r = await run(['audit', 'verify', '--config', config({ store: { memory: {} } })])
     assert.equal(r.code, 1)
     assert.match(r.stderr, /in memory/)
+  })
+
+  test("without a config file, verify and tail read the embedded demo's log and say so", async () => {
+    // An empty working directory, and a temp directory of the test's own for the demo's folder.
+    const here = mkdtempSync(join(dir, 'cwd-'))
+    const before = { cwd: process.cwd(), tmp: process.env.TMPDIR }
+    process.env.TMPDIR = mkdtempSync(join(dir, 'tmp-'))
+    process.chdir(here)
+    try {
+      const missing = await run(['audit', 'verify'])
+      assert.equal(missing.code, 1)
+      assert.match(missing.stderr, /reading the embedded demo's audit log/)
+      assert.ok(missing.stderr.includes(join(demoDataDir(), 'audit.db')), missing.stderr)
+      const { store } = await openAuditStore(
+        auditBesideStore(join(demoDataDir(), 'barbican.db')),
+        true,
+      )
+      await store.close()
+      const verify = await run(['audit', 'verify'])
+      assert.equal(verify.code, 0, verify.stderr)
+      assert.match(verify.stdout, /^ok {4}no records/)
+      const tail = await run(['audit', 'tail'])
+      assert.deepEqual([tail.code, tail.stdout], [0, ''])
+      assert.match(tail.stderr, /embedded demo/)
+    } finally {
+      process.chdir(before.cwd)
+      if (before.tmp === undefined) delete process.env.TMPDIR
+      else process.env.TMPDIR = before.tmp
+    }
   })
 })

@@ -4,14 +4,38 @@
  * checks.
  */
 import { existsSync } from 'node:fs'
+import { resolve } from 'node:path'
 import type { AuditQuery } from '../audit/audit-store.ts'
 import { inspectJournals, type JournalReport } from '../audit/journal.ts'
 import { exportLine } from '../audit/record.ts'
 import { verifyAuditLog } from '../audit/verify.ts'
 import { redactUrl } from '../common/backend-urls.ts'
-import { auditLocationOf, openAuditStore } from '../gateway/audit-setup.ts'
+import { DEFAULT_CONFIG_FILES } from '../config/defaults.ts'
+import { demoStorePath } from '../config/demo-paths.ts'
+import {
+  type AuditLocation,
+  auditBesideStore,
+  auditLocationOf,
+  openAuditStore,
+} from '../gateway/audit-setup.ts'
 import type { CliIo, CommandOptions } from './command.ts'
 import { loadForCommand } from './load.ts'
+
+/**
+ * Where the log is: the configuration's, or, with no --config and no config file here, the
+ * embedded demo's (in its data folder), which `npm start` / `barbican serve` ran with; the
+ * command says so, so that nobody mistakes it for their own gateway's log.
+ */
+async function locate(options: CommandOptions, io: CliIo): Promise<AuditLocation | undefined> {
+  const hasFile = DEFAULT_CONFIG_FILES.some((name) => existsSync(resolve(name)))
+  if (options.config === undefined && !hasFile) {
+    const store = demoStorePath()
+    io.stderr(`barbican: no configuration here: reading the embedded demo's audit log\n`)
+    return auditBesideStore(store)
+  }
+  const loaded = await loadForCommand(options, io, false)
+  return loaded && auditLocationOf(loaded.config, loaded.source.path)
+}
 
 /** What `tail` and `query` filter by (`--subject`, `--tool`, `--outcome`, `--since`, …). */
 export interface AuditFilters {
@@ -43,9 +67,8 @@ export async function runAudit(
     io.stderr(`barbican: ${(err as Error).message}\n`)
     return 2
   }
-  const loaded = await loadForCommand(options, io, false)
-  if (!loaded) return 1
-  const location = auditLocationOf(loaded.config, loaded.source.path)
+  const location = await locate(options, io)
+  if (!location) return 1
   if (location.kind === 'memory') {
     io.stderr('barbican: this configuration keeps its audit log in memory: nothing to read\n')
     return 1

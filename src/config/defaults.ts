@@ -75,3 +75,10 @@ export const DEFAULT_PACKAGE_CACHE_NAME = 'npm'
  * beside the schema, so the gateway reads it without loading zod (test/bin/build.test.ts).
  */
 export const DEFAULT_QUOTA_LEASE_MS = 200
+
+/** File names tried, in order, when no path is given. */
+export const DEFAULT_CONFIG_FILES: readonly string[] = Object.freeze([
+  'barbican.yaml',
+  'barbican.yml',
+  'barbican.json',
+])

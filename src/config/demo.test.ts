@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, describe, test } from 'node:test'
 import type { StdioUpstreamConfig } from './config.ts'
-import { demoConfig, resolvePackageBin } from './demo.ts'
+import { demoConfig, demoDataDir, demoStorePath, resolvePackageBin } from './demo.ts'
 
 const dataDir = mkdtempSync(join(tmpdir(), 'barbican-demo-test-'))
 after(() => rmSync(dataDir, { recursive: true, force: true }))
@@ -42,6 +42,14 @@ describe('demoConfig', () => {
     )
     assert.equal(files?.args[1], join(dataDir, 'files'))
     assert.ok(existsSync(join(dataDir, 'files', 'welcome.md')))
+  })
+
+  test('keeps its store and audit log in its data folder, not the working directory', () => {
+    const { config } = demoConfig({ dataDir })
+    assert.deepEqual(config.store, { kind: 'sqlite', path: demoStorePath(dataDir) })
+    assert.equal(demoStorePath(dataDir), join(dataDir, 'barbican.db'))
+    assert.ok(demoDataDir().startsWith(tmpdir()))
+    assert.ok(!demoDataDir().startsWith(process.cwd()))
   })
 
   test('takes a listen override like a file would', () => {

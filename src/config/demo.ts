@@ -6,19 +6,21 @@
  */
 import { chownSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { createRequire } from 'node:module'
-import { tmpdir } from 'node:os'
 import { dirname, join, resolve } from 'node:path'
 import { runsAsRoot, sandboxUid } from '../sandbox/sandbox.ts'
 import type { LoadedConfig } from './config.ts'
 import { ConfigError } from './config-error.ts'
+import { demoDataDir, demoStorePath } from './demo-paths.ts'
 import { normalizeConfig } from './normalize.ts'
 import type { NativeConfigInput } from './schema.ts'
+
+export { demoDataDir, demoStorePath }
 
 /** Options for the demo; both have working defaults. */
 export interface DemoOptions {
   /** `HOST:PORT` replacing the default 127.0.0.1:7300. */
   readonly listen?: string | undefined
-  /** Where the memory graph and the demo files live. Default: a per-user folder in tmpdir. */
+  /** Where the demo writes: memory graph, files, store, audit. Default: `demoDataDir()`. */
   readonly dataDir?: string
 }
 
@@ -53,7 +55,7 @@ export function resolvePackageBin(packageName: string): string | undefined {
  * and so on. Servers whose package is missing are left out with a warning.
  */
 export function demoConfig(options: DemoOptions = {}): LoadedConfig {
-  const dataDir = options.dataDir ?? join(tmpdir(), `barbican-demo-${process.getuid?.() ?? 'user'}`)
+  const dataDir = options.dataDir ?? demoDataDir()
   const filesDir = join(dataDir, 'files')
   const warnings: string[] = []
   const upstreams: NonNullable<NativeConfigInput['upstreams']> = {}
@@ -114,7 +116,12 @@ export function demoConfig(options: DemoOptions = {}): LoadedConfig {
       },
     ])
   }
-  if (memory) mkdirSync(dataDir, { recursive: true })
-  const config = normalizeConfig({ upstreams }, { listen: options.listen, stateRoot })
+  mkdirSync(dataDir, { recursive: true })
+  // The store (and the audit log beside it) in the data folder, not `.barbican/` in the working
+  // directory: a checkout stays clean, and `barbican audit` finds the log from anywhere.
+  const config = normalizeConfig(
+    { upstreams, store: { sqlite: { path: demoStorePath(dataDir) } } },
+    { listen: options.listen, stateRoot, baseDir: dataDir },
+  )
   return { config, source: { path: undefined, format: 'demo' }, warnings }
 }

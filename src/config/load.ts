@@ -9,17 +9,13 @@ import { readFile } from 'node:fs/promises'
 import { basename, dirname, extname, resolve } from 'node:path'
 import type { LoadedConfig } from './config.ts'
 import { ConfigError, type ConfigIssue, type KeyPath } from './config-error.ts'
+import { DEFAULT_CONFIG_FILES } from './defaults.ts'
 import { convertForeign, detectFormat, relevantPart } from './formats.ts'
 import { interpolate } from './interpolate.ts'
 import { buildConfig, validateNative } from './normalize.ts'
 import { parseText } from './parse-text.ts'
 
-/** File names tried, in order, when no path is given. */
-export const DEFAULT_CONFIG_FILES: readonly string[] = Object.freeze([
-  'barbican.yaml',
-  'barbican.yml',
-  'barbican.json',
-])
+export { DEFAULT_CONFIG_FILES }
 
 /** Where to look and what to substitute. */
 export interface LoadOptions {

@@ -65,7 +65,12 @@ export function auditLocationOf(config: Config, configPath: string | undefined):
     const keyPath = join(base, dirname(DEFAULT_STORE_PATH), AUDIT_KEY_FILE)
     return { kind: 'postgres', url: store.url, migrate: store.migrate, keyPath, journal }
   }
-  const dir = dirname(store.path)
+  return auditBesideStore(store.path, journal)
+}
+
+/** The SQLite audit log beside a SQLite store file (`audit.db`, its key, its journals). */
+export function auditBesideStore(storePath: string, journal?: string): AuditLocation {
+  const dir = dirname(storePath)
   const path = join(dir, AUDIT_FILE)
   return {
     kind: 'sqlite',
