@@ -68,9 +68,9 @@ export function launchConfined(
   launch: Launch,
   spec: SandboxSpec,
   found: Found = sandboxFacility(),
-  egressSocket?: string,
+  runDir?: string,
 ): Launch {
-  if (!('missing' in found)) return confinedLaunch(name, launch, spec, found, egressSocket)
+  if (!('missing' in found)) return confinedLaunch(name, launch, spec, found, runDir)
   const node = nodePermissionLaunch(name, launch, spec)
   if (node !== undefined) return node
   if (spec.fallback !== 'unconfined') throw unconfinableError(name, found.missing)

@@ -11,18 +11,30 @@
  * kill the whole tree when Barbican or the sandbox ends, so no watchdog process is needed.
  */
 import { createHash } from 'node:crypto'
-import {
-  accessSync,
-  chownSync,
-  constants,
-  existsSync,
-  mkdirSync,
-  readlinkSync,
-  realpathSync,
-  statSync,
-} from 'node:fs'
-import { basename, delimiter, dirname, isAbsolute, join, resolve, sep } from 'node:path'
+import { chownSync, existsSync, mkdirSync, readlinkSync, realpathSync, statSync } from 'node:fs'
+import { basename, dirname, isAbsolute, join, resolve, sep } from 'node:path'
 import { BarbicanError } from '../common/errors.ts'
+import { findExecutable } from './executables.ts'
+import {
+  fileViewArgs,
+  layersOf,
+  realOrNull,
+  type SandboxView,
+  SYSTEM_DIRS,
+  within,
+} from './file-view.ts'
+import {
+  type ConnectGrant,
+  EGRESS_PORT,
+  EGRESS_SOCKET_INSIDE,
+  forwarderPrefix,
+  hostsPath,
+  planConnects,
+  proxyEnvironment,
+  RUN_INSIDE,
+  writeSandboxHosts,
+} from './forwarders.ts'
+import { idmapPrefix, rootOwned } from './idmap.ts'
 import { seccompArch, seccompProgram } from './seccomp.ts'
 
 /** Kernel limits applied to every process of a sandbox. */
@@ -60,6 +72,11 @@ export interface SandboxSpec {
    * confine the server (not Node, no bubblewrap): `refuse` (absent: the default) or `unconfined`.
    */
   readonly fallback?: 'refuse' | 'unconfined' | undefined
+  /**
+   * Host:ports the server reaches by any TCP protocol, each through a forward of its own into
+   * the sandbox's network namespace (src/sandbox/forwarders.ts); absent or empty: none.
+   */
+  readonly connect?: readonly ConnectGrant[] | undefined
 }
 
 /** `sandbox.network`: what the egress proxy lets through, and how much at once. */
@@ -74,10 +91,7 @@ export function wantsEgress(spec: SandboxSpec): boolean {
   return (spec.network?.allow.length ?? 0) > 0
 }
 
-/** Where the proxy's unix socket appears inside the sandbox. */
-export const EGRESS_SOCKET_INSIDE = '/run/barbican/egress.sock'
-/** The sandbox-loopback port the forwarder inside listens on (HTTP(S)_PROXY points at it). */
-export const EGRESS_PORT = 3128
+export { EGRESS_PORT, EGRESS_SOCKET_INSIDE, proxyEnvironment }
 
 export const DEFAULT_SANDBOX_LIMITS: SandboxLimits = {
   memoryBytes: 2 * 1024 ** 3,
@@ -105,25 +119,7 @@ export interface SandboxFacility {
   readonly setpriv: string
 }
 
-const SYSTEM_BIN = ['/usr/bin', '/bin', '/usr/sbin', '/sbin', '/usr/local/bin']
-
-/** Finds an executable on PATH (or the system folders), or undefined. */
-export function findExecutable(
-  name: string,
-  path: string | undefined = process.env.PATH,
-): string | undefined {
-  const dirs = [...(path ?? '').split(delimiter).filter((d) => d !== ''), ...SYSTEM_BIN]
-  for (const dir of dirs) {
-    const candidate = join(dir, name)
-    try {
-      accessSync(candidate, constants.X_OK)
-      if (statSync(candidate).isFile()) return candidate
-    } catch {
-      // Not here.
-    }
-  }
-  return undefined
-}
+export { findExecutable }
 
 let facility: SandboxFacility | { missing: string } | undefined
 
@@ -241,31 +237,7 @@ export function packageRootOf(file: string): string {
   }
 }
 
-export const SYSTEM_DIRS = ['/usr', '/etc', '/bin', '/sbin', '/lib', '/lib32', '/lib64', '/libx32']
-
-/** Every folder above `paths` (not `/`, not the system folders), parents first. */
-function ancestorsOf(paths: readonly string[]): string[] {
-  const found = new Set<string>()
-  for (const path of paths) {
-    for (let dir = dirname(path); dir !== dirname(dir); dir = dirname(dir)) {
-      if (!SYSTEM_DIRS.some((s) => within(dir, s)) && dir !== '/tmp') found.add(dir)
-    }
-  }
-  return [...found].sort((a, b) => a.split(sep).length - b.split(sep).length)
-}
-
-/** True when `inner` is `outer` or inside it. */
-function within(inner: string, outer: string): boolean {
-  return inner === outer || inner.startsWith(outer.endsWith(sep) ? outer : outer + sep)
-}
-
-function realOrNull(path: string): string | undefined {
-  try {
-    return realpathSync(path)
-  } catch {
-    return undefined
-  }
-}
+export { SYSTEM_DIRS }
 
 /**
  * The symlinks on the way to `path` (`/work/wt/node_modules` → `/work/main/node_modules`), so
@@ -295,14 +267,7 @@ export function symlinksOn(path: string): Array<readonly [link: string, target: 
   return links
 }
 
-/** The bind mounts of one sandbox, before they become bwrap arguments. */
-export interface SandboxView {
-  readonly readOnly: readonly string[]
-  readonly readWrite: readonly string[]
-  readonly masked: readonly string[]
-  /** Symlinks recreated inside, outside the system folders. */
-  readonly links: ReadonlyArray<readonly [string, string]>
-}
+export type { SandboxView }
 
 /**
  * Decides what the server sees. Arguments that name existing files are its code (read-only,
@@ -340,8 +305,16 @@ export function sandboxView(launch: Launch, resolved: string, spec: SandboxSpec)
     else addPackage(real)
   }
   for (const path of [...spec.read, ...spec.write]) follow(path)
-  for (const path of spec.read) readOnly.add(realOrNull(path) ?? path)
-  for (const path of spec.write) readWrite.add(realOrNull(path) ?? path)
+  // A grant that does not exist is left out (the server gets ENOENT, as it would outside), never
+  // made inside: under /tmp that would be a folder of the private /tmp, its writes lost.
+  for (const path of spec.read) {
+    const real = realOrNull(path)
+    if (real !== undefined) readOnly.add(real)
+  }
+  for (const path of spec.write) {
+    const real = realOrNull(path)
+    if (real !== undefined) readWrite.add(real)
+  }
   const bound = [...SYSTEM_DIRS, ...readOnly, ...readWrite]
   const masked = spec.protect.filter(
     (path) => existsSync(path) && bound.some((dir) => within(path, dir)),
@@ -357,16 +330,19 @@ export function sandboxView(launch: Launch, resolved: string, spec: SandboxSpec)
 
 /**
  * The bwrap command line that runs `launch` confined by `spec`. Creates the state directory
- * (owned by the sandbox uid when Barbican is root). Throws ERR_LAUNCH_REFUSED when the host
- * lacks a facility; never falls back to running unconfined (`launchConfined` in confine.ts
- * chooses what runs without bubblewrap).
+ * (owned by the sandbox uid when Barbican is root) and brings the package's writable layer in
+ * step (ADR 095). `runDir`: the private host folder of the sandbox's sockets (the egress proxy's
+ * `proxy.sock`, a `connect-N.sock` per connect grant, the sandbox's `hosts`), which the caller
+ * serves (src/sandbox/host-side.ts). Throws ERR_LAUNCH_REFUSED when the host lacks a facility;
+ * never falls back to running unconfined (`launchConfined` in confine.ts chooses what runs
+ * without bubblewrap).
  */
 export function confinedLaunch(
   name: string,
   launch: Launch,
   spec: SandboxSpec,
   found: SandboxFacility | { missing: string } = sandboxFacility(),
-  egressSocket?: string,
+  runDir?: string,
 ): Launch {
   // Without bubblewrap, src/sandbox/confine.ts chooses the fallback; this is bubblewrap only.
   if ('missing' in found) {
@@ -375,7 +351,13 @@ export function confinedLaunch(
       `upstream "${name}": this host lacks ${found.missing}`,
     )
   }
-  const forwarder = wantsEgress(spec) ? egressForwarder(name, egressSocket) : undefined
+  const egress = wantsEgress(spec)
+  const { forwards } = planConnects(spec.connect)
+  const network = egress || forwards.length > 0
+  if (network && runDir === undefined) {
+    throw new BarbicanError('ERR_INTERNAL', `upstream "${name}": no sandbox sockets were started`)
+  }
+  const forwarder = network ? forwarderPrefix(name, egress, forwards) : undefined
   const arch = seccompArch()
   const seccomp = arch === undefined ? undefined : seccompProgram(arch)
   const cwd = launch.cwd ?? spec.stateDir
@@ -403,28 +385,21 @@ export function confinedLaunch(
   // the operator's home is reachable.
   args.push('--setenv', 'HOME', spec.stateDir)
   args.push('--setenv', 'TMPDIR', '/tmp')
-  if (forwarder) for (const [key, value] of proxyEnvironment()) args.push('--setenv', key, value)
-  for (const dir of SYSTEM_DIRS) {
-    if (!existsSync(dir)) continue
-    const real = realpathSync(dir)
-    if (real !== dir) args.push('--symlink', real.replace(/^\//, ''), dir)
-    else args.push('--ro-bind', dir, dir)
+  if (egress) {
+    for (const [key, value] of proxyEnvironment(forwards)) args.push('--setenv', key, value)
   }
-  args.push('--proc', '/proc', '--dev', '/dev', '--perms', '1777', '--tmpfs', '/tmp')
-  // bwrap makes missing parent folders 0700 (root's), which the sandbox uid could not cross.
-  const targets = [...view.readOnly, ...view.readWrite, ...view.links.map(([link]) => link)]
-  for (const dir of ancestorsOf(targets)) args.push('--perms', '0755', '--dir', dir)
-  for (const dir of view.readOnly) args.push('--ro-bind-try', dir, dir)
-  for (const dir of view.readWrite) args.push('--bind-try', dir, dir)
-  for (const [link, target] of view.links) args.push('--symlink', target, link)
-  for (const path of view.masked) {
-    if (statSync(path).isDirectory()) args.push('--tmpfs', path)
-    else args.push('--ro-bind', '/dev/null', path)
-  }
-  if (forwarder) {
-    args.push('--perms', '0755', '--dir', dirname(dirname(EGRESS_SOCKET_INSIDE)))
-    args.push('--perms', '0755', '--dir', dirname(EGRESS_SOCKET_INSIDE))
-    args.push('--bind', forwarder.socket, EGRESS_SOCKET_INSIDE)
+  args.push(
+    ...fileViewArgs(view, layersOf(launch, resolved, spec.stateDir, root ? uid : undefined)),
+  )
+  if (network) {
+    args.push('--perms', '0755', '--dir', dirname(RUN_INSIDE))
+    args.push('--perms', '0755', '--dir', RUN_INSIDE)
+    if (egress) args.push('--bind', join(runDir!, 'proxy.sock'), EGRESS_SOCKET_INSIDE)
+    for (const f of forwards)
+      args.push('--bind', join(runDir!, f.socket), `${RUN_INSIDE}/${f.socket}`)
+    if (forwards.some((f) => f.name !== undefined)) {
+      args.push('--ro-bind', writeSandboxHosts(runDir!, forwards), hostsPath())
+    }
   }
   args.push('--chdir', cwd, '--')
   const l = spec.limits
@@ -449,72 +424,21 @@ export function confinedLaunch(
       '--',
     )
   }
-  if (forwarder) {
-    args.push(
-      '/bin/sh',
-      '-c',
-      FORWARDER_SCRIPT,
-      'barbican-egress',
-      forwarder.socat,
-      forwarder.sleep,
-    )
-  }
+  if (forwarder) args.push(...forwarder)
   args.push(resolved, ...launch.args)
+  // As root, root-owned write grants are idmapped for the sandbox uid first (ADR 096).
+  const idmap = root ? idmapPrefix(uid, rootOwned(view.readWrite)) : undefined
+  if (idmap !== undefined) {
+    const [perl, ...rest] = idmap
+    return {
+      command: perl!,
+      args: [...rest, found.bwrap, ...args],
+      env: {},
+      mechanism: 'bubblewrap',
+      seccomp,
+    }
+  }
   return { command: found.bwrap, args, env: {}, mechanism: 'bubblewrap', seccomp }
-}
-
-/**
- * Starts the forwarder inside the sandbox, then the server: socat listens on the sandbox's own
- * loopback (EGRESS_PORT) and carries each connection to the egress proxy's unix socket. The
- * server starts once the port listens (read from /proc/net/tcp, without any helper program), so
- * its first request cannot race the forwarder. `$1` is socat, `$2` sleep, the rest the server's
- * command line.
- */
-const FORWARDER_SCRIPT = [
-  'socat=$1; pause=$2; shift 2',
-  `"$socat" TCP-LISTEN:${EGRESS_PORT},bind=127.0.0.1,reuseaddr,fork UNIX-CONNECT:${EGRESS_SOCKET_INSIDE} </dev/null &`,
-  `port=$(printf '0100007F:%04X' ${EGRESS_PORT})`,
-  'up() { while read -r _ local _; do [ "$local" = "$port" ] && return 0; done </proc/net/tcp; return 1; }',
-  'i=0',
-  // A pause between looks leaves the CPU to socat on a busy machine; 1000 × 10 ms at most.
-  'while ! up; do i=$((i + 1)); [ "$i" -gt 1000 ] && { echo "egress forwarder did not start" >&2; exit 70; }; "$pause" 0.01; done',
-  'exec "$@"',
-].join('\n')
-
-/** The proxy variables a confined server with egress gets (Node's and everyone else's). */
-export function proxyEnvironment(): Array<readonly [string, string]> {
-  const url = `http://127.0.0.1:${EGRESS_PORT}`
-  return [
-    ['HTTP_PROXY', url],
-    ['HTTPS_PROXY', url],
-    ['http_proxy', url],
-    ['https_proxy', url],
-    ['NO_PROXY', ''],
-    ['no_proxy', ''],
-    // Node 22.21+ and 24: fetch and http(s) use the variables above only when asked to.
-    ['NODE_USE_ENV_PROXY', '1'],
-  ]
-}
-
-/** What the forwarder needs, or ERR_LAUNCH_REFUSED naming what is missing (never less network). */
-function egressForwarder(
-  name: string,
-  socket: string | undefined,
-): { readonly socat: string; readonly sleep: string; readonly socket: string } {
-  const socat = findExecutable('socat')
-  const sleep = findExecutable('sleep') ?? '/bin/sleep'
-  if (socat === undefined) {
-    throw new BarbicanError(
-      'ERR_LAUNCH_REFUSED',
-      `upstream "${name}" lists hosts in sandbox.network.allow, but this host lacks socat, ` +
-        'which carries its connections to the egress proxy (Debian: apt-get install socat). ' +
-        'Install it, or remove the hosts (no network) or set sandbox: none.',
-    )
-  }
-  if (socket === undefined) {
-    throw new BarbicanError('ERR_INTERNAL', `upstream "${name}": no egress proxy was started`)
-  }
-  return { socat, sleep, socket }
 }
 
 /**

@@ -5,7 +5,10 @@
  * server has no business making and that widen the kernel's attack surface or undo the
  * sandbox: tracing other processes, mounting, kernel modules and kexec, BPF, perf, keyrings,
  * new namespaces (unshare, setns, clone with a CLONE_NEW* flag; clone3, whose flags a filter
- * cannot read, answers ENOSYS so libc falls back to clone). Everything else is allowed. Only
+ * cannot read, answers ENOSYS so libc falls back to clone), and giving a file the set-user-ID or
+ * set-group-ID bit (ADR 096: a file a server makes in a root-owned grant is root's on the host, so
+ * a set-user-ID one would be a root program there; openat2, whose mode a filter cannot read,
+ * answers ENOSYS). Everything else is allowed. Only
  * x86_64 and aarch64 are described; a system call made through another ABI (i386 or x32 on an
  * x86_64 kernel) is refused whole.
  */
@@ -43,12 +46,34 @@ const DENIED: Readonly<Record<string, readonly [x64: number, arm64: number]>> = 
   setns: [308, 268],
 }
 
+/**
+ * System calls refused only when their mode argument (at the index given) asks for the
+ * set-user-ID or set-group-ID bit; -1 where the architecture lacks the call.
+ */
+const MODE_CHECKED: Readonly<Record<string, readonly [x64: number, arm64: number, arg: number]>> = {
+  chmod: [90, -1, 1],
+  fchmod: [91, 52, 1],
+  fchmodat: [268, 53, 2],
+  fchmodat2: [452, 452, 2],
+  open: [2, -1, 2],
+  creat: [85, -1, 1],
+  openat: [257, 56, 3],
+  mknod: [133, -1, 1],
+  mknodat: [259, 33, 2],
+}
+/** S_ISUID | S_ISGID. */
+const SET_ID_BITS = 0o6000
+
 /** Names of the refused system calls, for docs and `barbican check`. */
-export const SECCOMP_DENIED: readonly string[] = [...Object.keys(DENIED), 'clone (CLONE_NEW*)']
+export const SECCOMP_DENIED: readonly string[] = [
+  ...Object.keys(DENIED),
+  'clone (CLONE_NEW*)',
+  ...Object.keys(MODE_CHECKED).map((name) => `${name} (set-user/group-ID mode)`),
+]
 
 const ARCH = {
-  x64: { audit: 0xc000003e, clone: 56, clone3: 435, column: 0 },
-  arm64: { audit: 0xc00000b7, clone: 220, clone3: 435, column: 1 },
+  x64: { audit: 0xc000003e, clone: 56, clone3: 435, openat2: 437, column: 0 },
+  arm64: { audit: 0xc00000b7, clone: 220, clone3: 435, openat2: 437, column: 1 },
 } as const
 
 export type SeccompArch = keyof typeof ARCH
@@ -90,6 +115,9 @@ interface Insn {
 /** The filter for `arch` as bytes: struct sock_filter[], in the machine's (little) endianness. */
 export function seccompProgram(arch: SeccompArch): Buffer {
   const a = ARCH[arch]
+  const modeChecks = Object.values(MODE_CHECKED)
+    .filter((entry) => entry[a.column]! >= 0)
+    .map((entry) => [entry[a.column]!, entry[2]] as const)
   const program: Insn[] = [
     { code: LD_W_ABS, k: AUDIT_ARCH },
     { code: JEQ_K, k: a.audit, jf: 'deny' },
@@ -101,9 +129,16 @@ export function seccompProgram(arch: SeccompArch): Buffer {
       jt: 'deny',
     })),
     { code: JEQ_K, k: a.clone3, jt: 'nosys' },
+    { code: JEQ_K, k: a.openat2, jt: 'nosys' },
+    ...modeChecks.flatMap(([nr], i) => [{ code: JEQ_K, k: nr, jt: `mode${i}` }]),
     { code: JEQ_K, k: a.clone, jf: 'allow' },
     { code: LD_W_ABS, k: ARG0 },
     { code: JSET_K, k: CLONE_NEW_ANY, jt: 'deny', jf: 'allow' },
+    // The mode's low word (args are 8 bytes, little-endian): a set-ID bit is refused.
+    ...modeChecks.flatMap(([, arg], i) => [
+      { code: LD_W_ABS, k: ARG0 + 8 * arg, label: `mode${i}` },
+      { code: JSET_K, k: SET_ID_BITS, jt: 'deny', jf: 'allow' },
+    ]),
     { code: RET_K, k: RET_ALLOW, label: 'allow' },
     { code: RET_K, k: RET_ERRNO | EPERM, label: 'deny' },
     { code: RET_K, k: RET_ERRNO | ENOSYS, label: 'nosys' },
@@ -128,8 +163,16 @@ export function seccompProgram(arch: SeccompArch): Buffer {
 /** What the filter answers for one system call: runs the program as the kernel would. */
 export function seccompVerdict(
   program: Buffer,
-  call: { readonly arch: number; readonly nr: number; readonly arg0?: number },
+  call: {
+    readonly arch: number
+    readonly nr: number
+    readonly arg0?: number
+    /** Low words of all six arguments (`arg0` wins for the first). */
+    readonly args?: readonly number[]
+  },
 ): 'allow' | 'EPERM' | 'ENOSYS' | number {
+  const arg = (i: number) =>
+    i === 0 && call.arg0 !== undefined ? call.arg0 : (call.args?.[i] ?? 0)
   let acc = 0
   for (let pc = 0; pc < program.length / 8; ) {
     const code = program.readUInt16LE(pc * 8)
@@ -137,7 +180,14 @@ export function seccompVerdict(
     const jf = program.readUInt8(pc * 8 + 3)
     const k = program.readUInt32LE(pc * 8 + 4)
     if (code === LD_W_ABS) {
-      acc = k === NR ? call.nr : k === AUDIT_ARCH ? call.arch : k === ARG0 ? (call.arg0 ?? 0) : 0
+      acc =
+        k === NR
+          ? call.nr
+          : k === AUDIT_ARCH
+            ? call.arch
+            : k >= ARG0 && (k - ARG0) % 8 === 0
+              ? arg((k - ARG0) / 8)
+              : 0
       pc++
     } else if (code === RET_K) {
       if (k === RET_ALLOW) return 'allow'
@@ -155,6 +205,16 @@ export function seccompVerdict(
 /** The audit-arch value of `arch`, for tests. */
 export function auditArch(arch: SeccompArch): number {
   return ARCH[arch].audit
+}
+
+/** The number and mode argument of a mode-checked call on `arch`, for tests. */
+export function modeCheckedCall(
+  arch: SeccompArch,
+  name: string,
+): { readonly nr: number; readonly arg: number } | undefined {
+  const entry = MODE_CHECKED[name]
+  const nr = entry?.[ARCH[arch].column]
+  return entry === undefined || nr === undefined || nr < 0 ? undefined : { nr, arg: entry[2] }
 }
 
 /** The number of a refused system call on `arch`, for tests. */

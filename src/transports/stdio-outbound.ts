@@ -10,17 +10,21 @@
  * timezone; see `pass-through-env.ts`): an upstream never sees Barbican's secrets by accident.
  */
 import { type ChildProcess, spawn } from 'node:child_process'
-import { mkdtempSync, rmSync } from 'node:fs'
-import { constants, tmpdir } from 'node:os'
-import { join } from 'node:path'
+import { constants } from 'node:os'
 import { Duplex } from 'node:stream'
 import { BarbicanError, upstreamClosed } from '../common/errors.ts'
 import type { JsonLimits } from '../protocol/json-limits.ts'
 import { type JsonRpcMessage, serialize } from '../protocol/jsonrpc.ts'
 import { ResponseIdScanner } from '../protocol/response-id.ts'
 import { describeUnconfined, launchConfined } from '../sandbox/confine.ts'
-import { type EgressProxy, startEgressProxy } from '../sandbox/egress-proxy.ts'
 import { exitReport, StderrTail, spawnFailure } from '../sandbox/exit-report.ts'
+import {
+  type HostSide,
+  hostSideDir,
+  startHostSide,
+  stopHostSide,
+  wantsHostSide,
+} from '../sandbox/host-side.ts'
 import { NODE_MECHANISM } from '../sandbox/node-permission.ts'
 import { childEnvironment } from '../sandbox/pass-through-env.ts'
 import {
@@ -30,7 +34,6 @@ import {
   type SandboxRefusalSink,
   type SandboxSpec,
   sandboxFacility,
-  wantsEgress,
 } from '../sandbox/sandbox.ts'
 import type { Logger } from '../telemetry/log.ts'
 import { LineSplitter, type OverflowSink } from './line-splitter.ts'
@@ -166,8 +169,8 @@ export class StdioOutboundTransport implements Transport {
   readonly #stderrTail = new StderrTail()
   /** Why the process went away on its own (exit code or signal, last stderr lines). */
   #closeError: BarbicanError | undefined
-  /** The egress proxy of a confined server with `sandbox.network.allow`, and its folder. */
-  #egress: { proxy?: EgressProxy; readonly dir: string } | undefined
+  /** The egress proxy and connect forwards of a confined server, and their folder. */
+  #egress: { side?: HostSide; readonly dir: string } | undefined
 
   constructor(options: StdioOutboundOptions) {
     this.#options = options
@@ -296,14 +299,12 @@ export class StdioOutboundTransport implements Transport {
     let inner = launch
     if (o.sandbox !== undefined && o.sandbox !== 'none') {
       const found = sandboxFacility()
-      let socket: string | undefined
-      if (wantsEgress(o.sandbox) && !('missing' in found)) {
-        // A unix socket path is short (108 bytes): a private folder under the system temp.
-        const dir = mkdtempSync(join(tmpdir(), 'barbican-egress-'))
+      let dir: string | undefined
+      if (wantsHostSide(o.sandbox) && !('missing' in found)) {
+        dir = hostSideDir()
         this.#egress = { dir }
-        socket = join(dir, 'proxy.sock')
       }
-      inner = launchConfined(this.name, launch, o.sandbox, found, socket)
+      inner = launchConfined(this.name, launch, o.sandbox, found, dir)
       // bubblewrap kills the tree itself; the Node.js permission model and no mechanism do not.
       if (inner.mechanism === 'bubblewrap') return inner
       if (inner.mechanism === 'unconfined' && 'missing' in found) {
@@ -322,34 +323,25 @@ export class StdioOutboundTransport implements Transport {
     }
   }
 
-  /** Starts the egress proxy the sandbox's forwarder connects to (docs/sandbox.md). */
+  /** Starts the egress proxy and connect forwards the sandbox's listeners reach (docs/sandbox.md). */
   async #startEgress(): Promise<void> {
     const o = this.#options
     const egress = this.#egress!
-    const network = o.sandbox !== undefined && o.sandbox !== 'none' ? o.sandbox.network : undefined
-    egress.proxy = await startEgressProxy(join(egress.dir, 'proxy.sock'), {
+    if (o.sandbox === undefined || o.sandbox === 'none') return
+    egress.side = await startHostSide(egress.dir, {
       upstream: this.name,
-      allow: network?.allow ?? [],
-      maxConnections: network?.maxConnections,
-      log: this.#log.child({ part: 'egress' }),
-      onRefused: (attempt) =>
-        o.onSandboxRefusal?.({
-          upstream: this.name,
-          kind: 'egress',
-          target: `${attempt.host}:${attempt.port}`,
-          reason: attempt.reason ?? 'refused',
-        }),
+      spec: o.sandbox,
+      log: this.#log,
+      onRefusal: o.onSandboxRefusal,
     })
   }
 
-  /** Closes the egress proxy and removes its socket, once the server is gone. */
+  /** Closes the egress proxy and forwards and removes their sockets, once the server is gone. */
   #stopEgress(): void {
     const egress = this.#egress
     if (!egress) return
     this.#egress = undefined
-    const remove = () => rmSync(egress.dir, { recursive: true, force: true })
-    if (egress.proxy) void egress.proxy.close().finally(remove)
-    else remove()
+    stopHostSide(egress.dir, egress.side)
   }
 
   #awaitSpawn(child: ChildProcess, path: string | undefined, watchdog: boolean) {
