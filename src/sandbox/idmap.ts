@@ -43,7 +43,9 @@ sub run {
   close $w; my $ready = <$r>; close $r;
   my $ns;
   for my $f ('uid_map', 'gid_map') {
-    open(my $m, '>', "/proc/$pid/$f") && print($m "0 $uid 1\\n") && close($m) or do { kill 'KILL', $pid; waitpid $pid, 0; return warn_("$f: $!") };
+    my $m;
+    my $done = open($m, '>', "/proc/$pid/$f") && print($m "0 $uid 1\\n") && close($m);
+    if (!$done) { kill 'KILL', $pid; waitpid $pid, 0; return warn_("$f: $!") }
   }
   open($ns, '<', "/proc/$pid/ns/user") or do { kill 'KILL', $pid; waitpid $pid, 0; return warn_("userns: $!") };
   kill 'KILL', $pid; waitpid $pid, 0;

@@ -172,10 +172,20 @@ export const NOT_COVERED =
  * the uid, the network and what it leaves open (src/sandbox/confine.ts says the other cases).
  */
 export function describeBubblewrap(name: string, sandbox: SandboxSpec): string {
-  const uid = runsAsRoot() ? `, uid ${sandboxUid(name)}` : ''
-  const network = wantsEgress(sandbox)
-    ? `, network only through the egress proxy to ${sandbox.network!.allow.join(' ')}`
-    : ', no network'
+  const uid = runsAsRoot() ? `, uid ${sandboxUid(name)} (root-owned write grants idmapped)` : ''
+  const { forwards, unreachable } = planConnects(sandbox.connect)
+  const connect = [
+    ...forwards.map((f) => `${f.grant.host}:${f.grant.port}`),
+    ...unreachable.map((u) => `${u.grant.host}:${u.grant.port} (not forwarded: an address)`),
+  ]
+  const proxy = wantsEgress(sandbox)
+    ? `the egress proxy to ${sandbox.network!.allow.join(' ')}`
+    : undefined
+  const tcp = connect.length > 0 ? `TCP forwards to ${connect.join(' ')}` : undefined
+  const network =
+    proxy === undefined && tcp === undefined
+      ? ', no network'
+      : `, network only through ${[proxy, tcp].filter((x) => x !== undefined).join(' and ')}`
   return `${MECHANISM}${uid}${network}, state ${sandbox.stateDir}; not covered: ${NOT_COVERED}`
 }
 
