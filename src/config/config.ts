@@ -66,6 +66,16 @@ export interface LimitsConfig extends JsonLimits {
   readonly upstreamMaxQueuedBytes: number
   /** Most bytes a stdio upstream may send for one request (its reply and its progress). */
   readonly upstreamMaxCallOutputBytes: number
+  /** Most distinct words of one search_tools call searched; the rest are left out. */
+  readonly searchMaxTerms: number
+  /** Most synonyms one search_tools call adds to its words. */
+  readonly searchMaxExpansions: number
+  /** Most tools one search_tools call may ask for (`limit`). */
+  readonly searchMaxResults: number
+  /** Main-thread time one search_tools call may take; beyond, it answers with what it found. */
+  readonly searchBudgetMs: number
+  /** search_tools and run_code calls each caller may make per minute. */
+  readonly metaToolCallsPerMinute: number
 }
 
 /** Prometheus metrics at `/metrics` (docs/observability.md). */

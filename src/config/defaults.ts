@@ -54,6 +54,13 @@ export const DEFAULT_LIMITS = Object.freeze({
   listRetryMaxMs: 60_000,
   upstreamMaxQueuedBytes: 8 * 1024 * 1024,
   upstreamMaxCallOutputBytes: 16 * 1024 * 1024,
+  // What one search_tools call may cost (docs/security.md, ADR 105).
+  searchMaxTerms: 16,
+  searchMaxExpansions: 48,
+  searchMaxResults: 50,
+  searchBudgetMs: 25,
+  // search_tools and run_code calls per caller per minute (token bucket).
+  metaToolCallsPerMinute: 120,
 })
 
 /** `metrics:` defaults (docs/observability.md). */

@@ -255,6 +255,36 @@ const limits = z.strictObject({
     'Upstream output per call (bytes)',
     'Most bytes a stdio upstream may send for one request: its reply and the progress notifications that name the request. Beyond it, the request fails naming this limit and the upstream is told to cancel it.',
   ),
+  searchMaxTerms: limitField(
+    'searchMaxTerms',
+    z.int().min(1).max(1000),
+    'Search: words searched',
+    'Most distinct words (stop words aside) of one search_tools call that are searched; later words are left out and the result says so.',
+  ),
+  searchMaxExpansions: limitField(
+    'searchMaxExpansions',
+    z.int().min(0).max(10_000),
+    'Search: synonyms added',
+    'Most synonyms one search_tools call adds to its words, in the order of the words.',
+  ),
+  searchMaxResults: limitField(
+    'searchMaxResults',
+    z.int().min(1).max(1000),
+    'Search: most results',
+    'Largest `limit` a search_tools call may ask for; more is refused.',
+  ),
+  searchBudgetMs: limitField(
+    'searchBudgetMs',
+    z.int().min(1).max(60_000),
+    'Search: time budget (ms)',
+    'Main-thread time one search_tools call may spend ranking, in slices that let other requests run between them; beyond it, the call answers with the best tools found so far and says the search was cut short.',
+  ),
+  metaToolCallsPerMinute: limitField(
+    'metaToolCallsPerMinute',
+    z.int().min(1).max(1_000_000),
+    'Meta-tool calls per caller per minute',
+    'search_tools and run_code calls one caller (subject, tenant and client) may make per minute on one virtual server, as a token bucket; beyond, they are refused with -32029 and a retry-after.',
+  ),
 })
 
 const logLevel = z.enum(['debug', 'info', 'warn', 'error'])

@@ -83,8 +83,8 @@ export interface SearchArguments {
   readonly limit: number
 }
 
-/** `search_tools` arguments, checked. */
-export function searchArguments(args: unknown): SearchArguments {
+/** `search_tools` arguments, checked; `maxResults`: the largest `limit` (limits.searchMaxResults). */
+export function searchArguments(args: unknown, maxResults = MAX_SEARCH_LIMIT): SearchArguments {
   const given = isPlainObject(args) ? args : {}
   const { query, limit } = given
   if (typeof query !== 'string' || query.trim() === '') {
@@ -97,8 +97,10 @@ export function searchArguments(args: unknown): SearchArguments {
   if (typeof limit !== 'number' || !Number.isInteger(limit) || limit < 1) {
     throw badArguments('search_tools "limit" must be a positive integer')
   }
-  if (limit > MAX_SEARCH_LIMIT) {
-    throw badArguments(`search_tools "limit" must be at most ${MAX_SEARCH_LIMIT}`)
+  if (limit > maxResults) {
+    throw badArguments(
+      `search_tools "limit" must be at most ${maxResults} (limits.searchMaxResults)`,
+    )
   }
   return { query, limit }
 }
@@ -128,7 +130,11 @@ export function directCallParams(params: JsonObject | undefined): JsonObject {
 }
 
 /** The `search_tools` result: a text summary and the tools as structured content. */
-export function searchResult(query: string, tools: readonly JsonObject[]): JsonObject {
+export function searchResult(
+  query: string,
+  tools: readonly JsonObject[],
+  note?: string,
+): JsonObject {
   const lines = tools.map((t) => {
     const description = typeof t.description === 'string' ? firstSentence(t.description) : ''
     return description === '' ? `- ${String(t.name)}` : `- ${String(t.name)}: ${description}`
@@ -137,7 +143,10 @@ export function searchResult(query: string, tools: readonly JsonObject[]): JsonO
     tools.length === 0
       ? `No tool matches "${query}".`
       : `${tools.length} tool(s) for "${query}", best first; call one with call_tool:\n${lines.join('\n')}`
-  return { content: [{ type: 'text', text }], structuredContent: { tools: [...tools] } }
+  return {
+    content: [{ type: 'text', text: note === undefined ? text : `${text}\n${note}` }],
+    structuredContent: { tools: [...tools], ...(note === undefined ? {} : { note }) },
+  }
 }
 
 function firstSentence(text: string): string {

@@ -228,3 +228,60 @@ describe('search mode', () => {
     assert.match(JSON.stringify(searchResult('zzz', []).content), /No tool matches/)
   })
 })
+
+describe('bounded search (ADR 105)', () => {
+  // 3,000 tools over a vocabulary of 240 words: a catalogue as large as issue 31's.
+  const VOCABULARY = Array.from(
+    { length: 240 },
+    (_, i) => `word${String.fromCharCode(97 + (i % 26))}${i}`,
+  )
+  const many: JsonObject[] = Array.from({ length: 3000 }, (_, i) => ({
+    name: `svc${i % 40}__${VOCABULARY[i % 240]}_${VOCABULARY[(i * 7) % 240]}`,
+    description: Array.from({ length: 14 }, (_, k) => VOCABULARY[(i * 13 + k * 31) % 240]).join(
+      ' ',
+    ),
+  }))
+  const big = new ToolIndex(many, serverOf)
+  const longQuery = Array.from({ length: 200 }, (_, k) => VOCABULARY[(k * 17) % 240])
+    .join(' ')
+    .slice(0, 1000)
+  const GENEROUS = { maxTerms: 1000, maxExpansions: 1000, budgetMs: 60_000 }
+
+  test('within its bounds it ranks exactly as the unbounded search', async () => {
+    const index = new ToolIndex(TOOLS, serverOf)
+    for (const query of ['drain a node', 'read a file from disk', 'open a pull request']) {
+      const bounded = await index.searchBounded(query, 4, GENEROUS)
+      assert.deepEqual(bounded.tools, index.search(query, 4), query)
+      assert.equal(bounded.cutShort, false)
+    }
+    const bigBounded = await big.searchBounded('worda0 wordb1 wordc2', 10, GENEROUS)
+    assert.deepEqual(bigBounded.tools, big.search('worda0 wordb1 wordc2', 10))
+  })
+
+  test('a 1,000-character query searches at most maxTerms words, and says so', async () => {
+    const found = await big.searchBounded(longQuery, 8, { ...GENEROUS, maxTerms: 16 })
+    assert.equal(found.words, 16)
+    assert.ok(found.droppedWords > 100, `dropped ${found.droppedWords}`)
+    assert.equal(found.tools.length, 8)
+    const expanded = await big.searchBounded('delete remove', 8, { ...GENEROUS, maxExpansions: 2 })
+    assert.ok(expanded.droppedExpansions > 0)
+  })
+
+  test('the event loop runs between slices, and the budget cuts a long search short', async () => {
+    let ticks = 0
+    let running = true
+    const tick = () => {
+      ticks++
+      if (running) setImmediate(tick)
+    }
+    setImmediate(tick)
+    const before = ticks
+    const full = await big.searchBounded(longQuery, 8, GENEROUS)
+    running = false
+    assert.ok(full.words > 100)
+    assert.ok(ticks - before > 1, `the search held the event loop (${ticks - before} ticks)`)
+    const cut = await big.searchBounded(longQuery, 8, { ...GENEROUS, budgetMs: 1 })
+    assert.equal(cut.cutShort, true)
+    assert.ok(cut.tools.length > 0, 'a search cut short still answers with what it found')
+  })
+})

@@ -17,6 +17,47 @@ import type { Catalog } from '../catalog/catalog.ts'
 import { isPlainObject, type JsonObject } from '../protocol/jsonrpc.ts'
 import { synonymsOf } from './tool-search-synonyms.ts'
 
+/** What one search may cost (limits.search*, docs/security.md, ADR 105). */
+export interface SearchBounds {
+  /** Most distinct query words searched; later ones are left out. */
+  readonly maxTerms: number
+  /** Most synonyms added to the query's words, in all. */
+  readonly maxExpansions: number
+  /** Ranking time (ms, on the main thread) after which the remaining words are skipped. */
+  readonly budgetMs: number
+}
+
+/** A bounded search's tools, and what its bounds left out. */
+export interface BoundedSearch {
+  readonly tools: JsonObject[]
+  /** Query words searched (or meant to be, when cut short). */
+  readonly words: number
+  /** Distinct words beyond `maxTerms`, not searched. */
+  readonly droppedWords: number
+  /** Synonyms beyond `maxExpansions`, not searched. */
+  readonly droppedExpansions: number
+  /** True when the time budget ran out before every word was searched. */
+  readonly cutShort: boolean
+}
+
+interface QueryPlan {
+  /** The query's own words searched, in order. */
+  readonly own: string[]
+  /** Per own word: the word, then its synonyms' words. */
+  readonly groups: string[][]
+  readonly weights: Map<string, number>
+  readonly droppedWords: number
+  readonly droppedExpansions: number
+}
+
+const UNBOUNDED = { maxTerms: Number.POSITIVE_INFINITY, maxExpansions: Number.POSITIVE_INFINITY }
+
+/**
+ * Ranking work done before the event loop runs again (ms): other clients' requests wait at most
+ * about this long per search in flight.
+ */
+const SLICE_MS = 4
+
 /** What the index knows of the server a tool comes from. */
 export interface ServerText {
   readonly name: string
@@ -219,37 +260,133 @@ export class ToolIndex {
   /**
    * Every tool `visible` admits that matches `query`, best first, with its position in the list
    * the index was built from and its score (the re-ranked score for the re-ranked head).
+   * Unbounded: for the benchmark and small catalogues; calls from clients use `searchBounded`.
    */
   ranked(
     query: string,
     visible: (tool: JsonObject) => boolean = () => true,
   ): { readonly id: number; readonly score: number }[] {
-    const own = words(query)
-    const weights = new Map<string, number>()
-    for (const w of own) {
-      const t = this.#term(w)
-      if (t !== null) weights.set(t, 1)
+    const plan = this.#plan(query, UNBOUNDED)
+    const results = this.#index.search(plan.groups.flat().join(' '), this.#options(plan, visible))
+    return this.#finish(
+      results.map((r) => ({ id: r.id as number, score: r.score })),
+      query,
+      plan.own,
+    )
+  }
+
+  /**
+   * `search` with what one call may cost bounded (ADR 105): at most `maxTerms` distinct words
+   * and `maxExpansions` synonyms are searched, each word with its synonyms as one slice; the
+   * event loop runs between slices that took longer than SLICE_MS, and once `budgetMs` of
+   * ranking time is spent the remaining slices are skipped. The scores of the slices add up to
+   * those of one search over them all (MiniSearch's OR sums term scores, then multiplies by
+   * the number of query terms matched), so a search within its bounds ranks as `search` does.
+   */
+  async searchBounded(
+    query: string,
+    limit: number,
+    bounds: SearchBounds,
+    visible: (tool: JsonObject) => boolean = () => true,
+  ): Promise<BoundedSearch> {
+    const plan = this.#plan(query, bounds)
+    const options = this.#options(plan, visible)
+    const sums = new Map<number, { raw: number; terms: Set<string> }>()
+    let spent = 0
+    let sliceStart = performance.now()
+    let searched = 0
+    for (const group of plan.groups) {
+      if (spent + (performance.now() - sliceStart) >= bounds.budgetMs) break
+      for (const r of this.#index.search(group.join(' '), options)) {
+        const id = r.id as number
+        let sum = sums.get(id)
+        if (sum === undefined) {
+          sum = { raw: 0, terms: new Set() }
+          sums.set(id, sum)
+        }
+        sum.raw += r.score / Math.max(1, r.queryTerms.length)
+        for (const t of r.queryTerms) sum.terms.add(t)
+      }
+      searched++
+      const elapsed = performance.now() - sliceStart
+      if (elapsed >= SLICE_MS) {
+        spent += elapsed
+        await new Promise((resolve) => setImmediate(resolve))
+        sliceStart = performance.now()
+      }
     }
-    const expanded = [...own]
+    const scored = [...sums].map(([id, { raw, terms }]) => ({ id, score: raw * terms.size }))
+    scored.sort((a, b) => b.score - a.score)
+    const ranked = this.#finish(scored, query, plan.own)
+    return {
+      tools: ranked.slice(0, limit).map((r) => this.#tools[r.id]!),
+      words: plan.groups.length,
+      droppedWords: plan.droppedWords,
+      droppedExpansions: plan.droppedExpansions,
+      cutShort: searched < plan.groups.length,
+    }
+  }
+
+  /**
+   * What a query searches: its own words (the first `maxTerms` distinct ones that are not stop
+   * words), each in a group with its synonyms (at most `maxExpansions` in all), and the weight
+   * of every term: a word's own weight is 1, its synonyms share `synonymWeight`.
+   */
+  #plan(query: string, bounds: Pick<SearchBounds, 'maxTerms' | 'maxExpansions'>): QueryPlan {
+    const all = words(query)
+    const weights = new Map<string, number>()
+    const own: string[] = []
+    const groups: string[][] = []
+    let droppedWords = 0
+    for (const w of all) {
+      const t = this.#term(w)
+      if (t === null || weights.has(t)) continue
+      if (groups.length >= bounds.maxTerms) {
+        droppedWords++
+        continue
+      }
+      weights.set(t, 1)
+      own.push(w)
+      groups.push([w])
+    }
+    let expansions = 0
+    let droppedExpansions = 0
     if (this.#tuning.synonymWeight > 0) {
-      for (const w of own) {
-        if (this.#term(w) === null) continue
-        const extra = synonymsOf(w).flatMap(words)
+      for (const group of groups) {
+        const w = group[0]!
+        let extra = synonymsOf(w).flatMap(words)
+        const room = Math.max(0, bounds.maxExpansions - expansions)
+        if (extra.length > room) {
+          droppedExpansions += extra.length - room
+          extra = extra.slice(0, room)
+        }
+        expansions += extra.length
         const terms = extra.map(this.#term).filter((t) => t !== null && !weights.has(t))
         const share = this.#tuning.synonymWeight / Math.max(1, Math.sqrt(terms.length))
         for (const t of terms) weights.set(t!, Math.max(weights.get(t!) ?? 0, share))
-        expanded.push(...extra)
+        group.push(...extra)
       }
     }
-    const results: SearchResult[] = this.#index.search(expanded.join(' '), {
+    return { own, groups, weights, droppedWords, droppedExpansions }
+  }
+
+  #options(plan: QueryPlan, visible: (tool: JsonObject) => boolean) {
+    return {
       combineWith: 'OR',
-      prefix: (t) => t.length >= 4,
-      fuzzy: this.#tuning.fuzzy ? (t) => (t.length >= 5 ? 0.2 : false) : false,
-      boostTerm: (t) => weights.get(t) ?? 0,
-      filter: (result) => visible(this.#tools[result.id as number]!),
-    })
+      prefix: (t: string) => t.length >= 4,
+      fuzzy: this.#tuning.fuzzy ? (t: string) => (t.length >= 5 ? 0.2 : false) : false,
+      boostTerm: (t: string) => plan.weights.get(t) ?? 0,
+      filter: (result: SearchResult) => visible(this.#tools[result.id as number]!),
+    } as const
+  }
+
+  /** The re-rank of the head, when the tuning has one. */
+  #finish(
+    ranked: { id: number; score: number }[],
+    query: string,
+    own: readonly string[],
+  ): { id: number; score: number }[] {
     const { depth, weight, server } = this.#tuning.rerank
-    const ranked = results.map((r) => ({ id: r.id as number, score: r.score }))
     if (weight > 0 || server > 0) this.#rerank(ranked, query, own, depth, weight, server)
     return ranked
   }

@@ -19,6 +19,7 @@ import {
   type JsonRpcNotification,
   type JsonRpcRequest,
 } from '../protocol/jsonrpc.ts'
+import { MetaToolGate, type MetaToolLimits, metaToolLimitsOf } from '../session/meta-tool-limits.ts'
 import { type CallOwner, Session } from '../session/session.ts'
 import type { Logger } from '../telemetry/log.ts'
 import { GatewayMetrics } from '../telemetry/metrics.ts'
@@ -61,6 +62,8 @@ export interface GatewayPlan {
   readonly clientRequestTimeoutMs: number
   /** Most items in one page of a merged list (default 500). */
   readonly listPageSize?: number
+  /** Bounds and per-caller rate of search_tools and run_code (default: DEFAULT_LIMITS'). */
+  readonly metaTools?: MetaToolLimits
   /** How long a held 2026-07-28 call and a `requestState` wait for the client (default 120 s). */
   readonly heldCallTimeoutMs?: number
   /** How long lists and handshakes wait for upstreams, and how missing ones are retried. */
@@ -101,6 +104,8 @@ export class Gateway implements InboundHandler {
   readonly servers = new Map<string, VirtualServer>()
   readonly sessions = new Set<Session>()
   #plan: GatewayPlan
+  /** One gate for every session: a caller's meta-tool rate spans its sessions. */
+  readonly #metaTools: MetaToolGate
   #log: Logger
   /** The policy chain every session's next call takes; a reload swaps it (setPolicies). */
   #policies: LivePolicies
@@ -125,6 +130,7 @@ export class Gateway implements InboundHandler {
 
   constructor(plan: GatewayPlan, log: Logger) {
     this.#plan = plan
+    this.#metaTools = new MetaToolGate(plan.metaTools ?? metaToolLimitsOf())
     this.#log = log
     this.#policies = new LivePolicies(plan.policies ?? [])
     this.metrics = plan.metrics
@@ -359,6 +365,7 @@ export class Gateway implements InboundHandler {
       bridge: this.#bridge,
       listPageSize: this.#plan.listPageSize ?? DEFAULT_LIST_PAGE_SIZE,
       metrics: this.metrics?.forServer(info.server),
+      metaTools: this.#metaTools,
     })
     this.sessions.add(session)
   }

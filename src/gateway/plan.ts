@@ -3,6 +3,7 @@
  * catalog rules of each virtual server. Kept apart from gateway.ts so the gateway core can be
  * built and tested from plans without files or processes.
  */
+
 import picomatch from 'picomatch'
 import type { AuthRuntime } from '../auth/auth-runtime.ts'
 import type { CatalogRules, ItemRules } from '../catalog/catalog.ts'
@@ -25,6 +26,7 @@ import type { Policy } from '../policies/policy.ts'
 import { rateLimit } from '../policies/rate-limit.ts'
 import { SecureContexts } from '../policies/secure-contexts.ts'
 import type { SandboxRefusalSink } from '../sandbox/sandbox.ts'
+import { metaToolLimitsOf } from '../session/meta-tool-limits.ts'
 import { tenantQualified } from '../store/tenant-pins.ts'
 import type { Logger } from '../telemetry/log.ts'
 import { createOutboundTransport, type OutboundSpec } from '../transports/connect-outbound.ts'
@@ -57,6 +59,7 @@ export function planFromConfig(
     servers: config.servers.map(serverPlan),
     clientRequestTimeoutMs: config.limits.requestTimeoutMs,
     listPageSize: config.limits.listPageSize,
+    metaTools: metaToolLimitsOf(config.limits),
     heldCallTimeoutMs: config.limits.heldCallTimeoutMs,
     listTiming: {
       listDeadlineMs: config.limits.listDeadlineMs,

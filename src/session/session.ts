@@ -72,6 +72,7 @@ import {
   ownTasks,
   setUpstreamLogLevel,
 } from './local-answers.ts'
+import { MetaToolGate, metaToolLimitsOf } from './meta-tool-limits.ts'
 import { heldProgramInput } from './program-input.ts'
 import {
   assertMethodAllowed,
@@ -107,6 +108,8 @@ export interface SessionDeps {
   readonly bridge?: MrtrBridge | undefined
   /** The call metrics of the session's virtual server (src/metrics); absent: not counted. */
   readonly metrics?: ServerMetrics | undefined
+  /** Bounds and per-caller rate of search_tools and run_code; absent: defaults, per session. */
+  readonly metaTools?: MetaToolGate | undefined
 }
 
 /** Re-exported where it was first defined: the key is part of the `initialize` result. */
@@ -373,7 +376,7 @@ export class Session {
     const judged = withJudgedUris(sent, (uri) => this.#deps.server.judgeUri(uri))
     // Search mode: call_tool is the direct call it names from here on; search_tools is answered
     // from the caller's view of the catalogue (tool-search-calls.ts).
-    const meta = metaToolCall(this.#deps.server, judged)
+    const meta = metaToolCall(this.#deps.server, judged, this.#metaTools.limits.maxResults)
     const request = meta.kind === 'call' ? meta.request : judged
     const { method } = request
     const revision: Revision = modern
@@ -382,9 +385,11 @@ export class Session {
     assertMethodAllowed(request, modern, revision)
     if (modern && request.envelope) this.#clientCapabilities = request.envelope.clientCapabilities
     if (meta.kind === 'search') {
+      const gate = this.#metaTools
+      await gate.admit(this.info.server, this.identity, 'search_tools')
       const view = await this.#view(this.#callOf(viewRequest(request), modern, signal, about.log))
       if (!('tools' in view)) return view
-      return await searchTools(this.#deps.server, meta.args, view)
+      return await searchTools(this.#deps.server, meta.args, view, gate.limits)
     }
     const server = this.#deps.server
     if (method === 'tools/call' && isExposureTool(server.exposure, request.params?.name)) {
@@ -407,13 +412,23 @@ export class Session {
       const view = () => this.#view(this.#callOf(viewRequest(request), modern, signal, about.log))
       const bridge = this.#deps.bridge
       const { envelope } = request
-      let run = (): Promise<Result | ErrorReply> =>
-        callExposureTool(server, view, request.params, dispatch, signal)
+      // A program buys up to code.maxCalls calls: run_code counts against the caller's rate.
+      const admitted = async (): Promise<void> => {
+        if (request.params?.name === RUN_CODE) {
+          await this.#metaTools.admit(this.info.server, this.identity, RUN_CODE)
+        }
+      }
+      let run = async (): Promise<Result | ErrorReply> => {
+        await admitted()
+        return await callExposureTool(server, view, request.params, dispatch, signal)
+      }
       if (modern && bridge && envelope && request.params?.name === RUN_CODE) {
         // A 2026-07-28 client answers a program's questions (confirmations) by calling again:
         // run_code is a held call, its program paused between rounds (program-input.ts).
-        run = () =>
-          bridge.modernCall({
+        run = async () => {
+          // Only a program's first round counts; its later rounds answer its questions.
+          if (request.params?.requestState === undefined) await admitted()
+          return await bridge.modernCall({
             identity: this.identity,
             method,
             params: request.params,
@@ -431,6 +446,7 @@ export class Session {
                 held && heldProgramInput(bridge, held),
               ),
           })
+        }
       }
       // The call itself is audited too (a program's digest, or its text with rawArguments),
       // besides each call it makes; the other policies judge those calls, not this one.
@@ -509,6 +525,14 @@ export class Session {
     if (view === undefined) throw new BarbicanError('ERR_INTERNAL', 'tools/list has no catalog')
     return view
   }
+
+  /** The gateway's meta-tool gate; a session built without one keeps its own, with defaults. */
+  get #metaTools(): MetaToolGate {
+    this.#ownMetaTools ??= this.#deps.metaTools ?? new MetaToolGate(metaToolLimitsOf())
+    return this.#ownMetaTools
+  }
+
+  #ownMetaTools: MetaToolGate | undefined
 
   /** The virtual server's catalog, as policies read it (one function for every call). */
   readonly #catalogOfServer = async () => (await this.#deps.server.catalog()).catalog

@@ -7,7 +7,7 @@
  */
 
 import type { Catalog } from '../catalog/catalog.ts'
-import { toolIndexFor } from '../exposure/tool-search.ts'
+import { type BoundedSearch, toolIndexFor } from '../exposure/tool-search.ts'
 import {
   directCallParams,
   metaToolOf,
@@ -19,6 +19,7 @@ import {
 import type { Request, Result } from '../protocol/model.ts'
 import type { VirtualServer } from '../virtual-servers/virtual-server.ts'
 import { complete } from './local-answers.ts'
+import type { MetaToolLimits } from './meta-tool-limits.ts'
 
 /** What a search-mode `tools/call` is: a search, or the direct call `call_tool` stands for. */
 export type MetaToolCall =
@@ -31,13 +32,17 @@ export type MetaToolCall =
  * checked here (ERR_META_TOOL_ARGUMENTS); a `call_tool` that names no callable tool keeps its
  * error for the route, so audit records the refused call.
  */
-export function metaToolCall(server: VirtualServer, request: Request): MetaToolCall {
+export function metaToolCall(
+  server: VirtualServer,
+  request: Request,
+  maxResults?: number,
+): MetaToolCall {
   if (request.method !== 'tools/call' || server.presentation.mode !== 'search') {
     return { kind: 'none' }
   }
   const meta = metaToolOf(request.params)
   if (meta === 'search') {
-    return { kind: 'search', request, args: searchArguments(request.params?.arguments) }
+    return { kind: 'search', request, args: searchArguments(request.params?.arguments, maxResults) }
   }
   if (meta === 'call') {
     try {
@@ -63,12 +68,34 @@ export async function searchTools(
   server: VirtualServer,
   { query, limit }: SearchArguments,
   view: Catalog,
+  limits: MetaToolLimits,
 ): Promise<Result> {
   const { catalog } = await server.catalog()
   const index = toolIndexFor(catalog, (tool) =>
     server.serverText(catalog.toolTargets.get(String(tool.name))?.upstream ?? ''),
   )
   const visible = new Set(view.tools.map((t) => t.name))
-  const found = index.search(query, limit, (tool) => reachable(tool) && visible.has(tool.name))
-  return complete(searchResult(query, found))
+  const found = await index.searchBounded(
+    query,
+    limit,
+    limits.search,
+    (tool) => reachable(tool) && visible.has(tool.name),
+  )
+  return complete(searchResult(query, found.tools, boundsNote(found, limits)))
+}
+
+/** What the bounds left out of a search, said to the model; undefined when nothing. */
+function boundsNote(found: BoundedSearch, limits: MetaToolLimits): string | undefined {
+  const notes: string[] = []
+  if (found.droppedWords > 0) {
+    notes.push(
+      `only the first ${limits.search.maxTerms} distinct words were searched (limits.searchMaxTerms)`,
+    )
+  }
+  if (found.cutShort) {
+    notes.push(
+      `the search was cut short after ${limits.search.budgetMs} ms (limits.searchBudgetMs); a shorter query searches every word`,
+    )
+  }
+  return notes.length === 0 ? undefined : `Note: ${notes.join('; ')}.`
 }
