@@ -113,7 +113,7 @@ describe('meta-tool bounds', () => {
         const r = (await c.callTool({
           name: 'search_tools',
           arguments: { query: 'read the whole graph' },
-        })) as { structuredContent: { tools: Json[] } }
+        })) as unknown as { structuredContent: { tools: Json[] } }
         names.push(String(r.structuredContent.tools[0]?.name))
       }
       const refused = await refusal(
