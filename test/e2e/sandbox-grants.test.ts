@@ -91,7 +91,7 @@ describe('grants under real bubblewrap', { skip: noBwrap }, () => {
       join(pkg, 'dist/index.mjs'),
       "import { appendFileSync, readFileSync } from 'node:fs'\n" +
         "const file = new URL('./memory.jsonl', import.meta.url)\n" +
-        'appendFileSync(file, `${process.argv[2]}\\n`)\n' +
+        "appendFileSync(file, process.argv[2] + '\\n')\n" +
         "console.log('ok ' + readFileSync(file, 'utf8').trim().split('\\n').join(','))\n",
     )
     const launch = (word: string) =>
