@@ -3,9 +3,18 @@
 // the build, then src/ by type stripping. An installed package has no src/ and always runs dist/.
 const [major, minor] = process.versions.node.split('.').map(Number)
 if (major < 22 || (major === 22 && minor < 18)) {
+  // In a checkout (src/ beside bin/), npm scripts run the Node the project pins; an installed
+  // package has no src/, and its user needs a Node 22 of their own, or npx's for one run.
+  const { existsSync } = process.getBuiltinModule?.('node:fs') ?? (await import('node:fs'))
+  const checkout = existsSync(new URL('../src/cli/main.ts', import.meta.url))
+  const args = process.argv.slice(2).join(' ')
   process.stderr.write(
     `barbican: Node.js ${process.versions.node} is too old; Barbican needs Node.js 22.18 or newer.\n` +
-      'From a checkout, run it through npm (npm start, npx barbican), which uses the pinned Node.\n',
+      (checkout
+        ? 'In this checkout, run it through npm (npm start, npx barbican ...), which uses the ' +
+          'Node 22 the project pins (run npm install first).\n'
+        : `Run it once with Node 22 from npm: npx -p node@22 barbican${args ? ` ${args}` : ''}\n` +
+          'or install Node 22 (https://nodejs.org, nvm install 22, fnm install 22).\n'),
   )
   process.exit(1)
 }

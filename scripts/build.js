@@ -1,7 +1,8 @@
 // Bundles src/ into dist/ with esbuild (ADR 015) and stamps the build with the time it started.
 // bin/barbican.js runs dist/ only when no source file is newer than that stamp, so a stale build
-// is never run. Also the `prepare` step of `npm install`: a failed build must not fail the
-// install, so it only warns and leaves no stamp (the command then runs the sources).
+// is never run. Run by hand (`npm run build`) or as `prepack`, before `npm pack` / `npm publish`.
+// Without --strict (or those npm commands) a failed build
+// only warns and leaves no stamp (the command then runs the sources).
 //
 // What dist/ holds, all in one folder (code finds its neighbours relative to its own URL):
 // - main.js: the command (src/cli/main.ts) and everything it imports statically, with picomatch
@@ -17,7 +18,7 @@ import { builtinModules, createRequire } from 'node:module'
 import { fileURLToPath } from 'node:url'
 
 const root = fileURLToPath(new URL('..', import.meta.url))
-// `npm pack` and `npm publish` run this as `prepare`: a tarball without dist/ must not be made.
+// `npm pack` and `npm publish` run this as `prepack`: a tarball without dist/ must not be made.
 const strict =
   process.argv.includes('--strict') || ['pack', 'publish'].includes(process.env.npm_command ?? '')
 // `--out DIR` builds elsewhere (the build's own test); the default is dist/.

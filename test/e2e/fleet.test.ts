@@ -74,7 +74,7 @@ describe('three replicas behind HAProxy, one killed under load', { timeout: 600_
 
   before(
     async () => {
-      assert.ok(HAPROXY, 'HAProxy is needed (.ci/run installs it): apt-get install haproxy')
+      assert.ok(HAPROXY, 'HAProxy is needed (npm run setup installs it): apt-get install haproxy')
       env = { BARBICAN_POSTGRES_URL: await freshPostgresUrl(), BARBICAN_REDIS_URL: REDIS_URL }
       writeFileSync(execLog, '')
       writeFileSync(description, 'Guarded, first version.')

@@ -1,11 +1,11 @@
 /**
  * The package users install: `npm pack`, then `npm install ./barbican-X.tgz` into an empty folder,
  * then the installed `barbican` run by Node 22 — with neither src/ nor devDependencies. The pack
- * runs in a copy of the checkout so that its build (the `prepare` script) leaves this checkout's
+ * runs in a copy of the checkout so that its build (the `prepack` script) leaves this checkout's
  * dist/ alone while other tests use it.
  */
 import assert from 'node:assert/strict'
-import { type ChildProcess, execFile, execFileSync, spawn } from 'node:child_process'
+import { type ChildProcess, execFile, execFileSync, spawn, spawnSync } from 'node:child_process'
 import {
   cpSync,
   existsSync,
@@ -40,12 +40,35 @@ function npm(args: string[], cwd: string): string {
   return execFileSync('npm', args, { cwd, env: ENV, encoding: 'utf8', timeout: 300_000 })
 }
 
+/** Installs the tarball into `app` with the npm (and Node) `env`'s PATH finds; stderr's lines. */
+function npmInstall(tarball: string, app: string, env: NodeJS.ProcessEnv): string[] {
+  const r = spawnSync('npm', ['install', '--prefer-offline', '--no-audit', '--no-fund', tarball], {
+    cwd: app,
+    env,
+    encoding: 'utf8',
+    timeout: 300_000,
+  })
+  assert.equal(r.status, 0, r.stderr)
+  return r.stderr.split('\n').filter((line) => line !== '')
+}
+
+/** The system's own Node when it is older than 22 (Debian 12/13 ship 18/20), else undefined. */
+function oldSystemNode(): string | undefined {
+  for (const node of ['/usr/bin/node', '/usr/local/bin/node']) {
+    if (!existsSync(node) || realpathSync(node) === realpathSync(process.execPath)) continue
+    const version = execFileSync(node, ['--version'], { encoding: 'utf8' }).trim()
+    if (Number(/^v(\d+)/.exec(version)?.[1]) < 22) return node
+  }
+  return undefined
+}
+
 describe('the npm package', () => {
   let work: string
   let tarball: string
   let installed: string
   let bin: string
   let config: string
+  let installWarnings: string[]
 
   before(() => {
     work = realpathSync(mkdtempSync(join(tmpdir(), 'barbican-pack-')))
@@ -69,7 +92,7 @@ describe('the npm package', () => {
     mkdirSync(app)
     writeFileSync(join(app, 'package.json'), '{"name":"app","private":true}\n')
     // The dependencies are in npm's cache since this checkout installed them.
-    npm(['install', '--prefer-offline', '--no-audit', '--no-fund', tarball], app)
+    installWarnings = npmInstall(tarball, app, ENV).filter((line) => /\bwarn\b/i.test(line))
     installed = join(app, 'node_modules/barbican')
     bin = join(installed, 'bin/barbican.js')
     config = join(work, 'barbican.yaml')
@@ -108,6 +131,47 @@ describe('the npm package', () => {
       assert.equal(existsSync(join(modules, dev)), false, `${dev} was installed`)
     }
     assert.ok(existsSync(join(modules, '.bin/barbican')))
+  })
+
+  test('installs without a warning or an install script on Node 22', () => {
+    assert.deepEqual(installWarnings, [])
+    const { scripts = {} } = JSON.parse(readFileSync(join(installed, 'package.json'), 'utf8')) as {
+      scripts?: Record<string, string>
+    }
+    for (const hook of ['preinstall', 'install', 'postinstall', 'prepare']) {
+      assert.equal(scripts[hook], undefined, hook)
+    }
+  })
+
+  test('on an older system Node, installs and says how to run it with Node 22', (t) => {
+    const node = oldSystemNode()
+    if (node === undefined) {
+      t.skip('no system Node older than 22 on this machine')
+      return
+    }
+    const app = join(work, 'app-old-node')
+    mkdirSync(app)
+    writeFileSync(join(app, 'package.json'), '{"name":"app","private":true}\n')
+    // Only the system's directories: its npm runs on its own Node, as on a fresh machine.
+    const env = { ...ENV, PATH: `${dirname(node)}:/usr/bin:/bin` }
+    const warnings = npmInstall(tarball, app, env).filter((line) => /\bwarn\b/i.test(line))
+    // npm names the engines it finds too old, and nothing else.
+    assert.deepEqual(
+      warnings.filter((line) => !/EBADENGINE/.test(line)),
+      [],
+    )
+    const r = spawnSync(node, [join(app, 'node_modules/barbican/bin/barbican.js'), '--help'], {
+      cwd: app,
+      env,
+      encoding: 'utf8',
+    })
+    assert.equal(r.status, 1)
+    assert.match(
+      r.stderr,
+      /Node\.js 2\d\.\d+\.\d+ is too old; Barbican needs Node\.js 22\.18 or newer/,
+    )
+    assert.match(r.stderr, /npx -p node@22 barbican --help\n/)
+    assert.doesNotMatch(r.stderr, /checkout/)
   })
 
   test('--version and --help, and --help for every command with an example', async () => {

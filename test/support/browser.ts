@@ -18,7 +18,7 @@ export interface OpenBrowser {
 export async function launchChromium(): Promise<OpenBrowser> {
   if (!existsSync(CHROMIUM)) {
     throw new Error(
-      `chromium is not installed at ${CHROMIUM}: install it (apt-get install chromium, as .ci/run ` +
+      `chromium is not installed at ${CHROMIUM}: install it (npm run setup, or apt-get install chromium, as .ci/run ` +
         'does) or set BARBICAN_CHROMIUM to its path; the admin console tests need a real browser',
     )
   }
