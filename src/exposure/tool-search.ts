@@ -52,11 +52,42 @@ interface QueryPlan {
 
 const UNBOUNDED = { maxTerms: Number.POSITIVE_INFINITY, maxExpansions: Number.POSITIVE_INFINITY }
 
+/** Ranking work done before the event loop runs again (ms). */
+const SLICE_MS = 3
+
 /**
- * Ranking work done before the event loop runs again (ms): other clients' requests wait at most
- * about this long per search in flight.
+ * Searches ranking at once in this process: the others wait their turn without holding the
+ * main thread, so other clients' requests wait for at most this many slices between two turns
+ * of the event loop, however many searches are in flight.
  */
-const SLICE_MS = 4
+const RANKING_AT_ONCE = 2
+
+/** Turns at ranking: at most RANKING_AT_ONCE searches hold one, the rest wait in order. */
+class RankingTurns {
+  #running = 0
+  readonly #waiting: (() => void)[] = []
+
+  async acquire(): Promise<void> {
+    if (this.#running < RANKING_AT_ONCE) {
+      this.#running++
+      return
+    }
+    await new Promise<void>((resolve) => this.#waiting.push(resolve))
+  }
+
+  release(): void {
+    const next = this.#waiting.shift()
+    if (next) next()
+    else this.#running--
+  }
+
+  /** Lets the event loop run (I/O included) before the next slice. */
+  yield(): Promise<void> {
+    return new Promise((resolve) => setImmediate(resolve))
+  }
+}
+
+const ranking = new RankingTurns()
 
 /** What the index knows of the server a tool comes from. */
 export interface ServerText {
@@ -277,9 +308,10 @@ export class ToolIndex {
 
   /**
    * `search` with what one call may cost bounded (ADR 105): at most `maxTerms` distinct words
-   * and `maxExpansions` synonyms are searched, each word with its synonyms as one slice; the
-   * event loop runs between slices that took longer than SLICE_MS, and once `budgetMs` of
-   * ranking time is spent the remaining slices are skipped. The scores of the slices add up to
+   * and `maxExpansions` synonyms are searched, in slices of whole words (each with its
+   * synonyms) of about SLICE_MS each; the event loop runs between slices, at most
+   * RANKING_AT_ONCE searches rank at a time, and once `budgetMs` of ranking time is spent the
+   * remaining words are skipped. The scores of the slices add up to
    * those of one search over them all (MiniSearch's OR sums term scores, then multiplies by
    * the number of query terms matched), so a search within its bounds ranks as `search` does.
    */
@@ -293,27 +325,32 @@ export class ToolIndex {
     const options = this.#options(plan, visible)
     const sums = new Map<number, { raw: number; terms: Set<string> }>()
     let spent = 0
-    let sliceStart = performance.now()
     let searched = 0
-    for (const group of plan.groups) {
-      if (spent + (performance.now() - sliceStart) >= bounds.budgetMs) break
-      for (const r of this.#index.search(group.join(' '), options)) {
-        const id = r.id as number
-        let sum = sums.get(id)
-        if (sum === undefined) {
-          sum = { raw: 0, terms: new Set() }
-          sums.set(id, sum)
+    // Words per slice: one at first, then as many as the last slice's pace fits in SLICE_MS.
+    let perSlice = 1
+    await ranking.acquire()
+    try {
+      while (searched < plan.groups.length && spent < bounds.budgetMs) {
+        const slice = plan.groups.slice(searched, searched + perSlice)
+        const start = performance.now()
+        for (const r of this.#index.search(slice.flat().join(' '), options)) {
+          const id = r.id as number
+          let sum = sums.get(id)
+          if (sum === undefined) {
+            sum = { raw: 0, terms: new Set() }
+            sums.set(id, sum)
+          }
+          sum.raw += r.score / Math.max(1, r.queryTerms.length)
+          for (const t of r.queryTerms) sum.terms.add(t)
         }
-        sum.raw += r.score / Math.max(1, r.queryTerms.length)
-        for (const t of r.queryTerms) sum.terms.add(t)
-      }
-      searched++
-      const elapsed = performance.now() - sliceStart
-      if (elapsed >= SLICE_MS) {
+        searched += slice.length
+        const elapsed = performance.now() - start
         spent += elapsed
-        await new Promise((resolve) => setImmediate(resolve))
-        sliceStart = performance.now()
+        perSlice = Math.max(1, Math.floor((SLICE_MS * slice.length) / Math.max(elapsed, 0.05)))
+        if (searched < plan.groups.length) await ranking.yield()
       }
+    } finally {
+      ranking.release()
     }
     const scored = [...sums].map(([id, { raw, terms }]) => ({ id, score: raw * terms.size }))
     scored.sort((a, b) => b.score - a.score)
