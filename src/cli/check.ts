@@ -110,6 +110,8 @@ export async function runCheck(
           io.stdout(
             `warn  ${upstream.name}: ${held.list} held back (its tools are kept): ${held.reason}\n`,
           )
+          const hint = upstream.hints?.find(held.reason)
+          if (hint) io.stdout(`      ${hint.message}\n`)
         }
         const entry = config.upstreams.find((u) => u.name === upstream.name)
         if (entry?.transport === 'stdio') {
@@ -121,6 +123,8 @@ export async function runCheck(
       } catch (err) {
         failed++
         io.stdout(`FAIL  ${upstream.name}: ${(err as Error).message}\n`)
+        const hint = upstream.hints?.find((err as Error).message)
+        if (hint) io.stdout(`      ${hint.message}\n`)
         const entry = config.upstreams.find((u) => u.name === upstream.name)
         if (entry?.transport === 'stdio') {
           io.stdout(

@@ -19,6 +19,7 @@ import {
   type JsonRpcNotification,
   type JsonRpcRequest,
 } from '../protocol/jsonrpc.ts'
+import type { RefusalHints } from '../sandbox/hints.ts'
 import { MetaToolGate, type MetaToolLimits, metaToolLimitsOf } from '../session/meta-tool-limits.ts'
 import { type CallOwner, Session } from '../session/session.ts'
 import type { Logger } from '../telemetry/log.ts'
@@ -47,6 +48,8 @@ export interface UpstreamPlan {
   readonly maxCallOutputBytes?: number
   /** Legacy sessions shared by all callers (default) or one per caller identity. */
   readonly sessionScope?: 'shared' | 'identity'
+  /** A confined upstream's refusal hints (sandbox/hints.ts, ADR 100); absent: unconfined. */
+  readonly hints?: RefusalHints
 }
 
 export interface ServerPlan {
@@ -184,6 +187,7 @@ export class Gateway implements InboundHandler {
       idleTimeoutMs: u.idleTimeoutMs,
       restartOnExit: !u.lazy,
       sessionScope: u.sessionScope,
+      hints: u.hints,
       createTransport: u.createTransport,
       clientInfo: this.serverInfo,
       clientCapabilities: UPSTREAM_CLIENT_CAPABILITIES,

@@ -25,7 +25,8 @@ import { guards } from '../policies/guards.ts'
 import type { Policy } from '../policies/policy.ts'
 import { rateLimit } from '../policies/rate-limit.ts'
 import { SecureContexts } from '../policies/secure-contexts.ts'
-import type { SandboxRefusalSink } from '../sandbox/sandbox.ts'
+import { grantsForHints, RefusalHints } from '../sandbox/hints.ts'
+import type { Launch, SandboxRefusalSink, SandboxSpec } from '../sandbox/sandbox.ts'
 import { metaToolLimitsOf } from '../session/meta-tool-limits.ts'
 import { tenantQualified } from '../store/tenant-pins.ts'
 import type { Logger } from '../telemetry/log.ts'
@@ -129,6 +130,9 @@ function upstreamPlan(
     connectTimeoutMs: config.limits.upstreamConnectTimeoutMs,
     maxCallOutputBytes: config.limits.upstreamMaxCallOutputBytes,
     ...(u.sessions === 'per-identity' ? { sessionScope: 'identity' as const } : {}),
+    ...(u.transport === 'stdio' && u.sandbox !== 'none'
+      ? { hints: hintsOf(u.name, u, u.sandbox) }
+      : {}),
     createTransport: securedTransportFactory(keyed, auth, backends.redis, (filled) => {
       const spec = keyed === u ? filled : { ...filled, name: u.name }
       let launched: OutboundSpec
@@ -151,6 +155,11 @@ function upstreamPlan(
       })
     }),
   }
+}
+
+/** The refusal hints of a confined entry: its grants are worked out at its first error. */
+function hintsOf(name: string, launch: Launch, spec: SandboxSpec): RefusalHints {
+  return new RefusalHints(name, () => grantsForHints(launch, spec))
 }
 
 /**

@@ -624,7 +624,8 @@ export class Session {
     if (route.kind === 'unicast') {
       const upstream = server.upstream(route.upstream)!
       const reply = await relayUnicast(this.#unicast, upstream, route.original, request, signal)
-      if (reply) return reply
+      // A confined server's error that names a path or host outside its grants gets the fix.
+      if (reply) return upstream.hints ? upstream.hints.annotate(reply, call.log) : reply
     }
 
     if (!Object.hasOwn(this.#local, method)) {

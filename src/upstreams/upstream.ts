@@ -10,6 +10,7 @@ import { BarbicanError } from '../common/errors.ts'
 import type { JsonObject, JsonRpcNotification, JsonRpcRequest } from '../protocol/jsonrpc.ts'
 import { hasCapability } from '../protocol/methods.ts'
 import { LATEST_LEGACY_REVISION } from '../protocol/revisions.ts'
+import type { RefusalHints } from '../sandbox/hints.ts'
 import type { Logger } from '../telemetry/log.ts'
 import type { Transport } from '../transports/transport.ts'
 import { IdentitySessions } from './identity-sessions.ts'
@@ -67,6 +68,8 @@ export interface UpstreamOptions {
   readonly sessionScope?: 'shared' | 'identity' | undefined
   /** Makes a fresh, unstarted transport for each connection attempt. */
   readonly createTransport: () => Transport
+  /** A confined upstream's refusal hints (sandbox/hints.ts, ADR 100); absent: unconfined. */
+  readonly hints?: RefusalHints | undefined
   /** What Barbican declares to upstreams in `initialize`. */
   readonly clientInfo: JsonObject
   readonly clientCapabilities: JsonObject
@@ -152,6 +155,10 @@ export class Upstream extends EventEmitter<UpstreamEvents> {
   /** Why the last connection attempt failed or the connection died, until the next success. */
   get lastError(): string | undefined {
     return this.#lastError
+  }
+  /** Says which grant a refused path or host needs (confined upstreams only). */
+  get hints(): RefusalHints | undefined {
+    return this.#options.hints
   }
   /** What the upstream advertised at its last handshake; undefined before the first. */
   get info(): UpstreamInfo | undefined {
