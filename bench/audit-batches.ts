@@ -16,6 +16,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { parseArgs } from 'node:util'
+import { ephemeralAuditKey } from '../src/audit/audit-key.ts'
 import type { AuditStore, ChainHead } from '../src/audit/audit-store.ts'
 import { postgresAuditStore } from '../src/audit/postgres.ts'
 import { type AuditRecord, chainBody, searchableOfEvent } from '../src/audit/record.ts'
@@ -97,6 +98,7 @@ function line(i: number): { body: string; searchable: ReturnType<typeof searchab
   return { body: JSON.stringify(event), searchable: searchableOfEvent(event) }
 }
 
+const MAC = ephemeralAuditKey().macKey!
 const lines = Array.from({ length: BATCH }, (_, i) => line(i))
 let n = 0
 const build = (head: ChainHead): AuditRecord[] => {
@@ -105,7 +107,7 @@ const build = (head: ChainHead): AuditRecord[] => {
   let previous = head
   for (const l of lines) {
     // A different body per record, as calls have (callId).
-    const r = chainBody(previous, at, `${l.body.slice(0, -1)},"n":${n++}}`, l.searchable)
+    const r = chainBody(MAC, previous, at, `${l.body.slice(0, -1)},"n":${n++}}`, l.searchable)
     records.push(r)
     previous = r
   }

@@ -1,14 +1,18 @@
 /**
- * The gateway's audit key: an Ed25519 key pair that signs checkpoints. Kept as a PKCS#8 PEM file
- * (mode 0600) beside the audit database, created on first use; whoever can read it can sign,
- * so it is as sensitive as the rest of the embedded state (docs/audit.md says how to hold a
- * copy of the public half elsewhere). node:crypto does the work: no dependency at start-up.
+ * The gateway's audit key: an Ed25519 key pair that signs checkpoints, and the MAC key of the
+ * record chain derived from it (HKDF-SHA-256, ADR 102). Kept as a PKCS#8 PEM file (mode 0600)
+ * beside the audit database (or in `.barbican/` with PostgreSQL), outside the store: whoever
+ * can only write the store cannot extend the chain or sign a checkpoint. Whoever can read the
+ * file can do both, so it is as sensitive as the rest of the embedded state (docs/audit.md
+ * "Threat model"). node:crypto does the work: no dependency at start-up.
  */
 import {
   createHash,
   createPrivateKey,
   createPublicKey,
   generateKeyPairSync,
+  hash,
+  hkdfSync,
   type KeyObject,
   sign,
   verify,
@@ -23,18 +27,57 @@ export interface AuditKey {
   /** Absent for a key that may only verify. */
   readonly privateKey?: KeyObject | undefined
   readonly publicKey: KeyObject
+  /**
+   * The record chain's HMAC key (record.ts `recordMac`), derived from the private half: one
+   * file holds both, and the MAC needs no key of its own to rotate or lose. Absent with the
+   * private half.
+   */
+  readonly macKey?: Buffer | undefined
 }
 
-/** What a checkpoint signature covers. */
-export function checkpointPayload(c: Omit<Checkpoint, 'keyId' | 'signature'>): Buffer {
-  return Buffer.from(`barbican-audit-checkpoint v1\n${c.seq}\n${c.hash}\n${c.at}\n${c.reason}`)
+/** The `prev` of checkpoint number 1: no checkpoint came before it. */
+export const FIRST_CHECKPOINT_PREV = '0'.repeat(64)
+
+/** What a checkpoint's fields say, before it is signed. */
+export type UnsignedCheckpoint = Omit<Checkpoint, 'keyId' | 'signature'>
+
+/**
+ * What a checkpoint signature covers. Version 2 (ADR 102) names the checkpoint's number and the
+ * hash of the one before it, so checkpoints form a chain of their own; version 1 (no number) is
+ * what releases before it signed, still verified as such.
+ */
+export function checkpointPayload(c: UnsignedCheckpoint): Buffer {
+  if (c.number === undefined) {
+    return Buffer.from(`barbican-audit-checkpoint v1\n${c.seq}\n${c.hash}\n${c.at}\n${c.reason}`)
+  }
+  return Buffer.from(
+    `barbican-audit-checkpoint v2\n${c.number}\n${c.prev}\n${c.seq}\n${c.hash}\n${c.at}\n${c.reason}`,
+  )
 }
 
+/** The hash that the next checkpoint names as its `prev`: SHA-256 of what was signed. */
+export function checkpointHash(c: UnsignedCheckpoint): string {
+  return hash('sha256', checkpointPayload(c), 'hex')
+}
+
+/**
+ * Signs a checkpoint of `head` that follows `previous` (the last numbered checkpoint of the
+ * store, read in the same transaction: audit-store.ts `addCheckpoint`).
+ */
 export function signCheckpoint(
   key: AuditKey,
-  unsigned: Omit<Checkpoint, 'keyId' | 'signature'>,
+  head: Pick<Checkpoint, 'seq' | 'hash' | 'at' | 'reason'>,
+  previous: Checkpoint | undefined,
 ): Checkpoint {
   if (!key.privateKey) throw new Error('The audit key can only verify: it has no private half')
+  const unsigned: UnsignedCheckpoint = {
+    seq: head.seq,
+    hash: head.hash,
+    at: head.at,
+    reason: head.reason,
+    number: (previous?.number ?? 0) + 1,
+    prev: previous?.number === undefined ? FIRST_CHECKPOINT_PREV : checkpointHash(previous),
+  }
   const signature = sign(null, checkpointPayload(unsigned), key.privateKey).toString('base64url')
   return { ...unsigned, keyId: key.keyId, signature }
 }
@@ -50,7 +93,9 @@ export function checkpointSignatureValid(key: AuditKey, c: Checkpoint): boolean 
 
 export function auditKeyOf(privateKey: KeyObject): AuditKey {
   const publicKey = createPublicKey(privateKey)
-  return { keyId: keyIdOf(publicKey), privateKey, publicKey }
+  const secret = privateKey.export({ type: 'pkcs8', format: 'der' })
+  const macKey = Buffer.from(hkdfSync('sha256', secret, '', 'barbican-audit record mac v2', 32))
+  return { keyId: keyIdOf(publicKey), privateKey, publicKey, macKey }
 }
 
 function keyIdOf(publicKey: KeyObject): string {

@@ -14,7 +14,7 @@
 import { closeSync, openSync, rmSync, writeSync } from 'node:fs'
 import type { LogExport } from '../telemetry/otel-logs.ts'
 import { type AuditKey, signCheckpoint } from './audit-key.ts'
-import type { AuditStore, CheckpointReason } from './audit-store.ts'
+import type { AuditStore, Checkpoint, CheckpointReason } from './audit-store.ts'
 import { committedBodies, journalFiles, readJournal } from './journal.ts'
 import type { JournalLock } from './journal-lock.ts'
 import {
@@ -56,6 +56,11 @@ export interface AuditLogOptions {
   readonly batched?: { readonly journal: string; readonly windowMs: number } | undefined
   /** The journal directory's lock (journal-lock.ts), released when the log is closed. */
   readonly lock?: JournalLock | undefined
+  /**
+   * Copies every checkpoint this log signs outside the store, once it is committed (a file, the
+   * log stream, the OTel export: publish.ts). Must not throw; failures go to `onError`.
+   */
+  readonly publish?: ((checkpoint: Checkpoint) => void) | undefined
 }
 
 /** Where exported lines go (a file, stdout); closed with the log. */
@@ -94,6 +99,8 @@ function openJournal(base: string, n: number): { path: string; fd: number } {
 export class AuditLog implements AuditSink {
   readonly #options: AuditLogOptions
   readonly #store: AuditStore
+  /** The chain's MAC key (audit-key.ts): only its holder can extend the chain. */
+  readonly #mac: Buffer
   readonly #now: () => Date
   #queue: Waiting[] = []
   #draining = false
@@ -121,6 +128,9 @@ export class AuditLog implements AuditSink {
   constructor(options: AuditLogOptions) {
     this.#options = options
     this.#store = options.store
+    if (!options.key.macKey)
+      throw new Error('The audit key can only verify: it has no private half')
+    this.#mac = options.key.macKey
     this.#now = options.now ?? (() => new Date())
     const every = options.checkpointIntervalMs ?? 0
     if (every > 0) {
@@ -189,8 +199,8 @@ export class AuditLog implements AuditSink {
               for (const e of w.entries) {
                 const r =
                   'event' in e
-                    ? chainRecord(previous, at, e.event)
-                    : chainBody(previous, at, e.body, e.searchable)
+                    ? chainRecord(this.#mac, previous, at, e.event)
+                    : chainBody(this.#mac, previous, at, e.body, e.searchable)
                 records.push(r)
                 previous = r
               }
@@ -363,13 +373,28 @@ export class AuditLog implements AuditSink {
     }
   }
 
-  /** Signs a checkpoint for the current head, unless this process's last one covers it. */
+  /**
+   * Signs a checkpoint for the current head, unless this process's last one covers it, chained
+   * to the store's last checkpoint (ADR 102), and publishes it.
+   */
   async checkpoint(reason: CheckpointReason, force = false): Promise<void> {
     const head = await this.#store.head()
     if (!force && head.seq === this.#checkpointed) return
     const at = this.#now().toISOString()
-    await this.#store.addCheckpoint(signCheckpoint(this.#options.key, { ...head, at, reason }))
-    this.#checkpointed = head.seq
+    const key = this.#options.key
+    const signed = await this.#store.addCheckpoint((current, last) =>
+      signCheckpoint(key, { ...current, at, reason }, last),
+    )
+    this.#checkpointed = signed.seq
+    this.#publish(signed)
+  }
+
+  #publish(checkpoint: Checkpoint): void {
+    try {
+      this.#options.publish?.(checkpoint)
+    } catch (err) {
+      this.#options.onError?.(err)
+    }
   }
 
   /**
@@ -385,13 +410,13 @@ export class AuditLog implements AuditSink {
     // Records are written in time order, so everything up to the newest old one goes.
     if (!last) return 0
     const at = this.#now().toISOString()
-    const checkpoint = signCheckpoint(this.#options.key, {
-      seq: last.seq,
-      hash: last.hash,
-      at,
-      reason: 'prune',
-    })
-    return await this.#store.prune(checkpoint)
+    const key = this.#options.key
+    const { removed, checkpoint } = await this.#store.prune(
+      { seq: last.seq, hash: last.hash },
+      (pruned, previous) => signCheckpoint(key, { ...pruned, at, reason: 'prune' }, previous),
+    )
+    this.#publish(checkpoint)
+    return removed
   }
 
   /** What the timer does: prune, then a periodic checkpoint. */

@@ -15,17 +15,30 @@ export interface ChainHead {
 /** Why a checkpoint was signed. */
 export type CheckpointReason = 'periodic' | 'shutdown' | 'prune'
 
-/** A signed statement that record `seq` had hash `hash` at `at`. */
+/**
+ * A signed statement that record `seq` had hash `hash` at `at`, and (ADR 102) that it is
+ * checkpoint number `number`, following the checkpoint whose hash is `prev`.
+ */
 export interface Checkpoint {
   readonly seq: number
   readonly hash: string
   readonly at: string
   readonly reason: CheckpointReason
+  /** 1, 2, 3, … with no gaps; absent on a checkpoint signed before ADR 102. */
+  readonly number?: number | undefined
+  /** `checkpointHash` of checkpoint `number − 1` (64 zeros for the first); absent as `number`. */
+  readonly prev?: string | undefined
   /** Which key signed (audit-key.ts `keyId`). */
   readonly keyId: string
   /** Ed25519 signature, base64url, over `checkpointPayload`. */
   readonly signature: string
 }
+
+/**
+ * Makes the next checkpoint from the head and the last numbered checkpoint, both read in the
+ * store's transaction (audit-key.ts `signCheckpoint`).
+ */
+export type CheckpointBuilder = (head: ChainHead, last: Checkpoint | undefined) => Checkpoint
 
 /** A read of the log; every condition given must hold. */
 export interface AuditQuery {
@@ -61,14 +74,23 @@ export interface AuditStore {
   append(build: (head: ChainHead) => readonly AuditRecord[]): Promise<readonly AuditRecord[]>
   head(): Promise<ChainHead>
   read(query?: AuditQuery): Promise<AuditRecord[]>
-  addCheckpoint(checkpoint: Checkpoint): Promise<void>
+  /**
+   * Stores the checkpoint `build` makes from the head and the last numbered checkpoint, read in
+   * the same transaction under the append lock: several writers (replicas, the CLI) number and
+   * chain their checkpoints without a fork, and none covers less than the head it read.
+   */
+  addCheckpoint(build: CheckpointBuilder): Promise<Checkpoint>
   /** Every checkpoint, by sequence number then time. */
   checkpoints(): Promise<Checkpoint[]>
   /**
-   * Removes records up to `checkpoint.seq` and stores the checkpoint that vouches for the last
-   * of them, in one transaction, so the remaining chain still starts from a signed hash.
-   * Returns how many records were removed.
+   * Removes records up to `last.seq` (the newest record to go) and stores the `prune`
+   * checkpoint `build` makes of it (given that record as its head), in one transaction, so the
+   * remaining chain still starts from a signed hash. Returns how many records were removed and
+   * the checkpoint.
    */
-  prune(checkpoint: Checkpoint): Promise<number>
+  prune(
+    last: ChainHead,
+    build: CheckpointBuilder,
+  ): Promise<{ readonly removed: number; readonly checkpoint: Checkpoint }>
   close(): Promise<void>
 }

@@ -5,10 +5,10 @@
  */
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
-import { ephemeralAuditKey } from './audit-key.ts'
+import { checkpointHash, ephemeralAuditKey } from './audit-key.ts'
 import { AuditLog } from './audit-log.ts'
 import type { AuditStore } from './audit-store.ts'
-import type { AuditEvent } from './record.ts'
+import { type AuditEvent, legacyRecordHash } from './record.ts'
 import { verifyAuditLog } from './verify.ts'
 
 /** Raw edits of a stored log, in the backend's own terms. */
@@ -20,6 +20,10 @@ export interface Tamper {
   swap(a: number, b: number): Promise<void>
   /** Deletes every record above `seq`. */
   truncateAfter(seq: number): Promise<void>
+  /** Changes the indexed subject column of record `seq`, leaving its body. */
+  setSubject(seq: number, subject: string): Promise<void>
+  /** Deletes checkpoint number `number`. */
+  deleteCheckpoint(number: number): Promise<void>
 }
 
 export interface Opened {
@@ -214,8 +218,68 @@ export function auditContract(backend: string, open: () => Promise<Opened>): voi
       await rewritten.record(call('x', 'y'))
       await rewritten.flush()
       const result = await verifyAuditLog(store, key)
-      assert.equal(result.problem?.seq, 3)
-      assert.match(result.problem!.reason, /rewritten/)
+      // Another key's MAC is not this key's: the first rewritten record already fails.
+      assert.equal(result.problem?.seq, 1)
+      assert.match(result.problem!.reason, /does not match its keyed hash/)
+    },
+  )
+
+  withLog(
+    'verify names a forged record appended with an unkeyed hash',
+    async (log, { store }, key) => {
+      await fill(log, 3)
+      await log.checkpoint('shutdown')
+      const head = await store.head()
+      const at = new Date().toISOString()
+      const body = JSON.stringify(call('mallory', 'forged'))
+      const forged = {
+        seq: head.seq + 1,
+        at,
+        prevHash: head.hash,
+        hash: legacyRecordHash(head.seq + 1, at, head.hash, body),
+        body,
+      }
+      await store.append(() => [forged])
+      const result = await verifyAuditLog(store, key)
+      assert.equal(result.problem?.seq, 4)
+      assert.match(result.problem!.reason, /unkeyed SHA-256.*forged/)
+    },
+  )
+
+  withLog('verify names an index column that disagrees with the body', async (log, opened, key) => {
+    await fill(log, 4)
+    await opened.tamper.setSubject(2, 'alice')
+    const result = await verifyAuditLog(opened.store, key)
+    assert.equal(result.problem?.seq, 2)
+    assert.match(result.problem!.reason, /indexed column subject is "alice" but its body says "u1"/)
+  })
+
+  withLog(
+    'checkpoints are numbered and chained; a missing one fails, a published one must be there',
+    async (log, { store, tamper }, key) => {
+      for (let i = 0; i < 3; i++) {
+        await log.record(call('u', `t${i}`))
+        await log.checkpoint('periodic')
+      }
+      const checkpoints = await store.checkpoints()
+      assert.deepEqual(
+        checkpoints.map((c) => c.number),
+        [1, 2, 3],
+      )
+      assert.equal(checkpoints[1]!.prev, checkpointHash(checkpoints[0]!))
+      const published = [checkpoints[2]!]
+      assert.equal((await verifyAuditLog(store, key, { published })).ok, true)
+      await tamper.deleteCheckpoint(2)
+      const gap = await verifyAuditLog(store, key)
+      assert.equal(gap.problem?.checkpoint, 3)
+      assert.match(gap.problem!.reason, /checkpoint 2 is not in the store/)
+      await tamper.deleteCheckpoint(3)
+      await tamper.truncateAfter(1)
+      // Without the published copy the shortened log looks whole; with it, it does not.
+      assert.equal((await verifyAuditLog(store, key)).ok, true)
+      const cut = await verifyAuditLog(store, key, { published })
+      assert.equal(cut.problem?.checkpoint, 3)
+      assert.match(cut.problem!.reason, /missing from the store/)
     },
   )
 

@@ -23,6 +23,17 @@ auditContract('memory', async () => {
       async truncateAfter(seq) {
         state.records.splice(state.records.findIndex((r) => r.seq > seq))
       },
+      async setSubject(seq, subject) {
+        const i = state.records.findIndex((r) => r.seq === seq)
+        const r = state.records[i]!
+        state.records[i] = { ...r, searchable: { ...r.searchable!, subject } }
+      },
+      async deleteCheckpoint(number) {
+        state.checkpoints.splice(
+          state.checkpoints.findIndex((c) => c.number === number),
+          1,
+        )
+      },
     },
   }
 })

@@ -1,7 +1,7 @@
 /** The audit log in process memory: for tests and `store: { memory: {} }`. */
 import type { AuditQuery, AuditStore, ChainHead, Checkpoint } from './audit-store.ts'
 import { bodyAgrees } from './query.ts'
-import { type AuditRecord, GENESIS_HASH } from './record.ts'
+import { type AuditRecord, GENESIS_HASH, searchableOf } from './record.ts'
 
 /** What the memory backend holds; a test may pass its own to edit it behind the store's back. */
 export interface MemoryAuditState {
@@ -19,11 +19,21 @@ export function memoryAuditStore(
     const pruned = checkpoints.filter((c) => c.reason === 'prune').at(-1)
     return pruned ? { seq: pruned.seq, hash: pruned.hash } : { seq: 0, hash: GENESIS_HASH }
   }
+  const lastNumbered = () =>
+    checkpoints.reduce<Checkpoint | undefined>(
+      (a, c) => (c.number !== undefined && (a === undefined || c.number > a.number!) ? c : a),
+      undefined,
+    )
+  const add = (c: Checkpoint) => {
+    checkpoints.push(c)
+    checkpoints.sort((a, b) => a.seq - b.seq || a.at.localeCompare(b.at))
+    return c
+  }
   return {
     async append(build) {
-      // Stored as a backend would: the body is the record, nothing else.
-      const added = build(head()).map(({ searchable: _s, ...r }) => r)
-      records.push(...added)
+      const added = build(head())
+      // Stored as a backend would: the chain fields, the body and its indexed columns.
+      records.push(...added.map((r) => ({ ...r, searchable: r.searchable ?? searchableOf(r) })))
       return added
     },
     async head() {
@@ -34,19 +44,17 @@ export function memoryAuditStore(
       if (query.newestFirst) matching.reverse()
       return query.limit === undefined ? matching : matching.slice(0, query.limit)
     },
-    async addCheckpoint(checkpoint) {
-      checkpoints.push(checkpoint)
-      checkpoints.sort((a, b) => a.seq - b.seq || a.at.localeCompare(b.at))
+    async addCheckpoint(build) {
+      return add(build(head(), lastNumbered()))
     },
     async checkpoints() {
       return [...checkpoints]
     },
-    async prune(checkpoint) {
-      const keep = records.findIndex((r) => r.seq > checkpoint.seq)
+    async prune(last, build) {
+      const keep = records.findIndex((r) => r.seq > last.seq)
       const removed = keep < 0 ? records.length : keep
       records.splice(0, removed)
-      await this.addCheckpoint(checkpoint)
-      return removed
+      return { removed, checkpoint: add(build(last, lastNumbered())) }
     },
     async close() {},
   }

@@ -3,18 +3,21 @@ import { after, test } from 'node:test'
 import type { Pool, PoolClient } from 'pg'
 import { dropPostgresSchemas, freshPostgresUrl } from '../../test/support/backends.ts'
 import { openPostgresPool } from '../store/postgres.ts'
-import { ephemeralAuditKey } from './audit-key.ts'
+import { ephemeralAuditKey, signCheckpoint } from './audit-key.ts'
 import { AuditLog } from './audit-log.ts'
 import { auditContract, call } from './contract.ts'
 import { postgresAuditStore } from './postgres.ts'
 import { chainRecord } from './record.ts'
+
+/** The MAC key the records these tests build by hand are chained with. */
+const MAC = ephemeralAuditKey().macKey!
 
 after(dropPostgresSchemas)
 
 auditContract('postgres', async () => {
   const pool = await openPostgresPool(await freshPostgresUrl())
   // Straight SQL, as someone with database access would tamper.
-  const raw = async (sql: string, ...values: number[]) => {
+  const raw = async (sql: string, ...values: (number | string)[]) => {
     await pool.query(sql, values)
   }
   const store = postgresAuditStore(pool, true)
@@ -34,6 +37,12 @@ auditContract('postgres', async () => {
       },
       async truncateAfter(seq) {
         await raw('DELETE FROM barbican_audit_records WHERE seq > $1', seq)
+      },
+      async setSubject(seq, subject) {
+        await raw('UPDATE barbican_audit_records SET subject = $1 WHERE seq = $2', subject, seq)
+      },
+      async deleteCheckpoint(number) {
+        await raw('DELETE FROM barbican_audit_checkpoints WHERE number = $1', number)
       },
     },
   }
@@ -91,7 +100,7 @@ function countRoundTrips(pool: Pool): { count: number } {
 }
 
 const appendCall = (target: string) => (head: { seq: number; hash: string }) => [
-  chainRecord(head, new Date().toISOString(), call('s', target)),
+  chainRecord(MAC, head, new Date().toISOString(), call('s', target)),
 ]
 
 test('postgres: a lone writer appends in one round trip once it holds the head', async () => {
@@ -156,14 +165,9 @@ test('postgres: a writer holding the head appends after a prune removed every re
     await log.record(call('s', 't1'))
     await log.record(call('s', 't2'))
     const head = await log.store.head()
-    await log.store.prune({
-      seq: head.seq,
-      hash: head.hash,
-      at: new Date().toISOString(),
-      reason: 'prune',
-      keyId: key.keyId,
-      signature: 'unused-here',
-    })
+    await log.store.prune(head, (pruned, last) =>
+      signCheckpoint(key, { ...pruned, at: new Date().toISOString(), reason: 'prune' }, last),
+    )
     await log.record(call('s', 't3'))
     const [record] = await log.store.read()
     assert.equal(record?.seq, 3)
@@ -206,7 +210,7 @@ test('postgres: a one-round-trip append that waited for the lock sees what commi
       await new Promise((resolve) => setTimeout(resolve, 20))
     }
     // As another replica would under the lock: the record that follows A's.
-    const theirs = chainRecord(mine!, new Date().toISOString(), call('b', 'b1'))
+    const theirs = chainRecord(MAC, mine!, new Date().toISOString(), call('b', 'b1'))
     await holder.query(
       `INSERT INTO barbican_audit_records (seq, at, type, subject, target, outcome, prev_hash, hash, body)
        VALUES ($1, $2, 'call', 'b', 'b1', 'ok', $3, $4, $5)`,
@@ -267,7 +271,7 @@ test('postgres: batches store every column as given, newlines and nulls included
       let previous = head
       return subjects.map((subject, i) => {
         const event = { ...call(subject, `t${i}`), ...(i === 1 ? { target: undefined } : {}) }
-        const record = chainRecord(previous, at, event)
+        const record = chainRecord(MAC, previous, at, event)
         previous = record
         return record
       })
@@ -314,7 +318,7 @@ test('postgres: a batch keeps null, empty and multi-line targets apart', async (
       const at = new Date().toISOString()
       let previous = head
       return targets.map((target, i) => {
-        const record = chainRecord(previous, at, { ...call(`s${i}`, 't'), target })
+        const record = chainRecord(MAC, previous, at, { ...call(`s${i}`, 't'), target })
         previous = record
         return record
       })

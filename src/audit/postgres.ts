@@ -10,10 +10,16 @@
  */
 import type { Pool, PoolClient, QueryConfig } from 'pg'
 import { inTransaction } from '../store/postgres-schema.ts'
-import type { AuditQuery, AuditStore, ChainHead, Checkpoint } from './audit-store.ts'
+import type {
+  AuditQuery,
+  AuditStore,
+  ChainHead,
+  Checkpoint,
+  CheckpointBuilder,
+} from './audit-store.ts'
 import { bodyAgrees } from './query.ts'
 import { type AuditRecord, GENESIS_HASH, searchableOf } from './record.ts'
-import { checkpointOfRow, type Row, recordOfRow } from './sql-rows.ts'
+import { checkpointOfRow, RECORD_COLUMNS, type Row, recordOfRow } from './sql-rows.ts'
 
 /** The advisory lock key that serializes appends ("audi" in ASCII). */
 const APPEND_LOCK = 0x61756469
@@ -153,12 +159,29 @@ const appendQuery = (guess: ChainHead, records: readonly AuditRecord[]) => {
 
 /** The audit store over an open pool (store/postgres.ts openPostgresPool); `ownsPool`: close ends it. */
 export function postgresAuditStore(pool: Pool, ownsPool: boolean): AuditStore {
-  const insertCheckpoint = (client: Pick<Pool, 'query'>, c: Checkpoint) =>
-    client.query(
-      `INSERT INTO barbican_audit_checkpoints (seq, hash, at, reason, key_id, signature)
-       VALUES ($1, $2, $3, $4, $5, $6)`,
-      [c.seq, c.hash, c.at, c.reason, c.keyId, c.signature],
+  /**
+   * In a transaction holding the append lock: the checkpoint `build` makes of `of` after the
+   * last numbered one (ADR 102), stored. The lock also keeps the head still while it is signed.
+   */
+  const addCheckpointIn = async (
+    client: PoolClient,
+    of: ChainHead,
+    build: CheckpointBuilder,
+  ): Promise<Checkpoint> => {
+    const last = await client.query(
+      `SELECT * FROM barbican_audit_checkpoints WHERE number IS NOT NULL
+       ORDER BY number DESC LIMIT 1`,
     )
+    const row = last.rows[0] as Row | undefined
+    const c = build(of, row ? checkpointOfRow(row) : undefined)
+    await client.query(
+      `INSERT INTO barbican_audit_checkpoints
+         (seq, hash, at, reason, key_id, signature, number, prev)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
+      [c.seq, c.hash, c.at, c.reason, c.keyId, c.signature, c.number ?? null, c.prev ?? null],
+    )
+    return c
+  }
   /**
    * The rows of `records` as an INSERT's VALUES list of escaped literals (simple protocol): the
    * locked path only, whose rows and COMMIT go in one message.
@@ -320,7 +343,7 @@ export function postgresAuditStore(pool: Pool, ownsPool: boolean): AuditStore {
       where('at', '<=', query.until)
       where('body', '= ANY', query.bodies)
       const sql =
-        'SELECT seq, at, prev_hash, hash, body FROM barbican_audit_records' +
+        `SELECT ${RECORD_COLUMNS} FROM barbican_audit_records` +
         (clauses.length > 0 ? ` WHERE ${clauses.join(' AND ')}` : '') +
         ` ORDER BY seq ${query.newestFirst ? 'DESC' : 'ASC'}` +
         (query.limit === undefined ? '' : ` LIMIT ${Math.max(0, Math.floor(query.limit))}`)
@@ -328,8 +351,12 @@ export function postgresAuditStore(pool: Pool, ownsPool: boolean): AuditStore {
       // The columns are an index; the hashed body is the truth a record is returned on.
       return records.filter((r) => bodyAgrees(r, query))
     },
-    async addCheckpoint(checkpoint) {
-      await insertCheckpoint(pool, checkpoint)
+    async addCheckpoint(build) {
+      return inTransaction(pool, async (client) => {
+        await client.query('SELECT pg_advisory_xact_lock($1)', [APPEND_LOCK])
+        const head = headOf((await client.query(HEAD_ONE)).rows[0] as Row | undefined)
+        return addCheckpointIn(client, head, build)
+      })
     },
     async checkpoints() {
       const result = await pool.query(
@@ -337,15 +364,15 @@ export function postgresAuditStore(pool: Pool, ownsPool: boolean): AuditStore {
       )
       return (result.rows as Row[]).map(checkpointOfRow)
     },
-    async prune(checkpoint) {
+    async prune(last, build) {
       return inTransaction(pool, async (client) => {
         // Under the append lock: a prune never races an append reading the head.
         await client.query('SELECT pg_advisory_xact_lock($1)', [APPEND_LOCK])
         const deleted = await client.query('DELETE FROM barbican_audit_records WHERE seq <= $1', [
-          checkpoint.seq,
+          last.seq,
         ])
-        await insertCheckpoint(client, checkpoint)
-        return deleted.rowCount ?? 0
+        const checkpoint = await addCheckpointIn(client, last, build)
+        return { removed: deleted.rowCount ?? 0, checkpoint }
       })
     },
     async close() {

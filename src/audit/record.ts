@@ -1,9 +1,11 @@
 /**
  * What one audit record says and how records are chained: each record's hash covers its
  * sequence number, time, the hash of the record before it and its body, so editing, removing or
- * reordering any record breaks the chain at that record. Pure: no I/O.
+ * reordering any record breaks the chain at that record. The hash is keyed (HMAC-SHA-256 with
+ * the gateway's audit MAC key, ADR 102): whoever can write the store but does not hold the key
+ * cannot extend or re-hash the chain. Pure: no I/O.
  */
-import { hash } from 'node:crypto'
+import { createHmac, hash } from 'node:crypto'
 
 /** The `prevHash` of record 1: nothing came before it. */
 export const GENESIS_HASH = '0'.repeat(64)
@@ -75,15 +77,35 @@ export interface AuditRecord {
   readonly hash: string
   /** JSON of the AuditEvent. */
   readonly body: string
-  /** The indexed fields, when the writer still has the event (saves parsing `body` again). */
+  /**
+   * The indexed fields: when the writer still has the event (saves parsing `body` again), and
+   * as stored when a backend reads a record back (verify compares them with the body).
+   */
   readonly searchable?: Searchable | undefined
 }
 
 /**
- * The hash of a record: SHA-256 over a versioned, line-separated form of its fields. One-shot
- * `crypto.hash`: no Hash object per record (it runs once per call on the gateway's thread).
+ * The keyed hash of a record (ADR 102): HMAC-SHA-256, with the audit MAC key (audit-key.ts),
+ * over a versioned, line-separated form of its fields. It runs once per record on the gateway's
+ * thread (~1.4 µs more than a plain SHA-256 here; docs/audit.md "Performance").
  */
-export function recordHash(seq: number, at: string, prevHash: string, body: string): string {
+export function recordMac(
+  mac: Buffer,
+  seq: number,
+  at: string,
+  prevHash: string,
+  body: string,
+): string {
+  return createHmac('sha256', mac)
+    .update(`barbican-audit v2\n${seq}\n${at}\n${prevHash}\n${body}`)
+    .digest('hex')
+}
+
+/**
+ * The unkeyed hash records had before ADR 102 (plain SHA-256): anyone could compute it, so
+ * verify accepts it only for records a checkpoint of that release vouches for (verify.ts).
+ */
+export function legacyRecordHash(seq: number, at: string, prevHash: string, body: string): string {
   return hash('sha256', `barbican-audit v1\n${seq}\n${at}\n${prevHash}\n${body}`, 'hex')
 }
 
@@ -92,23 +114,25 @@ export function recordHash(seq: number, at: string, prevHash: string, body: stri
  * `JSON.stringify(event)` already made (the batched journal line): an event is encoded once.
  */
 export function chainRecord(
+  mac: Buffer,
   head: { readonly seq: number; readonly hash: string },
   at: string,
   event: AuditEvent,
   body: string = JSON.stringify(event),
 ): AuditRecord {
-  return chainBody(head, at, body, searchableOfEvent(event))
+  return chainBody(mac, head, at, body, searchableOfEvent(event))
 }
 
 /** The record that follows `head` for an event already encoded, with its searchable fields. */
 export function chainBody(
+  mac: Buffer,
   head: { readonly seq: number; readonly hash: string },
   at: string,
   body: string,
   searchable: Searchable,
 ): AuditRecord {
   const seq = head.seq + 1
-  const hash = recordHash(seq, at, head.hash, body)
+  const hash = recordMac(mac, seq, at, head.hash, body)
   return { seq, at, prevHash: head.hash, hash, body, searchable }
 }
 

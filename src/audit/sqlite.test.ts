@@ -43,6 +43,12 @@ auditContract('sqlite', async () => {
       async truncateAfter(seq) {
         raw('DELETE FROM audit_records WHERE seq > ?', seq)
       },
+      async setSubject(seq, subject) {
+        raw('UPDATE audit_records SET subject = ? WHERE seq = ?', subject, seq)
+      },
+      async deleteCheckpoint(number) {
+        raw('DELETE FROM audit_checkpoints WHERE number = ?', number)
+      },
     },
   }
 })

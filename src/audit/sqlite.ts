@@ -16,10 +16,16 @@ import { type FileHandle, open } from 'node:fs/promises'
 import { dirname } from 'node:path'
 import type { DatabaseSync, SQLInputValue } from 'node:sqlite'
 import { loadSqlite } from '../store/load-sqlite.ts'
-import type { AuditQuery, AuditStore, ChainHead, Checkpoint } from './audit-store.ts'
+import type {
+  AuditQuery,
+  AuditStore,
+  ChainHead,
+  Checkpoint,
+  CheckpointBuilder,
+} from './audit-store.ts'
 import { bodyAgrees } from './query.ts'
 import { GENESIS_HASH, searchableOf } from './record.ts'
-import { checkpointOfRow, type Row, recordOfRow } from './sql-rows.ts'
+import { checkpointOfRow, RECORD_COLUMNS, type Row, recordOfRow } from './sql-rows.ts'
 
 /**
  * Indexes that only reads use, made by the first read that filters on their column (any
@@ -53,9 +59,30 @@ const SCHEMA = `
     at TEXT NOT NULL,
     reason TEXT NOT NULL,
     key_id TEXT NOT NULL,
-    signature TEXT NOT NULL
+    signature TEXT NOT NULL,
+    number INTEGER,
+    prev TEXT
   );
 `
+
+/**
+ * Checkpoints are numbered and chained since ADR 102: a log made by an earlier release gains the
+ * two columns (null on its old checkpoints, which verify checks as version 1).
+ */
+function addCheckpointChainColumns(db: DatabaseSync): void {
+  const columns = db.prepare('PRAGMA table_info(audit_checkpoints)').all() as Row[]
+  if (columns.some((c) => c.name === 'number')) return
+  try {
+    db.exec(
+      'BEGIN IMMEDIATE; ALTER TABLE audit_checkpoints ADD COLUMN number INTEGER; ' +
+        'ALTER TABLE audit_checkpoints ADD COLUMN prev TEXT; COMMIT',
+    )
+  } catch (err) {
+    if (db.isTransaction) db.exec('ROLLBACK')
+    // Another process opening the same log added them first.
+    if (!/duplicate column/.test((err as Error).message)) throw err
+  }
+}
 
 const json = (value: unknown) => (value === undefined ? undefined : JSON.stringify(value))
 
@@ -69,6 +96,7 @@ export async function openSqliteAuditStore(path: string): Promise<AuditStore> {
   if (path !== ':memory:') db.exec('PRAGMA journal_mode = WAL')
   db.exec('PRAGMA synchronous = NORMAL')
   db.exec(SCHEMA)
+  addCheckpointChainColumns(db)
   return sqliteAuditStore(db, path === ':memory:' ? undefined : walSync(path))
 }
 
@@ -134,7 +162,11 @@ function sqliteAuditStore(
      VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
   )
   const insertCheckpoint = db.prepare(
-    'INSERT INTO audit_checkpoints (seq, hash, at, reason, key_id, signature) VALUES (?, ?, ?, ?, ?, ?)',
+    `INSERT INTO audit_checkpoints (seq, hash, at, reason, key_id, signature, number, prev)
+     VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+  )
+  const lastNumbered = db.prepare(
+    'SELECT * FROM audit_checkpoints WHERE number IS NOT NULL ORDER BY number DESC LIMIT 1',
   )
   const head = (): ChainHead => {
     const row = (lastRecord.get() ?? lastPrune.get()) as Row | undefined
@@ -151,8 +183,22 @@ function sqliteAuditStore(
       throw err
     }
   }
-  const addCheckpoint = (c: Checkpoint) =>
-    insertCheckpoint.run(c.seq, c.hash, c.at, c.reason, c.keyId, c.signature)
+  /** Inside a transaction: the checkpoint `build` makes of `of` after the last numbered one. */
+  const addCheckpoint = (of: ChainHead, build: CheckpointBuilder): Checkpoint => {
+    const row = lastNumbered.get() as Row | undefined
+    const c = build(of, row ? checkpointOfRow(row) : undefined)
+    insertCheckpoint.run(
+      c.seq,
+      c.hash,
+      c.at,
+      c.reason,
+      c.keyId,
+      c.signature,
+      c.number ?? null,
+      c.prev ?? null,
+    )
+    return c
+  }
   return {
     async append(build) {
       return transaction(() => {
@@ -197,7 +243,7 @@ function sqliteAuditStore(
       where('at <= ?', query.until)
       where('body IN (SELECT value FROM json_each(?))', json(query.bodies))
       const sql =
-        'SELECT seq, at, prev_hash, hash, body FROM audit_records' +
+        `SELECT ${RECORD_COLUMNS} FROM audit_records` +
         (clauses.length > 0 ? ` WHERE ${clauses.join(' AND ')}` : '') +
         ` ORDER BY seq ${query.newestFirst ? 'DESC' : 'ASC'}` +
         (query.limit === undefined ? '' : ` LIMIT ${Math.max(0, Math.floor(query.limit))}`)
@@ -205,22 +251,22 @@ function sqliteAuditStore(
       // The columns are an index; the hashed body is the truth a record is returned on.
       return records.filter((r) => bodyAgrees(r, query))
     },
-    async addCheckpoint(checkpoint) {
-      addCheckpoint(checkpoint)
+    async addCheckpoint(build) {
+      const checkpoint = transaction(() => addCheckpoint(head(), build))
       await wal?.sync()
+      return checkpoint
     },
     async checkpoints() {
       const rows = db.prepare('SELECT * FROM audit_checkpoints ORDER BY seq, at, id').all() as Row[]
       return rows.map(checkpointOfRow)
     },
-    async prune(checkpoint) {
-      const removed = transaction(() => {
-        const deleted = db.prepare('DELETE FROM audit_records WHERE seq <= ?').run(checkpoint.seq)
-        addCheckpoint(checkpoint)
-        return Number(deleted.changes)
+    async prune(last, build) {
+      const pruned = transaction(() => {
+        const deleted = db.prepare('DELETE FROM audit_records WHERE seq <= ?').run(last.seq)
+        return { removed: Number(deleted.changes), checkpoint: addCheckpoint(last, build) }
       })
       await wal?.sync()
-      return removed
+      return pruned
     },
     async close() {
       await wal?.close()

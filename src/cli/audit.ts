@@ -7,8 +7,9 @@ import { existsSync } from 'node:fs'
 import { resolve } from 'node:path'
 import type { AuditQuery } from '../audit/audit-store.ts'
 import { inspectJournals, type JournalReport } from '../audit/journal.ts'
+import { type PublishedCheckpoints, readPublished } from '../audit/publish.ts'
 import { exportLine } from '../audit/record.ts'
-import { verifyAuditLog } from '../audit/verify.ts'
+import { type VerifyReport, verifyAuditLog } from '../audit/verify.ts'
 import { redactUrl } from '../common/backend-urls.ts'
 import { DEFAULT_CONFIG_FILES } from '../config/defaults.ts'
 import { demoStorePath } from '../config/demo-paths.ts'
@@ -26,15 +27,22 @@ import { loadForCommand } from './load.ts'
  * embedded demo's (in its data folder), which `npm start` / `barbican serve` ran with; the
  * command says so, so that nobody mistakes it for their own gateway's log.
  */
-async function locate(options: CommandOptions, io: CliIo): Promise<AuditLocation | undefined> {
+async function locate(
+  options: CommandOptions,
+  io: CliIo,
+): Promise<{ location: AuditLocation; publish?: string | undefined } | undefined> {
   const hasFile = DEFAULT_CONFIG_FILES.some((name) => existsSync(resolve(name)))
   if (options.config === undefined && !hasFile) {
     const store = demoStorePath()
     io.stderr(`barbican: no configuration here: reading the embedded demo's audit log\n`)
-    return auditBesideStore(store)
+    return { location: auditBesideStore(store) }
   }
   const loaded = await loadForCommand(options, io, false)
-  return loaded && auditLocationOf(loaded.config, loaded.source.path)
+  if (!loaded) return undefined
+  return {
+    location: auditLocationOf(loaded.config, loaded.source.path),
+    publish: loaded.config.audit.publishCheckpoints,
+  }
 }
 
 /** What `tail` and `query` filter by (`--subject`, `--tool`, `--outcome`, `--since`, …). */
@@ -45,6 +53,8 @@ export interface AuditFilters {
   readonly since?: string | undefined
   readonly until?: string | undefined
   readonly limit?: string | undefined
+  /** verify: a file of published checkpoints to prove the log against (ADR 102). */
+  readonly checkpoint?: string | undefined
 }
 
 const DEFAULT_TAIL = 20
@@ -60,6 +70,10 @@ export async function runAudit(
     io.stderr(`barbican: audit needs an action: verify, tail or query\n`)
     return 2
   }
+  if (filters.checkpoint !== undefined && action !== 'verify') {
+    io.stderr('barbican: --checkpoint is for audit verify\n')
+    return 2
+  }
   let query: AuditQuery
   try {
     query = queryOf(action, filters)
@@ -67,8 +81,9 @@ export async function runAudit(
     io.stderr(`barbican: ${(err as Error).message}\n`)
     return 2
   }
-  const location = await locate(options, io)
-  if (!location) return 1
+  const located = await locate(options, io)
+  if (!located) return 1
+  const { location } = located
   if (location.kind === 'memory') {
     io.stderr('barbican: this configuration keeps its audit log in memory: nothing to read\n')
     return 1
@@ -85,38 +100,11 @@ export async function runAudit(
     io.stderr(`barbican: cannot open the audit log: ${(err as Error).message}\n`)
     return 1
   }
-  const { store, key } = opened
+  const { store } = opened
   try {
     if (action === 'verify') {
-      const r = await verifyAuditLog(store, key)
-      // A batched gateway killed before its commit left its last calls in journals beside the
-      // log (or in this replica's audit.journalDir): not in the chain yet, so verify says how
-      // many wait, and names damaged lines.
-      const journals =
-        location.journal === undefined ? undefined : await inspectJournals(store, location.journal)
-      const journalsOk = journals === undefined || journals.damage.every((d) => d.cut)
-      if (!r.ok) {
-        io.stdout(`FAIL  record ${r.problem!.seq}: ${r.problem!.reason}\n`)
-        if (journals) reportJournals(journals, io)
-        io.stdout(`      ${where} (key ${key.keyId})\n`)
-        return 1
-      }
-      const span =
-        r.records === 0 ? 'no records' : `${r.records} record(s), ${r.firstSeq}–${r.lastSeq}`
-      const last = r.lastCheckpoint
-      io.stdout(
-        `ok    ${span}; ${r.checkpoints} signed checkpoint(s)` +
-          `${last ? `, the last (${last.reason}) at ${last.at} covering record ${last.seq}` : ''}\n`,
-      )
-      if (r.unsealed > 0) {
-        io.stdout(
-          `note  ${r.unsealed} record(s) after the last checkpoint: written since, or the gateway ` +
-            'stopped without its shutdown checkpoint\n',
-        )
-      }
-      if (journals) reportJournals(journals, io)
-      io.stdout(`      ${where} (key ${key.keyId})\n`)
-      return journalsOk ? 0 : 1
+      const published = filters.checkpoint ?? located.publish
+      return await verify(opened, location, where, published, filters.checkpoint !== undefined, io)
     }
     const records = await store.read(query)
     if (action === 'tail') records.reverse()
@@ -125,6 +113,90 @@ export async function runAudit(
   } finally {
     await store.close()
   }
+}
+
+/**
+ * `audit verify`: the chain, the checkpoints, the published copies (`--checkpoint FILE`, else
+ * the configured `audit.checkpoints.publish` when it exists) and the journals. Exit 1 when
+ * anything does not verify; records after the last checkpoint are a warning, not a failure.
+ */
+async function verify(
+  { store, key }: Awaited<ReturnType<typeof openAuditStore>>,
+  location: Exclude<AuditLocation, { kind: 'memory' }>,
+  where: string,
+  publishedPath: string | undefined,
+  asked: boolean,
+  io: CliIo,
+): Promise<number> {
+  let published: PublishedCheckpoints | undefined
+  if (publishedPath !== undefined && (asked || existsSync(publishedPath))) {
+    try {
+      published = readPublished(publishedPath)
+    } catch (err) {
+      io.stderr(`barbican: cannot read the published checkpoints: ${(err as Error).message}\n`)
+      return 1
+    }
+    if (published.checkpoints.length === 0) {
+      io.stdout(`FAIL  ${published.file} holds no published checkpoint\n`)
+      return 1
+    }
+  }
+  const r = await verifyAuditLog(store, key, { published: published?.checkpoints })
+  // A batched gateway killed before its commit left its last calls in journals beside the
+  // log (or in this replica's audit.journalDir): not in the chain yet, so verify says how
+  // many wait, and names damaged lines.
+  const journals =
+    location.journal === undefined ? undefined : await inspectJournals(store, location.journal)
+  const journalsOk = journals === undefined || journals.damage.every((d) => d.cut)
+  if (!r.ok) {
+    const p = r.problem!
+    const what = p.checkpoint === undefined ? `record ${p.seq}` : `checkpoint ${p.checkpoint}`
+    io.stdout(`FAIL  ${what}: ${p.reason}\n`)
+    if (published) io.stdout(`      against ${published.file}\n`)
+    if (journals) reportJournals(journals, io)
+    io.stdout(`      ${where} (key ${key.keyId})\n`)
+    return 1
+  }
+  const span = r.records === 0 ? 'no records' : `${r.records} record(s), ${r.firstSeq}–${r.lastSeq}`
+  const last = r.lastCheckpoint
+  io.stdout(
+    `ok    ${span}; ${r.checkpoints} signed checkpoint(s)` +
+      `${last ? `, the last (${last.reason}) at ${last.at} covering record ${last.seq}` : ''}\n`,
+  )
+  reportPublished(r, published, io)
+  if (r.unsealed > 0) {
+    const from = (r.lastSeq ?? 0) - r.unsealed + 1
+    io.stdout(
+      `warn  ${r.unsealed} record(s) after the last checkpoint (${from}–${r.lastSeq}) are ` +
+        'unproven: they are keyed, but no signed checkpoint vouches for them yet, so their ' +
+        'deletion would not be seen (the gateway is running, or stopped without its shutdown ' +
+        'checkpoint)\n',
+    )
+  }
+  if (journals) reportJournals(journals, io)
+  io.stdout(`      ${where} (key ${key.keyId})\n`)
+  return journalsOk ? 0 : 1
+}
+
+/** What the published checkpoints proved, or that none were given. */
+function reportPublished(
+  r: VerifyReport,
+  published: PublishedCheckpoints | undefined,
+  io: CliIo,
+): void {
+  const last = r.lastPublished
+  if (published && last) {
+    io.stdout(
+      `ok    ${published.checkpoints.length} published checkpoint(s) in ${published.file} ` +
+        `match the store; the last (number ${last.number}, ${last.reason}) covers record ` +
+        `${last.seq}\n`,
+    )
+    return
+  }
+  io.stdout(
+    'note  no published checkpoints (--checkpoint FILE, or audit.checkpoints.publish): the last ' +
+      'records deleted together with their checkpoints would not be seen\n',
+  )
 }
 
 /**

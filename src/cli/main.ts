@@ -257,6 +257,7 @@ const OPTIONS = {
   since: { type: 'string' },
   until: { type: 'string' },
   limit: { type: 'string' },
+  checkpoint: { type: 'string' },
   from: { type: 'string' },
   to: { type: 'string' },
   tokens: { type: 'string' },

@@ -12,6 +12,9 @@ function doc<T extends z.ZodType>(schema: T, title: string, description: string)
 /** Overrides `audit.journalDir`: a directory per replica, given by its pod or unit (ADR 090). */
 export const AUDIT_JOURNAL_DIR_ENV = 'BARBICAN_AUDIT_JOURNAL_DIR'
 
+/** Overrides `audit.checkpoints.publish`: where the signed checkpoints are copied (ADR 102). */
+export const AUDIT_CHECKPOINTS_PUBLISH_ENV = 'BARBICAN_AUDIT_CHECKPOINTS_PUBLISH'
+
 export const AUDIT_DEFAULTS = Object.freeze({
   enabled: true,
   rawArguments: false,
@@ -98,6 +101,23 @@ export const auditSchema = doc(
         .optional(),
       'Export',
       'JSON lines for a SIEM, with the field set of docs/audit.md. Default: none.',
+    ),
+    checkpoints: doc(
+      z
+        .strictObject({
+          publish: doc(
+            z.string().min(1).optional(),
+            'Publish',
+            'A file (or a directory, which then holds audit-checkpoints.jsonl) outside the ' +
+              'store where every signed checkpoint is appended as one JSON line, relative to ' +
+              `the config file; ${AUDIT_CHECKPOINTS_PUBLISH_ENV} overrides it. barbican audit ` +
+              'verify proves the log against it (docs/audit.md "Threat model"). Default: none ' +
+              '(checkpoints still go to the log stream and the OTel log export).',
+          ),
+        })
+        .optional(),
+      'Checkpoints',
+      'Copies of the signed checkpoints kept outside the store (ADR 102).',
     ),
   }),
   'Audit',

@@ -114,6 +114,11 @@ export interface AuditConfig {
    */
   readonly journalDir?: string | undefined
   readonly export?: { readonly file?: string | undefined; readonly stdout: boolean } | undefined
+  /**
+   * Absolute; `BARBICAN_AUDIT_CHECKPOINTS_PUBLISH` over `audit.checkpoints.publish`: where each
+   * signed checkpoint is copied outside the store (ADR 102).
+   */
+  readonly publishCheckpoints?: string | undefined
 }
 
 export type StoreConfig =

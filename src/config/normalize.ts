@@ -6,7 +6,7 @@
 import { dirname, isAbsolute, join, resolve } from 'node:path'
 import type { AuthConfig } from '../auth/auth-config.ts'
 import type { SandboxSpec } from '../sandbox/sandbox.ts'
-import { AUDIT_JOURNAL_DIR_ENV } from './audit-schema.ts'
+import { AUDIT_CHECKPOINTS_PUBLISH_ENV, AUDIT_JOURNAL_DIR_ENV } from './audit-schema.ts'
 import {
   DEFAULT_REDIS_PREFIX,
   envUrlIssue,
@@ -329,6 +329,7 @@ function resolveAudit(value: NativeConfig['audit'], options: NormalizeOptions): 
   const exported = value.export
   // The environment's wins: a manifest gives each replica its own directory (ADR 090).
   const journalDir = options.env?.[AUDIT_JOURNAL_DIR_ENV] || value.journalDir
+  const publish = options.env?.[AUDIT_CHECKPOINTS_PUBLISH_ENV] || value.checkpoints?.publish
   return {
     enabled: value.enabled,
     rawArguments: value.rawArguments,
@@ -338,6 +339,7 @@ function resolveAudit(value: NativeConfig['audit'], options: NormalizeOptions): 
     batchWindowMs: value.batchWindowMs,
     ...(value.path === undefined ? {} : { path: at(value.path) }),
     ...(journalDir === undefined ? {} : { journalDir: at(journalDir) }),
+    ...(publish === undefined ? {} : { publishCheckpoints: at(publish) }),
     ...(exported === undefined
       ? {}
       : {

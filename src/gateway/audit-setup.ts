@@ -9,16 +9,17 @@ import { closeSync, mkdirSync, openSync, writeSync } from 'node:fs'
 import { dirname, join } from 'node:path'
 import { type AuditKey, ephemeralAuditKey, loadAuditKey } from '../audit/audit-key.ts'
 import { AuditLog, type ExportSink } from '../audit/audit-log.ts'
-import type { AuditStore } from '../audit/audit-store.ts'
+import type { AuditStore, Checkpoint } from '../audit/audit-store.ts'
 import { journalBeside, journalIn } from '../audit/journal.ts'
 import { type JournalLock, lockJournal } from '../audit/journal-lock.ts'
 import { memoryAuditStore } from '../audit/memory.ts'
+import { publishedFields, publishToFile } from '../audit/publish.ts'
 import { openSqliteAuditStore } from '../audit/sqlite.ts'
 import type { Config } from '../config/config.ts'
 import { DEFAULT_STORE_PATH } from '../config/defaults.ts'
 import { auditPolicy } from '../policies/audit.ts'
 import type { Logger } from '../telemetry/log.ts'
-import { startLogExport } from '../telemetry/otel-logs.ts'
+import { type LogExport, startLogExport } from '../telemetry/otel-logs.ts'
 import type { GatewayPlan } from './gateway.ts'
 import { storeConfigOf } from './trust-setup.ts'
 
@@ -148,6 +149,7 @@ export async function openAuditLog(
     onError: (error) => options.log.error('audit maintenance failed', { error }),
     ...(journal ? { batched: { journal, windowMs: config.audit.batchWindowMs } } : {}),
     lock,
+    publish: checkpointPublisher(config, options.log, logs),
   })
   if (options.running) {
     // Journals are replayed whatever the mode now configured: a gateway that died in batched
@@ -167,6 +169,30 @@ export async function openAuditLog(
     await log.prune()
   }
   return log
+}
+
+/**
+ * Where each signed checkpoint is copied outside the store (ADR 102): the configured file, the
+ * log stream (one info line), and the OTel log export when it runs. A copy that cannot be written
+ * is logged as an error; the checkpoint stays in the store.
+ */
+function checkpointPublisher(
+  config: Config,
+  log: Logger,
+  logs: LogExport | undefined,
+): (checkpoint: Checkpoint) => void {
+  const file = config.audit.publishCheckpoints
+  const toFile = file === undefined ? undefined : publishToFile(file)
+  return (checkpoint) => {
+    const fields = publishedFields(checkpoint)
+    log.info('audit checkpoint', { checkpoint: fields })
+    logs?.emit(fields)
+    try {
+      toFile?.(checkpoint)
+    } catch (error) {
+      log.error('the audit checkpoint could not be published to its file', { file, error })
+    }
+  }
 }
 
 /**

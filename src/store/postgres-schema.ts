@@ -158,6 +158,16 @@ export const POSTGRES_MIGRATIONS: readonly PostgresMigration[] = [
       $fn$;
     `,
   },
+  {
+    version: 4,
+    name: 'numbered, chained audit checkpoints',
+    // ADR 102. Each checkpoint names its number and the hash of the one before it; the columns
+    // stay null on checkpoints signed before (verify checks those as version 1).
+    sql: `
+      ALTER TABLE barbican_audit_checkpoints ADD COLUMN number BIGINT;
+      ALTER TABLE barbican_audit_checkpoints ADD COLUMN prev TEXT;
+    `,
+  },
 ]
 
 /** The newest schema version this build knows. */

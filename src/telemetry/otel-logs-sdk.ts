@@ -93,12 +93,16 @@ export function logRecordOf(fields: ExportedFields) {
   const what = fields.type === 'admin' ? fields.action : fields.method
   const target = typeof fields.target === 'string' ? ` ${fields.target}` : ''
   const timestamp = typeof fields.timestamp === 'string' ? new Date(fields.timestamp) : new Date()
+  // A published checkpoint (audit/publish.ts, ADR 102): no outcome, nobody acting.
+  const checkpoint = type === 'checkpoint'
   return {
     eventName: `barbican.audit.${type}`,
     timestamp,
-    severityNumber: outcome === 'ok' ? SeverityNumber.INFO : SeverityNumber.WARN,
-    severityText: outcome === 'ok' ? 'INFO' : 'WARN',
-    body: `${String(who)} ${String(what)}${target}: ${outcome}`,
+    severityNumber: checkpoint || outcome === 'ok' ? SeverityNumber.INFO : SeverityNumber.WARN,
+    severityText: checkpoint || outcome === 'ok' ? 'INFO' : 'WARN',
+    body: checkpoint
+      ? `checkpoint ${String(fields.number)} (${String(fields.reason)}) covers record ${String(fields.seq)}`
+      : `${String(who)} ${String(what)}${target}: ${outcome}`,
     attributes,
   }
 }
