@@ -119,7 +119,7 @@ ${CONFIG}
 Example:
   barbican status --url http://127.0.0.1:7300
 `,
-  audit: `Usage: barbican audit verify
+  audit: `Usage: barbican audit verify [--checkpoint FILE]
        barbican audit tail [--limit N] [FILTERS]
        barbican audit query [--limit N] [FILTERS]
 
@@ -137,6 +137,8 @@ ${CONFIG}
   --outcome O         ok, error or denied
   --since T, --until T   ISO 8601 bounds on the record's time
   --limit N           at most N records
+  --checkpoint FILE   verify: prove the log against these published checkpoints (default:
+                      audit.checkpoints.publish); records after the last one are unproven
 
 Example:
   barbican audit verify && barbican audit query --subject alice --outcome denied
