@@ -29,6 +29,9 @@ import { reportDrift } from './pins.ts'
 import { type NextServer, previewReload } from './reload-preview.ts'
 import { fetchOverview } from './status.ts'
 
+/** The floating-version refusal of src/trust/launch-check.ts. */
+const FLOATING = /floats to whatever the registry serves at launch/
+
 /** The lists besides tools that check asks for, so a failing one is reported. */
 const OPTIONAL_KEYS: readonly ListKey[] = ['prompts', 'resources', 'resourceTemplates']
 
@@ -125,6 +128,14 @@ export async function runCheck(
         io.stdout(`FAIL  ${upstream.name}: ${(err as Error).message}\n`)
         const hint = upstream.hints?.find((err as Error).message)
         if (hint) io.stdout(`      ${hint.message}\n`)
+        // A client's own file (Claude Desktop, Cursor, VS Code…) floats by habit (`npx -y PKG`):
+        // `import` pins every entry at once instead of one edit per entry.
+        if (FLOATING.test((err as Error).message) && source.path && source.format !== 'native') {
+          io.stdout(
+            `hint  barbican import ${source.path} writes barbican.yaml with every package pinned ` +
+              "to today's version; then serve that file\n",
+          )
+        }
         const entry = config.upstreams.find((u) => u.name === upstream.name)
         if (entry?.transport === 'stdio') {
           io.stdout(

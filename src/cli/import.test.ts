@@ -94,8 +94,17 @@ describe('barbican import', () => {
     // Placeholders are kept: the secret stays in the environment.
     assert.equal(written.upstreams.secret.env.TOKEN, `\${TOKEN}`)
     assert.equal(written.upstreams.remote.url, 'https://example.com/mcp')
-    assert.match(out, /Claude Desktop: replace "mcpServers"/)
-    assert.match(out, /VS Code: replace "servers" with .*"type": "http"/)
+    // Which way to run, per client: Claude Desktop launches `barbican stdio` itself; the HTTP
+    // clients need `serve` running.
+    assert.match(
+      out,
+      /Claude Desktop starts Barbican itself \(stdio\); nothing to run beside it\.\n {4}In its config, replace "mcpServers" with .*"args": \["stdio", "--config"/,
+    )
+    assert.match(
+      out,
+      /VS Code connects over HTTP: keep `barbican serve --config .*` running\.\n {4}In its mcp\.json, replace "servers" with .*"type": "http"/,
+    )
+    assert.doesNotMatch(out, /Run the gateway/)
   })
 
   test('a package no source can resolve is named, and the exit code says so', async () => {

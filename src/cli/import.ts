@@ -208,25 +208,17 @@ async function pinVersions(
 /** How to point each client that was read at Barbican instead of its own servers. */
 function pointing(clients: ReadonlyMap<Client, readonly string[]>, config: string): string {
   const url = 'http://127.0.0.1:7300/mcp'
-  const lines = [
-    `Run the gateway:  barbican serve --config ${config}`,
-    'Then point each client at Barbican, in place of the servers it launched itself:',
-  ]
-  for (const client of clients.keys()) {
-    if (client === 'Claude Desktop')
-      lines.push(
-        `  Claude Desktop: replace "mcpServers" with {"barbican": {"command": "barbican", "args": ["stdio", "--config", ${JSON.stringify(config)}]}}`,
-      )
-    if (client === 'Cursor')
-      lines.push(`  Cursor: replace "mcpServers" with {"barbican": {"url": "${url}"}}`)
-    if (client === 'Windsurf')
-      lines.push(`  Windsurf: replace "mcpServers" with {"barbican": {"serverUrl": "${url}"}}`)
-    if (client === 'VS Code')
-      lines.push(
-        `  VS Code: replace "servers" with {"barbican": {"type": "http", "url": "${url}"}}`,
-      )
-    if (client === 'Claude Code')
-      lines.push(`  Claude Code: claude mcp add --transport http barbican ${url}`)
+  const serve = `barbican serve --config ${config}`
+  // Claude Desktop launches its servers itself: it runs `barbican stdio`, nothing else to start.
+  // The others connect to a URL: they need the gateway running (`serve`), started once.
+  const ways: Record<Client, string> = {
+    'Claude Desktop': `Claude Desktop starts Barbican itself (stdio); nothing to run beside it.\n    In its config, replace "mcpServers" with {"barbican": {"command": "barbican", "args": ["stdio", "--config", ${JSON.stringify(config)}]}}`,
+    Cursor: `Cursor connects over HTTP: keep \`${serve}\` running.\n    In its config, replace "mcpServers" with {"barbican": {"url": "${url}"}}`,
+    Windsurf: `Windsurf connects over HTTP: keep \`${serve}\` running.\n    In its config, replace "mcpServers" with {"barbican": {"serverUrl": "${url}"}}`,
+    'VS Code': `VS Code connects over HTTP: keep \`${serve}\` running.\n    In its mcp.json, replace "servers" with {"barbican": {"type": "http", "url": "${url}"}}`,
+    'Claude Code': `Claude Code connects over HTTP: keep \`${serve}\` running.\n    Then: claude mcp add --transport http barbican ${url}`,
   }
+  const lines = ['Point each client at Barbican, in place of the servers it launched itself:']
+  for (const client of clients.keys()) lines.push(`  ${ways[client]}`)
   return `${lines.join('\n')}\n`
 }

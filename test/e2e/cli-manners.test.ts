@@ -274,6 +274,11 @@ describe('floating versions', () => {
       /FAIL {2}memory: .*floats to whatever the registry serves at launch; pin an exact version \(today @modelcontextprotocol\/server-memory@\d+\.\d+\.\d+, from the (registry|npx cache)/,
     )
     assert.match(stdout, /--allow-floating for one run/)
+    // A client's file: import pins every entry at once.
+    assert.match(
+      stdout,
+      /\nhint {2}barbican import .*claude_desktop_config\.json writes barbican\.yaml with every package pinned/,
+    )
   })
 
   test('--allow-floating lets a Claude Desktop file with npx -y PACKAGE run as it is', async () => {
@@ -295,7 +300,10 @@ describe('floating versions', () => {
     const { code, stdout, stderr } = await barbican(['import', source], { cwd: work })
     assert.equal(code, 0, stderr)
     assert.match(stdout, new RegExp(`pinned  memory: ${MEMORY_PACKAGE}@\\d+\\.\\d+\\.\\d+`))
-    assert.match(stdout, /Claude Desktop: replace "mcpServers" with .*"stdio", "--config"/)
+    assert.match(
+      stdout,
+      /Claude Desktop starts Barbican itself[^\n]*\n {4}In its config, replace "mcpServers" with .*"stdio", "--config"/,
+    )
     const written = readFileSync(join(work, 'barbican.yaml'), 'utf8')
     const pinned = new RegExp(`- "?(${MEMORY_PACKAGE}@\\d+\\.\\d+\\.\\d+)`).exec(written)?.[1]
     assert.ok(pinned, written)
