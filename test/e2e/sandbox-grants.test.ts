@@ -22,7 +22,12 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, before, describe, test } from 'node:test'
 import { fileURLToPath } from 'node:url'
+import { Client } from '@modelcontextprotocol/sdk/client/index.js'
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
 import pg from 'pg'
+import { startServer } from '../../src/cli/serve.ts'
+import { parseConfigText } from '../../src/config/load.ts'
+import { DEFAULT_JSON_LIMITS } from '../../src/protocol/json-limits.ts'
 import { hostSideDir, startHostSide, stopHostSide } from '../../src/sandbox/host-side.ts'
 import {
   confinedLaunch,
@@ -32,7 +37,9 @@ import {
   type SandboxSpec,
   sandboxFacility,
 } from '../../src/sandbox/sandbox.ts'
-import { silentLogger } from '../../src/telemetry/log.ts'
+import { type Logger, silentLogger } from '../../src/telemetry/log.ts'
+import { StdioOutboundTransport } from '../../src/transports/stdio-outbound.ts'
+import { textOf } from '../support/content.ts'
 
 const probe = fileURLToPath(new URL('../fixtures/sandbox-probe.ts', import.meta.url))
 const found = sandboxFacility()
@@ -226,6 +233,122 @@ describe('grants under real bubblewrap', { skip: noBwrap }, () => {
       assert.equal(await run(launch), 'ok connected')
     } finally {
       stopHostSide(socketDir, side)
+    }
+  })
+})
+
+describe('server-memory through the gateway, confined, without MEMORY_FILE_PATH', {
+  skip: noBwrap,
+}, () => {
+  const root = fileURLToPath(new URL('../../', import.meta.url))
+  const memory = realpathSync(
+    join(root, 'node_modules/@modelcontextprotocol/server-memory/dist/index.js'),
+  )
+  let configDir: string
+
+  before(() => {
+    configDir = realpathSync(mkdtempSync(join(tmpdir(), 'barbican-memory-')))
+  })
+  after(() => rmSync(configDir, { recursive: true, force: true }))
+
+  /** Starts the gateway, runs `use` with a client, stops the gateway. */
+  async function withGateway(use: (client: Client) => Promise<void>): Promise<void> {
+    const file = join(configDir, 'barbican.json')
+    const text = JSON.stringify({
+      listen: '127.0.0.1:0',
+      upstreams: { memory: { command: process.execPath, args: [memory] } },
+    })
+    writeFileSync(file, text)
+    const { config } = parseConfigText(text, { file })
+    const server = await startServer(config, silentLogger)
+    const client = new Client({ name: 'memory-test', version: '1.0.0' })
+    try {
+      await client.connect(new StreamableHTTPClientTransport(new URL(`${server.url}/mcp`)))
+      await use(client)
+    } finally {
+      await client.close()
+      await server.stop()
+    }
+  }
+
+  test('saves beside its dist/ and finds it again after a gateway restart', async () => {
+    const entity = `sandbox-${process.pid}`
+    await withGateway(async (client) => {
+      const made = await client.callTool({
+        name: 'create_entities',
+        arguments: { entities: [{ name: entity, entityType: 'test', observations: ['kept'] }] },
+      })
+      assert.notEqual(made.isError, true, textOf(made))
+    })
+    await withGateway(async (client) => {
+      const graph = textOf(await client.callTool({ name: 'read_graph', arguments: {} }))
+      assert.match(graph, new RegExp(entity), 'the entity survived the restart')
+    })
+    const saved = join(configDir, '.barbican/state/memory/.barbican-packages')
+    assert.ok(existsSync(saved), 'the layer is in the upstream state directory')
+    assert.equal(
+      existsSync(join(memory, '../memory.jsonl')),
+      false,
+      'the shared install is untouched',
+    )
+  })
+})
+
+describe('a connect grant through the gateway’s stdio transport', { skip: noBwrap }, () => {
+  test('reaches PostgreSQL and logs the connection with the upstream’s name', async () => {
+    const stateDir = realpathSync(mkdtempSync(join(tmpdir(), 'barbican-connect-')))
+    const word = `transport-${process.pid}-${Date.now()}`
+    const lines: Array<{ msg: string; fields: Record<string, unknown> }> = []
+    const record = (msg: string, fields?: Record<string, unknown>) =>
+      lines.push({ msg, fields: fields ?? {} })
+    const log: Logger = {
+      debug() {},
+      info: record,
+      warn: record,
+      error: record,
+      child: () => log,
+    }
+    const transport = new StdioOutboundTransport({
+      name: 'pgclient',
+      command: process.execPath,
+      args: [probe, 'pg', '127.0.0.1', '5432', word],
+      log,
+      limits: DEFAULT_JSON_LIMITS,
+      sandbox: {
+        stateDir,
+        read: [],
+        write: [],
+        protect: [],
+        limits: DEFAULT_SANDBOX_LIMITS,
+        connect: [{ host: '127.0.0.1', port: 5432, source: 'arg 1' }],
+      },
+    })
+    const client = new pg.Client({
+      host: '127.0.0.1',
+      port: 5432,
+      user: 'postgres',
+      database: 'test',
+    })
+    try {
+      await transport.start()
+      await client.connect()
+      let rows = 0
+      for (let i = 0; i < 100 && rows === 0; i++) {
+        await new Promise((r) => setTimeout(r, 100))
+        rows =
+          (await client.query('SELECT v FROM sandbox_probe WHERE v = $1', [word]).catch(() => null))
+            ?.rowCount ?? 0
+      }
+      assert.equal(rows, 1, 'the row is in the database')
+      const allowed = lines.find((l) => l.msg === 'connect allowed')
+      assert.equal(allowed?.fields.upstream, 'pgclient')
+      assert.equal(allowed?.fields.port, 5432)
+      assert.equal(allowed?.fields.source, 'arg 1')
+      await client.query('DELETE FROM sandbox_probe WHERE v = $1', [word])
+    } finally {
+      await client.end()
+      await transport.close()
+      rmSync(stateDir, { recursive: true, force: true })
     }
   })
 })
