@@ -3,7 +3,14 @@ import { describe, test } from 'node:test'
 import type { Catalog } from '../catalog/catalog.ts'
 import type { BarbicanError } from '../common/errors.ts'
 import type { JsonObject } from '../protocol/jsonrpc.ts'
-import { parameterText, SHIPPED_TUNING, ToolIndex, toolIndexFor, words } from './tool-search.ts'
+import {
+  parameterText,
+  SHIPPED_TUNING,
+  ToolIndex,
+  toolIndexFor,
+  toolIndexReady,
+  words,
+} from './tool-search.ts'
 import {
   directCallParams,
   reachable,
@@ -265,6 +272,27 @@ describe('bounded search (ADR 105)', () => {
     assert.equal(found.tools.length, 8)
     const expanded = await big.searchBounded('delete remove', 8, { ...GENEROUS, maxExpansions: 2 })
     assert.ok(expanded.droppedExpansions > 0)
+  })
+
+  test('an index built for a search is built in slices, and ranks as one built at once', async () => {
+    let ticks = 0
+    let running = true
+    const tick = () => {
+      ticks++
+      if (running) setImmediate(tick)
+    }
+    setImmediate(tick)
+    const sliced = await ToolIndex.build(many, serverOf)
+    running = false
+    assert.ok(ticks > 10, `the build held the event loop (${ticks} ticks)`)
+    assert.deepEqual(sliced.search(longQuery, 8), big.search(longQuery, 8))
+    const catalog = catalogOf(TOOLS)
+    const [a, b] = await Promise.all([
+      toolIndexReady(catalog, serverOf),
+      toolIndexReady(catalog, serverOf),
+    ])
+    assert.equal(a, b, 'concurrent first searches share one build')
+    assert.equal(toolIndexFor(catalog, serverOf), a)
   })
 
   test('the event loop runs between slices, and the budget cuts a long search short', async () => {

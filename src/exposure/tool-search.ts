@@ -52,6 +52,9 @@ interface QueryPlan {
 
 const UNBOUNDED = { maxTerms: Number.POSITIVE_INFINITY, maxExpansions: Number.POSITIVE_INFINITY }
 
+/** Tools indexed before the event loop runs again, when an index is built for a search. */
+const BUILD_SLICE = 100
+
 /** Ranking work done before the event loop runs again (ms). */
 const SLICE_MS = 3
 
@@ -212,18 +215,17 @@ export class ToolIndex {
   readonly #index: MiniSearch<ToolDocument>
   readonly #tuning: SearchTuning
   readonly #term: (word: string) => string | null
-  /** Every term of each tool, all fields, for the re-rank's coverage. */
-  readonly #allTerms: readonly ReadonlySet<string>[]
-  /** The words of each tool's server name. */
-  readonly #serverTerms: readonly (readonly string[])[]
 
+  /** `deferred`: the tools are not indexed yet (`build` adds them in slices). */
   constructor(
     tools: readonly JsonObject[],
     serverOf: (tool: JsonObject) => ServerText,
     tuning: SearchTuning = SHIPPED_TUNING,
+    deferred = false,
   ) {
     this.#tools = tools
     this.#tuning = tuning
+    this.#serverOf = serverOf
     this.#term = (w) => term(w, tuning.stem)
     const fields = (Object.keys(tuning.boosts) as Field[]).filter((f) => tuning.boosts[f] > 0)
     this.#index = new MiniSearch<ToolDocument>({
@@ -232,41 +234,64 @@ export class ToolIndex {
       processTerm: this.#term,
       searchOptions: { boost: { ...tuning.boosts } },
     })
-    const allTerms: Set<string>[] = []
-    this.#allTerms = allTerms
-    const serverTerms: string[][] = []
-    this.#serverTerms = serverTerms
-    this.#index.addAll(
-      tools.map((tool, id) => {
-        const server = serverOf(tool)
-        const annotations = isPlainObject(tool.annotations) ? tool.annotations : {}
-        const [lead, details] = splitDescription(text(tool.description), tuning.leadLength)
-        const document = {
-          id,
-          name: `${text(tool.name)} ${text(tool.title)} ${text(annotations.title)}`,
-          lead,
-          details,
-          params: parameterText(tool.inputSchema),
-          server: `${server.name} ${server.text}`,
-        }
-        serverTerms.push(
-          words(server.name)
+    if (!deferred) this.#index.addAll(tools.map((tool, id) => this.#document(tool, id)))
+  }
+
+  /**
+   * The index of `tools`, built in slices of BUILD_SLICE tools with the event loop running
+   * between them: 3,000 tools take about a second to index, which must not stall every other
+   * client at the first search after a list change.
+   */
+  static async build(
+    tools: readonly JsonObject[],
+    serverOf: (tool: JsonObject) => ServerText,
+    tuning: SearchTuning = SHIPPED_TUNING,
+  ): Promise<ToolIndex> {
+    const index = new ToolIndex(tools, serverOf, tuning, true)
+    for (let start = 0; start < tools.length; start += BUILD_SLICE) {
+      const slice = tools.slice(start, start + BUILD_SLICE)
+      index.#index.addAll(slice.map((tool, i) => index.#document(tool, start + i)))
+      await new Promise((resolve) => setImmediate(resolve))
+    }
+    return index
+  }
+
+  readonly #serverOf: (tool: JsonObject) => ServerText
+  /** Every term of each tool, all fields, for the re-rank's coverage. */
+  readonly #allTerms: Set<string>[] = []
+  /** The words of each tool's server name. */
+  readonly #serverTerms: string[][] = []
+
+  /** One tool as the index stores it; records its terms for the re-rank, in order. */
+  #document(tool: JsonObject, id: number): ToolDocument {
+    const tuning = this.#tuning
+    const server = this.#serverOf(tool)
+    const annotations = isPlainObject(tool.annotations) ? tool.annotations : {}
+    const [lead, details] = splitDescription(text(tool.description), tuning.leadLength)
+    const document = {
+      id,
+      name: `${text(tool.name)} ${text(tool.title)} ${text(annotations.title)}`,
+      lead,
+      details,
+      params: parameterText(tool.inputSchema),
+      server: `${server.name} ${server.text}`,
+    }
+    this.#serverTerms.push(
+      words(server.name)
+        .map(this.#term)
+        .filter((t) => t !== null),
+    )
+    if (tuning.rerank.weight > 0) {
+      const all = [document.name, lead, details, document.params, document.server].join(' ')
+      this.#allTerms.push(
+        new Set(
+          words(all)
             .map(this.#term)
             .filter((t) => t !== null),
-        )
-        if (tuning.rerank.weight > 0) {
-          const all = [document.name, lead, details, document.params, document.server].join(' ')
-          allTerms.push(
-            new Set(
-              words(all)
-                .map(this.#term)
-                .filter((t) => t !== null),
-            ),
-          )
-        }
-        return document
-      }),
-    )
+        ),
+      )
+    }
+    return document
   }
 
   get size(): number {
@@ -494,4 +519,29 @@ export function toolIndexFor(
     indexes.set(catalog, index)
   }
   return index
+}
+
+/** Indexes being built in slices, by catalog, so concurrent first searches share one build. */
+const building = new WeakMap<Catalog, Promise<ToolIndex>>()
+
+/**
+ * The index of `catalog`'s tools for a client's search: built once, in slices
+ * (`ToolIndex.build`), shared with `toolIndexFor`.
+ */
+export async function toolIndexReady(
+  catalog: Catalog,
+  serverOf: (tool: JsonObject) => ServerText,
+): Promise<ToolIndex> {
+  const built = indexes.get(catalog)
+  if (built !== undefined) return built
+  let pending = building.get(catalog)
+  if (pending === undefined) {
+    pending = ToolIndex.build(catalog.tools, serverOf).then((index) => {
+      indexes.set(catalog, index)
+      building.delete(catalog)
+      return index
+    })
+    building.set(catalog, pending)
+  }
+  return await pending
 }

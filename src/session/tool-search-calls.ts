@@ -7,7 +7,7 @@
  */
 
 import type { Catalog } from '../catalog/catalog.ts'
-import { type BoundedSearch, toolIndexFor } from '../exposure/tool-search.ts'
+import { type BoundedSearch, toolIndexReady } from '../exposure/tool-search.ts'
 import {
   directCallParams,
   metaToolOf,
@@ -71,7 +71,7 @@ export async function searchTools(
   limits: MetaToolLimits,
 ): Promise<Result> {
   const { catalog } = await server.catalog()
-  const index = toolIndexFor(catalog, (tool) =>
+  const index = await toolIndexReady(catalog, (tool) =>
     server.serverText(catalog.toolTargets.get(String(tool.name))?.upstream ?? ''),
   )
   const visible = new Set(view.tools.map((t) => t.name))
