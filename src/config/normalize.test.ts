@@ -94,6 +94,8 @@ describe('normalizeConfig', () => {
             stateDir: join(process.cwd(), '.barbican/state/everything'),
             read: [],
             write: [],
+            grants: { paths: [], connect: [], prefixes: [], refused: [], code: [] },
+            connect: [],
             packageCache: join(process.cwd(), '.barbican/npm'),
             protect: [
               join(process.cwd(), 'barbican.lock'),

@@ -3,8 +3,10 @@
  * with the schema and the cross-key checks together, then resolves every default and every
  * `auto` so consumers never see an unresolved choice.
  */
+import { homedir } from 'node:os'
 import { dirname, isAbsolute, join, resolve } from 'node:path'
 import type { AuthConfig } from '../auth/auth-config.ts'
+import { inferGrants } from '../sandbox/grants.ts'
 import type { SandboxSpec } from '../sandbox/sandbox.ts'
 import { AUDIT_CHECKPOINTS_PUBLISH_ENV, AUDIT_JOURNAL_DIR_ENV } from './audit-schema.ts'
 import {
@@ -113,7 +115,7 @@ export function buildConfig(native: NativeConfig, options: NormalizeOptions = {}
         ...(entry.sessions === undefined ? {} : { sessions: entry.sessions }),
         ...(entry.trust === undefined ? {} : { trust: entry.trust }),
         ...(entry.credentials === undefined ? {} : { credentials: entry.credentials }),
-        sandbox: resolveSandbox(name, entry.sandbox, native, options),
+        sandbox: resolveSandbox(name, entry, native, options),
       }
     }
     if ('wasm' in entry) {
@@ -264,32 +266,39 @@ function resolveAuthPaths(auth: AuthConfig, baseDir: string | undefined): AuthCo
 }
 
 type ServerInput = NonNullable<NativeConfig['servers']>[string]
-type SandboxInput = Extract<NativeConfig['upstreams'][string], { command: string }>['sandbox']
+type StdioInput = Extract<NativeConfig['upstreams'][string], { command: string }>
 
 /** Barbican's own files beside the config, which no sandbox may see (docs/sandbox.md). */
 export function protectedPaths(native: NativeConfig, options: NormalizeOptions): string[] {
   const base = options.baseDir ?? process.cwd()
+  const at = (path: string) => (isAbsolute(path) ? path : resolve(base, path))
   const store = native.store === undefined ? undefined : resolveStore(native.store, base)
   const storePath =
     store?.kind === 'memory' || store?.kind === 'postgres'
       ? undefined
       : (store?.path ?? join(base, DEFAULT_STORE_PATH))
+  const tokens = native.auth?.tokens
   return [
     ...(options.configPath === undefined ? [] : [resolve(options.configPath)]),
     join(base, 'barbican.lock'),
     ...(storePath === undefined
       ? []
       : [storePath, `${storePath}-wal`, `${storePath}-shm`, `${storePath}-journal`]),
+    ...(native.auth?.apiKeys?.file === undefined ? [] : [at(native.auth.apiKeys.file)]),
+    ...(tokens !== undefined && 'sqlite' in tokens && tokens.sqlite !== ':memory:'
+      ? [at(tokens.sqlite)]
+      : []),
   ]
 }
 
 /** Confined unless the entry says `sandbox: none`; every default resolved to a path or number. */
 function resolveSandbox(
   name: string,
-  input: SandboxInput,
+  entry: StdioInput,
   native: NativeConfig,
   options: NormalizeOptions,
 ): SandboxSpec | 'none' {
+  const input = entry.sandbox
   if (input === 'none') return 'none'
   const base = options.baseDir ?? process.cwd()
   const absolute = (path: string) => (isAbsolute(path) ? path : resolve(base, path))
@@ -300,11 +309,33 @@ function resolveSandbox(
     fileSizeMb: 1024,
   }
   const stateRoot = options.stateRoot ?? join(base, DEFAULT_STATE_ROOT)
+  const stateDir = input?.stateDir === undefined ? join(stateRoot, name) : absolute(input.stateDir)
+  const read = (input?.fs.read ?? []).map(absolute)
+  const write = (input?.fs.write ?? []).map(absolute)
+  const protect = protectedPaths(native, options)
+  // What the entry itself grants (ADR 094); `.barbican/` is never granted, though not masked
+  // (the state directories inside it are bound).
+  const grants = inferGrants(
+    {
+      command: entry.command,
+      args: entry.args.map(String),
+      env: Object.fromEntries(Object.entries(entry.env).map(([k, v]) => [k, String(v)])),
+      cwd: entry.cwd === undefined ? undefined : absolute(entry.cwd),
+    },
+    {
+      protect: [...protect, join(base, dirname(DEFAULT_STORE_PATH))],
+      home: homedir(),
+      stateDir,
+      explicit: { read, write },
+    },
+  )
   return {
-    stateDir: input?.stateDir === undefined ? join(stateRoot, name) : absolute(input.stateDir),
-    read: (input?.fs.read ?? []).map(absolute),
-    write: (input?.fs.write ?? []).map(absolute),
-    protect: protectedPaths(native, options),
+    stateDir,
+    read,
+    write,
+    protect,
+    grants,
+    connect: grants.connect,
     packageCache: join(dirname(stateRoot), DEFAULT_PACKAGE_CACHE_NAME),
     ...(input !== undefined && input.network.allow.length > 0
       ? {

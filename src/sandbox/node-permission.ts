@@ -95,8 +95,8 @@ export function nodePermissionLaunch(
 ): Launch | undefined {
   const resolved = resolveCommand(launch.command, launch.cwd ?? process.cwd(), launch.env.PATH)
   const isNode =
-    resolved === realOrNull(process.execPath) ||
-    basename(resolved).replace(/\.exe$/i, '') === 'node'
+    realOrNull(resolved) === realOrNull(process.execPath) ||
+    basename(realOrNull(resolved) ?? resolved).replace(/\.exe$/i, '') === 'node'
   if (!isNode) return undefined
   const refuse = (why: string): never => {
     throw new BarbicanError(

@@ -34,6 +34,7 @@ import {
   RUN_INSIDE,
   writeSandboxHosts,
 } from './forwarders.ts'
+import { type Grants, grantRefusal, inferGrants } from './grants.ts'
 import { idmapPrefix, rootOwned } from './idmap.ts'
 import { seccompArch, seccompProgram } from './seccomp.ts'
 
@@ -59,6 +60,11 @@ export interface SandboxSpec {
   readonly write: readonly string[]
   /** Barbican's own files, masked wherever a bound path contains them. */
   readonly protect: readonly string[]
+  /**
+   * What the entry itself grants (grants.ts, ADR 094), inferred when the config is loaded;
+   * absent: inferred from the launch. Its paths include `read` and `write` above.
+   */
+  readonly grants?: Grants | undefined
   readonly limits: SandboxLimits
   /** Hosts reachable through the egress proxy (ADR 040); absent or empty: no network at all. */
   readonly network?: SandboxNetwork | undefined
@@ -220,13 +226,17 @@ export interface Launch {
   readonly seccomp?: Buffer | undefined
 }
 
-/** Where `command` lives: a path as given (against `cwd`) or the first match on PATH. */
+/**
+ * Where `command` lives: a path as given (against `cwd`) or the first match on PATH, with its
+ * symlinks kept: a virtualenv's `bin/python` finds its environment only by the name it was
+ * started as (ADR 094).
+ */
 export function resolveCommand(command: string, cwd: string, path: string | undefined): string {
   const found = command.includes('/') ? resolve(cwd, command) : findExecutable(command, path)
   if (found === undefined || !existsSync(found)) {
     throw new BarbicanError('ERR_UPSTREAM_UNAVAILABLE', `command "${command}" not found`)
   }
-  return realpathSync(found)
+  return found
 }
 
 /**
@@ -280,12 +290,13 @@ export function symlinksOn(path: string): Array<readonly [link: string, target: 
 export type { SandboxView }
 
 /**
- * Decides what the server sees. Arguments that name existing files are its code (read-only,
- * with their package); arguments that name existing directories are folders it was told to
- * serve (read-write, as for server-filesystem's roots). See ADR 030.
+ * Decides what the server sees: its command and code (files in its `args` that are not data it
+ * was granted) read-only with their package, and the grants of its entry (grants.ts, ADR 094):
+ * prefixes read-only, paths as granted, `sandbox.fs` as written.
  */
 export function sandboxView(launch: Launch, resolved: string, spec: SandboxSpec): SandboxView {
   const cwd = launch.cwd ?? process.cwd()
+  const grants = spec.grants ?? grantsOfLaunch(launch, spec)
   const readOnly = new Set<string>()
   const readWrite = new Set<string>([spec.stateDir])
   const links = new Map<string, string>()
@@ -299,20 +310,30 @@ export function sandboxView(launch: Launch, resolved: string, spec: SandboxSpec)
     const modules = realOrNull(join(root, 'node_modules'))
     if (modules !== undefined && modules !== join(root, 'node_modules')) readOnly.add(modules)
   }
-  addPackage(resolved)
+  // Launched by the name it was given (a venv's bin/python link), bound at its real place.
+  addPackage(realOrNull(resolved) ?? resolved)
+  follow(resolved)
   if (launch.cwd !== undefined) {
     readOnly.add(realOrNull(launch.cwd) ?? launch.cwd)
     follow(launch.cwd)
   }
+  const granted = new Set(grants.paths.map((g) => realOrNull(g.path) ?? g.path))
   for (const arg of launch.args) {
     if (arg.startsWith('-') || arg.includes('\n')) continue
     const candidate = isAbsolute(arg) ? arg : arg.includes('/') ? resolve(cwd, arg) : undefined
     if (candidate === undefined) continue
     const real = realOrNull(candidate)
-    if (real === undefined) continue
+    // Folders and data files come from the grants; what is left is code.
+    if (real === undefined || granted.has(real) || statSync(real).isDirectory()) continue
     follow(candidate)
-    if (statSync(real).isDirectory()) readWrite.add(real)
-    else addPackage(real)
+    addPackage(real)
+  }
+  for (const grant of [...grants.prefixes, ...grants.paths]) {
+    const real = realOrNull(grant.path)
+    if (real === undefined) continue
+    follow(grant.path)
+    if (grant.access === 'write') readWrite.add(real)
+    else readOnly.add(real)
   }
   for (const path of [...spec.read, ...spec.write]) follow(path)
   // A grant that does not exist is left out (the server gets ENOENT, as it would outside), never
@@ -325,6 +346,7 @@ export function sandboxView(launch: Launch, resolved: string, spec: SandboxSpec)
     const real = realOrNull(path)
     if (real !== undefined) readWrite.add(real)
   }
+  for (const path of readWrite) readOnly.delete(path)
   const bound = [...SYSTEM_DIRS, ...readOnly, ...readWrite]
   const masked = spec.protect.filter(
     (path) => existsSync(path) && bound.some((dir) => within(path, dir)),
@@ -336,6 +358,21 @@ export function sandboxView(launch: Launch, resolved: string, spec: SandboxSpec)
     // A link inside a bound folder is there already (and that folder may be read-only).
     links: [...links].filter(([link]) => !bound.some((dir) => within(link, dir))),
   }
+}
+
+/** The grants of a launch whose spec carries none (a spec built in code, not from a config). */
+export function grantsOfLaunch(launch: Launch, spec: SandboxSpec): Grants {
+  return inferGrants(launch, {
+    protect: spec.protect,
+    stateDir: spec.stateDir,
+    explicit: { read: spec.read, write: spec.write },
+  })
+}
+
+/** ERR_LAUNCH_REFUSED when the entry names one of Barbican's own files (ADR 094). */
+function refuseOwnFiles(name: string, launch: Launch, spec: SandboxSpec): void {
+  const why = grantRefusal(name, spec.grants ?? grantsOfLaunch(launch, spec))
+  if (why !== undefined) throw new BarbicanError('ERR_LAUNCH_REFUSED', why)
 }
 
 /**
@@ -355,6 +392,7 @@ export function confinedLaunch(
   runDir?: string,
 ): Launch {
   // Without bubblewrap, src/sandbox/confine.ts chooses the fallback; this is bubblewrap only.
+  refuseOwnFiles(name, launch, spec)
   if ('missing' in found) {
     throw new BarbicanError(
       'ERR_LAUNCH_REFUSED',
