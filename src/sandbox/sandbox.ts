@@ -11,7 +11,7 @@
  * kill the whole tree when Barbican or the sandbox ends, so no watchdog process is needed.
  */
 import { createHash } from 'node:crypto'
-import { chownSync, existsSync, mkdirSync, readlinkSync, realpathSync, statSync } from 'node:fs'
+import { chownSync, existsSync, mkdirSync, readlinkSync, statSync } from 'node:fs'
 import { basename, dirname, isAbsolute, join, resolve, sep } from 'node:path'
 import { BarbicanError } from '../common/errors.ts'
 import { findExecutable } from './executables.ts'
