@@ -12,6 +12,7 @@ import {
   confinedLaunch,
   describeBubblewrap,
   type Launch,
+  refuseOwnFiles,
   runsAsRoot,
   runsOnNode,
   type SandboxFacility,
@@ -70,6 +71,8 @@ export function launchConfined(
   found: Found = sandboxFacility(),
   runDir?: string,
 ): Launch {
+  // An entry that names Barbican's own files runs under no mechanism (ADR 094).
+  refuseOwnFiles(name, launch, spec)
   if (!('missing' in found)) return confinedLaunch(name, launch, spec, found, runDir)
   const node = nodePermissionLaunch(name, launch, spec)
   if (node !== undefined) return node

@@ -111,6 +111,19 @@ const BROAD = [
   '/libx32',
 ]
 
+/**
+ * Names never inferred as grants, and left out when a granted folder is granted entry by entry (node-permission.ts): Barbican's own folder and
+ * config names, other MCP clients' configs (they hold servers' tokens), and the usual homes of
+ * secrets (dotenv files, keys, credential stores).
+ */
+const HIDDEN_ENTRY =
+  /^(\.barbican|barbican\.(ya?ml|json|lock)|mcp\.json|\.mcp\.json|claude_desktop_config\.json|\.cursor|\.env(\..*)?|\.npmrc|\.netrc|\.pgpass|\.git-credentials|\.ssh|\.aws|\.gnupg|\.docker|credentials\.json|id_(rsa|dsa|ecdsa|ed25519)|.*\.(pem|key|p12|pfx))$/i
+
+/** Whether a folder's entry of this name is never granted when the folder is split. */
+export function hiddenEntry(name: string): boolean {
+  return HIDDEN_ENTRY.test(name)
+}
+
 /** Default ports of the schemes a URL-shaped value may carry. */
 const DEFAULT_PORTS: Readonly<Record<string, number>> = {
   http: 80,
@@ -319,6 +332,14 @@ export function inferGrants(entry: GrantEntry, context: GrantContext): Grants {
         refuse(path, source, 'neither it nor its folder exists')
         return
       }
+    }
+    if (hiddenEntry(basename(path))) {
+      refuse(
+        path,
+        source,
+        "a secret's or a client config's usual name, never granted from an entry; list it in sandbox.fs.read to grant it",
+      )
+      return
     }
     const broad = tooBroad(target, home)
     if (broad !== undefined) {

@@ -13,6 +13,7 @@
 import { existsSync, mkdirSync, readdirSync, realpathSync, rmSync } from 'node:fs'
 import { basename, join, resolve, sep } from 'node:path'
 import { BarbicanError } from '../common/errors.ts'
+import { hiddenEntry } from './grants.ts'
 import { packageCopy } from './package-copy.ts'
 import {
   type Launch,
@@ -35,18 +36,8 @@ export const NODE_NOT_COVERED =
 /** Node options that would loosen the permission model if they reached the server's Node. */
 const LOOSENING = /^--(allow-|no-permission|no-experimental-permission)/
 
-/**
- * Entries left out when a granted folder is granted entry by entry: Barbican's own folder and
- * config names, other MCP clients' configs (they hold servers' tokens), and the usual homes of
- * secrets (dotenv files, keys, credential stores).
- */
-const HIDDEN_ENTRY =
-  /^(\.barbican|barbican\.(ya?ml|json|lock)|mcp\.json|\.mcp\.json|claude_desktop_config\.json|\.cursor|\.env(\..*)?|\.npmrc|\.netrc|\.pgpass|\.git-credentials|\.ssh|\.aws|\.gnupg|\.docker|credentials\.json|id_(rsa|dsa|ecdsa|ed25519)|.*\.(pem|key|p12|pfx))$/i
-
-/** Whether a folder's entry of this name is never granted when the folder is split. */
-export function hiddenEntry(name: string): boolean {
-  return HIDDEN_ENTRY.test(name)
-}
+// Which entries of a split folder are left out is grants.ts's rule, shared with inference.
+export { hiddenEntry }
 
 /** True when `inner` is `outer` or inside it. */
 function within(inner: string, outer: string): boolean {

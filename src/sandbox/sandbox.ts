@@ -370,7 +370,7 @@ export function grantsOfLaunch(launch: Launch, spec: SandboxSpec): Grants {
 }
 
 /** ERR_LAUNCH_REFUSED when the entry names one of Barbican's own files (ADR 094). */
-function refuseOwnFiles(name: string, launch: Launch, spec: SandboxSpec): void {
+export function refuseOwnFiles(name: string, launch: Launch, spec: SandboxSpec): void {
   const why = grantRefusal(name, spec.grants ?? grantsOfLaunch(launch, spec))
   if (why !== undefined) throw new BarbicanError('ERR_LAUNCH_REFUSED', why)
 }
@@ -392,7 +392,6 @@ export function confinedLaunch(
   runDir?: string,
 ): Launch {
   // Without bubblewrap, src/sandbox/confine.ts chooses the fallback; this is bubblewrap only.
-  refuseOwnFiles(name, launch, spec)
   if ('missing' in found) {
     throw new BarbicanError(
       'ERR_LAUNCH_REFUSED',
