@@ -17,6 +17,7 @@ import { readPolicyFiles, validatePolicies } from '../policies/cedar-engine.ts'
 import { printableName } from '../protocol/item-names.ts'
 import type { JsonObject } from '../protocol/jsonrpc.ts'
 import { describeConfinement } from '../sandbox/confine.ts'
+import { grantLines } from '../sandbox/grants.ts'
 import { memoryStore } from '../store/memory.ts'
 import type { Store } from '../store/store.ts'
 import { jsonLogger } from '../telemetry/log.ts'
@@ -121,6 +122,7 @@ export async function runCheck(
           io.stdout(
             `      sandbox: ${describeConfinement(entry.name, entry.sandbox, entry.command)}\n`,
           )
+          for (const line of grantLines(entry.sandbox)) io.stdout(`      ${line}\n`)
         }
         if (pins && !(await pinsMatch(upstream, pins, io))) drifting++
       } catch (err) {
@@ -141,6 +143,7 @@ export async function runCheck(
           io.stdout(
             `      sandbox: ${describeConfinement(entry.name, entry.sandbox, entry.command)}\n`,
           )
+          for (const line of grantLines(entry.sandbox)) io.stdout(`      ${line}\n`)
         }
       }
     }

@@ -41,6 +41,7 @@ import { auditView, decidePin, pinsView, TenantRouter, tenantView } from '../gat
 import { warnOverBudget } from '../gateway/token-budget.ts'
 import { lockfilePathOf, openStore, type TrustSetup, withTrust } from '../gateway/trust-setup.ts'
 import { describeConfinement } from '../sandbox/confine.ts'
+import { grantLines } from '../sandbox/grants.ts'
 import { SandboxRefusals } from '../sandbox/refusals.ts'
 import { memoryStore } from '../store/memory.ts'
 import type { Store } from '../store/store.ts'
@@ -476,6 +477,7 @@ export async function runServe(
     log.info('upstream sandbox', {
       upstream: u.name,
       sandbox: describeConfinement(u.name, u.sandbox, u.command),
+      grants: grantLines(u.sandbox),
     })
   }
   server.configLabel = what

@@ -255,3 +255,16 @@ describe('grants inferred from the entry', () => {
     assert.equal(grants.paths[0]?.tmp, undefined)
   })
 })
+
+describe('grant lines for check and the start-up log', () => {
+  test('name each grant and each refusal with its source', async () => {
+    const { grantLines } = await import('./grants.ts')
+    const grants = infer({ args: [data, '/'], env: { DB: 'postgres://127.0.0.1/x' } })
+    assert.deepEqual(grantLines({ grants }), [
+      `grant: write ${data} (arg 1, the host's /tmp)`,
+      'grant: connect 127.0.0.1:5432 (env DB)',
+      'not granted: / (arg 2): the whole file system, too broad to grant from an entry; list it in sandbox.fs.write to grant it',
+    ])
+    assert.deepEqual(grantLines('none'), [])
+  })
+})

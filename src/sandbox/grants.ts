@@ -425,3 +425,12 @@ export function describeGrants(grants: Grants): string[] {
 export function describeRefused(grants: Grants): string[] {
   return grants.refused.map((r) => `${r.path} (${r.source}): ${r.reason}`)
 }
+
+/** The lines `barbican check` and the start-up log print: `grant: …` and `not granted: …`. */
+export function grantLines(sandbox: { readonly grants?: Grants | undefined } | 'none'): string[] {
+  if (sandbox === 'none' || sandbox.grants === undefined) return []
+  return [
+    ...describeGrants(sandbox.grants).map((g) => `grant: ${g}`),
+    ...describeRefused(sandbox.grants).map((r) => `not granted: ${r}`),
+  ]
+}
