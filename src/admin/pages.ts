@@ -147,6 +147,13 @@ export function loginPage(frame: PageFrame, reason?: string): string {
   )
 }
 
+/** A sandbox line; one that runs unconfined by `sandbox.fallback`, or is refused, stands out. */
+function sandboxCell(line: string | undefined): string {
+  if (line === undefined) return text('—')
+  const bad = /^(unconfined|refused)\b/.test(line)
+  return bad ? `<span class="bad">${text(line, 300)}</span>` : text(line, 300)
+}
+
 export function overviewPage(
   frame: PageFrame,
   o: Overview,
@@ -161,7 +168,7 @@ export function overviewPage(
           `<span class="state-${text(u.state)}">${text(u.state)}</span>`,
           text(u.era ?? '—'),
           text(u.transport),
-          text(sandboxes.get(u.name) ?? '—', 300),
+          sandboxCell(sandboxes.get(u.name)),
           num(u.restarts),
           [
             u.lastError ? `<span class="mono bad">${text(u.lastError, 600)}</span>` : '',

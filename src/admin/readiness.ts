@@ -8,14 +8,23 @@ import type { IncomingMessage, ServerResponse } from 'node:http'
 import { isAdmin } from '../auth/admin.ts'
 import type { InboundAuthenticator } from '../auth/authenticator.ts'
 import type { UpstreamStatus } from '../gateway/gateway.ts'
+import type { Confinement } from '../sandbox/confine.ts'
 
 export function readinessRoute(
   status: () => readonly UpstreamStatus[],
   /** Inbound authentication, when configured: details then need the admin scope. */
   authenticator: InboundAuthenticator | undefined,
+  /**
+   * How each stdio upstream is confined on this host (src/sandbox/confine.ts), shown with its
+   * details, so an upstream run unconfined by `sandbox.fallback` is visible here too.
+   */
+  confinement: (upstream: string) => Confinement | undefined = () => undefined,
 ): (req: IncomingMessage, res: ServerResponse) => Promise<void> {
   return async (req, res) => {
-    const upstreams = status()
+    const upstreams = status().map((u) => {
+      const sandbox = confinement(u.name)
+      return sandbox === undefined ? u : { ...u, sandbox }
+    })
     const readyCount = upstreams.filter((u) => u.state === 'ready' || u.state === 'idle').length
     const ready = readyCount === upstreams.length
     const summary = {

@@ -4,13 +4,21 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { describe, test } from 'node:test'
 import { parse } from 'yaml'
-import { clientConfigPaths, runImport } from './import.ts'
+import { clientConfigPaths, type ImportEnvironment, runImport } from './import.ts'
 
 function tempDir(): string {
   return realpathSync(mkdtempSync(join(tmpdir(), 'barbican-import-')))
 }
 
-async function run(files: string[], e: { cwd: string; home: string; platform?: NodeJS.Platform }) {
+async function run(
+  files: string[],
+  e: {
+    cwd: string
+    home: string
+    platform?: NodeJS.Platform
+    facility?: ImportEnvironment['facility']
+  },
+) {
   let out = ''
   let err = ''
   const asked: string[] = []
@@ -21,6 +29,7 @@ async function run(files: string[], e: { cwd: string; home: string; platform?: N
     {
       ...e,
       platform: e.platform ?? 'linux',
+      facility: e.facility ?? { bwrap: '/usr/bin/bwrap', prlimit: 'prlimit', setpriv: 'setpriv' },
       env: {},
       resolveVersion: async (name) => {
         asked.push(name)
@@ -134,5 +143,34 @@ describe('barbican import', () => {
     assert.equal(code, 1)
     assert.match(err, /found no client config/)
     assert.match(err, /Windsurf: .*mcp_config\.json/)
+  })
+
+  test('says per entry what it gets on this host', async () => {
+    const cwd = tempDir()
+    const file = join(cwd, 'claude.json')
+    writeFileSync(
+      file,
+      JSON.stringify({
+        mcpServers: {
+          memory: { command: 'npx', args: ['-y', '@modelcontextprotocol/server-memory@1.0.0'] },
+          py: { command: 'uvx', args: ['mcp-server-time==1.0.0'] },
+          legacy: { command: 'uvx', args: ['tool==1.0.0'], sandbox: 'none' },
+          remote: { url: 'https://example.com/mcp' },
+        },
+      }),
+    )
+    const missing = { missing: 'bubblewrap (the `bwrap` program)' }
+    const without = await run([file], { cwd, home: cwd, facility: missing })
+    assert.match(without.out, /sandbox memory: confined by the Node\.js permission model/)
+    assert.match(
+      without.out,
+      /sandbox py: refused: this host lacks bubblewrap .*sandbox: none.*fallback: unconfined/,
+    )
+    assert.match(without.out, /sandbox legacy: unconfined \(sandbox: none\)/)
+    assert.doesNotMatch(without.out, /sandbox remote/)
+    const other = tempDir()
+    writeFileSync(join(other, 'claude.json'), readFileSync(file))
+    const withBwrap = await run([join(other, 'claude.json')], { cwd: other, home: other })
+    assert.match(withBwrap.out, /sandbox py: confined by bubblewrap/)
   })
 })

@@ -12,6 +12,8 @@ import { basename, join, resolve } from 'node:path'
 import { stringify } from 'yaml'
 import { convertForeign, detectFormat, relevantPart } from '../config/formats.ts'
 import { parseText } from '../config/parse-text.ts'
+import { confinementOf, confinementSummary } from '../sandbox/confine.ts'
+import { type SandboxFacility, sandboxFacility } from '../sandbox/sandbox.ts'
 import { launchOf } from '../trust/launch.ts'
 import { npmResolver, type VersionResolver } from '../trust/registry-version.ts'
 import type { CliIo } from './command.ts'
@@ -26,6 +28,8 @@ export interface ImportEnvironment {
   readonly platform: NodeJS.Platform
   readonly env: Readonly<Record<string, string | undefined>>
   readonly resolveVersion: VersionResolver
+  /** The confinement programs of this host (sandboxFacility), to say what each entry gets. */
+  readonly facility: SandboxFacility | { missing: string }
 }
 
 export interface ImportOptions {
@@ -34,7 +38,7 @@ export interface ImportOptions {
 }
 
 /** The usual config files of each client on this platform, user-wide and in the project. */
-export function clientConfigPaths(e: Omit<ImportEnvironment, 'resolveVersion'>): {
+export function clientConfigPaths(e: Omit<ImportEnvironment, 'resolveVersion' | 'facility'>): {
   client: Client
   path: string
 }[] {
@@ -80,6 +84,7 @@ export async function runImport(
     platform: process.platform,
     env: process.env,
     resolveVersion: npmResolver,
+    facility: sandboxFacility(),
     ...environment,
   }
   const output = resolve(e.cwd, options.output ?? 'barbican.yaml')
@@ -147,6 +152,11 @@ export async function runImport(
     io.stdout(`read    ${source.path} (${client}): ${names.length} server(s)\n`)
   }
   failed += await pinVersions(upstreams, e.resolveVersion, io)
+  for (const [name, entry] of Object.entries(upstreams)) {
+    if (typeof entry.command !== 'string') continue
+    const kind = confinementOf(entry.sandbox === 'none' ? 'none' : {}, entry.command, e.facility)
+    io.stdout(`sandbox ${name}: ${confinementSummary(kind, e.facility)}\n`)
+  }
   const header =
     '# Written by `barbican import` from:\n' +
     [...clients.values()]

@@ -40,7 +40,7 @@ import { startupSummary } from '../gateway/startup-summary.ts'
 import { auditView, decidePin, pinsView, TenantRouter, tenantView } from '../gateway/tenants.ts'
 import { warnOverBudget } from '../gateway/token-budget.ts'
 import { lockfilePathOf, openStore, type TrustSetup, withTrust } from '../gateway/trust-setup.ts'
-import { describeConfinement } from '../sandbox/confine.ts'
+import { confinementOf, describeConfinement } from '../sandbox/confine.ts'
 import { grantLines } from '../sandbox/grants.ts'
 import { SandboxRefusals } from '../sandbox/refusals.ts'
 import { memoryStore } from '../store/memory.ts'
@@ -184,6 +184,10 @@ export async function startServer(
     readinessRoute(
       () => gateway.status(),
       auth && hasInboundAuth(config.auth) ? auth.authenticator : undefined,
+      (name) => {
+        const u = running.upstreams.find((entry) => entry.name === name)
+        return u?.transport === 'stdio' ? confinementOf(u.sandbox, u.command) : undefined
+      },
     ),
   )
   http.routes.set(
@@ -474,11 +478,10 @@ export async function runServe(
   })
   for (const u of config.upstreams) {
     if (u.transport !== 'stdio') continue
-    log.info('upstream sandbox', {
-      upstream: u.name,
-      sandbox: describeConfinement(u.name, u.sandbox, u.command),
-      grants: grantLines(u.sandbox),
-    })
+    const sandbox = describeConfinement(u.name, u.sandbox, u.command)
+    // An upstream that runs unconfined only because sandbox.fallback accepts it is a warning.
+    const level = confinementOf(u.sandbox, u.command) === 'unconfined' ? 'warn' : 'info'
+    log[level]('upstream sandbox', { upstream: u.name, sandbox, grants: grantLines(u.sandbox) })
   }
   server.configLabel = what
   const reloadable = source.path

@@ -337,6 +337,8 @@ function resolveSandbox(
     grants,
     connect: grants.connect,
     packageCache: join(dirname(stateRoot), DEFAULT_PACKAGE_CACHE_NAME),
+    // Said only when accepted, so a spec without it reads as the default: refuse.
+    ...(native.sandbox?.fallback === 'unconfined' ? { fallback: 'unconfined' as const } : {}),
     ...(input !== undefined && input.network.allow.length > 0
       ? {
           network: {

@@ -443,6 +443,24 @@ export const nativeConfigSchema = z.strictObject({
       'stdio`, the on-behalf-of assertion sent upstream, and the outbound network allowlist. ' +
       'See docs/security.md. Default: none (loopback binds only).',
   ),
+  sandbox: doc(
+    z
+      .strictObject({
+        fallback: doc(
+          z.enum(['refuse', 'unconfined']).default('refuse'),
+          'Fallback',
+          'What happens to a confined stdio upstream that no mechanism on this host can ' +
+            'confine (no bubblewrap, and not a Node program for the Node.js permission model): ' +
+            '"refuse" (it does not start; the error names the fix) or "unconfined" (it runs ' +
+            "with Barbican's own rights, marked unconfined in the log, barbican check, /readyz " +
+            'and the console). Node servers keep the permission model either way. ' +
+            'Default: refuse.',
+        ),
+      })
+      .optional(),
+    'Sandbox',
+    'Gateway-wide sandbox settings (docs/sandbox.md); each upstream has its own `sandbox` too.',
+  ),
   upstreams: doc(
     upstreamsRecord,
     'Upstreams',

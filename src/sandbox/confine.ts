@@ -30,7 +30,7 @@ type Found = SandboxFacility | { missing: string }
  * counts as Node, since a confined launch rewrites it to Barbican's Node).
  */
 export function confinementOf(
-  sandbox: SandboxSpec | 'none' | undefined,
+  sandbox: Pick<SandboxSpec, 'fallback'> | 'none' | undefined,
   command: string | undefined,
   found: Found = sandboxFacility(),
 ): Confinement {
@@ -38,6 +38,26 @@ export function confinementOf(
   if (!('missing' in found)) return 'bubblewrap'
   if (command !== undefined && runsOnNode(command)) return 'node-permission'
   return sandbox.fallback === 'unconfined' ? 'unconfined' : 'refused'
+}
+
+/** What `barbican import` says an imported entry gets on this host, in a few words. */
+export function confinementSummary(kind: Confinement, found: Found = sandboxFacility()): string {
+  const lacks = 'missing' in found ? found.missing : ''
+  switch (kind) {
+    case 'bubblewrap':
+      return 'confined by bubblewrap'
+    case 'node-permission':
+      return `confined by the Node.js permission model (this host lacks ${lacks})`
+    case 'unconfined':
+      return `unconfined, accepted by sandbox.fallback (this host lacks ${lacks})`
+    case 'refused':
+      return (
+        `refused: this host lacks ${lacks} and it is not a Node program; add \`sandbox: none\` ` +
+        'to the entry or `sandbox: { fallback: unconfined }` to run it unconfined'
+      )
+    case 'none':
+      return 'unconfined (sandbox: none)'
+  }
 }
 
 /** The line that names how to run a server no mechanism of this host can confine. */
