@@ -10,13 +10,13 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { ephemeralAuditKey } from '../src/audit/audit-key.ts'
 import { AuditLog } from '../src/audit/audit-log.ts'
-import { call } from '../src/audit/contract.ts'
 import { postgresAuditStore } from '../src/audit/postgres.ts'
 import { openSqliteAuditStore } from '../src/audit/sqlite.ts'
 import { LeasingRateCounterStore } from '../src/policies/rate-leases.ts'
 import { RedisRateCounterStore } from '../src/policies/redis-rate-counter-store.ts'
 import { openPostgresPool } from '../src/store/postgres.ts'
 import { openRedis } from '../src/store/redis.ts'
+import { call } from '../test/contracts/audit.ts'
 import {
   dropPostgresSchemas,
   freshPostgresUrl,

@@ -1,4 +1,4 @@
-import { auditContract } from './contract.ts'
+import { auditContract } from '../../test/contracts/audit.ts'
 import { type MemoryAuditState, memoryAuditStore } from './memory.ts'
 
 auditContract('memory', async () => {

@@ -1,11 +1,11 @@
 import assert from 'node:assert/strict'
 import { after, test } from 'node:test'
 import type { Pool, PoolClient } from 'pg'
+import { auditContract, call } from '../../test/contracts/audit.ts'
 import { dropPostgresSchemas, freshPostgresUrl } from '../../test/support/backends.ts'
 import { openPostgresPool } from '../store/postgres.ts'
 import { ephemeralAuditKey, signCheckpoint } from './audit-key.ts'
 import { AuditLog } from './audit-log.ts'
-import { auditContract, call } from './contract.ts'
 import { postgresAuditStore } from './postgres.ts'
 import { chainRecord } from './record.ts'
 

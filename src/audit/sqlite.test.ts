@@ -3,10 +3,10 @@ import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, test } from 'node:test'
+import { auditContract, call } from '../../test/contracts/audit.ts'
 import { loadSqlite } from '../store/load-sqlite.ts'
 import { ephemeralAuditKey } from './audit-key.ts'
 import { AuditLog } from './audit-log.ts'
-import { auditContract, call } from './contract.ts'
 import { openSqliteAuditStore } from './sqlite.ts'
 
 const dir = mkdtempSync(join(tmpdir(), 'barbican-audit-'))

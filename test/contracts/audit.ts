@@ -5,11 +5,11 @@
  */
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
-import { checkpointHash, ephemeralAuditKey } from './audit-key.ts'
-import { AuditLog } from './audit-log.ts'
-import type { AuditStore } from './audit-store.ts'
-import { type AuditEvent, legacyRecordHash } from './record.ts'
-import { verifyAuditLog } from './verify.ts'
+import { checkpointHash, ephemeralAuditKey } from '../../src/audit/audit-key.ts'
+import { AuditLog } from '../../src/audit/audit-log.ts'
+import type { AuditStore } from '../../src/audit/audit-store.ts'
+import { type AuditEvent, legacyRecordHash } from '../../src/audit/record.ts'
+import { verifyAuditLog } from '../../src/audit/verify.ts'
 
 /** Raw edits of a stored log, in the backend's own terms. */
 export interface Tamper {
