@@ -37,14 +37,60 @@ for (const [kind, net, prefix, family] of SPECIAL) {
   list.addSubnet(net, prefix, family)
 }
 
-/** Classifies an IP address; IPv4-mapped IPv6 (`::ffff:10.0.0.1`) is judged as the IPv4. */
+/**
+ * Classifies an IP address. An IPv6 address that carries an IPv4 address (mapped
+ * `::ffff:a.b.c.d`, compatible `::a.b.c.d`, NAT64 `64:ff9b::/96` and `64:ff9b:1::/48`, 6to4
+ * `2002::/16`, Teredo `2001::/32`) is judged as that IPv4 address, since a resolver may answer
+ * with any of these forms and the packets end at the embedded address.
+ */
 export function classifyAddress(address: string): AddressClass {
   const bare = unbracket(address)
-  const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(bare)
-  const ip = mapped ? mapped[1]! : bare
+  const embedded = isIP(bare) === 6 ? embeddedIpv4(bare) : undefined
+  const ip = embedded ?? bare
   const family = isIP(ip) === 6 ? 'ipv6' : 'ipv4'
   for (const [kind, list] of LISTS) if (list.check(ip, family)) return kind
   return 'public'
+}
+
+/** The IPv4 address an IPv6 address embeds by one of the standard transition schemes. */
+export function embeddedIpv4(address: string): string | undefined {
+  const h = hextets(address)
+  if (h === undefined) return undefined
+  const v4 = (hi: number, lo: number) => `${hi >> 8}.${hi & 0xff}.${lo >> 8}.${lo & 0xff}`
+  const zeros = (from: number, to: number) => h.slice(from, to).every((x) => x === 0)
+  // ::ffff:0:0/96 (mapped) and ::/96 (compatible, deprecated; `::` and `::1` are not IPv4).
+  if (zeros(0, 5) && h[5] === 0xffff) return v4(h[6]!, h[7]!)
+  if (zeros(0, 6) && (h[6] !== 0 || h[7]! > 1)) return v4(h[6]!, h[7]!)
+  // NAT64 well-known prefix 64:ff9b::/96 (RFC 6052) and local-use 64:ff9b:1::/48 (RFC 8215).
+  if (h[0] === 0x64 && h[1] === 0xff9b && zeros(2, 6)) return v4(h[6]!, h[7]!)
+  if (h[0] === 0x64 && h[1] === 0xff9b && h[2] === 1) return v4(h[6]!, h[7]!)
+  // 6to4 (RFC 3056): 2002:AABB:CCDD::/48.
+  if (h[0] === 0x2002) return v4(h[1]!, h[2]!)
+  // Teredo (RFC 4380): 2001:0::/32, the client's IPv4 address inverted in the last 32 bits.
+  if (h[0] === 0x2001 && h[1] === 0) return v4(h[6]! ^ 0xffff, h[7]! ^ 0xffff)
+  return undefined
+}
+
+/** The eight 16-bit groups of an IPv6 address (with `::` and a trailing dotted quad expanded). */
+function hextets(address: string): number[] | undefined {
+  let text = address.toLowerCase()
+  const zone = text.indexOf('%')
+  if (zone >= 0) text = text.slice(0, zone)
+  const quad = /(\d+)\.(\d+)\.(\d+)\.(\d+)$/.exec(text)
+  if (quad) {
+    const [a, b, c, d] = quad.slice(1).map(Number) as [number, number, number, number]
+    text = `${text.slice(0, quad.index)}${((a << 8) | b).toString(16)}:${((c << 8) | d).toString(16)}`
+  }
+  const halves = text.split('::')
+  if (halves.length > 2) return undefined
+  const parse = (part: string) =>
+    part === '' ? [] : part.split(':').map((x) => Number.parseInt(x, 16))
+  const head = parse(halves[0]!)
+  const tail = halves.length === 2 ? parse(halves[1]!) : []
+  const fill = 8 - head.length - tail.length
+  if (fill < 0 || (halves.length === 1 && fill !== 0)) return undefined
+  const groups = [...head, ...new Array<number>(halves.length === 2 ? fill : 0).fill(0), ...tail]
+  return groups.every((x) => Number.isInteger(x) && x >= 0 && x <= 0xffff) ? groups : undefined
 }
 
 /**

@@ -16,6 +16,26 @@ describe('classifyAddress', () => {
     assert.equal(classifyAddress('169.254.169.254'), 'link-local')
     assert.equal(classifyAddress('fe80::1'), 'link-local')
     assert.equal(classifyAddress('::ffff:127.0.0.1'), 'loopback')
+  })
+
+  test('judges an IPv6 address by the IPv4 address it embeds (mapped, compatible, NAT64, 6to4, Teredo)', () => {
+    assert.equal(classifyAddress('::ffff:7f00:1'), 'loopback')
+    assert.equal(classifyAddress('::127.0.0.1'), 'loopback')
+    assert.equal(classifyAddress('::7f00:1'), 'loopback')
+    assert.equal(classifyAddress('64:ff9b::7f00:1'), 'loopback')
+    assert.equal(classifyAddress('64:ff9b::10.0.0.1'), 'private')
+    assert.equal(classifyAddress('64:ff9b:1::a9fe:a9fe'), 'link-local')
+    assert.equal(classifyAddress('2002:7f00:1::1'), 'loopback')
+    assert.equal(classifyAddress('2002:c0a8:101::1'), 'private')
+    // Teredo: client 127.0.0.1 is stored inverted (0x80ff:fffe).
+    assert.equal(classifyAddress('2001:0:4136:e378:8000:63bf:80ff:fffe'), 'loopback')
+    assert.equal(classifyAddress('[64:ff9b::7f00:1]'), 'loopback')
+    // Embedding a public address stays public; so do ordinary public IPv6 addresses.
+    assert.equal(classifyAddress('64:ff9b::808:808'), 'public')
+    assert.equal(classifyAddress('2002:808:808::1'), 'public')
+    assert.equal(classifyAddress('2606:4700::1111'), 'public')
+    assert.equal(classifyAddress('::'), 'reserved')
+    assert.equal(classifyAddress('::1'), 'loopback')
     assert.equal(classifyAddress('0.0.0.0'), 'reserved')
     assert.equal(classifyAddress('93.184.216.34'), 'public')
     assert.equal(classifyAddress('2606:4700::1111'), 'public')

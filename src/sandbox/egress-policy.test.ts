@@ -55,7 +55,10 @@ describe('the egress policy', () => {
 
   test('judges DNS answers: special addresses only when the address itself is listed', () => {
     assert.equal(policy.refusesAddress('api.example.com', '93.184.216.34', 443), undefined)
-    for (const address of ['127.0.0.1', '10.0.0.1', '169.254.169.254', '::1', 'fd00:ec2::254']) {
+    // The IPv6 forms that embed an IPv4 address (compatible, NAT64, 6to4) are judged by it.
+    const addresses = ['127.0.0.1', '10.0.0.1', '169.254.169.254', '::1', 'fd00:ec2::254']
+    addresses.push('::127.0.0.1', '64:ff9b::7f00:1', '2002:7f00:1::1', '64:ff9b::a00:1')
+    for (const address of addresses) {
       assert.match(
         policy.refusesAddress('api.example.com', address, 443) ?? '',
         /a (loopback|private|link-local) address/,
