@@ -16,7 +16,7 @@ import { POSTGRES_SCHEMES, redactUrl, urlProblem } from '../common/backend-urls.
 import { pg } from '../common/lazy-deps.ts'
 import { AUDIT_FILE } from '../gateway/audit-setup.ts'
 import { loadSqlite } from '../store/load-sqlite.ts'
-import { openPostgresPool } from '../store/postgres.ts'
+import { openPostgresPool, withDefaultUser } from '../store/postgres.ts'
 import {
   inTransaction,
   migratePostgres,
@@ -36,7 +36,7 @@ export async function runMigrate(options: CommandOptions, io: CliIo): Promise<nu
     )
     return 1
   }
-  const pool = new (pg().Pool)({ connectionString: store.url, max: 1 })
+  const pool = new (pg().Pool)({ connectionString: withDefaultUser(store.url), max: 1 })
   pool.on('error', () => {})
   try {
     const applied = await migratePostgres(pool)

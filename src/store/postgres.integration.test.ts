@@ -1,8 +1,10 @@
 import assert from 'node:assert/strict'
+import { execFileSync } from 'node:child_process'
+import { userInfo } from 'node:os'
 import { after, test } from 'node:test'
 import { storeContract } from '../../test/contracts/store.ts'
 import { dropPostgresSchemas, freshPostgresUrl } from '../../test/support/backends.ts'
-import { openPostgresPool, openPostgresStore, postgresStore } from './postgres.ts'
+import { openPostgresPool, openPostgresStore, postgresStore, withDefaultUser } from './postgres.ts'
 import { migratePostgres, POSTGRES_MIGRATIONS, POSTGRES_SCHEMA_VERSION } from './postgres-schema.ts'
 
 after(dropPostgresSchemas)
@@ -100,4 +102,44 @@ test('postgres: an unreachable server fails at open with the URL, never its pass
       return true
     },
   )
+})
+
+test('postgres: a URL without a user name takes PGUSER, else the OS user, as libpq does', () => {
+  const url = 'postgres://127.0.0.1:5432/db?options=-c%20x'
+  assert.equal(
+    withDefaultUser(url, { PGUSER: 'app', USER: 'me' }),
+    'postgres://app@127.0.0.1:5432/db?options=-c%20x',
+  )
+  assert.equal(
+    withDefaultUser(url, { USER: 'me' }),
+    'postgres://me@127.0.0.1:5432/db?options=-c%20x',
+  )
+  assert.equal(new URL(withDefaultUser(url, {})).username, userInfo().username)
+  // A named user is kept, whatever the environment says.
+  assert.equal(withDefaultUser('postgres://bob@h/db', { PGUSER: 'app' }), 'postgres://bob@h/db')
+  assert.equal(
+    withDefaultUser('postgres://h/db?user=bob', { PGUSER: 'app' }),
+    'postgres://h/db?user=bob',
+  )
+})
+
+test('postgres: a gateway started without USER in its environment (systemd, containers) connects', async () => {
+  const url = new URL(await freshPostgresUrl())
+  url.username = ''
+  const module = new URL('./postgres.ts', import.meta.url).href
+  const program = `
+    const { openPostgresPool } = await import(${JSON.stringify(module)})
+    const pool = await openPostgresPool(${JSON.stringify(url.toString())})
+    const { rows } = await pool.query('select current_user as u')
+    console.log(rows[0].u)
+    await pool.end()`
+  const env = { ...process.env }
+  delete env.USER
+  delete env.PGUSER
+  delete env.LOGNAME
+  const out = execFileSync(process.execPath, ['--input-type=module', '-e', program], {
+    env,
+    encoding: 'utf8',
+  })
+  assert.equal(out.trim(), userInfo().username)
 })

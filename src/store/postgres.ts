@@ -6,6 +6,7 @@
  * calls that ask at once share one read.
  * `pg` is loaded only here, when PostgreSQL is configured (common/lazy-deps.ts).
  */
+import { userInfo } from 'node:os'
 import type { Pool } from 'pg'
 import { redactUrl } from '../common/backend-urls.ts'
 import { BarbicanError } from '../common/errors.ts'
@@ -32,13 +33,38 @@ export interface PostgresOptions {
 }
 
 /**
+ * `url` with a user name when it names none, chosen as libpq chooses: `PGUSER`, else the name of
+ * the operating-system user. The `pg` driver falls back on `$USER` alone, which systemd units and
+ * containers often leave unset, and then fails with "no PostgreSQL user name specified".
+ */
+export function withDefaultUser(url: string, env: NodeJS.ProcessEnv = process.env): string {
+  let parsed: URL
+  try {
+    parsed = new URL(url)
+  } catch {
+    return url
+  }
+  if (parsed.username !== '' || parsed.searchParams.has('user')) return url
+  let user = env.PGUSER || env.USER
+  if (!user) {
+    try {
+      user = userInfo().username
+    } catch {
+      return url
+    }
+  }
+  parsed.username = encodeURIComponent(user)
+  return parsed.toString()
+}
+
+/**
  * A pool on `url` with the schema checked (or migrated). A server that cannot be reached fails
  * here, at start, with ERR_STORE_UNAVAILABLE, never at the first call.
  */
 export async function openPostgresPool(url: string, options: PostgresOptions = {}): Promise<Pool> {
   const { Pool } = pg()
   const pool = new Pool({
-    connectionString: url,
+    connectionString: withDefaultUser(url),
     max: options.maxConnections ?? 4,
     connectionTimeoutMillis: 10_000,
     // An idle connection the server dropped must not take the process down.
