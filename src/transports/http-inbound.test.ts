@@ -1,10 +1,14 @@
 import assert from 'node:assert/strict'
+import { execFile } from 'node:child_process'
 import { Agent } from 'node:http'
 import { connect } from 'node:net'
 import { describe, it } from 'node:test'
+import { promisify } from 'node:util'
 import { rawRequest, within } from '../../test/fixtures/inbound-http-client.ts'
 import { startInbound } from '../../test/fixtures/inbound-server.ts'
 import { createHttpInbound, DEFAULT_HTTP_INBOUND_OPTIONS } from './http-inbound.ts'
+
+const run = promisify(execFile)
 
 const JSON_HEADERS = {
   'content-type': 'application/json',
@@ -158,6 +162,46 @@ describe('HTTP inbound listener', () => {
       )
       assert.match(received, /^HTTP\/1\.1 413/)
       assert.match(received, /connection: close/i)
+    } finally {
+      await t.close()
+    }
+  })
+
+  it('lets a client still sending a body too big to drain read the 413 (no EPIPE)', async () => {
+    const t = await startInbound({ maxBodyBytes: 1024 })
+    try {
+      // 12 MiB written in 16 KiB chunks, one per turn of the event loop, by a client in another
+      // process, as a fuzzer's client writes it: the refusal comes while the client is still
+      // sending, and must arrive instead of a reset.
+      const client = `
+        const { request } = require('node:http')
+        const total = 12 * 1024 * 1024
+        const chunk = Buffer.alloc(16 * 1024, 0x20)
+        const req = request(process.argv[1], {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'content-length': String(total) },
+        })
+        req.on('response', (res) => {
+          let text = ''
+          res.setEncoding('utf8')
+          res.on('data', (c) => { text += c })
+          res.on('end', () => console.log(JSON.stringify({ status: res.statusCode, text })))
+        })
+        req.on('error', (err) => console.log(JSON.stringify({ error: err.code })))
+        let sent = 0
+        const write = () => {
+          if (req.destroyed) return
+          if (sent >= total) return req.end()
+          sent += chunk.length
+          if (req.write(chunk)) setImmediate(write)
+          else req.once('drain', write)
+        }
+        write()`
+      const { stdout } = await run(process.execPath, ['-e', client, `${t.url}/mcp`])
+      const reply = JSON.parse(stdout) as { status?: number; text?: string; error?: string }
+      assert.equal(reply.error, undefined, `the client saw ${reply.error} instead of the reply`)
+      assert.equal(reply.status, 413)
+      assert.match(reply.text ?? '', /exceeds the limit of 1024 bytes/)
     } finally {
       await t.close()
     }

@@ -73,20 +73,63 @@ export function readBody(req: IncomingMessage, maxBytes: number): Promise<BodyRe
 }
 
 /**
+ * How long, and how many more bytes, a connection closed after a refusal goes on reading what
+ * the client is still sending. Closing a socket with unread data makes the kernel answer with a
+ * reset, and a client still writing its body then sees EPIPE or ECONNRESET instead of the reply
+ * (a "lingering close", as nginx and Apache do it).
+ */
+export const LINGER_MS = 2000
+export const LINGER_BYTES = 64 * 1024 * 1024
+
+/**
  * Answers a body `readBody` refused: 413 with the limit in the message. When the rest of the
- * body was not drained, the connection is closed after the reply rather than left desynchronised.
+ * body was not drained, the connection is closed after the reply rather than left desynchronised,
+ * and closed gently: the reply and a FIN go out first, then what the client still sends is read
+ * and thrown away for LINGER_MS (at most LINGER_BYTES) before the socket is destroyed.
  */
 export function sendBodyRefusal(
   res: ServerResponse,
   result: Exclude<BodyResult, { ok: true }>,
   maxBytes: number,
 ): void {
+  if (!result.keepAlive) lingerAfterReply(res)
   const headers: OutgoingHttpHeaders = result.keepAlive ? {} : { connection: 'close' }
   const message =
     result.status === 413
       ? `Request body exceeds the limit of ${maxBytes} bytes`
       : 'The request body could not be read'
   sendRpcError(res, result.status, message, { headers })
+}
+
+/**
+ * Makes the server's close of this connection after the reply a lingering one. Node's HTTP server
+ * ends a `connection: close` response with `socket.destroySoon()`, which destroys the socket as
+ * soon as the reply is flushed; this socket's own `destroySoon` instead half-closes, keeps
+ * reading (the request is resumed so its remaining body flows and is dropped), and destroys the
+ * socket when the client closes its side, after LINGER_MS, or past LINGER_BYTES.
+ */
+function lingerAfterReply(res: ServerResponse): void {
+  const socket = res.socket
+  const req = res.req
+  if (socket === null || socket.destroyed) return
+  socket.destroySoon = function lingeringDestroySoon(this: typeof socket) {
+    if (this.writable) this.end()
+    let discarded = 0
+    const stop = () => {
+      clearTimeout(timer)
+      this.destroy()
+    }
+    const timer = setTimeout(stop, LINGER_MS)
+    timer.unref()
+    this.once('end', stop)
+    this.once('close', () => clearTimeout(timer))
+    // The HTTP parser reads the socket itself; the bytes still arrive as the request's body.
+    req.on('data', (chunk: Buffer) => {
+      discarded += chunk.length
+      if (discarded > LINGER_BYTES) stop()
+    })
+    req.resume()
+  }
 }
 
 /** One strict decoder for every call: a non-streaming decode leaves no state behind. */
