@@ -466,7 +466,7 @@ describe('validation errors', () => {
     assert.ok(lines.includes('lisen: unknown key (did you mean "listen"?)'), lines.join('\n'))
     const other = problems({ ...one, color: 'blue' })
     assert.deepEqual(other, [
-      'color: unknown key; expected one of: listen, security, limits, log, metrics, auth, upstreams, servers, tenants, store, redis, audit, rateLimits, guards, confirm, contexts, cedar',
+      'color: unknown key; expected one of: listen, security, limits, log, metrics, auth, sandbox, upstreams, servers, tenants, store, redis, audit, rateLimits, guards, confirm, contexts, cedar',
     ])
   })
 
