@@ -2,7 +2,7 @@
  * `node bench/backend-instructions.ts [--root DIR] [--only embedded|pg|fleet] [--warmup N]
  * [--calls N] [--concurrency N] [--idle-ms N] [--no-audit] [--no-quota] [--audit-journal]
  * [--drain] [--batch-window-ms N] [--without-major-gc] [--trace-gc] [--parallel-gc] [--keep DIR] [--cpu-prof DIR]`: the gateway's instructions per 2026-07-28 `tools/call`
- * (default c=16), counted by callgrind (docs/performance.md, "Issue 19's targets, measured";
+ * (default c=16), counted by callgrind (bench/NOTEBOOK.md, "Issue 19's targets, measured";
  * ADR 087). The gateway of the checkout at DIR (default this one) runs under `valgrind
  * --tool=callgrind --instr-atstart=no --separate-threads=yes`, with `node --single-threaded-gc`;
  * after the warm-up (default 5000 calls) `callgrind_control -i on` counts the calls, then a dump

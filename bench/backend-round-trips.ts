@@ -4,7 +4,7 @@
  * and prefix, bench/backends.ts) runs with bench/fixtures/count-round-trips.ts preloaded, which
  * counts its PostgreSQL queries; Redis commands are counted with MONITOR (those naming the run's
  * prefix, not the ones a script runs inside Redis). Warm-up, then N calls at c=1 and at c=16, with a quota and without one; prints the
- * queries and commands per call, by statement (docs/performance.md, PostgreSQL and Redis).
+ * queries and commands per call, by statement (bench/NOTEBOOK.md, PostgreSQL and Redis).
  * `--audit-journal`: the gateway journals its audit records (ADR 090) and commits them per
  * window; after the calls the count waits until the last of their records is committed
  * (bench/audit-drain.ts), so the commits are in it.

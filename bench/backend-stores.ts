@@ -2,7 +2,7 @@
  * `node bench/backend-stores.ts`: the fleet backends' per-call work alone, in-process: audit
  * records through `AuditLog` to SQLite and to PostgreSQL, and quota takes to Redis, each call
  * taken there (ADR 080) or from leases (ADR 085: one hot key, after 300 ms of takes that measure
- * its rate), at c=1 and c=16, as CPU and wall µs per operation (docs/performance.md, PostgreSQL and Redis). Uses the
+ * its rate), at c=1 and c=16, as CPU and wall µs per operation (bench/NOTEBOOK.md, PostgreSQL and Redis). Uses the
  * local servers (BARBICAN_TEST_POSTGRES_URL, BARBICAN_TEST_REDIS_URL), a fresh schema and prefix.
  */
 import { mkdtempSync, rmSync } from 'node:fs'

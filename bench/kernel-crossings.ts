@@ -14,7 +14,7 @@
  * The stdio upstream, the load (sent from this process) and the servers are not counted. With
  * bench/round-trip-cost.ts (what one syscall, wake-up and round trip costs here) this explains the
  * CPU difference as counted crossings × their measured cost, beside the user-space instructions
- * of bench/backend-instructions.ts (docs/performance.md, "Issue 19's targets, measured").
+ * of bench/backend-instructions.ts (bench/NOTEBOOK.md, "Issue 19's targets, measured").
  */
 import { parseArgs } from 'node:util'
 import { Pool } from 'undici'

@@ -1,7 +1,7 @@
 /**
  * `node bench/round-trip-cost.ts [--ops N] [--warmup N] [--rounds N] [--strace] [--callgrind]`: what one
  * kernel crossing and one loopback round trip cost the calling process on this machine, the
- * calibration for the gateway's per-call figures (docs/performance.md, "Issue 19's targets,
+ * calibration for the gateway's per-call figures (bench/NOTEBOOK.md, "Issue 19's targets,
  * measured"). A child process holds a Redis client (the gateway's, src/store/redis.ts), a `pg`
  * client and an append-only file, and runs N operations of one kind at a time, sequentially,
  * after a warm-up of every kind (2000 each by default, so that V8 has compiled the paths, valgrind
