@@ -21,14 +21,14 @@ import {
 } from '../protocol/jsonrpc.ts'
 import type { RefusalHints } from '../sandbox/hints.ts'
 import { MetaToolGate, type MetaToolLimits, metaToolLimitsOf } from '../session/meta-tool-limits.ts'
-import { type CallOwner, Session } from '../session/session.ts'
+import { Session } from '../session/session.ts'
 import type { Logger } from '../telemetry/log.ts'
 import { GatewayMetrics } from '../telemetry/metrics.ts'
 import type { ConnectionInfo, InboundHandler } from '../transports/inbound.ts'
 import type { Transport } from '../transports/transport.ts'
 import type { TrustGuard } from '../trust/trust-guard.ts'
 import { type HeldList, Upstream, type UpstreamState } from '../upstreams/upstream.ts'
-import type { UpstreamReply } from '../upstreams/upstream-client.ts'
+import type { CallOwner, UpstreamReply } from '../upstreams/upstream-client.ts'
 import { LIST_CHANGED } from '../upstreams/upstream-lists.ts'
 import { DEFAULT_LIST_TIMING, type ListTiming } from '../virtual-servers/catalog-recovery.ts'
 import { VirtualServer } from '../virtual-servers/virtual-server.ts'
@@ -497,11 +497,10 @@ export class Gateway implements InboundHandler {
   async #onUpstreamRequest(
     upstream: Upstream,
     request: JsonRpcRequest,
-    owners: readonly unknown[],
+    owning: readonly CallOwner[],
   ): Promise<UpstreamReply> {
     if (request.method === 'ping')
       return { kind: 'result', id: request.id, resultType: 'complete', result: {} }
-    const owning = owners.filter((o): o is CallOwner => o instanceof Object && 'session' in o)
     // A held call parked until its 2026 client retries (src/bridge/held-call.ts) is waiting on
     // its own questions; a new upstream request belongs to one of the other calls if any.
     const active = owning.filter((c) => c.session.parked !== true)

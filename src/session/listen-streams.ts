@@ -8,13 +8,8 @@ import type { JsonObject, JsonRpcId } from '../protocol/jsonrpc.ts'
 import { isPlainObject } from '../protocol/jsonrpc.ts'
 import { hasCapability } from '../protocol/methods.ts'
 import { META, type Request, type Result } from '../protocol/model.ts'
+import type { WatchTarget } from '../virtual-servers/route.ts'
 import type { VirtualServer } from '../virtual-servers/virtual-server.ts'
-
-/** Where a watched exposed URI lives upstream. */
-export interface WatchTarget {
-  readonly upstream: string
-  readonly uri: string
-}
 
 /** What the streams need from their session: the server and the way to notify the client. */
 export interface ListenHost {

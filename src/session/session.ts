@@ -37,6 +37,9 @@ import {
   negotiateLegacy,
   type Revision,
 } from '../protocol/revisions.ts'
+import { type ForwardContext, forwardToUpstream } from '../relay/forward.ts'
+import { upstreamEnvelope } from '../relay/translate.ts'
+import { relayUnicast, type UnicastHost } from '../relay/unicast.ts'
 import type { Logger } from '../telemetry/log.ts'
 import { DENIED, outcomeOfError, outcomeOfReply, type ServerMetrics } from '../telemetry/metrics.ts'
 import { endSpan, replyOutcome, startClientSpan, tracingOn } from '../telemetry/tracing.ts'
@@ -49,6 +52,7 @@ import {
   resolveRoute,
   type SessionTask,
   stringParam,
+  type WatchTarget,
 } from '../virtual-servers/route.ts'
 import type { VirtualServer } from '../virtual-servers/virtual-server.ts'
 import { callOutcome, logCall, requestFields, traceIdOf } from './call-line.ts'
@@ -61,8 +65,7 @@ import {
   exposedCatalog,
   isExposureTool,
 } from './exposure.ts'
-import { type ForwardContext, forwardToUpstream, upstreamEnvelope } from './forward.ts'
-import { ListenStreams, type WatchTarget } from './listen-streams.ts'
+import { ListenStreams } from './listen-streams.ts'
 import {
   complete,
   connectAll,
@@ -83,10 +86,6 @@ import {
 } from './request-checks.ts'
 import { LOG_LEVELS, RequestLogs } from './request-logs.ts'
 import { metaToolCall, searchTools, viewRequest } from './tool-search-calls.ts'
-import { relayUnicast, type UnicastHost } from './unicast.ts'
-
-/** Re-exported: the gateway routes upstream→client requests by the owner a forward records. */
-export type { CallOwner } from './forward.ts'
 
 /** What a session shares with the gateway and every other session of its virtual server. */
 export interface SessionDeps {
@@ -119,7 +118,7 @@ export { UPSTREAMS_META } from './local-answers.ts'
  * One client connection and what was negotiated on it. The session owns the per-client state
  * (revision, capabilities, log level, requests in flight, tasks, subscriptions, listen streams)
  * and delegates each protocol concern to its module: request-checks.ts, virtual-servers/route.ts,
- * session/unicast.ts, session/forward.ts, session/listen-streams.ts, session/request-logs.ts,
+ * relay/unicast.ts, relay/forward.ts, session/listen-streams.ts, session/request-logs.ts,
  * session/local-answers.ts, client-notifications.ts and client-requests.ts.
  */
 export class Session {

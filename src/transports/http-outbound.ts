@@ -76,8 +76,6 @@ export interface HttpOutboundOptions {
 
 /** Per-message options: the headers the 2026-07-28 hop needs, a deadline, cancellation. */
 export interface HttpSendOptions extends SendOptions {
-  /** Extra headers for this POST only (`Mcp-Method`, `Mcp-Name`, `Mcp-Param-*`…). */
-  readonly headers?: Readonly<Record<string, string>> | undefined
   /** Overrides `requestTimeoutMs` for this message. */
   readonly timeoutMs?: number | undefined
   /** Aborting closes this POST's stream, which is how 2026-07-28 cancels a request. */

@@ -94,8 +94,7 @@ class StampedTransport implements Transport {
       }
       this.#rejections.set(String(message.id), stamped.onRejected)
     }
-    const previous = (options as { headers?: Record<string, string> } | undefined)?.headers
-    const send = { ...options, headers: { ...previous, ...stamped.headers } } as SendOptions
+    const send: SendOptions = { ...options, headers: { ...options?.headers, ...stamped.headers } }
     const out: JsonRpcMessage =
       stamped.params === undefined
         ? { jsonrpc: '2.0', id: message.id, method: message.method }

@@ -19,6 +19,12 @@ export interface SendOptions {
    * or a server→client request made while serving a call, on that call's response stream.
    */
   readonly relatedRequestId?: JsonRpcId
+  /**
+   * Extra headers for this message alone, for transports that carry headers per message
+   * (outbound HTTP: this POST's `Mcp-Method`, `Mcp-Name`, `Mcp-Param-*`, the trace context, a
+   * stamped identity); the others ignore them.
+   */
+  readonly headers?: Readonly<Record<string, string>> | undefined
 }
 
 /** What an inbound transport knows about the HTTP request a message came in. */

@@ -1,12 +1,13 @@
 import assert from 'node:assert/strict'
 import { describe, test } from 'node:test'
+import { ANONYMOUS } from '../auth/identity.ts'
 import { BarbicanError } from '../common/errors.ts'
 import type { JsonRpcMessage, JsonRpcRequest } from '../protocol/jsonrpc.ts'
 import { silentLogger } from '../telemetry/log.ts'
 import { memoryPair } from '../transports/memory.ts'
 import { LostReplyFault, protocolFault } from '../transports/outbound-payload.ts'
 import type { Transport } from '../transports/transport.ts'
-import { requestOwner, UpstreamClient } from './upstream-client.ts'
+import { type CallOwner, requestOwner, UpstreamClient } from './upstream-client.ts'
 
 /** A client over a memory pair whose far end records what arrives and answers when told. */
 async function connected(timeoutMs = 5_000) {
@@ -194,7 +195,13 @@ describe('the upstream client', () => {
       timeoutMs: 20,
       revision: '2025-11-25',
     })
-    const owner = { session: 'alice' }
+    const owner: CallOwner = {
+      session: {
+        requestClient: async () => ({ kind: 'result', id: 1, resultType: 'complete', result: {} }),
+      },
+      requestId: 1,
+      caller: { identity: ANONYMOUS, clientCapabilities: {} },
+    }
     await assert.rejects(client.request('ping', undefined, { owner }))
     assert.equal(seen[0], owner)
   })

@@ -7,6 +7,8 @@
  * `notifications/cancelled` upstream), and fail at once when the connection closes.
  */
 
+import type { Caller } from '../auth/context.ts'
+import type { ClientRequester } from '../bridge/held-call.ts'
 import { BarbicanError, upstreamClosed } from '../common/errors.ts'
 import type { Codec } from '../protocol/codec.ts'
 import { codecFor } from '../protocol/codecs.ts'
@@ -27,13 +29,31 @@ import type { ReceiveInfo, SendOptions, Transport } from '../transports/transpor
 /** What the upstream answered: a neutral result or error reply (upstream errors pass through). */
 export type UpstreamReply = Result | ErrorReply
 
+/**
+ * The owner recorded on a request sent on a client's behalf: where upstream→client requests made
+ * while it is in flight go back to (docs/decisions/005), and who the call is for (read by the
+ * tool-call context stamp, src/auth/context.ts).
+ */
+export interface CallOwner {
+  /** The client's session, or a held call standing in for a 2026-07-28 client between rounds. */
+  readonly session: ClientRequester
+  readonly requestId: JsonRpcId
+  /** The client's caller; a held call keeps the one of the request that started it. */
+  readonly caller: Caller
+  /**
+   * The W3C trace context of this upstream request's own span, when tracing is on: the stamp
+   * (auth/context.ts) passes it on as is instead of making up a span id of its own.
+   */
+  readonly traceparent?: string | undefined
+}
+
 export interface RequestOptions {
   readonly signal?: AbortSignal | undefined
   readonly timeoutMs?: number | undefined
   /** Extra send options for the transport (e.g. HTTP headers of the 2026 hop). */
   readonly send?: SendOptions | undefined
-  /** Opaque owner of the request (the client session), used to attribute server→client requests. */
-  readonly owner?: unknown
+  /** The client's call this request is made for; absent for Barbican's own requests. */
+  readonly owner?: CallOwner | undefined
 }
 
 export interface UpstreamClientEvents {
@@ -43,7 +63,7 @@ export interface UpstreamClientEvents {
    * A request from the upstream (sampling, elicitation, roots/list, ping). `owners` lists the
    * owners of the requests in flight that it may belong to (exactly one when attributable).
    */
-  onRequest?: (request: JsonRpcRequest, owners: readonly unknown[]) => Promise<UpstreamReply>
+  onRequest?: (request: JsonRpcRequest, owners: readonly CallOwner[]) => Promise<UpstreamReply>
   onClose?: () => void
 }
 
@@ -70,7 +90,7 @@ class Pending {
   readonly client: UpstreamClient
   readonly id: number
   readonly method: string
-  readonly owner: unknown
+  readonly owner: CallOwner | undefined
   readonly timeoutMs: number
   readonly signal: AbortSignal | undefined
   readonly resolve: (reply: UpstreamReply) => void
@@ -296,7 +316,7 @@ export class UpstreamClient {
     await this.#transport.send(message)
   }
 
-  /** The upstream id of an in-flight request, for cancellation mapping. */
+  /** Closes the connection; every request in flight fails with ERR_UPSTREAM_CLOSED. */
   async close(): Promise<void> {
     if (this.#closed) return
     await this.#transport.close()
@@ -362,7 +382,7 @@ export class UpstreamClient {
   }
 
   #answerUpstreamRequest(request: JsonRpcRequest): void {
-    const owners = new Set<unknown>()
+    const owners = new Set<CallOwner>()
     for (const p of this.#pending.values()) if (p.owner !== undefined) owners.add(p.owner)
     const handler = this.#events.onRequest
     const reply: Promise<UpstreamReply> = handler

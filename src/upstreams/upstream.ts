@@ -15,7 +15,12 @@ import type { Logger } from '../telemetry/log.ts'
 import type { Transport } from '../transports/transport.ts'
 import { IdentitySessions } from './identity-sessions.ts'
 import { reconnectDelay, STABLE_AFTER_MS } from './reconnect-backoff.ts'
-import { type RequestOptions, UpstreamClient, type UpstreamReply } from './upstream-client.ts'
+import {
+  type CallOwner,
+  type RequestOptions,
+  UpstreamClient,
+  type UpstreamReply,
+} from './upstream-client.ts'
 import {
   initializeLegacy,
   modernInfo,
@@ -79,7 +84,7 @@ export interface UpstreamOptions {
   readonly onRequest: (
     upstream: Upstream,
     request: JsonRpcRequest,
-    owners: readonly unknown[],
+    owners: readonly CallOwner[],
   ) => Promise<UpstreamReply>
 }
 
@@ -387,14 +392,12 @@ export class Upstream extends EventEmitter<UpstreamEvents> {
       const schema = typeof name === 'string' ? this.#toolSchemas.get(name) : undefined
       const headers = modernHeaders(method, out, schema)
       // Headers the caller set (the trace context of its span) travel beside the routing ones.
-      const own = (options?.send as { headers?: Record<string, string> } | undefined)?.headers
-      return await client.request(method, out, {
-        ...options,
-        send: {
-          ...options?.send,
-          headers: own ? { ...own, ...headers } : headers,
-        } as RequestOptions['send'],
-      })
+      const own = options?.send?.headers
+      const send: RequestOptions['send'] = {
+        ...options?.send,
+        headers: own ? { ...own, ...headers } : headers,
+      }
+      return await client.request(method, out, { ...options, send })
     } finally {
       this.#armIdleTimer(client)
     }

@@ -45,6 +45,12 @@ export interface SessionTask {
   readonly tool: string
 }
 
+/** Where a resource one session subscribed to (an exposed URI) lives upstream. */
+export interface WatchTarget {
+  readonly upstream: string
+  readonly uri: string
+}
+
 /** Task id → task, for the tasks the calling session created. */
 type SessionTasks = ReadonlyMap<string, SessionTask>
 

@@ -49,6 +49,8 @@ const LAYERS = [
   'virtual-servers',
   /** The chain every call passes through on its way to the relay. */
   'policies',
+  /** What relays a call to its upstream: unicast, forwarding, the era translation. */
+  'relay',
   /** One client connection. */
   'session',
   /** Builds everything from a plan. */
@@ -84,6 +86,7 @@ const PLACES: Readonly<Record<string, Layer>> = {
   'trust/': 'trust',
   'virtual-servers/': 'virtual-servers',
   'policies/': 'policies',
+  'relay/': 'relay',
   'session/': 'session',
   'gateway/': 'gateway',
   'admin/': 'admin',

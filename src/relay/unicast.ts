@@ -16,12 +16,11 @@ import {
 } from '../protocol/methods.ts'
 import type { ErrorReply, Request, Result } from '../protocol/model.ts'
 import type { Upstream } from '../upstreams/upstream.ts'
-import type { SessionTask } from '../virtual-servers/route.ts'
-import type { WatchTarget } from './listen-streams.ts'
+import type { SessionTask, WatchTarget } from '../virtual-servers/route.ts'
 
 /** What relaying needs from the session: its forwarding and its per-client bookkeeping. */
 export interface UnicastHost {
-  /** Forwards with the session's per-client rewriting (session/forward.ts). */
+  /** Forwards with the session's per-client rewriting (relay/forward.ts). */
   forward(
     upstream: Upstream,
     request: Request,

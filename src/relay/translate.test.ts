@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import type { Request } from '../protocol/model.ts'
-import { upstreamEnvelope } from './forward.ts'
+import { upstreamEnvelope } from './translate.ts'
 
 const facts = {
   clientCapabilities: { roots: { listChanged: true }, tasks: {} },

@@ -1,14 +1,14 @@
 /**
  * Forwarding one client call to its upstream: the per-client parts rewritten (the progress
- * token made gateway-unique, the 2026-07-28 envelope describing the client), the call owner
- * recorded so upstream→client requests find their way back, and the bridge between eras applied
- * when the client and the upstream speak different revisions.
+ * token made gateway-unique), the call owner recorded so upstream→client requests find their
+ * way back, and the era translation (translate.ts) applied when the client and the upstream
+ * speak different revisions. Each upstream request gets a span of its own when tracing is on.
  */
 import type { Span } from '@opentelemetry/api'
 import type { Caller } from '../auth/context.ts'
-import { modernCapabilities, type UpstreamEnvelope } from '../bridge/envelope.ts'
+import type { UpstreamEnvelope } from '../bridge/envelope.ts'
 import type { ClientRequester } from '../bridge/held-call.ts'
-import { MRTR_METHODS, type MrtrBridge } from '../bridge/mrtr.ts'
+import type { MrtrBridge } from '../bridge/mrtr.ts'
 import type { ProgressRouter, ProgressSink } from '../bridge/progress.ts'
 import { ProgressRelay } from '../bridge/progress-relay.ts'
 import { subjectOf } from '../bridge/request-state.ts'
@@ -17,24 +17,13 @@ import { isPlainObject, type JsonObject, type JsonRpcId } from '../protocol/json
 import type { ErrorReply, Request, Result } from '../protocol/model.ts'
 import { endSpan, replyOutcome, startUpstreamSpan, traceparentOf } from '../telemetry/tracing.ts'
 import type { ModernRequestOptions, Upstream } from '../upstreams/upstream.ts'
-import type { UpstreamReply } from '../upstreams/upstream-client.ts'
-import type { RequestLogs } from './request-logs.ts'
+import type { CallOwner, UpstreamReply } from '../upstreams/upstream-client.ts'
+import { holdsCall, toLegacyClient } from './translate.ts'
 
-/**
- * The owner recorded on upstream requests: where upstream→client requests go back to, and who
- * the call is for (read by the tool-call context stamp, src/auth/context.ts).
- */
-export interface CallOwner {
-  /** The session, or a held call standing in for a 2026-07-28 client between its rounds. */
-  readonly session: ClientRequester
-  readonly requestId: JsonRpcId
-  /** The client's caller; a held call keeps the one of the request that started it. */
-  readonly caller: Caller
-  /**
-   * The W3C trace context of this upstream request's own span, when tracing is on: the stamp
-   * (auth/context.ts) passes it on as is instead of making up a span id of its own.
-   */
-  readonly traceparent?: string | undefined
+/** Where a 2026-07-28 request that asked for logs is tracked while it is in flight. */
+export interface RequestLogTracking {
+  track(id: JsonRpcId, upstream: string, level: string): void
+  untrack(id: JsonRpcId): void
 }
 
 /** What forwarding needs from the client's session. */
@@ -47,38 +36,11 @@ export interface ForwardContext {
   /** Multi-round-trip translation between eras; absent: relayed as is. */
   readonly bridge: MrtrBridge | undefined
   /** Where a 2026 request asking for logs is tracked while it is in flight. */
-  readonly logs: RequestLogs
-  /** What a 2026-07-28 upstream is told about the client of this request. */
+  readonly logs: RequestLogTracking
+  /** What a 2026-07-28 upstream is told about the client of this request (translate.ts). */
   readonly envelope: UpstreamEnvelope
   /** The client request's span (tracing on): the parent of each upstream request's span. */
   readonly span?: Span | undefined
-}
-
-/** What the session knows about its client, for requests that carry no envelope of their own. */
-export interface ClientFacts {
-  readonly clientCapabilities: JsonObject
-  /** The level set with `logging/setLevel`, if any. */
-  readonly logLevel: string | undefined
-  /** Barbican's own serverInfo, standing in for a client that did not name itself. */
-  readonly serverInfo: JsonObject
-}
-
-/** What a 2026-07-28 upstream is told about the client of `request`. */
-export function upstreamEnvelope(request: Request, facts: ClientFacts): UpstreamEnvelope {
-  const e = request.envelope
-  if (e) {
-    return {
-      clientCapabilities: e.clientCapabilities,
-      clientInfo: e.clientInfo ?? facts.serverInfo,
-      logLevel: e.logLevel,
-    }
-  }
-  return {
-    clientCapabilities: modernCapabilities(facts.clientCapabilities),
-    clientInfo: facts.serverInfo,
-    // Legacy servers log unless told otherwise; 2026 ones only when asked per request.
-    logLevel: facts.logLevel ?? 'debug',
-  }
 }
 
 /** Sends a request upstream on the client's behalf and returns the upstream's reply. */
@@ -94,7 +56,7 @@ export async function forwardToUpstream(
   let outParams = params
   const meta = params?._meta
   const { bridge, session } = ctx
-  const held = bridge && request.envelope && MRTR_METHODS.has(request.method)
+  const held = holdsCall(bridge, request)
   if (
     isPlainObject(meta) &&
     (typeof meta.progressToken === 'string' || typeof meta.progressToken === 'number')
@@ -115,7 +77,8 @@ export async function forwardToUpstream(
     const owner: CallOwner = { session, requestId: request.id, caller }
     // Per-identity upstream sessions (when the upstream is configured so) key on this.
     const sessionKey = identity.method === 'anonymous' ? undefined : subjectOf(identity)
-    if (bridge && request.envelope && held) {
+    const heldEnvelope = request.envelope
+    if (held && heldEnvelope !== undefined) {
       await upstream.connect().catch((error: unknown) => {
         relay?.release()
         throw error
@@ -124,7 +87,7 @@ export async function forwardToUpstream(
         identity,
         method: request.method,
         params: outParams,
-        clientCapabilities: request.envelope.clientCapabilities,
+        clientCapabilities: heldEnvelope.clientCapabilities,
         signal,
         upstream: upstream.name,
         upstreamEra: upstream.era ?? 'legacy',
@@ -132,9 +95,7 @@ export async function forwardToUpstream(
         send: (p, heldCall, s) =>
           tracedRequest(ctx.span, upstream, request.method, p, {
             signal: s,
-            owner: heldCall
-              ? ({ session: heldCall, requestId: request.id, caller } satisfies CallOwner)
-              : owner,
+            owner: heldCall ? { session: heldCall, requestId: request.id, caller } : owner,
             envelope,
             sessionKey,
           }),
@@ -142,17 +103,8 @@ export async function forwardToUpstream(
     }
     const send = (p: JsonObject | undefined) =>
       tracedRequest(ctx.span, upstream, request.method, p, { signal, owner, envelope, sessionKey })
-    let reply = await send(outParams)
-    if (bridge && !request.envelope && upstream.era === 'modern') {
-      if (reply.kind === 'result' && reply.resultType === 'input_required') {
-        reply = await bridge.legacyShim(reply, outParams, send, session, request.id)
-      }
-      // 2026 says -32602 for an unknown resource; legacy clients know -32002.
-      if (request.method === 'resources/read' && reply.kind === 'error' && reply.code === -32602) {
-        reply.meaning = 'resource-not-found'
-      }
-    }
-    return reply
+    const reply = await send(outParams)
+    return await toLegacyClient(bridge, upstream, request, reply, outParams, send, session)
   } finally {
     release?.()
     ctx.logs.untrack(request.id)
@@ -178,7 +130,6 @@ function tracedRequest(
   const headers: Record<string, string> = { traceparent }
   const tracestate = options.owner.caller.headers?.tracestate
   if (typeof tracestate === 'string') headers.tracestate = tracestate
-  const previous = (options.send as { headers?: Record<string, string> } | undefined)?.headers
   return upstream
     .request(
       method,
@@ -186,10 +137,7 @@ function tracedRequest(
       {
         ...options,
         owner: { ...options.owner, traceparent },
-        send: {
-          ...options.send,
-          headers: { ...previous, ...headers },
-        } as ModernRequestOptions['send'],
+        send: { ...options.send, headers: { ...options.send?.headers, ...headers } },
       },
     )
     .then(
