@@ -16,8 +16,9 @@ import { lockfilePathOf, openStore, storeConfigOf, withTrust } from '../gateway/
 import { readPolicyFiles, validatePolicies } from '../policies/cedar-engine.ts'
 import { printableName } from '../protocol/item-names.ts'
 import type { JsonObject } from '../protocol/jsonrpc.ts'
-import { describeConfinement } from '../sandbox/confine.ts'
+import { describeConfinement, describeConfinementInFull } from '../sandbox/confine.ts'
 import { grantLines } from '../sandbox/grants.ts'
+import { mechanismSettingError } from '../sandbox/sandbox.ts'
 import { memoryStore } from '../store/memory.ts'
 import type { Store } from '../store/store.ts'
 import { jsonLogger } from '../telemetry/log.ts'
@@ -62,6 +63,12 @@ export async function runCheck(
 ): Promise<number> {
   const loaded = await loading
   if (!loaded) return 1
+  // A mechanism setting Barbican does not know stops it here, never runs a server with less.
+  const badMechanism = mechanismSettingError()
+  if (badMechanism !== undefined) {
+    io.stderr(`barbican: ${badMechanism.message}\n`)
+    return 1
+  }
   const { config, source } = loaded
   io.stdout(
     `config: ${source.path ?? 'embedded demo'} (${source.format}), ${config.upstreams.length} upstream(s), ${config.servers.length} virtual server(s)\n`,
@@ -117,13 +124,7 @@ export async function runCheck(
           const hint = upstream.hints?.find(held.reason)
           if (hint) io.stdout(`      ${hint.message}\n`)
         }
-        const entry = config.upstreams.find((u) => u.name === upstream.name)
-        if (entry?.transport === 'stdio') {
-          io.stdout(
-            `      sandbox: ${describeConfinement(entry.name, entry.sandbox, entry.command)}\n`,
-          )
-          for (const line of grantLines(entry.sandbox)) io.stdout(`      ${line}\n`)
-        }
+        sandboxLines(config, upstream.name, options.verbose === true, io)
         if (pins && !(await pinsMatch(upstream, pins, io))) drifting++
       } catch (err) {
         failed++
@@ -138,13 +139,7 @@ export async function runCheck(
               "to today's version; then serve that file\n",
           )
         }
-        const entry = config.upstreams.find((u) => u.name === upstream.name)
-        if (entry?.transport === 'stdio') {
-          io.stdout(
-            `      sandbox: ${describeConfinement(entry.name, entry.sandbox, entry.command)}\n`,
-          )
-          for (const line of grantLines(entry.sandbox)) io.stdout(`      ${line}\n`)
-        }
+        sandboxLines(config, upstream.name, options.verbose === true, io)
       }
     }
     for (const server of gateway.servers.values()) {
@@ -190,6 +185,18 @@ export async function runCheck(
     return 1
   }
   return 0
+}
+
+/**
+ * How a stdio upstream is confined: one short line (ADR 109); with `--verbose`, the mechanism
+ * in full, then every grant with where it came from and every path named but not granted.
+ */
+function sandboxLines(config: LoadedConfig['config'], name: string, verbose: boolean, io: CliIo) {
+  const entry = config.upstreams.find((u) => u.name === name)
+  if (entry?.transport !== 'stdio') return
+  const describe = verbose ? describeConfinementInFull : describeConfinement
+  io.stdout(`      sandbox: ${describe(entry.name, entry.sandbox, entry.command)}\n`)
+  if (verbose) for (const line of grantLines(entry.sandbox)) io.stdout(`      ${line}\n`)
 }
 
 /** Prints how an upstream's advertised items differ from their pins; true when none does. */

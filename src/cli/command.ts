@@ -47,6 +47,8 @@ export interface CommandOptions {
   readonly diff?: boolean
   /** `status --json`: the admin API's answer as it came. */
   readonly json?: boolean
+  /** `check --verbose`: each sandbox in full, every grant with its source. */
+  readonly verbose?: boolean
 }
 
 /**

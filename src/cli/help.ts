@@ -56,6 +56,7 @@ Example (an MCP host's server entry):
   { "command": "barbican", "args": ["stdio", "--config", "/home/me/barbican.yaml"] }
 `,
   check: `Usage: barbican check [--config FILE] [--pins] [--diff [--url URL]] [--allow-floating]
+                      [--verbose]
 
 Validate the configuration (including the files its auth section names), try every upstream
 once and report drift from the approved baseline. Exits non-zero with a precise message on any
@@ -72,6 +73,8 @@ ${FLOATING}
                       upstreams, servers and tools added, removed or renamed, and the pins
                       affected (BARBICAN_ADMIN_TOKEN: the admin credential, when needed)
   --url URL           the running gateway, for --diff
+  --verbose           say each server's sandbox in full: the mechanism and what it leaves
+                      open, every grant with where it came from, every path not granted
 
 Example (in CI, before deploying):
   barbican check --config barbican.yaml --pins

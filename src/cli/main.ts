@@ -21,7 +21,7 @@ Commands:
           Run the gateway over HTTP (default 127.0.0.1:7300).
   stdio   [--config FILE] [--server NAME] [--allow-floating]
           Serve a virtual server on stdin/stdout.
-  check   [--config FILE] [--pins] [--diff [--url URL]] [--allow-floating]
+  check   [--config FILE] [--pins] [--diff [--url URL]] [--allow-floating] [--verbose]
           Validate the config, try every upstream once, report drift from the baseline;
           with --pins, fail on any definition that differs from its approved pin;
           with --diff, preview what reloading the file would change on the running gateway.
@@ -146,6 +146,7 @@ export async function main(argv: readonly string[], io: CliIo = defaultIo): Prom
     url: values.url,
     json: values.json === true,
     diff: values.diff === true,
+    verbose: values.verbose === true,
   }
   switch (command) {
     case 'serve': {
@@ -244,6 +245,7 @@ const OPTIONS = {
   url: { type: 'string' },
   json: { type: 'boolean' },
   diff: { type: 'boolean' },
+  verbose: { type: 'boolean' },
   subject: { type: 'string' },
   tenant: { type: 'string' },
   scope: { type: 'string', multiple: true },

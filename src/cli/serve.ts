@@ -43,6 +43,7 @@ import { lockfilePathOf, openStore, type TrustSetup, withTrust } from '../gatewa
 import { confinementOf, describeConfinement } from '../sandbox/confine.ts'
 import { grantLines } from '../sandbox/grants.ts'
 import { SandboxRefusals } from '../sandbox/refusals.ts'
+import { mechanismSettingError } from '../sandbox/sandbox.ts'
 import { memoryStore } from '../store/memory.ts'
 import type { Store } from '../store/store.ts'
 import { tenantPins } from '../store/tenant-pins.ts'
@@ -378,6 +379,12 @@ export async function runServe(
 ): Promise<number> {
   const loaded = await loading
   if (!loaded) return 1
+  // A mechanism setting Barbican does not know stops it here, never runs a server with less.
+  const badMechanism = mechanismSettingError()
+  if (badMechanism !== undefined) {
+    io.stderr(`barbican: ${badMechanism.message}\n`)
+    return 1
+  }
   const { config, source } = loaded
   if (
     !isLoopbackHost(config.listen.host) &&
@@ -481,7 +488,13 @@ export async function runServe(
     const sandbox = describeConfinement(u.name, u.sandbox, u.command)
     // An upstream that runs unconfined only because sandbox.fallback accepts it is a warning.
     const level = confinementOf(u.sandbox, u.command) === 'unconfined' ? 'warn' : 'info'
-    log[level]('upstream sandbox', { upstream: u.name, sandbox, grants: grantLines(u.sandbox) })
+    // The grants with their sources, when there are any (the full form: check --verbose).
+    const grants = grantLines(u.sandbox)
+    log[level]('upstream sandbox', {
+      upstream: u.name,
+      sandbox,
+      ...(grants.length > 0 ? { grants } : {}),
+    })
   }
   server.configLabel = what
   const reloadable = source.path

@@ -12,6 +12,7 @@ import { planFromConfig } from '../gateway/plan.ts'
 import { tenantView } from '../gateway/tenants.ts'
 import { lockfilePathOf, openStore, withTrust } from '../gateway/trust-setup.ts'
 import { SandboxRefusals } from '../sandbox/refusals.ts'
+import { mechanismSettingError } from '../sandbox/sandbox.ts'
 import type { Store } from '../store/store.ts'
 import { tenantPins } from '../store/tenant-pins.ts'
 import { startTracing, stopTracing } from '../telemetry/tracing.ts'
@@ -28,6 +29,12 @@ export async function runStdio(
 ): Promise<number> {
   const loaded = await loading
   if (!loaded) return 1
+  // A mechanism setting Barbican does not know stops it here, never runs a server with less.
+  const badMechanism = mechanismSettingError()
+  if (badMechanism !== undefined) {
+    io.stderr(`barbican: ${badMechanism.message}\n`)
+    return 1
+  }
   const { config: whole } = loaded
   // The stdio identity's tenant, when tenants are configured, is the configuration served.
   const tenantName = whole.tenants === undefined ? undefined : whole.auth?.stdio?.tenant

@@ -4,8 +4,20 @@ import { tmpdir } from 'node:os'
 import { dirname, join } from 'node:path'
 import { describe, test } from 'node:test'
 import { BarbicanError } from '../common/errors.ts'
-import { confinementOf, describeConfinement, launchConfined } from './confine.ts'
-import { DEFAULT_SANDBOX_LIMITS, type SandboxSpec } from './sandbox.ts'
+import {
+  confinementOf,
+  describeConfinement,
+  describeConfinementInFull,
+  launchConfined,
+} from './confine.ts'
+import { inferGrants } from './grants.ts'
+import {
+  DEFAULT_SANDBOX_LIMITS,
+  MECHANISM_ENV,
+  mechanismSettingError,
+  type SandboxSpec,
+  sandboxFacility,
+} from './sandbox.ts'
 
 const dir = realpathSync(mkdtempSync(join(tmpdir(), 'barbican-confine-unit-')))
 const spec = (extra: Partial<SandboxSpec> = {}): SandboxSpec => ({
@@ -43,8 +55,12 @@ describe('confinement without bubblewrap', () => {
     assert.equal(run.command, '/bin/sh')
     assert.deepEqual(run.args, ['-c', 'true'])
     assert.equal(confinementOf(spec({ fallback: 'unconfined' }), '/bin/sh', noBwrap), 'unconfined')
-    assert.match(
+    assert.equal(
       describeConfinement('py', spec({ fallback: 'unconfined' }), '/bin/sh', noBwrap),
+      'unconfined (sandbox.fallback: unconfined)',
+    )
+    assert.match(
+      describeConfinementInFull('py', spec({ fallback: 'unconfined' }), '/bin/sh', noBwrap),
       /^unconfined \(sandbox\.fallback: unconfined; this host lacks bubblewrap/,
     )
   })
@@ -83,8 +99,12 @@ describe('confinement without bubblewrap', () => {
     assert.deepEqual(launch.args.slice(-3), ['--max-old-space-size=64', 'x.js', served])
     assert.equal(launch.env.HOME, join(dir, 'state'))
     assert.match(
-      describeConfinement('s', spec(), 'node', noBwrap),
+      describeConfinementInFull('s', spec(), 'node', noBwrap),
       /^node-permission .*not covered: network/,
+    )
+    assert.match(
+      describeConfinement('s', spec(), 'node', noBwrap),
+      /^node-permission \(network not confined; writes: state(; runs as root)?\)$/,
     )
   })
 
@@ -103,5 +123,117 @@ describe('confinement without bubblewrap', () => {
   test('says when an upstream opted out', () => {
     assert.match(describeConfinement('s', 'none'), /^none \(sandbox: none/)
     assert.equal(confinementOf('none', 'node', noBwrap), 'none')
+  })
+})
+
+describe('the sandbox line (ADR 109)', () => {
+  const bwrap = {
+    bwrap: '/usr/bin/bwrap',
+    prlimit: '/usr/bin/prlimit',
+    setpriv: '/usr/bin/setpriv',
+  }
+
+  test('is short: mechanism, network, where it writes, what it reads', () => {
+    const data = join(dir, 'short-data')
+    const ref = join(dir, 'short-ref')
+    mkdirSync(data, { recursive: true })
+    mkdirSync(ref, { recursive: true })
+    const grants = inferGrants(
+      { command: 'node', args: ['x.js', data], env: { DB: 'postgres://127.0.0.1:5432/d' } },
+      { protect: [], explicit: { read: [ref], write: [] } },
+    )
+    const line = describeConfinement(
+      's',
+      spec({ grants, connect: grants.connect, read: [ref] }),
+      'node',
+      bwrap,
+    )
+    assert.equal(
+      line,
+      `bubblewrap (network: 127.0.0.1:5432; writes: state, ${data}; reads: ${ref})`,
+    )
+    assert.ok(line.length < 200, line)
+    assert.equal(
+      describeConfinement('s', spec(), 'node', bwrap),
+      'bubblewrap (no network; writes: state)',
+    )
+    assert.equal(
+      describeConfinement(
+        's',
+        spec({ network: { allow: ['api.github.com'], maxConnections: 32 } }),
+        'node',
+        bwrap,
+      ),
+      'bubblewrap (network: api.github.com; writes: state)',
+    )
+  })
+
+  test('counts the paths not granted and points at check --verbose', () => {
+    const grants = inferGrants({ command: 'node', args: ['x.js', '/'], env: {} }, { protect: [] })
+    assert.match(
+      describeConfinement('s', spec({ grants }), 'node', bwrap),
+      /; 1 path\(s\) not granted, see check --verbose\)$/,
+    )
+  })
+
+  test('in full, names the mechanism, its state and what it leaves open', () => {
+    const line = describeConfinementInFull('s', spec(), 'node', bwrap)
+    assert.match(line, /^bubblewrap \(mount, pid, net, ipc, uts namespaces\) \+ prlimit/)
+    assert.match(line, /state .*; not covered: /)
+  })
+})
+
+describe('a BARBICAN_SANDBOX_MECHANISM value Barbican does not know', () => {
+  const bad = {
+    missing: 'BARBICAN_SANDBOX_MECHANISM="bwrap" is not a sandbox mechanism',
+    invalid: true as const,
+  }
+
+  test('refuses every confined launch: Node ones, and with sandbox.fallback: unconfined', () => {
+    for (const [command, extra] of [
+      ['/bin/sh', { fallback: 'unconfined' as const }],
+      ['node', {}],
+      ['node', { fallback: 'unconfined' as const }],
+    ] as const) {
+      assert.equal(confinementOf(spec(extra), command, bad), 'refused')
+      assert.throws(
+        () =>
+          launchConfined(
+            's',
+            { command, args: ['x.js'], env: { PATH: dirname(process.execPath) } },
+            spec(extra),
+            bad,
+          ),
+        (err: unknown) =>
+          err instanceof BarbicanError &&
+          err.code === 'ERR_LAUNCH_REFUSED' &&
+          /"bwrap" is not a sandbox mechanism/.test(err.message),
+      )
+      assert.match(describeConfinement('s', spec(extra), command, bad), /^refused: .*"bwrap"/)
+    }
+  })
+
+  test('is an error naming the value and the good ones, before anything starts', () => {
+    const err = mechanismSettingError({ BARBICAN_SANDBOX_MECHANISM: 'bwrap' })
+    assert.equal(err?.code, 'ERR_CONFIG_INVALID')
+    assert.match(
+      String(err?.message),
+      /BARBICAN_SANDBOX_MECHANISM="bwrap".*expected auto or node-permission/,
+    )
+    for (const ok of [undefined, '', 'auto', 'node-permission']) {
+      assert.equal(mechanismSettingError({ BARBICAN_SANDBOX_MECHANISM: ok }), undefined, ok)
+    }
+  })
+
+  test('sandboxFacility marks it invalid, whatever the host has', () => {
+    const previous = process.env[MECHANISM_ENV]
+    process.env[MECHANISM_ENV] = 'none'
+    try {
+      const found = sandboxFacility()
+      assert.ok('missing' in found && found.invalid === true)
+    } finally {
+      if (previous === undefined) delete process.env[MECHANISM_ENV]
+      else process.env[MECHANISM_ENV] = previous
+    }
   })
 })

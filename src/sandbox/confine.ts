@@ -12,6 +12,7 @@ import {
   confinedLaunch,
   describeBubblewrap,
   type Launch,
+  type MissingFacility,
   refuseOwnFiles,
   runsAsRoot,
   runsOnNode,
@@ -23,7 +24,7 @@ import {
 /** What an entry gets on this host. */
 export type Confinement = 'bubblewrap' | 'node-permission' | 'unconfined' | 'refused' | 'none'
 
-type Found = SandboxFacility | { missing: string }
+type Found = SandboxFacility | MissingFacility
 
 /**
  * What `command` would run under on this host (`command`: the entry's command; a plain `npx`
@@ -36,6 +37,8 @@ export function confinementOf(
 ): Confinement {
   if (sandbox === undefined || sandbox === 'none') return 'none'
   if (!('missing' in found)) return 'bubblewrap'
+  // A mechanism setting Barbican cannot read confines nothing, and nothing falls back from it.
+  if (found.invalid) return 'refused'
   if (command !== undefined && runsOnNode(command)) return 'node-permission'
   return sandbox.fallback === 'unconfined' ? 'unconfined' : 'refused'
 }
@@ -51,6 +54,7 @@ export function confinementSummary(kind: Confinement, found: Found = sandboxFaci
     case 'unconfined':
       return `unconfined, accepted by sandbox.fallback (this host lacks ${lacks})`
     case 'refused':
+      if ('missing' in found && found.invalid) return `refused: ${found.missing}`
       return (
         `refused: this host lacks ${lacks} and it is not a Node program; add \`sandbox: none\` ` +
         'to the entry or `sandbox: { fallback: unconfined }` to run it unconfined'
@@ -94,6 +98,12 @@ export function launchConfined(
   // An entry that names Barbican's own files runs under no mechanism (ADR 094).
   refuseOwnFiles(name, launch, spec)
   if (!('missing' in found)) return confinedLaunch(name, launch, spec, found, runDir)
+  if (found.invalid) {
+    throw new BarbicanError(
+      'ERR_LAUNCH_REFUSED',
+      `upstream "${name}" not started: ${found.missing}`,
+    )
+  }
   const node = nodePermissionLaunch(name, launch, spec)
   if (node !== undefined) return node
   if (spec.fallback !== 'unconfined') throw unconfinableError(name, found.missing)
@@ -109,11 +119,60 @@ export function describeUnconfined(missing: string): string {
 }
 
 /**
- * How an upstream is confined, in one line for the startup log, `barbican check` and the
- * console: the mechanism and what it leaves open, the explicit opt-out, the accepted fallback,
- * or the refusal.
+ * How an upstream is confined, in a few words for the start-up log, `barbican check` and the
+ * console (ADR 109): the mechanism, its network, where it may write, and how many paths its
+ * entry names that were not granted: `bubblewrap (no network; writes: state, /srv/data)`.
+ * `describeConfinementInFull` is the long form of `barbican check --verbose`.
  */
 export function describeConfinement(
+  // The same parameters as the long form, so that callers can choose either.
+  _name: string,
+  sandbox: SandboxSpec | 'none' | undefined,
+  command?: string,
+  found: Found = sandboxFacility(),
+): string {
+  const kind = confinementOf(sandbox, command, found)
+  if (kind === 'none' || sandbox === undefined || sandbox === 'none') return 'none (sandbox: none)'
+  if (kind === 'unconfined') return 'unconfined (sandbox.fallback: unconfined)'
+  if (kind === 'refused') return confinementSummary(kind, found)
+  const network =
+    kind === 'node-permission'
+      ? 'network not confined'
+      : reachable(sandbox).length === 0
+        ? 'no network'
+        : `network: ${reachable(sandbox).join(', ')}`
+  const paths = sandbox.grants?.paths ?? [
+    ...sandbox.read.map((path) => ({ path, access: 'read' as const })),
+    ...sandbox.write.map((path) => ({ path, access: 'write' as const })),
+  ]
+  const writes = ['state', ...paths.filter((p) => p.access === 'write').map((p) => p.path)]
+  const reads = paths.filter((p) => p.access === 'read').map((p) => p.path)
+  const refused = sandbox.grants?.refused.length ?? 0
+  // The permission model switches no uid: a root gateway's server is root (long form: why).
+  const root = kind === 'node-permission' && runsAsRoot() ? '; runs as root' : ''
+  return (
+    `${kind} (${network}; writes: ${writes.join(', ')}` +
+    (reads.length > 0 ? `; reads: ${reads.join(', ')}` : '') +
+    (refused > 0 ? `; ${refused} path(s) not granted, see check --verbose` : '') +
+    `${root})`
+  )
+}
+
+/** The hosts a bubblewrap sandbox reaches: through the egress proxy, then by TCP forward. */
+function reachable(sandbox: SandboxSpec): string[] {
+  const host = (h: string) => (h.includes(':') ? `[${h}]` : h)
+  return [
+    ...(sandbox.network?.allow ?? []),
+    ...(sandbox.connect ?? []).map((c) => `${host(c.host)}:${c.port}`),
+  ]
+}
+
+/**
+ * How an upstream is confined, in full, for `barbican check --verbose`: the mechanism and what
+ * it leaves open, the uid, the network, the state directory, the explicit opt-out, the accepted
+ * fallback, or the refusal with its fix. The grants themselves are `grantLines` (grants.ts).
+ */
+export function describeConfinementInFull(
   name: string,
   sandbox: SandboxSpec | 'none' | undefined,
   command?: string,
@@ -124,6 +183,7 @@ export function describeConfinement(
     return "none (sandbox: none; runs with Barbican's own rights)"
   }
   if (!('missing' in found)) return describeBubblewrap(name, sandbox)
+  if (found.invalid) return `refused: ${found.missing}`
   if (kind === 'node-permission') {
     // No uid switch here: a root gateway's server keeps root's right to signal any process.
     const root = runsAsRoot() ? '; it runs as root, as Barbican does' : ''

@@ -127,27 +127,60 @@ export interface SandboxFacility {
 
 export { findExecutable }
 
-let facility: SandboxFacility | { missing: string } | undefined
+/**
+ * The host lacks a mechanism: `missing` names what. `invalid`: the lack is a bad
+ * `BARBICAN_SANDBOX_MECHANISM` value, which no fallback may paper over (src/sandbox/confine.ts
+ * refuses every confined upstream then, Node ones and `sandbox.fallback: unconfined` included).
+ */
+export interface MissingFacility {
+  readonly missing: string
+  readonly invalid?: true | undefined
+}
+
+let facility: SandboxFacility | MissingFacility | undefined
 
 /**
  * `BARBICAN_SANDBOX_MECHANISM`: `auto` (default: bubblewrap when the host has it) or
  * `node-permission` (skip bubblewrap, as on a host without it: for Linux hosts where bwrap is
- * installed but user namespaces are off, and to test the fallback). Anything else confines
- * nothing: every confined upstream is refused, naming the bad value.
+ * installed but user namespaces are off, and to test the fallback). Anything else is an error
+ * at start-up (`mechanismSettingError`, ADR 109) and refuses every confined launch: a typo must
+ * never run a server with less than the operator asked for.
  */
 export const MECHANISM_ENV = 'BARBICAN_SANDBOX_MECHANISM'
+/** The values `BARBICAN_SANDBOX_MECHANISM` may take (unset and empty mean `auto`). */
+export const MECHANISM_VALUES = ['auto', 'node-permission'] as const
+
+/**
+ * ERR_CONFIG_INVALID naming the bad value and the good ones when `BARBICAN_SANDBOX_MECHANISM`
+ * is set to something Barbican does not know; undefined otherwise. `serve`, `stdio` and `check`
+ * stop on it before anything starts.
+ */
+export function mechanismSettingError(
+  env: Readonly<Record<string, string | undefined>> = process.env,
+): BarbicanError | undefined {
+  const value = env[MECHANISM_ENV]
+  if (
+    value === undefined ||
+    value === '' ||
+    (MECHANISM_VALUES as readonly string[]).includes(value)
+  )
+    return undefined
+  return new BarbicanError(
+    'ERR_CONFIG_INVALID',
+    `${MECHANISM_ENV}=${JSON.stringify(value)} is not a sandbox mechanism; expected ` +
+      `${MECHANISM_VALUES.join(' or ')} (or unset). Barbican does not start a confined server ` +
+      'under a mechanism it cannot name: fix or unset the variable.',
+  )
+}
 
 /** The host's confinement programs, looked up once; `missing` names the first one absent. */
-export function sandboxFacility(): SandboxFacility | { missing: string } {
+export function sandboxFacility(): SandboxFacility | MissingFacility {
   const forced = process.env[MECHANISM_ENV]
   if (forced === 'node-permission') {
     return { missing: `bubblewrap (not used: ${MECHANISM_ENV}=node-permission)` }
   }
-  if (forced !== undefined && forced !== '' && forced !== 'auto') {
-    return {
-      missing: `a known mechanism (${MECHANISM_ENV}=${forced}; expected auto or node-permission)`,
-    }
-  }
+  const bad = mechanismSettingError()
+  if (bad !== undefined) return { missing: bad.message, invalid: true }
   if (facility !== undefined) return facility
   if (process.platform !== 'linux') {
     facility = { missing: `bubblewrap (Linux only; this host is ${process.platform})` }
@@ -388,7 +421,7 @@ export function confinedLaunch(
   name: string,
   launch: Launch,
   spec: SandboxSpec,
-  found: SandboxFacility | { missing: string } = sandboxFacility(),
+  found: SandboxFacility | MissingFacility = sandboxFacility(),
   runDir?: string,
 ): Launch {
   // Without bubblewrap, src/sandbox/confine.ts chooses the fallback; this is bubblewrap only.

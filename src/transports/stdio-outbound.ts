@@ -25,11 +25,9 @@ import {
   stopHostSide,
   wantsHostSide,
 } from '../sandbox/host-side.ts'
-import { NODE_MECHANISM } from '../sandbox/node-permission.ts'
 import { childEnvironment } from '../sandbox/pass-through-env.ts'
 import {
   type Launch,
-  MECHANISM,
   resolveCommand,
   type SandboxRefusalSink,
   type SandboxSpec,
@@ -284,9 +282,10 @@ export class StdioOutboundTransport implements Transport {
 
   /** The mechanism a started process runs under, for the log. */
   #describeStarted(launch: Launch, confined: boolean): string {
-    if (launch.mechanism === 'node-permission') return NODE_MECHANISM
+    // One word: `upstream sandbox` at start-up and `check --verbose` say the rest (ADR 109).
+    if (launch.mechanism === 'node-permission') return 'node-permission'
     if (launch.mechanism === 'unconfined') return 'unconfined (sandbox.fallback: unconfined)'
-    return confined ? MECHANISM : 'none'
+    return confined ? 'bubblewrap' : 'none'
   }
 
   /**

@@ -20,9 +20,12 @@ const pkg = (name: string) =>
   join(root, 'node_modules/@modelcontextprotocol', name, 'dist/index.js')
 const run = promisify(execFile)
 
-async function barbican(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+async function barbican(
+  args: string[],
+  env: NodeJS.ProcessEnv = process.env,
+): Promise<{ code: number; stdout: string; stderr: string }> {
   try {
-    const { stdout, stderr } = await run(process.execPath, [bin, ...args], { timeout: 60_000 })
+    const { stdout, stderr } = await run(process.execPath, [bin, ...args], { timeout: 60_000, env })
     return { code: 0, stdout, stderr }
   } catch (err) {
     const e = err as { code?: number; stdout?: string; stderr?: string }
@@ -82,8 +85,36 @@ describe('the barbican command', () => {
     assert.equal(code, 0, stdout)
     assert.match(stdout, /\(claude\)/)
     assert.match(stdout, /ok {4}memory: .*\d+ tool\(s\)/)
-    // Confined by default, and check says how and what that leaves open.
-    assert.match(stdout, /\n {6}sandbox: bubblewrap .*\+ seccomp.*; not covered: /)
+    // Confined by default, and check says how in a few words (ADR 109): the data file's
+    // folder is granted, from the entry's env.
+    assert.match(stdout, /\n {6}sandbox: bubblewrap \(no network; writes: state, [^\n]+\)\n/)
+    assert.ok(!/not covered/.test(stdout), stdout)
+    // --verbose: the mechanism in full, what it leaves open, every grant with its source.
+    const verbose = await barbican(['check', '--verbose', '--config', file])
+    assert.equal(verbose.code, 0, verbose.stdout)
+    assert.match(verbose.stdout, /\n {6}sandbox: bubblewrap .*\+ seccomp.*; not covered: /)
+    assert.match(verbose.stdout, /\n {6}grant: write \S+ \(env MEMORY_FILE_PATH/)
+  })
+
+  test('an unknown BARBICAN_SANDBOX_MECHANISM stops serve and check before anything starts', async () => {
+    const dir = tempDir()
+    const file = join(dir, 'barbican.yaml')
+    // Even with the fallback that accepts running unconfined: a typo is never less confinement.
+    writeFileSync(
+      file,
+      `sandbox: { fallback: unconfined }\nupstreams:\n  m:\n    command: ${process.execPath}\n    args: [${JSON.stringify(pkg('server-memory'))}]\n`,
+    )
+    const env = { ...process.env, BARBICAN_SANDBOX_MECHANISM: 'bwrap' }
+    for (const args of [['check'], ['serve', '--port', '0']]) {
+      const { code, stdout, stderr } = await barbican([...args, '--config', file], env)
+      assert.equal(code, 1, `${args[0]}: ${stdout}${stderr}`)
+      // serve logs it (JSON here, so the quotes are escaped); check prints it.
+      assert.match(
+        stderr,
+        /BARBICAN_SANDBOX_MECHANISM=\\?"bwrap\\?" is not a sandbox mechanism; expected auto or node-permission/,
+      )
+      assert.ok(!/ok {4}m:|upstream process started/.test(stdout + stderr), stdout + stderr)
+    }
   })
 
   test('check exits non-zero naming the upstream that cannot start', async () => {

@@ -17,7 +17,7 @@ import { BarbicanError } from '../../src/common/errors.ts'
 import { demoConfig } from '../../src/config/demo.ts'
 import { parseConfigText } from '../../src/config/load.ts'
 import { DEFAULT_JSON_LIMITS } from '../../src/protocol/json-limits.ts'
-import { describeConfinement } from '../../src/sandbox/confine.ts'
+import { describeConfinement, describeConfinementInFull } from '../../src/sandbox/confine.ts'
 import { DEFAULT_SANDBOX_LIMITS, MECHANISM_ENV } from '../../src/sandbox/sandbox.ts'
 import { jsonLogger, silentLogger } from '../../src/telemetry/log.ts'
 import { StdioOutboundTransport } from '../../src/transports/stdio-outbound.ts'
@@ -64,7 +64,13 @@ describe('without bubblewrap, the embedded demo', () => {
     for (const u of config.upstreams) {
       assert.equal(u.transport, 'stdio')
       if (u.transport !== 'stdio') continue
-      const line = describeConfinement(u.name, u.sandbox, u.command)
+      // Short in the log and check (ADR 109), in full in check --verbose.
+      assert.match(
+        describeConfinement(u.name, u.sandbox, u.command),
+        /^node-permission \(network not confined; writes: state/,
+        u.name,
+      )
+      const line = describeConfinementInFull(u.name, u.sandbox, u.command)
       assert.match(line, /^node-permission /, u.name)
       assert.match(line, /not covered: network.*memory, process and CPU limits/, u.name)
     }
@@ -73,7 +79,7 @@ describe('without bubblewrap, the embedded demo', () => {
   test('server-everything answers a tools/call', async () => {
     const echo = await client.callTool({ name: 'everything__echo', arguments: { message: 'hi' } })
     assert.match(textOf(echo), /hi/)
-    assert.match(String(startedUnder('everything')), /^node-permission /)
+    assert.equal(startedUnder('everything'), 'node-permission')
   })
 
   test('server-memory writes its graph in its state folder and reads it back', async () => {
@@ -87,7 +93,7 @@ describe('without bubblewrap, the embedded demo', () => {
     const graph = await client.callTool({ name: 'memory__read_graph', arguments: {} })
     assert.match(textOf(graph), /Barbican/)
     assert.ok(existsSync(join(dataDir, 'state/memory/memory.jsonl')))
-    assert.match(String(startedUnder('memory')), /^node-permission /)
+    assert.equal(startedUnder('memory'), 'node-permission')
   })
 })
 
