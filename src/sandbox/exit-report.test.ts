@@ -53,6 +53,10 @@ describe('what Barbican says about a stdio upstream that went away', () => {
       exitReport({ code: 1, signal: null }, many),
       'exited with code 1; stderr: 3 | 4 | 5 | 6 | 7',
     )
+    assert.equal(
+      exitReport({ code: 1, signal: null }, [], 'a note'),
+      'exited with code 1; it wrote nothing on stderr; a note',
+    )
   })
 
   test('a spawn ENOENT says what is missing: the command on PATH, the file, or the directory', () => {

@@ -79,12 +79,23 @@ export function describeExit(status: ExitFacts): string {
   return 'exited'
 }
 
-/** The exit in words, then the last stderr lines quoted on one line. */
-export function exitReport(status: ExitFacts, stderr: readonly string[]): string {
+/**
+ * Said after the exit of a server under the Node.js permission model (ADR 108): many servers
+ * catch the ERR_ACCESS_DENIED of a refused worker thread or child process (a logger's worker,
+ * `git`, a browser) and exit with a code and nothing on stderr, so the one cause no grant fixes
+ * is named here.
+ */
+export const NODE_PERMISSION_EXIT_NOTE =
+  'it ran under the Node.js permission model (this host has no usable bubblewrap), which ' +
+  'never allows child processes, worker threads, native addons or WASI; a server that needs ' +
+  'them runs confined under bubblewrap, or unconfined with `sandbox: none` on its entry'
+
+/** The exit in words, then the last stderr lines quoted on one line, then `note` if given. */
+export function exitReport(status: ExitFacts, stderr: readonly string[], note?: string): string {
   const quoted = stderr.slice(-STDERR_QUOTED_LINES)
   const said =
     quoted.length === 0 ? '; it wrote nothing on stderr' : `; stderr: ${quoted.join(' | ')}`
-  return `${describeExit(status)}${said}`
+  return `${describeExit(status)}${said}${note === undefined ? '' : `; ${note}`}`
 }
 
 /**

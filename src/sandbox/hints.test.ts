@@ -115,6 +115,27 @@ describe('refusal hints', () => {
     )
   })
 
+  test('what the permission model never allows says that no grant helps, and what runs it', () => {
+    const text =
+      "spawn git: Access to this API has been restricted. Use --allow-child-process to manage permissions. { code: 'ERR_ACCESS_DENIED', permission: 'ChildProcess' }"
+    const hint = refusalIn('git', grants, text)
+    assert.deepEqual(
+      [hint?.kind, hint?.target, hint?.fix],
+      ['capability', 'child processes', undefined],
+    )
+    assert.match(hint!.message, /never allows child processes: no grant helps/)
+    assert.match(
+      hint!.message,
+      /bubblewrap, or unconfined with sandbox: none on its entry \("git"\)/,
+    )
+    const worker = refusalIn(
+      'x',
+      grants,
+      'Access to this API has been restricted. Use --allow-worker to manage permissions.',
+    )
+    assert.equal(worker?.target, 'worker threads')
+  })
+
   test('annotate appends the hint to an isError result and an error reply, and logs a warn line', () => {
     const lines: string[] = []
     const log = jsonLogger({ write: (l) => lines.push(l) })

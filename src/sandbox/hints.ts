@@ -35,10 +35,11 @@ export interface HintGrants {
 
 /** A refusal found in a server's error text, with the line that would grant what it wanted. */
 export interface RefusalHint {
-  readonly kind: 'path' | 'host'
-  /** The path, or `host:port`. */
+  /** `capability`: what the Node.js permission model never allows (child processes, …). */
+  readonly kind: 'path' | 'host' | 'capability'
+  /** The path, `host:port`, or the capability (`child processes`). */
   readonly target: string
-  readonly access: 'read' | 'write' | 'connect'
+  readonly access: 'read' | 'write' | 'connect' | 'use'
   /** The config line: `sandbox: { fs: { write: ["/srv/x"] } }`; absent when no grant helps. */
   readonly fix?: string | undefined
   /** The sentence appended to the server's error for the client. */
@@ -79,6 +80,18 @@ const PYTHON_CODES: Readonly<Record<string, string>> = {
 }
 /** Node's permission model: `Access to this API has been restricted. Use --allow-fs-write …`. */
 const NODE_PERMISSION = /Access to this API has been restricted[^\n]*?--allow-fs-(read|write)/
+/**
+ * Node's permission model refusing what no grant allows (`Use --allow-child-process …`): Barbican
+ * never passes these flags (ADR 097), since a child process would run with Barbican's rights.
+ */
+const NODE_CAPABILITY =
+  /Access to this API has been restricted[^\n]*?--allow-(child-process|worker|addons|wasi)\b/
+const CAPABILITIES: Readonly<Record<string, string>> = {
+  'child-process': 'child processes',
+  worker: 'worker threads',
+  addons: 'native addons',
+  wasi: 'WASI',
+}
 /** The egress proxy's refusal: `example.com:443 is not in sandbox.network.allow`. */
 const EGRESS = /([\w.-]+|\[[\da-f:.]+\]):(\d+) is not in sandbox\.network\.allow/i
 /** `connect ECONNREFUSED 127.0.0.1:5432` (Node), and the same from most runtimes. */
@@ -178,6 +191,16 @@ export function refusalIn(
   if (node) return pathHint(upstream, grants, node[1]!, node[2], node[3]!)
   const python = PYTHON_FS.exec(text)
   if (python) return pathHint(upstream, grants, PYTHON_CODES[python[1]!]!, undefined, python[2]!)
+  const capability = NODE_CAPABILITY.exec(text)
+  if (capability) {
+    const what = CAPABILITIES[capability[1]!]!
+    return {
+      kind: 'capability',
+      target: what,
+      access: 'use',
+      message: `Barbican: upstream "${upstream}" is sandboxed by the Node.js permission model (this host has no usable bubblewrap), which never allows ${what}: no grant helps. It runs confined under bubblewrap, or unconfined with sandbox: none on its entry ("${upstream}").`,
+    }
+  }
   const permission = NODE_PERMISSION.exec(text)
   if (permission) {
     const access = permission[1] as 'read' | 'write'

@@ -33,6 +33,16 @@ export const NODE_NOT_COVERED =
   "other processes (it shares the host's process table and may signal processes of the same " +
   'user, Barbican included); symlinks already inside a granted folder are followed'
 
+/**
+ * Files whose mere existence popular packages probe with `fs.existsSync`, which under this model
+ * throws ERR_ACCESS_DENIED for a path not granted instead of answering false: `is-wsl` (through
+ * `open`, a dependency of mcp-remote and @playwright/mcp) looks for these two at import time and
+ * the server dies before it starts. Readable, as under bubblewrap (whose fresh /proc shows the
+ * first, and which has no /run/WSL): they say only whether the host is WSL. Exact paths, not
+ * their folders (ADR 108).
+ */
+export const EXISTENCE_PROBES = ['/proc/sys/fs/binfmt_misc/WSLInterop', '/run/WSL']
+
 /** Node options that would loosen the permission model if they reached the server's Node. */
 const LOOSENING = /^--(allow-|no-permission|no-experimental-permission)/
 
@@ -127,6 +137,7 @@ export function nodePermissionLaunch(
   const writable = view.readWrite.flatMap(split)
   const read = new Set([
     ...system,
+    ...EXISTENCE_PROBES,
     ...[...view.readOnly, ...links].flatMap(split),
     ...(copy ? [copy.installed] : []),
     ...writable,

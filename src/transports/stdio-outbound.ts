@@ -17,7 +17,12 @@ import type { JsonLimits } from '../protocol/json-limits.ts'
 import { type JsonRpcMessage, serialize } from '../protocol/jsonrpc.ts'
 import { ResponseIdScanner } from '../protocol/response-id.ts'
 import { describeUnconfined, launchConfined } from '../sandbox/confine.ts'
-import { exitReport, StderrTail, spawnFailure } from '../sandbox/exit-report.ts'
+import {
+  exitReport,
+  NODE_PERMISSION_EXIT_NOTE,
+  StderrTail,
+  spawnFailure,
+} from '../sandbox/exit-report.ts'
 import {
   type HostSide,
   hostSideDir,
@@ -280,6 +285,11 @@ export class StdioOutboundTransport implements Transport {
     })
   }
 
+  /** What an unexpected exit adds about the mechanism (ADR 108): only the fallback has a note. */
+  #exitNote(): string | undefined {
+    return this.#mechanism === 'node-permission' ? NODE_PERMISSION_EXIT_NOTE : undefined
+  }
+
   /** The mechanism a started process runs under, for the log. */
   #describeStarted(launch: Launch, confined: boolean): string {
     // One word: `upstream sandbox` at start-up and `check --verbose` say the rest (ADR 109).
@@ -486,7 +496,7 @@ export class StdioOutboundTransport implements Transport {
     const stderr = [...this.#stderrTail.lines]
     const error = expected
       ? upstreamClosed(this.name, 'exited')
-      : upstreamClosed(this.name, exitReport(status, stderr), {
+      : upstreamClosed(this.name, exitReport(status, stderr, this.#exitNote()), {
           data: { exitCode: status.code, signal: status.signal, stderr },
         })
     if (!expected) this.#closeError = error

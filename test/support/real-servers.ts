@@ -57,6 +57,8 @@ export type ClaudeEntry = {
   readonly command: string
   readonly args?: readonly string[]
   readonly env?: Readonly<Record<string, string>>
+  /** Barbican's extra key in a client's entry: `none` runs that server unconfined. */
+  readonly sandbox?: 'none'
 }
 
 /** Writes `claude_desktop_config.json` in `dir` with these servers, and returns its path. */
