@@ -254,13 +254,15 @@ export async function startBarbican(
       : upstream.script === undefined
         ? { command: NODE, args: [FIXTURE, 'stdio'] }
         : { command: NODE, args: [upstream.script] }
+  const stripped = strippedKeys(root)
   writeFileSync(
     config,
     JSON.stringify({
       listen: `127.0.0.1:${port}`,
       log: { level: 'warn' },
       limits: sessionLimits(root),
-      upstreams: { echo: entry },
+      ...stripped.gateway,
+      upstreams: { echo: { ...entry, ...('command' in entry ? stripped.stdio : {}) } },
       ...(auth ? { auth: AUTH_CONFIG } : {}),
       ...extra.config,
     }),
@@ -276,6 +278,58 @@ export async function startBarbican(
     },
     { nodeOptions, cleanup: () => rmSync(dir, { recursive: true, force: true }) },
   )
+}
+
+/**
+ * Barbican as users run it (issue 33): `barbican serve` with a plain Claude Desktop file and
+ * nothing else, so every default holds: call lines at `info` on stderr (a pipe here, JSON lines),
+ * the audit log and metrics on, the stdio upstream confined. Only the address is given, on the
+ * command line, because the default port may be taken on a shared machine. stderr is read and
+ * dropped by the bench, as a supervisor's pipe would take it.
+ */
+export async function startBarbicanAsUsers(
+  name: string,
+  upstream: BarbicanUpstream,
+  nodeOptions: readonly string[] = [],
+  root: string = ROOT,
+): Promise<Running> {
+  const port = await freePort()
+  const dir = mkdtempSync(join(tmpdir(), 'barbican-bench-'))
+  const config = join(dir, 'claude_desktop_config.json')
+  const entry =
+    'url' in upstream
+      ? { type: 'http', url: upstream.url }
+      : { command: NODE, args: [upstream.script ?? FIXTURE, ...(upstream.script ? [] : ['stdio'])] }
+  writeFileSync(config, JSON.stringify({ mcpServers: { echo: entry } }, null, 2))
+  return await startServing(
+    name,
+    [join(root, 'bin/barbican.js'), 'serve', '--config', config, '--listen', `127.0.0.1:${port}`],
+    { url: `http://127.0.0.1:${port}/mcp`, stateful: true },
+    { nodeOptions, cleanup: () => rmSync(dir, { recursive: true, force: true }) },
+  )
+}
+
+/**
+ * What the stripped configurations turn off, where the checkout knows the key: the audit log,
+ * metrics and the sandbox arrived with wave 2, and an older checkout's schema refuses them. With
+ * `log.level: warn` this is the gateway as it was before wave 2 (the reference for issue 33.4).
+ */
+function strippedKeys(root: string): {
+  gateway: Record<string, unknown>
+  stdio: Record<string, unknown>
+} {
+  const schema = join(root, 'schema/config.json')
+  const properties = existsSync(schema)
+    ? ((JSON.parse(readFileSync(schema, 'utf8')) as { properties?: Record<string, unknown> })
+        .properties ?? {})
+    : {}
+  return {
+    gateway: {
+      ...('audit' in properties ? { audit: { enabled: false } } : {}),
+      ...('metrics' in properties ? { metrics: { enabled: false } } : {}),
+    },
+    stdio: 'sandbox' in properties ? { sandbox: 'none' } : {},
+  }
 }
 
 /** mcp-proxy: spawns the stdio fixture and serves it over Streamable HTTP (sessions). */

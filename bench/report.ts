@@ -187,6 +187,38 @@ export function verdicts(report: Report): Verdict[] {
         : {}),
     })
   }
+  // Issue 33: the default configuration, as users run it, first.
+  check(
+    'Default config → HTTP: throughput ≥ 0.75× direct at c=16',
+    at('barbican-http-default', 16)?.ratio,
+    0.75,
+    false,
+  )
+  check(
+    'Default config → stdio: throughput ≥ 1.8× direct HTTP at c=16',
+    at('barbican-stdio-default', 16)?.ratio,
+    1.8,
+    false,
+  )
+  check(
+    'Default config → HTTP: gateway CPU ≤ 150 µs per tools/call (c=16)',
+    at('barbican-http-default', 16)?.cpuUsPerCall,
+    150,
+    true,
+  )
+  check(
+    'Default config → stdio: gateway CPU ≤ 150 µs per tools/call (c=16)',
+    at('barbican-stdio-default', 16)?.cpuUsPerCall,
+    150,
+    true,
+  )
+  check(
+    'Default config → HTTP: added p50 ≤ 0.3 ms at c=1',
+    at('barbican-http-default', 1)?.addedP50Ms,
+    0.3,
+    true,
+  )
+  // The earlier targets, on the stripped configurations (log level warn, audit and metrics off).
   check(
     'Barbican → HTTP: throughput ≥ 0.85× direct at c=16',
     at('barbican-http', 16)?.ratio,

@@ -33,6 +33,7 @@ import {
   type Running,
   rssBytes,
   startBarbican,
+  startBarbicanAsUsers,
   startDirect,
   startFloor,
   startMcpProxy,
@@ -84,10 +85,11 @@ function barbicanHttp(
   name: string,
   root?: string,
   nodeOptions: readonly string[] = barbicanNodeOptions,
+  start: typeof startBarbicanAsUsers = startBarbican,
 ): () => Promise<Running> {
   return async () => {
     const upstream = await startDirect(true)
-    const gateway = await startBarbican(name, { url: upstream.target.url }, nodeOptions, root)
+    const gateway = await start(name, { url: upstream.target.url }, nodeOptions, root)
     return {
       ...gateway,
       async stop() {
@@ -110,13 +112,28 @@ const CONFIGURATIONS: Configuration[] = [
     start: () => startDirect(false),
   },
   {
+    name: 'barbican-http-default',
+    description:
+      'Barbican as users run it: `barbican serve` with a plain Claude Desktop file naming the SDK server by URL (call lines at info, audit and metrics on)',
+    start: barbicanHttp('barbican-http-default', ROOT, barbicanNodeOptions, startBarbicanAsUsers),
+  },
+  {
+    name: 'barbican-stdio-default',
+    description:
+      'Barbican as users run it: a plain Claude Desktop file naming the SDK server as a command (call lines at info, audit and metrics on, the server confined by the sandbox)',
+    start: () =>
+      startBarbicanAsUsers('barbican-stdio-default', { stdio: true }, barbicanNodeOptions),
+  },
+  {
     name: 'barbican-http',
-    description: 'Barbican → the SDK server over Streamable HTTP (sessions)',
+    description:
+      'stripped reference: Barbican → the SDK server over Streamable HTTP, log level warn, audit and metrics off',
     start: barbicanHttp('barbican-http'),
   },
   {
     name: 'barbican-stdio',
-    description: 'Barbican → the SDK server over stdio',
+    description:
+      'stripped reference: Barbican → the SDK server over stdio, log level warn, audit and metrics off, `sandbox: none`',
     start: () => startBarbican('barbican-stdio', { stdio: true }, barbicanNodeOptions),
   },
   {

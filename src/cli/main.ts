@@ -8,6 +8,7 @@
  */
 import { isatty } from 'node:tty'
 import { parseArgs } from 'node:util'
+import { flushStderrLines } from '../telemetry/line-batch.ts'
 import { type CliIo, unknownWord } from './command.ts'
 import { COMMANDS, commandHelp } from './help.ts'
 import { loadForCommand } from './load.ts'
@@ -60,7 +61,11 @@ Example:
 
 const defaultIo: CliIo = {
   stdout: (t) => process.stdout.write(t),
-  stderr: (t) => process.stderr.write(t),
+  stderr: (t) => {
+    // Log lines still waiting in their batch come first (ADR 123).
+    flushStderrLines()
+    process.stderr.write(t)
+  },
   // isatty(0), not process.stdin.isTTY: opening process.stdin would keep `serve` alive.
   ask: isatty(0) ? askTerminal : undefined,
 }

@@ -5,8 +5,11 @@
  * its bound `part` field, so `log.child({ part: 'call' })` obeys `log.levels.call`. Secrets are
  * redacted twice over: values under credential-like keys and configured paths are replaced, and
  * every string is scrubbed of what looks like a credential. Loggers are cheap to derive with
- * bound fields (`child`).
+ * bound fields (`child`). Lines reach stderr in batches (line-batch.ts, ADR 123): no system call
+ * per call line.
  */
+import { stderrLines } from './line-batch.ts'
+
 export type LogLevel = 'debug' | 'info' | 'warn' | 'error'
 
 /** `json`: one JSON object per line. `pretty`: a line for people (a terminal). */
@@ -36,6 +39,10 @@ export interface JsonLoggerOptions {
   format?: LogFormat
   /** Colour in the pretty format. Default: false. */
   color?: boolean
+  /**
+   * Where each line goes, at once. Default: stderr in batches (line-batch.ts, ADR 123): debug
+   * and info lines wait for a batch; a warning or an error writes the batch and itself at once.
+   */
   write?: (line: string) => void
 }
 
@@ -45,7 +52,7 @@ interface Root {
   readonly levels: ReadonlyMap<string, number>
   readonly paths: PathNode | undefined
   readonly format: (level: LogLevel, record: Record<string, unknown>) => string
-  readonly write: (line: string) => void
+  readonly write: (line: string, level: LogLevel) => void
 }
 
 export function jsonLogger(
@@ -57,9 +64,15 @@ export function jsonLogger(
     levels: new Map(Object.entries(options.levels ?? {}).map(([part, l]) => [part, RANK[l]])),
     paths: pathTree(options.redact ?? []),
     format: options.format === 'pretty' ? prettyLine(options.color === true) : jsonLine,
-    write: options.write ?? ((line: string) => process.stderr.write(line)),
+    write: options.write ?? toStderr,
   }
   return derived(root, bound)
+}
+
+/** The default sink: stderr, batched below `warn` (ADR 123). */
+function toStderr(line: string, level: LogLevel): void {
+  if (level === 'debug' || level === 'info') stderrLines().add(line)
+  else stderrLines().now(line)
 }
 
 /** The same as `jsonLogger`; the name says it may write for people too. */
@@ -76,7 +89,7 @@ function derived(root: Root, bound: Record<string, unknown>): Logger {
       root.paths,
       0,
     ) as Record<string, unknown>
-    root.write(root.format(level, record))
+    root.write(root.format(level, record), level)
   }
   return {
     debug: (m, f) => emit('debug', m, f),
