@@ -76,8 +76,19 @@ export function layersOf(
  * The bwrap arguments of the file view: system folders, a private /tmp, the bound folders, the
  * packages' writable layers, recreated symlinks and masks. A granted path under /tmp is bound
  * after the private /tmp, so it is the host's (issue 29).
+ *
+ * Mounts are made parents first, so a folder bound inside a granted one (a package inside a
+ * project, the state directory inside a project's `.barbican/`) stays visible instead of being
+ * covered by its parent's bind; masks come after every bind they cover, and the binds inside a
+ * masked folder (the server's own state directory inside `.barbican/`) after the mask.
+ * `sources`: where a bind's source differs from its place inside (a root-owned grant's idmapped
+ * clone, ADR 096).
  */
-export function fileViewArgs(view: SandboxView, layers: readonly Layer[]): string[] {
+export function fileViewArgs(
+  view: SandboxView,
+  layers: readonly Layer[],
+  sources: ReadonlyMap<string, string> = new Map(),
+): string[] {
   const args: string[] = []
   for (const dir of SYSTEM_DIRS) {
     if (!existsSync(dir)) continue
@@ -89,18 +100,29 @@ export function fileViewArgs(view: SandboxView, layers: readonly Layer[]): strin
   // bwrap makes missing parent folders 0700 (root's), which the sandbox uid could not cross.
   const targets = [...view.readOnly, ...view.readWrite, ...view.links.map(([link]) => link)]
   for (const dir of ancestorsOf(targets)) args.push('--perms', '0755', '--dir', dir)
-  for (const dir of view.readOnly) args.push('--ro-bind-try', dir, dir)
+  const binds: Array<readonly [string, string, string]> = []
+  for (const dir of view.readOnly) binds.push(['--ro-bind-try', dir, dir])
   for (const layer of layers) {
-    args.push('--bind', layer.copy, layer.installed)
+    binds.push(['--bind', layer.copy, layer.installed])
     // The package's own dependencies stay the install's, read-only.
     const modules = join(layer.installed, 'node_modules')
-    if (existsSync(modules)) args.push('--ro-bind', modules, modules)
+    if (existsSync(modules)) binds.push(['--ro-bind', modules, modules])
   }
-  for (const dir of view.readWrite) args.push('--bind-try', dir, dir)
-  for (const [link, target] of view.links) args.push('--symlink', target, link)
-  for (const path of view.masked) {
+  for (const dir of view.readWrite) binds.push(['--bind-try', sources.get(dir) ?? dir, dir])
+  // A stable sort: at equal depth, a package's read-only root comes before its writable layer.
+  binds.sort((a, b) => depth(a[2]) - depth(b[2]))
+  const masked = [...view.masked].sort((a, b) => depth(a) - depth(b))
+  const inMask = (dest: string) => masked.some((mask) => within(dest, mask) && dest !== mask)
+  for (const [flag, source, dest] of binds) if (!inMask(dest)) args.push(flag, source, dest)
+  for (const path of masked) {
     if (statSync(path).isDirectory()) args.push('--tmpfs', path)
     else args.push('--ro-bind', '/dev/null', path)
   }
+  for (const [flag, source, dest] of binds) if (inMask(dest)) args.push(flag, source, dest)
+  for (const [link, target] of view.links) args.push('--symlink', target, link)
   return args
+}
+
+function depth(path: string): number {
+  return path.split(sep).length
 }

@@ -35,7 +35,7 @@ import {
   writeSandboxHosts,
 } from './forwarders.ts'
 import { type Grants, grantRefusal, inferGrants } from './grants.ts'
-import { idmapPrefix, rootOwned } from './idmap.ts'
+import { idmapPrefix, rootOwned, stageGrants } from './idmap.ts'
 import { seccompArch, seccompProgram } from './seccomp.ts'
 
 /** Kernel limits applied to every process of a sandbox. */
@@ -447,6 +447,12 @@ export function confinedLaunch(
   makeStateDir(spec.stateDir)
   if (root) chownSync(spec.stateDir, uid, uid)
   const view = sandboxView(launch, resolved, spec)
+  // As root, root-owned write grants are idmapped for the sandbox uid (ADR 096), each onto a
+  // staging place of its own beside the state directory (root's, never bound inside).
+  const staged = root ? stageGrants(`${spec.stateDir}.idmap`, rootOwned(view.readWrite)) : undefined
+  const idmap = staged === undefined ? undefined : idmapPrefix(uid, staged)
+  // Without the program (no Perl, another architecture), the grants are bound as they are.
+  const stages = idmap === undefined ? new Map<string, string>() : staged!
   const args: string[] = [
     '--die-with-parent',
     '--unshare-pid',
@@ -469,7 +475,11 @@ export function confinedLaunch(
     for (const [key, value] of proxyEnvironment(forwards)) args.push('--setenv', key, value)
   }
   args.push(
-    ...fileViewArgs(view, layersOf(launch, resolved, spec.stateDir, root ? uid : undefined)),
+    ...fileViewArgs(
+      view,
+      layersOf(launch, resolved, spec.stateDir, root ? uid : undefined),
+      stages,
+    ),
   )
   if (network) {
     args.push('--perms', '0755', '--dir', dirname(RUN_INSIDE))
@@ -506,8 +516,6 @@ export function confinedLaunch(
   }
   if (forwarder) args.push(...forwarder)
   args.push(resolved, ...launch.args)
-  // As root, root-owned write grants are idmapped for the sandbox uid first (ADR 096).
-  const idmap = root ? idmapPrefix(uid, rootOwned(view.readWrite)) : undefined
   if (idmap !== undefined) {
     const [perl, ...rest] = idmap
     return {
