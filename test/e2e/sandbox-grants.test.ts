@@ -140,6 +140,28 @@ describe('grants under real bubblewrap', { skip: noBwrap }, () => {
     assert.equal(statSync(join(data, 'kept.txt')).uid, 0)
   })
 
+  test('a root-owned granted folder that holds its state directory: both stay writable', {
+    skip: runsAsRoot() ? false : 'Barbican does not run as root here',
+  }, async () => {
+    // The config's own folder granted (MEMORY_FILE_PATH beside the config), with the state
+    // directory in its .barbican/: through the idmap the state directory's owner (the sandbox
+    // uid) would be unmapped, and bwrap could not even enter it to bind the package layer.
+    const project = join(dir, 'project')
+    mkdirSync(project, { mode: 0o755 })
+    const stateDir = join(project, '.barbican/state/inproject')
+    const launch = (file: string, word: string) =>
+      confinedLaunch(
+        'inproject',
+        { command: process.execPath, args: [probe, 'append', file, word], env },
+        spec('inproject', { stateDir, write: [project] }),
+        found,
+      )
+    assert.equal(await run(launch(join(project, 'memory.jsonl'), 'data')), 'ok data')
+    assert.equal(await run(launch(join(stateDir, 'home.txt'), 'state')), 'ok state')
+    assert.equal(statSync(join(project, 'memory.jsonl')).uid, 0, 'root-owned on the host')
+    assert.notEqual(statSync(join(stateDir, 'home.txt')).uid, 0, "the state directory's own uid")
+  })
+
   test('a granted folder under /tmp is the host’s, not the private /tmp', async () => {
     const shared = realpathSync(mkdtempSync('/tmp/barbican-tmp-grant-'))
     try {
