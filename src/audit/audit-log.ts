@@ -375,10 +375,12 @@ export class AuditLog implements AuditSink {
 
   /**
    * Signs a checkpoint for the current head, unless this process's last one covers it, chained
-   * to the store's last checkpoint (ADR 102), and publishes it.
+   * to the store's last checkpoint (ADR 102), and publishes it. An empty log has nothing to
+   * attest: a gateway that stops before its first record (a port in use) signs nothing.
    */
   async checkpoint(reason: CheckpointReason, force = false): Promise<void> {
     const head = await this.#store.head()
+    if (head.seq === 0) return
     if (!force && head.seq === this.#checkpointed) return
     const at = this.#now().toISOString()
     const key = this.#options.key
