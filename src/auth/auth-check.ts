@@ -5,8 +5,8 @@
  * operator learns about it before the key holders do.
  */
 import { createPrivateKey } from 'node:crypto'
+import type { AuthConfig } from '../config/auth-schema.ts'
 import { readKeysFile } from './api-keys-file.ts'
-import type { AuthConfig } from './auth-config.ts'
 
 export interface AuthProblem {
   /** `fail` makes `check` exit non-zero; `warn` is printed only. */

@@ -6,12 +6,12 @@
  */
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import type { AuditSink } from '../audit/audit-log.ts'
+import type { AuthConfig } from '../config/auth-schema.ts'
 import { createGuardedFetch, type GuardedFetch } from '../net/guarded-fetch.ts'
 import type { Logger } from '../telemetry/log.ts'
 import { ApiKeyStore } from './api-keys.ts'
 import { IssuerMetadataCache } from './as-metadata.ts'
 import { AssertionSigner } from './assertion.ts'
-import type { AuthConfig } from './auth-config.ts'
 import { InboundAuthenticator } from './authenticator.ts'
 import { createJwtVerifier } from './bearer.ts'
 import { hasInboundAuth } from './bind-policy.ts'

@@ -10,27 +10,13 @@
  */
 import type { JWTPayload, JWTVerifyGetKey } from 'jose'
 import { jose } from '../common/lazy-deps.ts'
+import type { ASYMMETRIC_ALGORITHMS } from '../config/auth-schema.ts'
 import type { GuardedFetch } from '../net/guarded-fetch.ts'
 import type { JsonObject } from '../protocol/jsonrpc.ts'
 import { discoverAuthorizationServer, type IssuerMetadataCache } from './as-metadata.ts'
 import { AuthFailure } from './auth-failure.ts'
 import type { Identity } from './identity.ts'
 import type { SharedCache } from './shared-cache.ts'
-
-/** Algorithms an operator may allow; all asymmetric. */
-export const ASYMMETRIC_ALGORITHMS = [
-  'RS256',
-  'RS384',
-  'RS512',
-  'PS256',
-  'PS384',
-  'PS512',
-  'ES256',
-  'ES384',
-  'ES512',
-  'EdDSA',
-  'Ed25519',
-] as const
 
 export type JwtAlgorithm = (typeof ASYMMETRIC_ALGORITHMS)[number]
 

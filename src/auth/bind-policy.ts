@@ -3,7 +3,7 @@
  * needs a way to tell callers apart (tokens or API keys), or the operator's explicit consent.
  * Settings that only shape outbound behaviour (stdio identity, assertion, network) do not count.
  */
-import type { AuthConfig } from './auth-config.ts'
+import type { AuthConfig } from '../config/auth-schema.ts'
 
 /** True when `auth` authenticates inbound HTTP callers. */
 export function hasInboundAuth(auth: AuthConfig | undefined): boolean {

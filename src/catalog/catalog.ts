@@ -75,21 +75,12 @@ export interface Catalog {
   readonly pins?: { readonly changed: ReadonlySet<string> } | undefined
 }
 
-/** How a virtual server presents its tools (exposure/tool-search-mode.ts, ADR 070). */
-export interface ToolsPresentation {
-  readonly mode: 'all' | 'search'
-  /** Exposed tool names listed beside the meta-tools in search mode. */
-  readonly pinned: readonly string[]
-}
-
 export interface CatalogRules {
   readonly namespacing: Namespacing
   readonly tools: ItemRules
   readonly prompts: ItemRules
   readonly resources: ItemRules
-  /** How tools/list presents the tools; absent: all of them. */
-  readonly presentation?: ToolsPresentation | undefined
-  /** How clients are offered the catalog (code mode, tools-only); absent: as is. */
+  /** How clients are offered the catalog (`tools.mode`, tools-only); absent: as is. */
   readonly exposure?: ToolExposure | undefined
 }
 

@@ -4,13 +4,14 @@
  * repeat a default. Everything here is plain data (JSON-serializable) so the admin API can show
  * it as it is.
  */
-import type { AuthConfig, CredentialsConfig } from '../auth/auth-config.ts'
+
 import type { JsonLimits } from '../protocol/json-limits.ts'
-import type { SandboxSpec } from '../sandbox/sandbox.ts'
 import type { LogLevel } from '../telemetry/log.ts'
+import type { AuthConfig, CredentialsConfig } from './auth-schema.ts'
 import type { RedisConfig } from './backends.ts'
 import type { ConfirmConfig, ContextsConfig } from './confirm-schema.ts'
-import { CODE_DEFAULTS } from './defaults.ts'
+import { CODE_DEFAULTS, type TOOLS_MODES } from './defaults.ts'
+import type { SandboxSpec } from './sandbox-spec.ts'
 
 /** Where the HTTP listener binds. `host` is bare (`::1`, never `[::1]`). */
 export interface ListenAddress {
@@ -218,9 +219,6 @@ export interface RenamingFilterConfig extends ItemFilterConfig {
 /** Tools can additionally get their description replaced, keyed by the exposed (renamed) name. */
 export interface ToolFilterConfig extends RenamingFilterConfig {
   readonly descriptions: Readonly<Record<string, string>>
-  /** `search`: tools/list shows search_tools and call_tool (plus `pinned`); ADR 070. */
-  readonly mode: 'all' | 'search' | 'code'
-  readonly pinned: readonly string[]
 }
 
 /** A set of upstreams served as one MCP server at its own path. */
@@ -235,16 +233,25 @@ export interface VirtualServerConfig {
   readonly prompts: RenamingFilterConfig
   /** Globs over resource URIs (and resource template URI templates). */
   readonly resources: ItemFilterConfig
-  /** How the catalogue is offered to clients (code mode, tools-only hosts). */
+  /** How the catalogue is offered to clients (`tools.mode`, tools-only hosts). */
   readonly exposure: ToolExposure
   /** Most tokens its tool list may cost (src/exposure/tool-tokens.ts); absent: no budget. */
   readonly tokenBudget?: number | undefined
 }
 
+/**
+ * `tools.mode` of a virtual server, one value from the file to the session
+ * (docs/context-economy.md): `all`, the catalogue as is; `search`, tools/list shows
+ * `search_tools` and `call_tool` plus the pinned tools (ADR 070); `code`, one `run_code` tool
+ * over the catalogue (ADR 075).
+ */
+export type ToolsMode = (typeof TOOLS_MODES)[number]
+
 /** How a virtual server offers its catalogue (docs/context-economy.md). */
 export interface ToolExposure {
-  /** `all`: the catalogue as is; `code`: one `run_code` tool over it (ADR 075). */
-  readonly mode: 'all' | 'code'
+  readonly mode: ToolsMode
+  /** `tools.pinned`: exposed tool names listed beside the meta-tools in search mode. */
+  readonly pinned: readonly string[]
   /** `tools-only`: resources and prompts also as tools (ADR 076). */
   readonly adapt?: 'tools-only' | undefined
   readonly code: CodeLimits
@@ -263,6 +270,7 @@ export interface CodeLimits {
 /** A virtual server that offers its catalogue unchanged. */
 export const PLAIN_EXPOSURE: ToolExposure = Object.freeze({
   mode: 'all',
+  pinned: [],
   code: CODE_DEFAULTS,
 })
 

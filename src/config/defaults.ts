@@ -3,10 +3,6 @@
  * apart from the zod schemas so every module can import them without import cycles.
  */
 import { DEFAULT_JSON_LIMITS } from '../protocol/json-limits.ts'
-import {
-  DEFAULT_ALLOWED_ORIGINS,
-  DEFAULT_ALLOWED_HOSTS as GUARD_DEFAULT_HOSTS,
-} from '../transports/http-guard.ts'
 
 /** Upstream and virtual server names: safe in URLs, tool-name prefixes, logs and metric labels. */
 export const NAME_PATTERN = /^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$/
@@ -17,14 +13,31 @@ export const SEPARATOR_PATTERN = /^[A-Za-z0-9_.-]{1,8}$/
 /** Exposed tool and prompt names (MCP 2025-11-25 tool-name guidance). */
 export const ITEM_NAME_PATTERN = /^[A-Za-z0-9_.-]{1,128}$/
 
-/** Loopback names a local client may send as `Host` (the HTTP guard's own defaults). */
-export const DEFAULT_ALLOWED_HOSTS: readonly string[] = GUARD_DEFAULT_HOSTS
+/**
+ * Loopback names a local client may send as `Host`, each matching any port: the HTTP guard's
+ * allowlist (src/transports/http-guard.ts) unless `security.allowedHosts` replaces it.
+ */
+export const DEFAULT_ALLOWED_HOSTS: readonly string[] = Object.freeze([
+  'localhost',
+  '127.0.0.1',
+  '[::1]',
+])
 
 /**
- * Loopback web origins, any port: always allowed, so local browser clients (the MCP Inspector)
- * work out of the box. `security.allowedOrigins` adds to these.
+ * Loopback web origins, any port, http or https: always allowed, so local browser clients (the
+ * MCP Inspector) work out of the box. `security.allowedOrigins` adds to these.
  */
-export const LOOPBACK_ORIGINS: readonly string[] = DEFAULT_ALLOWED_ORIGINS
+export const LOOPBACK_ORIGINS: readonly string[] = Object.freeze([
+  'http://localhost',
+  'http://127.0.0.1',
+  'http://[::1]',
+  'https://localhost',
+  'https://127.0.0.1',
+  'https://[::1]',
+])
+
+/** The values of `tools.mode` (the `ToolsMode` of src/config/config.ts); `all` is the default. */
+export const TOOLS_MODES = ['all', 'search', 'code'] as const
 
 /** Limits of one code-mode program (`servers.NAME.code`, docs/context-economy.md). */
 export const CODE_DEFAULTS = Object.freeze({

@@ -7,11 +7,11 @@
 import { chownSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { createRequire } from 'node:module'
 import { dirname, join, resolve } from 'node:path'
-import { runsAsRoot, sandboxUid } from '../sandbox/sandbox.ts'
 import type { LoadedConfig } from './config.ts'
 import { ConfigError } from './config-error.ts'
 import { demoDataDir, demoStorePath } from './demo-paths.ts'
 import { normalizeConfig } from './normalize.ts'
+import { runsAsRoot, sandboxUid } from './sandbox-spec.ts'
 import type { NativeConfigInput } from './schema.ts'
 
 export { demoDataDir, demoStorePath }

@@ -123,13 +123,12 @@ describe('normalizeConfig', () => {
             exclude: [],
             rename: {},
             descriptions: {},
-            mode: 'all',
-            pinned: [],
           },
           prompts: { include: undefined, exclude: [], rename: {} },
           resources: { include: undefined, exclude: [] },
           exposure: {
             mode: 'all',
+            pinned: [],
             code: {
               memoryMb: 64,
               timeoutMs: 30_000,

@@ -5,10 +5,8 @@
  */
 import { homedir } from 'node:os'
 import { dirname, isAbsolute, join, resolve } from 'node:path'
-import type { AuthConfig } from '../auth/auth-config.ts'
-import { inferGrants } from '../sandbox/grants.ts'
-import type { SandboxSpec } from '../sandbox/sandbox.ts'
 import { AUDIT_CHECKPOINTS_PUBLISH_ENV, AUDIT_JOURNAL_DIR_ENV } from './audit-schema.ts'
+import type { AuthConfig } from './auth-schema.ts'
 import {
   DEFAULT_REDIS_PREFIX,
   envUrlIssue,
@@ -40,6 +38,12 @@ import {
   LOOPBACK_ORIGINS,
 } from './defaults.ts'
 import { DEFAULT_LISTEN, hostForHeader, isWildcardHost, parseListen } from './listen.ts'
+import { inferGrants } from './sandbox-grants.ts'
+import {
+  DEFAULT_SANDBOX_LIMIT_SETTINGS,
+  type SandboxSpec,
+  sandboxLimitsOf,
+} from './sandbox-spec.ts'
 import { type NativeConfig, nativeConfigSchema } from './schema.ts'
 import { issuesFromZod } from './zod-issues.ts'
 
@@ -168,8 +172,6 @@ export function buildConfig(native: NativeConfig, options: NormalizeOptions = {}
         exclude: server.tools?.exclude ?? [],
         rename: server.tools?.rename ?? {},
         descriptions: server.tools?.descriptions ?? {},
-        mode: server.tools?.mode ?? 'all',
-        pinned: server.tools?.pinned ?? [],
       },
       prompts: {
         include: server.prompts?.include,
@@ -178,7 +180,8 @@ export function buildConfig(native: NativeConfig, options: NormalizeOptions = {}
       },
       resources: { include: server.resources?.include, exclude: server.resources?.exclude ?? [] },
       exposure: {
-        mode: server.tools?.mode === 'code' ? 'code' : 'all',
+        mode: server.tools?.mode ?? 'all',
+        pinned: server.tools?.pinned ?? [],
         ...(server.adapt === undefined ? {} : { adapt: server.adapt }),
         code: { ...CODE_DEFAULTS, ...server.code },
       },
@@ -302,12 +305,7 @@ function resolveSandbox(
   if (input === 'none') return 'none'
   const base = options.baseDir ?? process.cwd()
   const absolute = (path: string) => (isAbsolute(path) ? path : resolve(base, path))
-  const limits = input?.limits ?? {
-    memoryMb: 2048,
-    processes: 256,
-    cpuSeconds: 24 * 3600,
-    fileSizeMb: 1024,
-  }
+  const limits = input?.limits ?? DEFAULT_SANDBOX_LIMIT_SETTINGS
   const stateRoot = options.stateRoot ?? join(base, DEFAULT_STATE_ROOT)
   const stateDir = input?.stateDir === undefined ? join(stateRoot, name) : absolute(input.stateDir)
   const read = (input?.fs.read ?? []).map(absolute)
@@ -347,12 +345,7 @@ function resolveSandbox(
           },
         }
       : {}),
-    limits: {
-      memoryBytes: limits.memoryMb * 1024 * 1024,
-      processes: limits.processes,
-      cpuSeconds: limits.cpuSeconds,
-      fileBytes: limits.fileSizeMb * 1024 * 1024,
-    },
+    limits: sandboxLimitsOf(limits),
   }
 }
 

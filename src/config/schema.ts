@@ -5,8 +5,8 @@
  * editors show them while the operator types.
  */
 import { z } from 'zod'
-import { authSchema, permission } from '../auth/auth-config.ts'
 import { AUDIT_DEFAULTS, auditSchema } from './audit-schema.ts'
+import { authSchema, permission } from './auth-schema.ts'
 import { redisSchema } from './backends.ts'
 import { confirmSchema, contextsSchema } from './confirm-schema.ts'
 import { DEFAULT_LIMITS, DEFAULT_METRICS, NAME_PATTERN } from './defaults.ts'

@@ -8,6 +8,7 @@ import {
   DEFAULT_SEPARATOR,
   ITEM_NAME_PATTERN,
   SEPARATOR_PATTERN,
+  TOOLS_MODES,
 } from './defaults.ts'
 
 function doc<T extends z.ZodType>(schema: T, title: string, description: string): T {
@@ -75,7 +76,7 @@ export const virtualServerSchema = z.strictObject({
           'Replaces the description of a tool, keyed by its exposed (renamed) name. Default: {}.',
         ),
         mode: doc(
-          z.enum(['all', 'search', 'code']).default('all'),
+          z.enum(TOOLS_MODES).default('all'),
           'Mode',
           'all: tools/list shows every tool; search: it shows the meta-tools search_tools and ' +
             'call_tool (plus `pinned`), and the catalogue is reached through them; code: it ' +

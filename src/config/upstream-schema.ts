@@ -3,8 +3,9 @@
  * server (`url`). The key that is present tells them apart, in the file and in the schema.
  */
 import { z } from 'zod'
-import { credentialsSchema } from '../auth/auth-config.ts'
-import { egressEntryProblem } from '../sandbox/egress-policy.ts'
+import { credentialsSchema } from './auth-schema.ts'
+import { DEFAULT_EGRESS_MAX_CONNECTIONS, egressEntryProblem } from './egress-allow.ts'
+import { DEFAULT_SANDBOX_LIMIT_SETTINGS } from './sandbox-spec.ts'
 import { trustSchema } from './trust-schema.ts'
 
 const HEADER_NAME_PATTERN = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/
@@ -55,28 +56,28 @@ const limits = z
       'Memory (MB)',
       'Heap and other private memory per process (RLIMIT_DATA).',
       1024 * 1024,
-      2048,
+      DEFAULT_SANDBOX_LIMIT_SETTINGS.memoryMb,
     ),
     processes: limit(
       'Processes',
       'Processes and threads of the sandbox (RLIMIT_NPROC).',
       65_536,
-      256,
+      DEFAULT_SANDBOX_LIMIT_SETTINGS.processes,
     ),
     cpuSeconds: limit(
       'CPU seconds',
       'CPU time per process over its life (RLIMIT_CPU).',
       365 * 24 * 3600,
-      24 * 3600,
+      DEFAULT_SANDBOX_LIMIT_SETTINGS.cpuSeconds,
     ),
     fileSizeMb: limit(
       'File size (MB)',
       'Largest file a process may write (RLIMIT_FSIZE).',
       1024 * 1024,
-      1024,
+      DEFAULT_SANDBOX_LIMIT_SETTINGS.fileSizeMb,
     ),
   })
-  .default({ memoryMb: 2048, processes: 256, cpuSeconds: 24 * 3600, fileSizeMb: 1024 })
+  .default({ ...DEFAULT_SANDBOX_LIMIT_SETTINGS })
 
 const allow = doc(
   z
@@ -121,10 +122,10 @@ const sandbox = doc(
                 'Connections',
                 'Connections through the egress proxy at once; more are dropped.',
                 4096,
-                32,
+                DEFAULT_EGRESS_MAX_CONNECTIONS,
               ),
             })
-            .default({ allow: [], maxConnections: 32 }),
+            .default({ allow: [], maxConnections: DEFAULT_EGRESS_MAX_CONNECTIONS }),
           'Network',
           'What the server may reach. Default: nothing (no network).',
         ),

@@ -5,11 +5,11 @@
  * is for and any per-user upstream token.
  */
 
-import type { CredentialsConfig } from '../auth/auth-config.ts'
 import type { AuthRuntime } from '../auth/auth-runtime.ts'
 import type { CredentialSource } from '../auth/context.ts'
 import { stateKeyFromEnv } from '../bridge/request-state.ts'
 import { BarbicanError } from '../common/errors.ts'
+import type { CredentialsConfig } from '../config/auth-schema.ts'
 import type { UpstreamConfig } from '../config/config.ts'
 import type { JsonRpcMessage } from '../protocol/jsonrpc.ts'
 import type { RedisClient } from '../store/redis.ts'

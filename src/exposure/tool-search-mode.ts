@@ -6,14 +6,12 @@
  * catalogue, a call as the direct `tools/call` it stands for.
  */
 
-import type { Catalog, ToolsPresentation } from '../catalog/catalog.ts'
+import type { Catalog } from '../catalog/catalog.ts'
 import { BarbicanError } from '../common/errors.ts'
 import { isPlainObject, type JsonObject } from '../protocol/jsonrpc.ts'
 
 export const SEARCH_TOOLS = 'search_tools'
 export const CALL_TOOL = 'call_tool'
-
-export const LIST_ALL: ToolsPresentation = { mode: 'all', pinned: [] }
 
 /** Results a search returns when the caller gives no `limit`, and the most it may ask for. */
 export const DEFAULT_SEARCH_LIMIT = 8

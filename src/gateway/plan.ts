@@ -189,10 +189,6 @@ function serverPlan(s: VirtualServerConfig): ServerPlan {
     tools: itemRules(s.tools, sep, s.tools.rename, s.tools.descriptions),
     prompts: itemRules(s.prompts, sep, s.prompts.rename, {}),
     resources: resourceRules(s.resources),
-    presentation: {
-      mode: s.tools.mode === 'search' ? 'search' : 'all',
-      pinned: s.tools.pinned,
-    },
     exposure: s.exposure,
   }
   return { name: s.name, upstreams: s.upstreams, rules }

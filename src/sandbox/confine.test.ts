@@ -4,13 +4,13 @@ import { tmpdir } from 'node:os'
 import { dirname, join } from 'node:path'
 import { describe, test } from 'node:test'
 import { BarbicanError } from '../common/errors.ts'
+import { inferGrants } from '../config/sandbox-grants.ts'
 import {
   confinementOf,
   describeConfinement,
   describeConfinementInFull,
   launchConfined,
 } from './confine.ts'
-import { inferGrants } from './grants.ts'
 import {
   DEFAULT_SANDBOX_LIMITS,
   MECHANISM_ENV,

@@ -8,8 +8,8 @@
  */
 import { chmodSync } from 'node:fs'
 import { connect, createServer, type Server, type Socket } from 'node:net'
+import type { ConnectGrant } from '../config/sandbox-grants.ts'
 import type { Logger } from '../telemetry/log.ts'
-import type { ConnectGrant } from './forwarders.ts'
 
 export interface ConnectForwardOptions {
   readonly upstream: string

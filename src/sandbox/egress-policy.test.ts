@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict'
 import { describe, test } from 'node:test'
-import { EgressPolicy, egressEntryProblem } from './egress-policy.ts'
+import { egressEntryProblem } from '../config/egress-allow.ts'
+import { EgressPolicy } from './egress-policy.ts'
 
 describe('egress allow entries', () => {
   test('names, wildcards, addresses and ranges, with optional ports, are read', () => {

@@ -20,6 +20,7 @@ import {
 } from 'node:http'
 import { connect, isIP, type Socket } from 'node:net'
 import type { Duplex } from 'node:stream'
+import { DEFAULT_EGRESS_MAX_CONNECTIONS } from '../config/egress-allow.ts'
 import { unbracket } from '../net/address-policy.ts'
 import type { Logger } from '../telemetry/log.ts'
 import { EgressPolicy } from './egress-policy.ts'
@@ -222,7 +223,7 @@ export async function startEgressProxy(
     sockets.add(socket)
     socket.once('close', () => sockets.delete(socket))
   })
-  server.maxConnections = options.maxConnections ?? 32
+  server.maxConnections = options.maxConnections ?? DEFAULT_EGRESS_MAX_CONNECTIONS
   await new Promise<void>((ok, fail) => {
     server.once('error', fail)
     server.listen(socketPath, () => {

@@ -5,6 +5,7 @@
  */
 import { existsSync, realpathSync, statSync } from 'node:fs'
 import { dirname, join, resolve, sep } from 'node:path'
+import { within } from '../common/paths.ts'
 import { installFolderOf, syncPackageLayer } from './package-layer.ts'
 
 export const SYSTEM_DIRS = ['/usr', '/etc', '/bin', '/sbin', '/lib', '/lib32', '/lib64', '/libx32']
@@ -18,11 +19,6 @@ export function ancestorsOf(paths: readonly string[]): string[] {
     }
   }
   return [...found].sort((a, b) => a.split(sep).length - b.split(sep).length)
-}
-
-/** True when `inner` is `outer` or inside it. */
-export function within(inner: string, outer: string): boolean {
-  return inner === outer || inner.startsWith(outer.endsWith(sep) ? outer : outer + sep)
 }
 
 export function realOrNull(path: string): string | undefined {

@@ -17,6 +17,7 @@ import { readFileSync, realpathSync, writeFileSync } from 'node:fs'
 import { isIP } from 'node:net'
 import { join } from 'node:path'
 import { BarbicanError } from '../common/errors.ts'
+import type { ConnectGrant } from '../config/sandbox-grants.ts'
 import { findExecutable } from './executables.ts'
 
 /** Where the host-side sockets appear inside the sandbox. */
@@ -25,14 +26,6 @@ export const RUN_INSIDE = '/run/barbican'
 export const EGRESS_SOCKET_INSIDE = `${RUN_INSIDE}/egress.sock`
 /** The sandbox-loopback port the forwarder inside listens on (HTTP(S)_PROXY points at it). */
 export const EGRESS_PORT = 3128
-
-/** One host:port a confined server may reach by any TCP protocol, and where that was read. */
-export interface ConnectGrant {
-  readonly host: string
-  readonly port: number
-  /** Where the grant came from, e.g. `arg 1` or `env DATABASE_URL`. */
-  readonly source: string
-}
 
 /** One connect grant as it is carried: where it listens inside, and its socket on the host. */
 export interface ConnectForwardPlan {

@@ -3,15 +3,8 @@ import { mkdirSync, mkdtempSync, realpathSync, symlinkSync, writeFileSync } from
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { describe, test } from 'node:test'
-import {
-  describeGrant,
-  describeGrants,
-  describeRefused,
-  type GrantContext,
-  type GrantEntry,
-  grantRefusal,
-  inferGrants,
-} from './grants.ts'
+import { type GrantContext, type GrantEntry, inferGrants } from '../config/sandbox-grants.ts'
+import { describeGrant, describeGrants, describeRefused, grantRefusal } from './grants.ts'
 
 const dir = realpathSync(mkdtempSync(join(tmpdir(), 'barbican-grants-unit-')))
 const home = join(dir, 'home')

@@ -13,7 +13,7 @@
 import { existsSync, mkdirSync, readdirSync, realpathSync, rmSync } from 'node:fs'
 import { basename, join, resolve, sep } from 'node:path'
 import { BarbicanError } from '../common/errors.ts'
-import { hiddenEntry } from './grants.ts'
+import { hiddenEntry } from '../config/sandbox-grants.ts'
 import { packageCopy } from './package-copy.ts'
 import {
   type Launch,

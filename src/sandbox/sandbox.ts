@@ -10,21 +10,21 @@
  * when a granted path contains them. `--die-with-parent` and the PID namespace make the kernel
  * kill the whole tree when Barbican or the sandbox ends, so no watchdog process is needed.
  */
-import { createHash } from 'node:crypto'
 import { chownSync, existsSync, mkdirSync, readlinkSync, statSync } from 'node:fs'
 import { basename, dirname, isAbsolute, join, resolve, sep } from 'node:path'
 import { BarbicanError } from '../common/errors.ts'
+import { within } from '../common/paths.ts'
+import { type Grants, inferGrants } from '../config/sandbox-grants.ts'
+import {
+  runsAsRoot,
+  type SandboxLimits,
+  type SandboxNetwork,
+  type SandboxSpec,
+  sandboxUid,
+} from '../config/sandbox-spec.ts'
 import { findExecutable } from './executables.ts'
+import { fileViewArgs, layersOf, realOrNull, type SandboxView, SYSTEM_DIRS } from './file-view.ts'
 import {
-  fileViewArgs,
-  layersOf,
-  realOrNull,
-  type SandboxView,
-  SYSTEM_DIRS,
-  within,
-} from './file-view.ts'
-import {
-  type ConnectGrant,
   EGRESS_PORT,
   EGRESS_SOCKET_INSIDE,
   forwarderPrefix,
@@ -34,77 +34,19 @@ import {
   RUN_INSIDE,
   writeSandboxHosts,
 } from './forwarders.ts'
-import { type Grants, grantRefusal, inferGrants } from './grants.ts'
+import { grantRefusal } from './grants.ts'
 import { idmapPrefix, rootOwned, stageGrants } from './idmap.ts'
 import { seccompArch, seccompProgram } from './seccomp.ts'
 
-/** Kernel limits applied to every process of a sandbox. */
-export interface SandboxLimits {
-  /** RLIMIT_DATA: heap and other private writable memory, per process. */
-  readonly memoryBytes: number
-  /** RLIMIT_NPROC: processes and threads of the sandbox's uid. */
-  readonly processes: number
-  /** RLIMIT_CPU: CPU seconds per process over its lifetime. */
-  readonly cpuSeconds: number
-  /** RLIMIT_FSIZE: largest file a process may write. */
-  readonly fileBytes: number
-}
-
-/** What a confined upstream may use besides its own package; all paths are absolute. */
-export interface SandboxSpec {
-  /** Persists across restarts; created on launch; the server's HOME and default directory. */
-  readonly stateDir: string
-  /** Granted read-only. */
-  readonly read: readonly string[]
-  /** Granted read-write. */
-  readonly write: readonly string[]
-  /** Barbican's own files, masked wherever a bound path contains them. */
-  readonly protect: readonly string[]
-  /**
-   * What the entry itself grants (grants.ts, ADR 094), inferred when the config is loaded;
-   * absent: inferred from the launch. Its paths include `read` and `write` above.
-   */
-  readonly grants?: Grants | undefined
-  readonly limits: SandboxLimits
-  /** Hosts reachable through the egress proxy (ADR 040); absent or empty: no network at all. */
-  readonly network?: SandboxNetwork | undefined
-  /**
-   * Where Barbican installs the package of a confined `npx PACKAGE@VERSION` (ADR 043); absent:
-   * such a package must be installed beforehand.
-   */
-  readonly packageCache?: string | undefined
-  /**
-   * `sandbox.fallback` of the config (ADR 097): what happens when no mechanism of this host can
-   * confine the server (not Node, no bubblewrap): `refuse` (absent: the default) or `unconfined`.
-   */
-  readonly fallback?: 'refuse' | 'unconfined' | undefined
-  /**
-   * Host:ports the server reaches by any TCP protocol, each through a forward of its own into
-   * the sandbox's network namespace (src/sandbox/forwarders.ts); absent or empty: none.
-   */
-  readonly connect?: readonly ConnectGrant[] | undefined
-}
-
-/** `sandbox.network`: what the egress proxy lets through, and how much at once. */
-export interface SandboxNetwork {
-  readonly allow: readonly string[]
-  /** Connections through the proxy at once. */
-  readonly maxConnections: number
-}
+export type { SandboxLimits, SandboxNetwork, SandboxSpec }
 
 /** Whether a sandbox gets an egress proxy. */
 export function wantsEgress(spec: SandboxSpec): boolean {
   return (spec.network?.allow.length ?? 0) > 0
 }
 
+export { DEFAULT_SANDBOX_LIMITS } from '../config/sandbox-spec.ts'
 export { EGRESS_PORT, EGRESS_SOCKET_INSIDE, proxyEnvironment }
-
-export const DEFAULT_SANDBOX_LIMITS: SandboxLimits = {
-  memoryBytes: 2 * 1024 ** 3,
-  processes: 256,
-  cpuSeconds: 24 * 3600,
-  fileBytes: 1024 ** 3,
-}
 
 /** A sandbox refusal (launch that cannot be confined, egress refused), audited and counted. */
 export interface SandboxRefusal {
@@ -228,19 +170,7 @@ export function describeBubblewrap(name: string, sandbox: SandboxSpec): string {
   return `${MECHANISM}${uid}${network}, state ${sandbox.stateDir}; not covered: ${NOT_COVERED}`
 }
 
-/**
- * The unprivileged uid a root gateway runs `name` as: one per upstream, so two upstreams cannot
- * signal or read each other, in a range no distribution hands out to people.
- */
-export function sandboxUid(name: string): number {
-  const hash = createHash('sha256').update(name).digest().readUInt32BE(0)
-  return 2_100_000_000 + (hash % 1_000_000)
-}
-
-/** Whether Barbican runs as uid 0 (then the server gets `sandboxUid`). */
-export function runsAsRoot(): boolean {
-  return process.getuid?.() === 0
-}
+export { runsAsRoot, sandboxUid }
 
 /** A command line to spawn. */
 export interface Launch {

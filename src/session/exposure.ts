@@ -52,7 +52,7 @@ const listed = new WeakMap<Catalog, Map<string, readonly JsonObject[]>>()
 
 /** The catalog as `tools/list` shows it: in code mode only `run_code`; tools-only adds three. */
 export function exposedCatalog(exposure: ToolExposure, catalog: Catalog): Catalog {
-  if (exposure.mode === 'all' && exposure.adapt === undefined) return catalog
+  if (exposure.mode !== 'code' && exposure.adapt === undefined) return catalog
   const key = `${exposure.mode}/${exposure.adapt ?? ''}`
   let byKey = listed.get(catalog)
   if (byKey === undefined) {

@@ -599,10 +599,10 @@ export class Session {
     if (route.kind === 'unresolved') throw route.error
 
     if (route.kind === 'fanout') {
-      const { presentation } = server
+      const { exposure } = server
       const catalog =
-        method === 'tools/list' && presentation.mode === 'search'
-          ? searchModeListing(route.catalog, presentation.pinned)
+        method === 'tools/list' && exposure.mode === 'search'
+          ? searchModeListing(route.catalog, exposure.pinned)
           : route.catalog
       for (const d of route.degraded) {
         this.#notifications.log('warning', {

@@ -37,7 +37,7 @@ export function metaToolCall(
   request: Request,
   maxResults?: number,
 ): MetaToolCall {
-  if (request.method !== 'tools/call' || server.presentation.mode !== 'search') {
+  if (request.method !== 'tools/call' || server.exposure.mode !== 'search') {
     return { kind: 'none' }
   }
   const meta = metaToolOf(request.params)

@@ -1,12 +1,7 @@
 import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
-import {
-  checkRequestHeaders,
-  DEFAULT_ALLOWED_HOSTS,
-  DEFAULT_ALLOWED_ORIGINS,
-  isHostAllowed,
-  isOriginAllowed,
-} from './http-guard.ts'
+import { DEFAULT_ALLOWED_HOSTS, LOOPBACK_ORIGINS } from '../config/defaults.ts'
+import { checkRequestHeaders, isHostAllowed, isOriginAllowed } from './http-guard.ts'
 
 describe('Host allowlist', () => {
   it('accepts the loopback names with any port by default', () => {
@@ -39,7 +34,7 @@ describe('Host allowlist', () => {
 describe('Origin allowlist', () => {
   it('accepts loopback origins on any port by default', () => {
     for (const origin of ['http://localhost:6274', 'http://127.0.0.1', 'https://[::1]:9']) {
-      assert.equal(isOriginAllowed(origin, DEFAULT_ALLOWED_ORIGINS), true, origin)
+      assert.equal(isOriginAllowed(origin, LOOPBACK_ORIGINS), true, origin)
     }
   })
 
@@ -51,7 +46,7 @@ describe('Origin allowlist', () => {
       'http://localhost/path',
       'x',
     ]) {
-      assert.equal(isOriginAllowed(origin, DEFAULT_ALLOWED_ORIGINS), false, origin)
+      assert.equal(isOriginAllowed(origin, LOOPBACK_ORIGINS), false, origin)
     }
   })
 
@@ -67,7 +62,7 @@ describe('checkRequestHeaders', () => {
     const refusal = checkRequestHeaders(
       { host: 'localhost:1', origin: 'https://evil.example' },
       DEFAULT_ALLOWED_HOSTS,
-      DEFAULT_ALLOWED_ORIGINS,
+      LOOPBACK_ORIGINS,
     )
     assert.equal(refusal?.header, 'origin')
     assert.match(refusal?.reason ?? '', /evil\.example/)

@@ -9,22 +9,8 @@
  */
 import type { IncomingHttpHeaders } from 'node:http'
 
-/** Loopback names a local client uses; each matches any port. */
-export const DEFAULT_ALLOWED_HOSTS: readonly string[] = Object.freeze([
-  'localhost',
-  '127.0.0.1',
-  '[::1]',
-])
-
-/** Loopback web origins (any port, http or https). */
-export const DEFAULT_ALLOWED_ORIGINS: readonly string[] = Object.freeze([
-  'http://localhost',
-  'http://127.0.0.1',
-  'http://[::1]',
-  'https://localhost',
-  'https://127.0.0.1',
-  'https://[::1]',
-])
+// The default allowlists (loopback only) are config's: DEFAULT_ALLOWED_HOSTS and
+// LOOPBACK_ORIGINS in src/config/defaults.ts.
 
 /** Why a request was refused, for the 403 body and the log. */
 export interface GuardRefusal {

@@ -5,8 +5,9 @@
 import { createHash } from 'node:crypto'
 import type { IncomingMessage } from 'node:http'
 import { BarbicanError } from '../common/errors.ts'
+import { DEFAULT_ALLOWED_HOSTS, DEFAULT_LIMITS, LOOPBACK_ORIGINS } from '../config/defaults.ts'
+import { DEFAULT_LISTEN } from '../config/listen.ts'
 import { DEFAULT_JSON_LIMITS, type JsonLimits } from '../protocol/json-limits.ts'
-import { DEFAULT_ALLOWED_HOSTS, DEFAULT_ALLOWED_ORIGINS } from './http-guard.ts'
 
 /**
  * The caller identity a session is bound to when no authentication layer supplies one: a hash of
@@ -51,7 +52,7 @@ export interface HttpInboundOptions {
   /**
    * Live sessions per transport (Streamable HTTP sessions, legacy SSE streams, WebSocket
    * connections). Beyond, the oldest idle session is evicted; 503 only when none is idle.
-   * Default 10 000.
+   * Default 1000 (`limits.maxSessions`).
    */
   readonly maxSessions: number
   /**
@@ -78,13 +79,16 @@ export interface HttpInboundOptions {
 
 const MIB = 1024 * 1024
 
-/** The documented defaults: loopback only, bounded everything. */
+/**
+ * The documented defaults: loopback only, bounded everything. What the configuration also sets
+ * (`listen`, `limits`, `security`) takes config's default, defined once in src/config/.
+ */
 export const DEFAULT_HTTP_INBOUND_OPTIONS: HttpInboundOptions = Object.freeze({
-  host: '127.0.0.1',
-  port: 7300,
+  host: DEFAULT_LISTEN.host,
+  port: DEFAULT_LISTEN.port,
   allowedHosts: DEFAULT_ALLOWED_HOSTS,
-  allowedOrigins: DEFAULT_ALLOWED_ORIGINS,
-  maxBodyBytes: 4 * MIB,
+  allowedOrigins: LOOPBACK_ORIGINS,
+  maxBodyBytes: DEFAULT_LIMITS.maxBodyBytes,
   jsonLimits: DEFAULT_JSON_LIMITS,
   headersTimeoutMs: 10_000,
   requestTimeoutMs: 30_000,
@@ -94,10 +98,10 @@ export const DEFAULT_HTTP_INBOUND_OPTIONS: HttpInboundOptions = Object.freeze({
   sseRetainedStreams: 4,
   sseMaxQueuedBytes: MIB,
   sseKeepAliveMs: 25_000,
-  maxSessions: 10_000,
-  maxSessionsPerIdentity: 100,
-  sessionIdleTimeoutMs: 30 * 60_000,
-  wsMaxPayloadBytes: 4 * MIB,
+  maxSessions: DEFAULT_LIMITS.maxSessions,
+  maxSessionsPerIdentity: DEFAULT_LIMITS.maxSessionsPerIdentity,
+  sessionIdleTimeoutMs: DEFAULT_LIMITS.sessionIdleTimeoutMs,
+  wsMaxPayloadBytes: DEFAULT_LIMITS.maxBodyBytes,
   wsMaxBufferedBytes: MIB,
   wsPingIntervalMs: 30_000,
   shutdownDeadlineMs: 10_000,

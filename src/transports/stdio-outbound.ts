@@ -13,6 +13,7 @@ import { type ChildProcess, spawn } from 'node:child_process'
 import { constants } from 'node:os'
 import { Duplex } from 'node:stream'
 import { BarbicanError, upstreamClosed } from '../common/errors.ts'
+import { DEFAULT_LIMITS } from '../config/defaults.ts'
 import type { JsonLimits } from '../protocol/json-limits.ts'
 import { type JsonRpcMessage, serialize } from '../protocol/jsonrpc.ts'
 import { ResponseIdScanner } from '../protocol/response-id.ts'
@@ -521,7 +522,7 @@ export class StdioOutboundTransport implements Transport {
     }
     const line = `${serialize(message)}\n`
     const bytes = Buffer.byteLength(line, 'utf8')
-    const limit = this.#options.maxQueuedBytes ?? 8 * 1024 * 1024
+    const limit = this.#options.maxQueuedBytes ?? DEFAULT_LIMITS.upstreamMaxQueuedBytes
     if (this.#queuedBytes + bytes > limit) {
       return Promise.reject(
         new BarbicanError(

@@ -10,6 +10,7 @@
 import type { Caller } from '../auth/context.ts'
 import type { ClientRequester } from '../bridge/held-call.ts'
 import { BarbicanError, upstreamClosed } from '../common/errors.ts'
+import { DEFAULT_LIMITS } from '../config/defaults.ts'
 import type { Codec } from '../protocol/codec.ts'
 import { codecFor } from '../protocol/codecs.ts'
 import {
@@ -139,9 +140,6 @@ class Pending {
 
 const ONCE = Object.freeze({ once: true })
 
-/** `limits.upstreamMaxCallOutputBytes` when nothing says otherwise. */
-export const DEFAULT_MAX_CALL_OUTPUT_BYTES = 16 * 1024 * 1024
-
 /** How many tokens of requests failed for their output are remembered (their progress dropped). */
 const MAX_SPENT_TOKENS = 64
 
@@ -181,7 +179,8 @@ export class UpstreamClient {
     },
   ) {
     this.name = name
-    this.#maxCallOutputBytes = options.maxCallOutputBytes ?? DEFAULT_MAX_CALL_OUTPUT_BYTES
+    this.#maxCallOutputBytes =
+      options.maxCallOutputBytes ?? DEFAULT_LIMITS.upstreamMaxCallOutputBytes
     this.#transport = transport
     this.#log = options.log
     this.#defaultTimeoutMs = options.timeoutMs

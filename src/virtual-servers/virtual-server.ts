@@ -11,7 +11,6 @@ import {
   type Catalog,
   type CatalogRules,
   type Target,
-  type ToolsPresentation,
   type UpstreamLists,
 } from '../catalog/catalog.ts'
 import { prefixUri, splitUri } from '../catalog/names.ts'
@@ -19,7 +18,6 @@ import { judgedUri } from '../catalog/resource-uri.ts'
 import { BarbicanError } from '../common/errors.ts'
 import { PLAIN_EXPOSURE, type ToolExposure } from '../config/config.ts'
 import type { ServerText } from '../exposure/tool-search.ts'
-import { LIST_ALL } from '../exposure/tool-search-mode.ts'
 import { printableName } from '../protocol/item-names.ts'
 import type { JsonObject } from '../protocol/jsonrpc.ts'
 import { hasCapability } from '../protocol/methods.ts'
@@ -176,11 +174,6 @@ export class VirtualServer extends EventEmitter<VirtualServerEvents> {
 
   upstream(name: string): Upstream | undefined {
     return this.#byName.get(name)
-  }
-
-  /** How tools/list presents the tools: all of them, or search mode's meta-tools (ADR 070). */
-  get presentation(): ToolsPresentation {
-    return this.#rules.presentation ?? LIST_ALL
   }
 
   /**

@@ -17,6 +17,11 @@ const LAYERS = [
   'common',
   /** The log, traces, OpenTelemetry export and Prometheus metrics every layer may write into. */
   'telemetry',
+  /**
+   * What the operator asked for, in one shape: schemas, defaults, the sandbox specification.
+   * A leaf (ADR 114): it imports only the layers listed before it.
+   */
+  'config',
   /** The guarded HTTP client and the address rules it shares with the egress proxy. */
   'net',
   /** Pin and baseline storage. */
@@ -29,8 +34,6 @@ const LAYERS = [
   'sandbox',
   /** How bytes move; knows identities (inbound) but nothing of routing. */
   'transports',
-  /** What the operator asked for. */
-  'config',
   /** Replicas made one gateway: liveness, session owners and relays, the fleet's bus. */
   'cluster',
   /** Where two MCP revisions meet. */
@@ -70,13 +73,13 @@ const PLACES: Readonly<Record<string, Layer>> = {
   'protocol/': 'protocol',
   'common/': 'common',
   'telemetry/': 'telemetry',
+  'config/': 'config',
   'net/': 'net',
   'store/': 'store',
   'audit/': 'audit',
   'auth/': 'auth',
   'sandbox/': 'sandbox',
   'transports/': 'transports',
-  'config/': 'config',
   'cluster/': 'cluster',
   'bridge/': 'bridge',
   'upstreams/': 'upstreams',

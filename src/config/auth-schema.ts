@@ -1,10 +1,24 @@
 /**
  * The `auth:` section of the native configuration and the per-upstream `credentials:` key, as
- * zod schemas. They live beside the code that consumes them; src/config/schema.ts mounts them.
+ * zod schemas; src/config/schema.ts mounts them, and src/auth/ consumes what they produce.
  * Absent `auth:` means no inbound authentication, which Barbican accepts on loopback binds only.
  */
 import { z } from 'zod'
-import { ASYMMETRIC_ALGORITHMS } from './bearer.ts'
+
+/** Algorithms an operator may allow for JWT access tokens; all asymmetric. */
+export const ASYMMETRIC_ALGORITHMS = [
+  'RS256',
+  'RS384',
+  'RS512',
+  'PS256',
+  'PS384',
+  'PS512',
+  'ES256',
+  'ES384',
+  'ES512',
+  'EdDSA',
+  'Ed25519',
+] as const
 
 function doc<T extends z.ZodType>(schema: T, title: string, description: string): T {
   return schema.meta({ title, description })
