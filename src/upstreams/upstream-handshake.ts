@@ -12,6 +12,7 @@ import {
 } from '../bridge/envelope.ts'
 import { type EraVerdict, probeEra } from '../bridge/probe.ts'
 import { BarbicanError, type ErrorCode } from '../common/errors.ts'
+import { UNSUPPORTED_PROTOCOL_VERSION } from '../protocol/error-codes.ts'
 import { isPlainObject, type JsonObject } from '../protocol/jsonrpc.ts'
 import { isRevision, LATEST_LEGACY_REVISION, type Revision } from '../protocol/revisions.ts'
 import type { Logger } from '../telemetry/log.ts'
@@ -103,6 +104,9 @@ export async function initializeLegacy(
     throw new BarbicanError(
       'ERR_UPSTREAM_PROTOCOL',
       `Upstream "${options.name}" refused initialize: ${reply.message} (${reply.code})`,
+      // A 2026-07-28 server that took the probe it answered late for its era (a slow start):
+      // the caller probes again rather than give up on a server that speaks a revision we do.
+      reply.code === UNSUPPORTED_PROTOCOL_VERSION ? { data: { modernRefusal: true } } : undefined,
     )
   }
   const r = reply.result
@@ -122,6 +126,11 @@ export async function initializeLegacy(
   }
   await client.notify('notifications/initialized')
   return info
+}
+
+/** Whether `err` is initialize refused by a server serving 2026-07-28 on that connection. */
+export function isModernRefusal(err: unknown): boolean {
+  return err instanceof BarbicanError && isPlainObject(err.data) && err.data.modernRefusal === true
 }
 
 /** Codes of the error replies Barbican's own transports make when the upstream is not reached. */

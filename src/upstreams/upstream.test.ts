@@ -5,9 +5,11 @@ import { after, before, describe, test } from 'node:test'
 import { testUpstream } from '../../test/support/upstreams.ts'
 import type { BarbicanError } from '../common/errors.ts'
 import { DEFAULT_JSON_LIMITS } from '../protocol/json-limits.ts'
+import type { JsonRpcMessage } from '../protocol/jsonrpc.ts'
 import { silentLogger } from '../telemetry/log.ts'
 import { createOutboundTransport } from '../transports/connect-outbound.ts'
 import { memoryPair } from '../transports/memory.ts'
+import { Upstream } from './upstream.ts'
 
 /** A legacy (2025-06-18) Streamable HTTP server that records the headers of every request. */
 function recordingServer(seen: { method: string; version: string | undefined }[]): Server {
@@ -106,5 +108,88 @@ describe('an upstream that never answers its handshake', () => {
     assert.equal(closed, opened, 'the connection being opened was closed')
     await assert.rejects(connecting, (e) => (e as BarbicanError).code === 'ERR_SHUTTING_DOWN')
     assert.equal(upstream.state, 'stopped')
+  })
+})
+
+describe('a 2026-07-28 upstream that answers the era probe late', () => {
+  test('refuses initialize as modern, is probed again and kept as modern', async () => {
+    let discovered = false
+    const methods: string[] = []
+    const upstream = new Upstream({
+      name: 'slow',
+      log: silentLogger,
+      requestTimeoutMs: 5_000,
+      probeTimeoutMs: 100,
+      clientInfo: { name: 'barbican', version: '0' },
+      clientCapabilities: {},
+      onRequest: async (_upstream, request) => ({
+        kind: 'error',
+        id: request.id,
+        code: -32601,
+        message: 'no',
+      }),
+      createTransport: () => {
+        const [ours, theirs] = memoryPair()
+        // Like the Python SDK: the first discover (answered after the probe gave up) commits
+        // the connection to 2026-07-28, and initialize is then refused with -32022.
+        theirs.onmessage = (message) => {
+          const m = message as { id?: number; method?: string }
+          if (m.id === undefined || m.method === undefined) return
+          methods.push(m.method)
+          const reply = (body: object) =>
+            void theirs.send({ jsonrpc: '2.0', id: m.id!, ...body } as JsonRpcMessage)
+          if (m.method === 'server/discover') {
+            const answer = () => {
+              discovered = true
+              reply({
+                result: {
+                  supportedVersions: ['2026-07-28'],
+                  capabilities: { tools: {} },
+                  serverInfo: { name: 'slow', version: '1' },
+                },
+              })
+            }
+            if (discovered) answer()
+            else setTimeout(answer, 300)
+          } else if (m.method === 'initialize') {
+            if (discovered) {
+              reply({
+                error: {
+                  code: -32022,
+                  message: 'connection is serving the 2026-07-28 protocol',
+                  data: { supported: ['2026-07-28'] },
+                },
+              })
+            } else {
+              setTimeout(
+                () =>
+                  reply({
+                    error: {
+                      code: -32022,
+                      message: 'connection is serving the 2026-07-28 protocol',
+                    },
+                  }),
+                400,
+              )
+            }
+          } else if (m.method === 'tools/list') {
+            reply({ result: { tools: [{ name: 'echo', inputSchema: { type: 'object' } }] } })
+          } else reply({ error: { code: -32601, message: 'no' } })
+        }
+        void theirs.start()
+        return ours
+      },
+    })
+    try {
+      const tools = await upstream.list('tools')
+      assert.deepEqual(
+        tools.map((t) => t.name),
+        ['echo'],
+      )
+      assert.equal(upstream.era, 'modern')
+      assert.deepEqual(methods.slice(0, 3), ['server/discover', 'initialize', 'server/discover'])
+    } finally {
+      await upstream.stop()
+    }
   })
 })

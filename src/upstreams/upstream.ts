@@ -23,6 +23,7 @@ import {
 } from './upstream-client.ts'
 import {
   initializeLegacy,
+  isModernRefusal,
   modernInfo,
   ownEnvelope,
   probeUpstream,
@@ -274,9 +275,7 @@ export class Upstream extends EventEmitter<UpstreamEvents> {
           client = await this.#opened(await this.#newClient())
         }
       }
-      const info = await initializeLegacy(client, this.#options)
-      this.#becomeReady(client, info)
-      return client
+      return await this.#initialize(client)
     } catch (err) {
       await client?.close().catch(() => {})
       this.#opening = undefined
@@ -290,6 +289,24 @@ export class Upstream extends EventEmitter<UpstreamEvents> {
             `Cannot connect to upstream "${this.name}": ${(err as Error).message}`,
             { cause: err },
           )
+    }
+  }
+
+  /**
+   * The legacy handshake. A server that refuses it as serving 2026-07-28 took the era probe
+   * after it had timed out (a slow start, such as a Python server importing its SDK under
+   * load): it is probed again, and kept as modern.
+   */
+  async #initialize(client: UpstreamClient): Promise<UpstreamClient> {
+    try {
+      this.#becomeReady(client, await initializeLegacy(client, this.#options))
+      return client
+    } catch (err) {
+      if (!isModernRefusal(err)) throw err
+      const verdict = await probeUpstream(client, this.#options)
+      if (verdict.era !== 'modern') throw err
+      this.#verdict = verdict
+      return this.#readyModern(client, verdict)
     }
   }
 
