@@ -252,6 +252,11 @@ export interface ToolExposure {
   readonly mode: ToolsMode
   /** `tools.pinned`: exposed tool names listed beside the meta-tools in search mode. */
   readonly pinned: readonly string[]
+  /**
+   * `tools.search.namesBudget`: tokens (o200k_base) search mode's names in view may take in
+   * search_tools' description (ADR 126); past it, servers and counts only. Absent: the default.
+   */
+  readonly namesBudget?: number | undefined
   /** `tools-only`: resources and prompts also as tools (ADR 076). */
   readonly adapt?: 'tools-only' | undefined
   readonly code: CodeLimits

@@ -48,6 +48,12 @@ export const CODE_DEFAULTS = Object.freeze({
   maxConcurrent: 8,
 })
 
+/**
+ * Tokens (o200k_base) search mode's names in view may take in search_tools' description
+ * (`tools.search.namesBudget`, ADR 126): about 300 tools' names at the benchmark's density.
+ */
+export const DEFAULT_NAMES_BUDGET = 2000
+
 /** Every numeric default in one place, so code and docs cannot drift apart. */
 export const DEFAULT_LIMITS = Object.freeze({
   ...DEFAULT_JSON_LIMITS,

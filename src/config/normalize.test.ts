@@ -129,6 +129,7 @@ describe('normalizeConfig', () => {
           exposure: {
             mode: 'all',
             pinned: [],
+            namesBudget: 2000,
             code: {
               memoryMb: 64,
               timeoutMs: 30_000,

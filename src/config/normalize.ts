@@ -30,6 +30,7 @@ import { crossCheck } from './cross-check.ts'
 import {
   CODE_DEFAULTS,
   DEFAULT_ALLOWED_HOSTS,
+  DEFAULT_NAMES_BUDGET,
   DEFAULT_PACKAGE_CACHE_NAME,
   DEFAULT_QUOTA_LEASE_MS,
   DEFAULT_SEPARATOR,
@@ -182,6 +183,7 @@ export function buildConfig(native: NativeConfig, options: NormalizeOptions = {}
       exposure: {
         mode: server.tools?.mode ?? 'all',
         pinned: server.tools?.pinned ?? [],
+        namesBudget: server.tools?.search?.namesBudget ?? DEFAULT_NAMES_BUDGET,
         ...(server.adapt === undefined ? {} : { adapt: server.adapt }),
         code: { ...CODE_DEFAULTS, ...server.code },
       },

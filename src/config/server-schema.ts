@@ -5,6 +5,7 @@
 import { z } from 'zod'
 import {
   CODE_DEFAULTS,
+  DEFAULT_NAMES_BUDGET,
   DEFAULT_SEPARATOR,
   ITEM_NAME_PATTERN,
   SEPARATOR_PATTERN,
@@ -87,6 +88,21 @@ export const virtualServerSchema = z.strictObject({
           z.array(z.string().min(1)).default([]),
           'Pinned',
           'In search mode, tools (exposed names) listed beside the meta-tools. Default: [].',
+        ),
+        search: doc(
+          z
+            .strictObject({
+              namesBudget: doc(
+                z.number().int().min(0).max(100_000).optional(),
+                'Names budget',
+                'In search mode, tokens (o200k_base) the names of the tools a caller may call ' +
+                  "may take in search_tools' description, grouped by server; past it, only the " +
+                  `servers and their tool counts are shown; 0: counts only. Default: ${DEFAULT_NAMES_BUDGET}.`,
+              ),
+            })
+            .optional(),
+          'Search',
+          'Search mode settings (docs/context-economy.md).',
         ),
       })
       .default({ exclude: [], rename: {}, descriptions: {}, mode: 'all', pinned: [] }),

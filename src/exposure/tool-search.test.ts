@@ -3,6 +3,7 @@ import { describe, test } from 'node:test'
 import type { Catalog } from '../catalog/catalog.ts'
 import type { BarbicanError } from '../common/errors.ts'
 import type { JsonObject } from '../protocol/jsonrpc.ts'
+import { namesInView } from './tool-names.ts'
 import {
   parameterText,
   SHIPPED_TUNING,
@@ -12,10 +13,14 @@ import {
   words,
 } from './tool-search.ts'
 import {
+  answerSearch,
   directCallParams,
   reachable,
+  SEARCH_GUIDANCE,
+  type SearchArguments,
   searchArguments,
   searchModeListing,
+  searchModeTools,
   searchResult,
 } from './tool-search-mode.ts'
 
@@ -183,12 +188,28 @@ describe('search mode', () => {
   })
 
   test('checks search_tools arguments', () => {
-    assert.deepEqual(searchArguments({ query: 'x' }), { query: 'x', limit: 8 })
-    assert.deepEqual(searchArguments({ query: 'x', limit: 3 }), { query: 'x', limit: 3 })
+    const plain = { queries: ['x'], select: [], server: undefined, limit: 8 }
+    assert.deepEqual(searchArguments({ query: 'x' }), plain)
+    assert.deepEqual(searchArguments({ query: 'x', limit: 3 }), { ...plain, limit: 3 })
+    assert.deepEqual(
+      searchArguments({ query: 'a', queries: ['b', 'a', ' '], select: ['t', 't'], server: 's' }),
+      { queries: ['a', 'b'], select: ['t'], server: 's', limit: 8 },
+    )
+    assert.deepEqual(searchArguments({ select: ['t'] }), { ...plain, queries: [], select: ['t'] })
     for (const bad of [
       undefined,
       {},
       { query: '' },
+      { query: 3 },
+      { queries: [] },
+      { queries: 'x' },
+      { queries: [1] },
+      { queries: Array.from({ length: 9 }, (_, i) => `q${i}`) },
+      { queries: ['x'.repeat(600), 'y'.repeat(600)] },
+      { select: 'x' },
+      { select: Array.from({ length: 51 }, (_, i) => `t${i}`) },
+      { query: 'x', server: '' },
+      { query: 'x', server: 1 },
       { query: 'x', limit: 0 },
       { query: 'x', limit: 1.5 },
       { query: 'x', limit: 51 },
@@ -228,11 +249,136 @@ describe('search mode', () => {
     assert.equal(reachable({ name: 'a__b' }), true)
   })
 
-  test('a search result carries the tools whole and a short text', () => {
-    const result = searchResult('drain', [TOOLS[0]!])
-    assert.deepEqual((result.structuredContent as JsonObject).tools, [TOOLS[0]])
-    assert.match(JSON.stringify(result.content), /k8s__node_management: Manage Kubernetes nodes/)
-    assert.match(JSON.stringify(searchResult('zzz', []).content), /No tool matches/)
+  test('a search result carries the tools whole, what each answered, and a short text', () => {
+    const result = searchResult('"drain"', [
+      { tool: TOOLS[0]!, answered: 'drain' },
+      { tool: TOOLS[2]!, answered: 'select' },
+    ])
+    const structured = result.structuredContent as JsonObject
+    assert.deepEqual(structured.tools, [TOOLS[0], TOOLS[2]])
+    assert.deepEqual(structured.answered, ['drain', 'select'])
+    assert.match(
+      JSON.stringify(result.content),
+      /k8s__node_management \[drain\]: Manage Kubernetes nodes/,
+    )
+    assert.match(JSON.stringify(result.content), /files__read_text_file: Read/)
+    assert.match(JSON.stringify(searchResult('"zzz"', []).content), /No tool matches/)
+  })
+})
+
+/** A catalog whose tools come from the upstream their prefix names (`k8s__…` from k8s). */
+function namespaced(tools: JsonObject[]): Catalog {
+  const targets = new Map(
+    tools.map((t) => {
+      const [upstream, original] = String(t.name).split('__') as [string, string]
+      return [String(t.name), { upstream, original }] as const
+    }),
+  )
+  return { ...catalogOf(tools), toolTargets: targets }
+}
+
+/** Counts words, a stand-in for a tokenizer where the exact count does not matter. */
+const wordCount = (text: string) => text.split(/\s+/).length
+
+describe('names in view (ADR 126)', () => {
+  test('names every tool of the view by server, each server prefix said once', () => {
+    const names = namesInView(namespaced(TOOLS), 2000, wordCount)
+    assert.equal(names.named, true)
+    assert.match(names.text, /^Tools you may call \(4\)/)
+    assert.match(names.text, /\nk8s \(k8s__…\): node_management\n/)
+    assert.match(names.text, /github \(github__…\): createPullRequest$/)
+    assert.match(names.text, /k8s__… node_management is k8s__node_management/)
+  })
+
+  test('past the budget, servers and counts only; budget 0: counts only', () => {
+    const many = Array.from({ length: 40 }, (_, i) => ({ name: `k8s__tool_${i}` }))
+    const view = namespaced([...many, ...TOOLS.slice(1)])
+    const small = namesInView(view, 20, wordCount)
+    assert.equal(small.named, false)
+    assert.match(small.text, /43 on 4 server\(s\).*k8s \(40\), chart \(1\)/)
+    assert.doesNotMatch(small.text, /tool_3/)
+    assert.equal(namesInView(view, 0, wordCount).named, false)
+    assert.equal(namesInView(view, 1000, wordCount).named, true)
+  })
+
+  test('a tool outside the view is never named; the listing carries the names', () => {
+    const view = namespaced(TOOLS.slice(0, 2))
+    const names = namesInView(view, 2000, wordCount)
+    assert.doesNotMatch(names.text, /read_text_file|createPullRequest|files|github/)
+    const listed = searchModeListing(view, [], names.text)
+    const description = String(listed.tools[0]!.description)
+    assert.ok(description.startsWith(SEARCH_GUIDANCE))
+    assert.ok(description.endsWith(names.text))
+  })
+
+  test('the listing counts tokens with o200k and names within the budget', async () => {
+    const view = namespaced(TOOLS)
+    const listed = await searchModeTools(view, { pinned: [] })
+    assert.match(String(listed.tools[0]!.description), /chart \(chart__…\): generate_fishbone/)
+    const counts = await searchModeTools(view, { pinned: [], namesBudget: 5 })
+    assert.match(String(counts.tools[0]!.description), /4 on 4 server\(s\)/)
+  })
+})
+
+describe('answering a search (issue 34)', () => {
+  const view = namespaced(TOOLS)
+  const index = new ToolIndex(TOOLS, serverOf)
+  const bounds = { maxTerms: 16, maxExpansions: 64, budgetMs: 5000 }
+  const ask = (args: Partial<SearchArguments>, inView: Catalog = view) =>
+    answerSearch(
+      { view: inView, index, bounds },
+      { queries: [], select: [], server: undefined, limit: 8, ...args },
+    )
+  const pairs = (found: { tool: JsonObject; answered: string }[]) =>
+    found.map((f) => `${String(f.tool.name)}<${f.answered}`)
+
+  test('select returns the exact tools first, then the queries fill up to limit', async () => {
+    const { found, notes } = await ask({
+      select: ['github__createPullRequest'],
+      queries: ['drain a node'],
+      limit: 1,
+    })
+    assert.deepEqual(pairs(found), [
+      'github__createPullRequest<select',
+      'k8s__node_management<drain a node',
+    ])
+    assert.deepEqual(notes, [])
+  })
+
+  test('several queries merge round-robin, each tool tagged with the query that found it', async () => {
+    const { found } = await ask({ queries: ['drain a node', 'read a file', 'fishbone'], limit: 3 })
+    assert.deepEqual(pairs(found), [
+      'k8s__node_management<drain a node',
+      'files__read_text_file<read a file',
+      'chart__generate_fishbone_diagram<fishbone',
+    ])
+    const capped = await ask({ queries: ['drain a node', 'read a file'], limit: 1 })
+    assert.equal(capped.found.length, 1)
+  })
+
+  test('the server filter keeps the queries to that server, and names the servers there are', async () => {
+    const { found } = await ask({ queries: ['read a file'], server: 'k8s' })
+    assert.ok(found.every((f) => String(f.tool.name).startsWith('k8s__')))
+    const none = await ask({ queries: ['read a file'], server: 'nope' })
+    assert.equal(none.found.length, 0)
+    assert.match(none.notes[0]!, /No server "nope" here; servers: k8s, chart, files, github/)
+  })
+
+  test('a tool outside the view is neither selected, found, suggested nor named', async () => {
+    const narrowed = namespaced(TOOLS.slice(0, 2))
+    const hidden = await ask({ select: ['files__read_text_file'] }, narrowed)
+    const absent = await ask({ select: ['files__nothing_here'] }, narrowed)
+    assert.equal(hidden.found.length, 0)
+    assert.equal(
+      hidden.notes[0]!.replace('read_text_file', 'X'),
+      absent.notes[0]!.replace('nothing_here', 'X'),
+    )
+    const searched = await ask({ queries: ['read the text of a file'], server: 'files' }, narrowed)
+    assert.equal(searched.found.length, 0)
+    assert.doesNotMatch(JSON.stringify(searched.notes), /servers:.*files/)
+    const suggested = await ask({ select: ['node_management', 'read_text_file'] }, narrowed)
+    assert.match(suggested.notes[0]!, /"node_management" \(did you mean k8s__node_management\?\)/)
+    assert.doesNotMatch(suggested.notes[0]!, /files__/)
   })
 })
 

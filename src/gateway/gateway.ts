@@ -335,7 +335,11 @@ export class Gateway implements InboundHandler {
    * closes once its last call has ended.
    */
   setPolicies(policies: readonly Policy[]): PolicyGeneration {
-    return this.#policies.swap(policies)
+    const generation = this.#policies.swap(policies)
+    // What each caller may see can differ under the new policies (and a search-mode server's
+    // tools/list names the caller's tools, ADR 126): every open session is told to list again.
+    for (const server of this.servers.values()) server.viewsChanged()
+    return generation
   }
 
   /** The policies calls entering now run (the current generation's). */

@@ -17,7 +17,7 @@ import { BarbicanError, errorData, jsonRpcCodeOf, toBarbicanError } from '../com
 import { randomHex } from '../common/random-hex.ts'
 import { RUN_CODE } from '../exposure/code-catalog.ts'
 import type { ProgramClock } from '../exposure/code-clock.ts'
-import { searchModeListing } from '../exposure/tool-search-mode.ts'
+import { searchModeTools } from '../exposure/tool-search-mode.ts'
 import { compose, deniedBy } from '../policies/chain.ts'
 import { type LivePolicies, SessionChain } from '../policies/live-policies.ts'
 import type { Call, CallPeer } from '../policies/policy.ts'
@@ -602,7 +602,7 @@ export class Session {
       const { exposure } = server
       const catalog =
         method === 'tools/list' && exposure.mode === 'search'
-          ? searchModeListing(route.catalog, exposure.pinned)
+          ? await searchModeTools(route.catalog, exposure)
           : route.catalog
       for (const d of route.degraded) {
         this.#notifications.log('warning', {

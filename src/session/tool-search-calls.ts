@@ -7,11 +7,12 @@
  */
 
 import type { Catalog } from '../catalog/catalog.ts'
-import { type BoundedSearch, toolIndexReady } from '../exposure/tool-search.ts'
+import { toolIndexReady } from '../exposure/tool-search.ts'
 import {
+  answerSearch,
+  askedText,
   directCallParams,
   metaToolOf,
-  reachable,
   type SearchArguments,
   searchArguments,
   searchResult,
@@ -61,12 +62,13 @@ export function viewRequest(search: Request): Request {
 }
 
 /**
- * Answers `search_tools`: the best tools for the query among those `view` (the caller's
- * narrowed catalog) holds, from the index of the virtual server's current catalog.
+ * Answers `search_tools`: the selected tools and the best tools for the queries among those
+ * `view` (the caller's narrowed catalog) holds, from the index of the virtual server's current
+ * catalog (tool-search-mode.ts `answerSearch`).
  */
 export async function searchTools(
   server: VirtualServer,
-  { query, limit }: SearchArguments,
+  args: SearchArguments,
   view: Catalog,
   limits: MetaToolLimits,
 ): Promise<Result> {
@@ -74,28 +76,7 @@ export async function searchTools(
   const index = await toolIndexReady(catalog, (tool) =>
     server.serverText(catalog.toolTargets.get(String(tool.name))?.upstream ?? ''),
   )
-  const visible = new Set(view.tools.map((t) => t.name))
-  const found = await index.searchBounded(
-    query,
-    limit,
-    limits.search,
-    (tool) => reachable(tool) && visible.has(tool.name),
-  )
-  return complete(searchResult(query, found.tools, boundsNote(found, limits)))
-}
-
-/** What the bounds left out of a search, said to the model; undefined when nothing. */
-function boundsNote(found: BoundedSearch, limits: MetaToolLimits): string | undefined {
-  const notes: string[] = []
-  if (found.droppedWords > 0) {
-    notes.push(
-      `only the first ${limits.search.maxTerms} distinct words were searched (limits.searchMaxTerms)`,
-    )
-  }
-  if (found.cutShort) {
-    notes.push(
-      `the search was cut short after ${limits.search.budgetMs} ms (limits.searchBudgetMs); a shorter query searches every word`,
-    )
-  }
-  return notes.length === 0 ? undefined : `Note: ${notes.join('; ')}.`
+  const { found, notes } = await answerSearch({ view, index, bounds: limits.search }, args)
+  const note = notes.length === 0 ? undefined : `Note: ${notes.join(' ')}`
+  return complete(searchResult(askedText(args), found, note))
 }

@@ -172,6 +172,14 @@ export class VirtualServer extends EventEmitter<VirtualServerEvents> {
     this.emit('listChanged', [...ALL_LIST_KEYS])
   }
 
+  /**
+   * Tells the sessions their lists changed when only what callers may see of them did (the
+   * policies were swapped): the catalog itself stays as it is.
+   */
+  viewsChanged(): void {
+    this.emit('listChanged', [...ALL_LIST_KEYS])
+  }
+
   upstream(name: string): Upstream | undefined {
     return this.#byName.get(name)
   }

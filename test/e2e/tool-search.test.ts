@@ -17,7 +17,7 @@ import {
 } from '@modelcontextprotocol/client'
 import { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
-import { McpError } from '@modelcontextprotocol/sdk/types.js'
+import { McpError, ToolListChangedNotificationSchema } from '@modelcontextprotocol/sdk/types.js'
 import type { AuditLog } from '../../src/audit/audit-log.ts'
 import { generateApiKey } from '../../src/auth/api-keys.ts'
 import { type RunningServer, startServer } from '../../src/cli/serve.ts'
@@ -25,7 +25,7 @@ import { loadConfig } from '../../src/config/load.ts'
 import { openAuditLog } from '../../src/gateway/audit-setup.ts'
 import { silentLogger } from '../../src/telemetry/log.ts'
 import { EVERYTHING } from '../fixtures/upstream-helpers.ts'
-import { postStatelessToolCall } from '../support/stateless.ts'
+import { finalReply, postStatelessToolCall } from '../support/stateless.ts'
 
 /** Its `add` hides an instruction in its description: the trust scan quarantines it. */
 const POISONED = fileURLToPath(new URL('../fixtures/trust-poisoned-server.ts', import.meta.url))
@@ -53,6 +53,104 @@ async function legacyClient(url: string, key: string): Promise<Client> {
     }),
   )
   return client
+}
+
+/** What the names-in-view tests need of a client, whatever its era. */
+interface EraClient {
+  listTools(): Promise<{ tools: Json[] }>
+  callTool(name: string, args: Json): Promise<ToolResult>
+  close(): Promise<void>
+}
+
+function sdkClient(client: {
+  listTools(): Promise<unknown>
+  callTool(params: { name: string; arguments?: Json }): Promise<unknown>
+  close(): Promise<void>
+}): EraClient {
+  return {
+    listTools: async () => (await client.listTools()) as { tools: Json[] },
+    callTool: async (name, args) =>
+      (await client.callTool({ name, arguments: args })) as ToolResult,
+    close: () => client.close(),
+  }
+}
+
+/** An SDK v2 client: pinned to `pin` (a 2026 revision), else in a 2025-era session. */
+async function v2Client(url: string, key: string, pin?: string): Promise<ClientV2> {
+  const client = new ClientV2(
+    { name: 'tool-search-e2e-v2', version: '1.0.0' },
+    pin === undefined ? {} : { versionNegotiation: { mode: { pin } } },
+  )
+  await client.connect(
+    new StreamableHTTPClientTransportV2(new URL(`${url}/mcp`), {
+      requestInit: { headers: { authorization: `Bearer ${key}` } },
+    }),
+  )
+  assert.equal(client.getNegotiatedProtocolVersion(), pin ?? '2025-11-25')
+  return client
+}
+
+/** A 2026-07-28 client without a session: one POST per request. */
+function statelessClient(endpoint: string, key: string): EraClient {
+  const headers = { authorization: `Bearer ${key}` }
+  return {
+    async listTools() {
+      const res = await fetch(endpoint, {
+        method: 'POST',
+        headers: {
+          'content-type': 'application/json',
+          accept: 'application/json, text/event-stream',
+          'mcp-protocol-version': '2026-07-28',
+          'mcp-method': 'tools/list',
+          ...headers,
+        },
+        body: JSON.stringify({
+          jsonrpc: '2.0',
+          id: 1,
+          method: 'tools/list',
+          params: {
+            _meta: {
+              'io.modelcontextprotocol/protocolVersion': '2026-07-28',
+              'io.modelcontextprotocol/clientCapabilities': {},
+            },
+          },
+        }),
+      })
+      const { final, text } = await finalReply(res)
+      assert.ok(final?.result, text)
+      return final.result as { tools: Json[] }
+    },
+    async callTool(name, args) {
+      const reply = await postStatelessToolCall(endpoint, { name, arguments: args, headers })
+      assert.ok(reply.final?.result, reply.text)
+      return reply.final.result as ToolResult
+    },
+    close: async () => {},
+  }
+}
+
+/**
+ * search_tools' description once `ready` matches it: on a loaded machine an upstream may miss
+ * the first listing's deadline and join a later one (docs/configuration.md, listing deadline).
+ */
+async function namesOnceListed(client: EraClient, ready: RegExp): Promise<string> {
+  const end = Date.now() + 15_000
+  for (;;) {
+    const { tools } = await client.listTools()
+    const description = String(tools[0]?.description)
+    if (ready.test(description) || Date.now() > end) return description
+    await sleep(200)
+  }
+}
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
+
+async function until(done: () => boolean, ms = 5000): Promise<void> {
+  const end = Date.now() + ms
+  while (!done()) {
+    if (Date.now() > end) assert.fail('timed out waiting')
+    await sleep(20)
+  }
 }
 
 async function refusal(call: Promise<unknown>): Promise<McpError> {
@@ -126,7 +224,14 @@ describe('tools.mode: search', () => {
         ['search_tools', 'call_tool', 'memory__read_graph'],
       )
       const search = tools[0]!
-      assert.deepEqual(search.inputSchema.required, ['query'])
+      // A query, several queries, or exact names: none is required alone.
+      assert.deepEqual(Object.keys(search.inputSchema.properties ?? {}), [
+        'query',
+        'queries',
+        'select',
+        'server',
+        'limit',
+      ])
     } finally {
       await client.close()
     }
@@ -309,6 +414,138 @@ describe('tools.mode: search', () => {
       headers: { authorization: `Bearer ${bob.key}` },
     })
     assert.equal((refused.final?.error as Json | undefined)?.code, -32001, refused.text)
+  })
+
+  /** Each era's client, as the names-in-view tests drive it. */
+  const ERAS: Record<string, (key: string) => Promise<EraClient>> = {
+    'SDK v1, 2025-11-25': async (key) => sdkClient(await legacyClient(url, key)),
+    'SDK v2, 2025-11-25': async (key) => sdkClient(await v2Client(url, key)),
+    'SDK v2, 2026-07-28': async (key) => sdkClient(await v2Client(url, key, '2026-07-28')),
+    'stateless 2026-07-28 POSTs': async (key) => statelessClient(`${url}/mcp`, key),
+  }
+
+  for (const [era, connect] of Object.entries(ERAS)) {
+    test(`names in view, select, server filter and several queries (${era})`, async () => {
+      const client = await connect(alice.key)
+      try {
+        const description = await namesOnceListed(client, /memory \(/)
+        assert.match(description, /verb object/)
+        // Every tool alice may call is named, under its server's prefix.
+        assert.match(description, /everything \(everything__…\): .*\bget-sum\b/)
+        assert.match(description, /memory \(memory__…\): .*\bread_graph\b/)
+        // The quarantined tool is no tool of hers: never named.
+        assert.doesNotMatch(description, /poisoned/)
+
+        const selected = await client.callTool('search_tools', {
+          select: ['everything__get-sum', 'poisoned__add', 'nope__nothing'],
+        })
+        assert.deepEqual(found(selected), ['everything__get-sum'])
+        const sum = ((selected.structuredContent?.tools ?? []) as Json[])[0]!
+        assert.equal((sum.inputSchema as Json).type, 'object')
+        // A quarantined name is answered exactly as a name that does not exist.
+        const note = String(selected.structuredContent?.note)
+        assert.match(note, /No tool of yours is named "poisoned__add", "nope__nothing"/)
+
+        const several = await client.callTool('search_tools', {
+          queries: ['echo message', 'read graph'],
+          limit: 4,
+        })
+        const names = found(several)
+        assert.ok(names.length <= 4)
+        assert.ok(names.includes('everything__echo'), names.join(', '))
+        assert.ok(names.includes('memory__read_graph'), names.join(', '))
+        const answered = several.structuredContent?.answered as string[]
+        assert.equal(answered[names.indexOf('everything__echo')], 'echo message')
+        assert.equal(answered[names.indexOf('memory__read_graph')], 'read graph')
+
+        const filtered = found(
+          await client.callTool('search_tools', { query: 'read graph', server: 'everything' }),
+        )
+        assert.ok(filtered.length > 0)
+        assert.ok(
+          filtered.every((n) => n.startsWith('everything__')),
+          filtered.join(', '),
+        )
+
+        // An exact name is called without any search first.
+        const called = await client.callTool('call_tool', {
+          name: 'everything__get-sum',
+          arguments: { a: 20, b: 22 },
+        })
+        assert.match(JSON.stringify(called.content), /42/)
+      } finally {
+        await client.close()
+      }
+    })
+
+    test(`a tool hidden by policy never appears among the names (${era})`, async () => {
+      const client = await connect(bob.key)
+      try {
+        const description = await namesOnceListed(client, /everything \(/)
+        assert.match(description, /everything \(everything__…\): /)
+        assert.doesNotMatch(description, /memory|poisoned/)
+        const selected = await client.callTool('search_tools', {
+          select: ['memory__read_graph', 'memory__nothing'],
+        })
+        assert.deepEqual(found(selected), [])
+        const note = String(selected.structuredContent?.note)
+        assert.match(note, /named "memory__read_graph", "memory__nothing"\./)
+        const byServer = await client.callTool('search_tools', {
+          query: 'read graph',
+          server: 'memory',
+        })
+        assert.deepEqual(found(byServer), [])
+        assert.match(String(byServer.structuredContent?.note), /servers: everything\./)
+      } finally {
+        await client.close()
+      }
+    })
+  }
+
+  test('past namesBudget only servers and counts are shown; a policy reload sends list_changed', async () => {
+    const client = new Client({ name: 'tool-search-e2e-listener', version: '1.0.0' })
+    let heard = 0
+    client.setNotificationHandler(ToolListChangedNotificationSchema, async () => {
+      heard++
+    })
+    await client.connect(
+      new StreamableHTTPClientTransport(new URL(`${url}/mcp`), {
+        requestInit: { headers: { authorization: `Bearer ${bob.key}` } },
+      }),
+    )
+    const original = readFileSync(configFile, 'utf8')
+    try {
+      const before = await namesOnceListed(sdkClient(client), /everything \(/)
+      assert.doesNotMatch(before, /memory/)
+      await sleep(300) // the SDK opens its GET stream after initialize
+      // Bob may now call memory's tools too, and the names get a budget they do not fit.
+      const changed = JSON.parse(original)
+      changed.auth.permissions[1].tools.push('memory__*')
+      changed.servers.default.tools.search = { namesBudget: 10 }
+      writeFileSync(configFile, JSON.stringify(changed))
+      await server.apply((await loadConfig({ path: configFile }))!.config)
+      await until(() => heard > 0)
+      const after = String((await client.listTools()).tools[0]?.description)
+      assert.match(after, /too many to name here: everything \(\d+\), memory \(9\)/)
+      assert.doesNotMatch(after, /get-sum|read_graph|poisoned/)
+      // Only the permissions change: still list_changed, and the names follow bob's new view.
+      heard = 0
+      const widened = JSON.parse(original)
+      widened.auth.permissions[1].tools.push('memory__*')
+      writeFileSync(configFile, JSON.stringify(widened))
+      await server.apply((await loadConfig({ path: configFile }))!.config)
+      await until(() => heard > 0)
+      heard = 0
+      writeFileSync(configFile, original)
+      await server.apply((await loadConfig({ path: configFile }))!.config)
+      await until(() => heard > 0)
+      const back = String((await client.listTools()).tools[0]?.description)
+      assert.match(back, /everything \(everything__…\): /)
+      assert.doesNotMatch(back, /memory/)
+    } finally {
+      writeFileSync(configFile, original)
+      await client.close()
+    }
   })
 
   test('the index follows the catalogue: a reload that hides a tool hides it from search', async () => {
