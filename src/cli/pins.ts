@@ -280,8 +280,8 @@ export async function runLock(
         packageCache &&
         !findNpmPackage(npx.name, npx.version, { ...context, packageCache })
       ) {
-        const scripts = scriptsAllowed(previous, u.name)
-        await installNpmPackage(packageCache, npx.name, npx.version, { scripts })
+        const allowScripts = scriptsAllowed(previous, u.name) ? true : u.trust?.allowScripts
+        await installNpmPackage(packageCache, npx.name, npx.version, { allowScripts })
       }
       const observed = observeLaunch(launch, { ...context, packageCache })
       // Allowing install scripts is the operator's word in the lock; relocking keeps it.

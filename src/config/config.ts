@@ -95,6 +95,8 @@ export interface TrustConfig {
   readonly scan: 'warn' | 'quarantine'
   readonly allowFloating: boolean
   readonly allowInlineCode: boolean
+  /** npm packages whose install scripts may run (ADR 107); absent: none. */
+  readonly allowScripts?: readonly string[] | undefined
 }
 
 /** Where pins and baselines live; a relative SQLite path is already resolved. */

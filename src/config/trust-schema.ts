@@ -60,6 +60,15 @@ export const trustSchema = doc(
           'python -c, deno eval, bun -e, a program read from stdin. Default: false: such an ' +
           'upstream is refused before launch.',
       ),
+      allowScripts: doc(
+        z.array(z.string().min(1)).optional(),
+        'Allow install scripts',
+        'npm packages (by name) whose install scripts (preinstall, install, postinstall, a ' +
+          "native module build) may run when Barbican installs this upstream's npx package. " +
+          "They run outside the sandbox, with Barbican's rights. Barbican names the packages " +
+          'whose scripts it skipped, in the log and `barbican check`. Default: none run ' +
+          '(docs/sandbox.md, ADR 107).',
+      ),
     })
     .optional(),
   'Trust',

@@ -10,7 +10,17 @@ import type { AuditSink } from '../audit/audit-log.ts'
 import { BarbicanError, toBarbicanError } from '../common/errors.ts'
 import type { Config, StoreConfig, UpstreamConfig } from '../config/config.ts'
 import { DEFAULT_STORE_PATH } from '../config/defaults.ts'
-import { installNpmPackage, npxPackageOf } from '../sandbox/npm-install.ts'
+import {
+  type AllowScripts,
+  cacheSlot,
+  inCacheSlot,
+  installNpmPackage,
+  needsScripts,
+  npxPackageOf,
+  type ScriptsRecord,
+  scriptsRecord,
+  skippedScriptsMessage,
+} from '../sandbox/npm-install.ts'
 import { findExecutable } from '../sandbox/sandbox.ts'
 import { memoryStore } from '../store/memory.ts'
 import { openSqliteStore } from '../store/sqlite.ts'
@@ -143,17 +153,43 @@ function withInstall(
     packageCache: cache,
   }
   const found = findNpmPackage(pkg.name, pkg.version, context)
-  if (found !== undefined && installedVersion(found) === pkg.version) return launch()
-  return new DeferredTransport(async () => {
-    const lock = setup.lockfilePath === undefined ? undefined : readLockfile(setup.lockfilePath)
-    const scripts = scriptsAllowed(lock, u.name)
-    log.info('installing the package outside the sandbox', {
-      package: `${pkg.name}@${pkg.version}`,
-      cache,
-      scripts,
-    })
-    await installNpmPackage(cache, pkg.name, pkg.version, { scripts })
-  }, launch)
+  const ready = found !== undefined && installedVersion(found) === pkg.version
+  // A package installed elsewhere (the project's node_modules, npx's cache) is the user's own.
+  if (ready && !inCacheSlot(found, cache, pkg.name, pkg.version)) return launch()
+  const lock = () =>
+    setup.lockfilePath === undefined ? undefined : readLockfile(setup.lockfilePath)
+  const allowScripts = (): AllowScripts =>
+    scriptsAllowed(lock(), u.name) ? true : (trustPolicyOf(u).allowScripts ?? [])
+  const slot = cacheSlot(cache, pkg.name, pkg.version)
+  // A server that dies for want of a skipped native build says only what it searched for.
+  const note = () => skippedScriptsMessage(u.name, scriptsRecord(slot))?.message
+  const prepare = async () => {
+    const allow = allowScripts()
+    if (!ready || needsScripts(slot, allow)) {
+      log.info(
+        ready ? 'running allowed install scripts' : 'installing the package outside the sandbox',
+        { package: `${pkg.name}@${pkg.version}`, cache, allowScripts: allow },
+      )
+      await installNpmPackage(cache, pkg.name, pkg.version, { allowScripts: allow })
+    }
+    warnSkipped(u.name, scriptsRecord(slot), log)
+  }
+  return new DeferredTransport(prepare, launch, note)
+}
+
+/**
+ * Says, at each launch, which packages' install scripts were skipped and the line that runs
+ * them: at warn until the operator has allowed some (then the rest is their choice: info).
+ */
+function warnSkipped(upstream: string, record: ScriptsRecord, log: Logger): void {
+  const skipped = skippedScriptsMessage(upstream, record)
+  if (skipped === undefined) return
+  const level = record.ran.length === 0 ? 'warn' : 'info'
+  log[level]('install scripts not run', {
+    packages: skipped.packages,
+    fix: skipped.fix,
+    detail: skipped.message,
+  })
 }
 
 function installedVersion(dir: string): string | undefined {

@@ -14,6 +14,11 @@ export interface TrustPolicy {
   readonly allowFloating: boolean
   /** Launch code no file holds (`node -e`, `python -c`), which `barbican.lock` cannot pin. */
   readonly allowInlineCode: boolean
+  /**
+   * npm packages whose install scripts may run when Barbican installs this upstream's npx
+   * package (ADR 107): outside the sandbox, with Barbican's rights. Default: none.
+   */
+  readonly allowScripts?: readonly string[] | undefined
 }
 
 /** Trust on first use, quarantine changes, report findings, refuse floating versions. */
