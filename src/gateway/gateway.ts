@@ -19,6 +19,8 @@ import {
   type JsonRpcNotification,
   type JsonRpcRequest,
 } from '../protocol/jsonrpc.ts'
+import { answer } from '../relay/answer.ts'
+import { exchange } from '../relay/exchange.ts'
 import type { RefusalHints } from '../sandbox/hints.ts'
 import { MetaToolGate, type MetaToolLimits, metaToolLimitsOf } from '../session/meta-tool-limits.ts'
 import { Session } from '../session/session.ts'
@@ -374,6 +376,8 @@ export class Gateway implements InboundHandler {
       listPageSize: this.#plan.listPageSize ?? DEFAULT_LIST_PAGE_SIZE,
       metrics: this.metrics?.forServer(info.server),
       metaTools: this.#metaTools,
+      exchange,
+      relay: answer,
     })
     this.sessions.add(session)
   }

@@ -13,18 +13,14 @@ import type { ProgressRouter, ProgressSink } from '../bridge/progress.ts'
 import { ProgressRelay } from '../bridge/progress-relay.ts'
 import { subjectOf } from '../bridge/request-state.ts'
 import { toBarbicanError } from '../common/errors.ts'
-import { isPlainObject, type JsonObject, type JsonRpcId } from '../protocol/jsonrpc.ts'
+import { isPlainObject, type JsonObject } from '../protocol/jsonrpc.ts'
 import type { ErrorReply, Request, Result } from '../protocol/model.ts'
+import type { RequestLogs } from '../session/request-logs.ts'
+import type { Session } from '../session/session.ts'
 import { endSpan, replyOutcome, startUpstreamSpan, traceparentOf } from '../telemetry/tracing.ts'
 import type { ModernRequestOptions, Upstream } from '../upstreams/upstream.ts'
 import type { CallOwner, UpstreamReply } from '../upstreams/upstream-client.ts'
-import { holdsCall, toLegacyClient } from './translate.ts'
-
-/** Where a 2026-07-28 request that asked for logs is tracked while it is in flight. */
-export interface RequestLogTracking {
-  track(id: JsonRpcId, upstream: string, level: string): void
-  untrack(id: JsonRpcId): void
-}
+import { holdsCall, toLegacyClient, upstreamEnvelope } from './translate.ts'
 
 /** What forwarding needs from the client's session. */
 export interface ForwardContext {
@@ -36,11 +32,61 @@ export interface ForwardContext {
   /** Multi-round-trip translation between eras; absent: relayed as is. */
   readonly bridge: MrtrBridge | undefined
   /** Where a 2026 request asking for logs is tracked while it is in flight. */
-  readonly logs: RequestLogTracking
+  readonly logs: RequestLogs
   /** What a 2026-07-28 upstream is told about the client of this request (translate.ts). */
   readonly envelope: UpstreamEnvelope
   /** The client request's span (tracing on): the parent of each upstream request's span. */
   readonly span?: Span | undefined
+}
+
+/**
+ * Sends `request` of `session`'s client to `upstream` with `params` (cut to the method's own and
+ * renamed upstream, unicast.ts) and returns the upstream's reply.
+ */
+export function forwardFor(
+  session: Session,
+  upstream: Upstream,
+  request: Request,
+  params: JsonObject | undefined,
+  signal: AbortSignal,
+): Promise<Result | ErrorReply> {
+  const { deps } = session
+  const context: ForwardContext = {
+    session,
+    caller: {
+      identity: session.identity,
+      headers: session.info.headers,
+      clientCapabilities: session.clientCapabilities,
+    },
+    progress: deps.progress,
+    bridge: deps.bridge,
+    logs: session.requestLogs,
+    envelope: envelopeFor(session, request),
+    span: session.spans?.get(request.id),
+  }
+  return forwardToUpstream(context, upstream, request, params, signal)
+}
+
+/**
+ * What a 2026-07-28 upstream is told about the client of `request`. A request without its own
+ * envelope (a legacy client) gets the session's, built again only when the capabilities or the
+ * log level it comes from changed.
+ */
+function envelopeFor(session: Session, request: Request): UpstreamEnvelope {
+  const { clientCapabilities } = session
+  const logLevel = session.notifications.logLevel
+  const own = request.envelope === undefined
+  const kept = session.keptEnvelope
+  if (own && kept?.clientCapabilities === clientCapabilities && kept.logLevel === logLevel) {
+    return kept.envelope
+  }
+  const envelope = upstreamEnvelope(request, {
+    clientCapabilities,
+    logLevel,
+    serverInfo: session.deps.serverInfo,
+  })
+  if (own) session.keptEnvelope = { clientCapabilities, logLevel, envelope }
+  return envelope
 }
 
 /** Sends a request upstream on the client's behalf and returns the upstream's reply. */

@@ -15,27 +15,14 @@ import {
   type UnicastMethod,
 } from '../protocol/methods.ts'
 import type { ErrorReply, Request, Result } from '../protocol/model.ts'
+import type { Session } from '../session/session.ts'
 import type { Upstream } from '../upstreams/upstream.ts'
-import type { SessionTask, WatchTarget } from '../virtual-servers/route.ts'
-
-/** What relaying needs from the session: its forwarding and its per-client bookkeeping. */
-export interface UnicastHost {
-  /** Forwards with the session's per-client rewriting (relay/forward.ts). */
-  forward(
-    upstream: Upstream,
-    request: Request,
-    params: JsonObject | undefined,
-    signal: AbortSignal,
-  ): Promise<Result | ErrorReply>
-  /** Task id → upstream and creating tool, for the tasks this client created. */
-  readonly tasks: Map<string, SessionTask>
-  /** Exposed URI → upstream target, for the resources this client subscribed to. */
-  readonly subscriptions: Map<string, WatchTarget>
-}
+import { forwardFor } from './forward.ts'
 
 /** One relayed call: `params` are already cut to the method's own and renamed upstream. */
 interface Relayed {
-  readonly host: UnicastHost
+  /** The client's session: its forwarding facts, the tasks and subscriptions it keeps. */
+  readonly session: Session
   readonly upstream: Upstream
   readonly request: Request
   /** The upstream's own name for what the request names. */
@@ -46,17 +33,17 @@ interface Relayed {
 
 type Relay = (call: Relayed) => Promise<Result | ErrorReply>
 
-const forward: Relay = ({ host, upstream, request, params, signal }) =>
-  host.forward(upstream, request, params, signal)
+const forward: Relay = ({ session, upstream, request, params, signal }) =>
+  forwardFor(session, upstream, request, params, signal)
 
 /** A resource subscription: recorded for routing `resources/updated` back to this client. */
 const watch =
   (on: boolean): Relay =>
   async (call) => {
-    const { host, upstream, request, original } = call
+    const { session, upstream, request, original } = call
     const uri = request.params?.uri as string
-    if (on) host.subscriptions.set(uri, { upstream: upstream.name, uri: original })
-    else host.subscriptions.delete(uri)
+    if (on) session.subscriptions.set(uri, { upstream: upstream.name, uri: original })
+    else session.subscriptions.delete(uri)
     if (upstream.era === 'modern') {
       // 2026 has no resources/subscribe: the upstream watches through a listen stream.
       upstream.watchResource(original, on)
@@ -76,7 +63,7 @@ const RELAYS: { readonly [M in UnicastMethod]: Relay } = {
     const task = reply.kind === 'result' ? reply.result.task : undefined
     const tool = call.request.params?.name
     if (isPlainObject(task) && typeof task.taskId === 'string' && typeof tool === 'string') {
-      call.host.tasks.set(task.taskId, { upstream: call.upstream.name, tool })
+      call.session.tasks.set(task.taskId, { upstream: call.upstream.name, tool })
     }
     return reply
   },
@@ -128,7 +115,7 @@ function renamed(target: Target, params: JsonObject, original: string): JsonObje
  * request names. Undefined for a method that is not relayed to a single upstream.
  */
 export async function relayUnicast(
-  host: UnicastHost,
+  session: Session,
   upstream: Upstream,
   original: string,
   request: Request,
@@ -139,7 +126,7 @@ export async function relayUnicast(
   if (target === undefined || !isMethod(method) || !Object.hasOwn(RELAYS, method)) return undefined
   const params = renamed(target, definedParams(method, request.params) ?? {}, original)
   return await RELAYS[method as UnicastMethod]({
-    host,
+    session,
     upstream,
     request,
     original,

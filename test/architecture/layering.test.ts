@@ -52,10 +52,13 @@ const LAYERS = [
   'virtual-servers',
   /** The chain every call passes through on its way to the relay. */
   'policies',
-  /** What relays a call to its upstream: unicast, forwarding, the era translation. */
-  'relay',
-  /** One client connection. */
+  /** One client connection: what lives across its requests. */
   'session',
+  /**
+   * One request from decode to encode (the exchange and its steps), and what relays a call to
+   * its upstream: unicast, forwarding, the era translation.
+   */
+  'relay',
   /** Builds everything from a plan. */
   'gateway',
   /** The admin console, admin API, landing page, readiness and metrics endpoints. */
@@ -89,8 +92,8 @@ const PLACES: Readonly<Record<string, Layer>> = {
   'trust/': 'trust',
   'virtual-servers/': 'virtual-servers',
   'policies/': 'policies',
-  'relay/': 'relay',
   'session/': 'session',
+  'relay/': 'relay',
   'gateway/': 'gateway',
   'admin/': 'admin',
   'cli/': 'cli',

@@ -14,7 +14,7 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
 import { type RunningServer, startServer } from '../../src/cli/serve.ts'
 import { parseConfigText } from '../../src/config/load.ts'
-import { DEGRADED_META } from '../../src/session/local-answers.ts'
+import { DEGRADED_META } from '../../src/relay/local-answers.ts'
 import { silentLogger } from '../../src/telemetry/log.ts'
 
 const root = fileURLToPath(new URL('../../', import.meta.url))

@@ -20,7 +20,7 @@ import { ToolListChangedNotificationSchema } from '@modelcontextprotocol/sdk/typ
 import { type RunningServer, startServer } from '../../src/cli/serve.ts'
 import { DEFAULT_LIMITS } from '../../src/config/defaults.ts'
 import { parseConfigText } from '../../src/config/load.ts'
-import { DEGRADED_META } from '../../src/session/local-answers.ts'
+import { DEGRADED_META } from '../../src/relay/local-answers.ts'
 import { silentLogger } from '../../src/telemetry/log.ts'
 
 const root = fileURLToPath(new URL('../../', import.meta.url))

@@ -18,9 +18,9 @@ import {
   searchResult,
 } from '../exposure/tool-search-mode.ts'
 import type { Request, Result } from '../protocol/model.ts'
+import type { MetaToolLimits } from '../session/meta-tool-limits.ts'
 import type { VirtualServer } from '../virtual-servers/virtual-server.ts'
 import { complete } from './local-answers.ts'
-import type { MetaToolLimits } from './meta-tool-limits.ts'
 
 /** What a search-mode `tools/call` is: a search, or the direct call `call_tool` stands for. */
 export type MetaToolCall =

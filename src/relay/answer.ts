@@ -1,0 +1,123 @@
+/**
+ * The relay: the step after the last policy. A merged list is answered with one page of the
+ * caller's (narrowed) catalog; a call with one upstream goes there (unicast.ts, forward.ts,
+ * translate.ts); what Barbican answers itself comes from `LOCAL`, one entry per local method.
+ */
+import { createHash } from 'node:crypto'
+import type { Identity } from '../auth/identity.ts'
+import { BarbicanError } from '../common/errors.ts'
+import { searchModeTools } from '../exposure/tool-search-mode.ts'
+import type { Call, Reply } from '../policies/policy.ts'
+import { isPlainObject } from '../protocol/jsonrpc.ts'
+import type { LocalMethod } from '../protocol/methods.ts'
+import type { Request, Result } from '../protocol/model.ts'
+import { negotiateLegacy } from '../protocol/revisions.ts'
+import { LOG_LEVELS } from '../session/request-logs.ts'
+import type { Session } from '../session/session.ts'
+import { stringParam } from '../virtual-servers/route.ts'
+import { exposedCatalog } from './exposure-calls.ts'
+import {
+  complete,
+  connectAll,
+  discoverResult,
+  initializeResult,
+  listPage,
+  ownTasks,
+  setUpstreamLogLevel,
+} from './local-answers.ts'
+import { relayUnicast } from './unicast.ts'
+
+/** Answers `call` of `session`'s client, after the policies let it through. */
+export async function answer(session: Session, call: Call): Promise<Reply> {
+  const { request, route, signal } = call
+  const { method } = request
+  const server = session.deps.server
+  if (route.kind === 'unresolved') throw route.error
+
+  if (route.kind === 'fanout') {
+    const { exposure } = server
+    const catalog =
+      method === 'tools/list' && exposure.mode === 'search'
+        ? await searchModeTools(route.catalog, exposure)
+        : route.catalog
+    for (const d of route.degraded) {
+      session.notifications.log('warning', {
+        message: `Upstream ${d.upstream} is unavailable: ${d.error}`,
+      })
+    }
+    const cursor = request.params?.cursor
+    return listPage(
+      method === 'tools/list' ? exposedCatalog(server.exposure, catalog) : catalog,
+      method,
+      cursor,
+      session.deps.listPageSize,
+      route.degraded,
+      viewKey(call.identity),
+    )
+  }
+
+  if (route.kind === 'unicast') {
+    const upstream = server.upstream(route.upstream)!
+    const reply = await relayUnicast(session, upstream, route.original, request, signal)
+    // A confined server's error that names a path or host outside its grants gets the fix.
+    if (reply) return upstream.hints ? upstream.hints.annotate(reply, call.log) : reply
+  }
+
+  if (!Object.hasOwn(LOCAL, method)) {
+    throw new BarbicanError('ERR_METHOD_UNKNOWN', `Method not found: ${method}`)
+  }
+  return await LOCAL[method as LocalMethod](session, request, signal)
+}
+
+/**
+ * What Barbican answers itself, one entry per local method of the method table
+ * (protocol/methods.ts `LocalMethod`: client requests that are neither a merged list nor
+ * relayed); a new local method fails to compile until it has its answer here.
+ */
+const LOCAL: {
+  readonly [M in LocalMethod]: (
+    session: Session,
+    request: Request,
+    signal: AbortSignal,
+  ) => Promise<Result>
+} = {
+  initialize: async (session, request) => {
+    const params = request.params ?? {}
+    const revision = negotiateLegacy(params.protocolVersion)
+    session.negotiated(revision, isPlainObject(params.capabilities) ? params.capabilities : {})
+    await connectAll(session.deps.server)
+    return initializeResult(session.deps.server, revision, session.deps.serverInfo)
+  },
+  ping: async () => complete({}),
+  'server/discover': async (session, request) => {
+    await connectAll(session.deps.server)
+    return discoverResult(session.deps.server, request.id, session.deps.serverInfo)
+  },
+  'tasks/list': (session, _request, signal) => ownTasks(session.deps.server, session.tasks, signal),
+  'logging/setLevel': async (session, request, signal) => {
+    const level = stringParam(request.params, 'level')
+    if (!LOG_LEVELS.includes(level)) {
+      throw new BarbicanError('ERR_INVALID_PARAMS', `Invalid log level: ${level}`)
+    }
+    session.notifications.setLogLevel(level)
+    await setUpstreamLogLevel(session.deps.server, level, signal)
+    return complete({})
+  },
+  'subscriptions/listen': (session, request, signal) =>
+    session.listenStreams.serve(request, signal),
+}
+
+/**
+ * The key of the view a caller's lists are narrowed to (policies narrow by these facts): a
+ * digest, so that cursors do not carry the identity in clear.
+ */
+function viewKey(identity: Identity): string {
+  const facts = [
+    identity.subject,
+    identity.tenant,
+    identity.client,
+    identity.scopes,
+    identity.claims,
+  ]
+  return createHash('sha256').update(JSON.stringify(facts)).digest('base64url').slice(0, 16)
+}
