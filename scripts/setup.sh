@@ -16,7 +16,9 @@ as_postgres() { if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else su
 #   playwright-core; no browser is ever downloaded;
 # - haproxy: the fleet test (test/e2e/fleet.test.ts) puts three replicas behind it, round-robin;
 # - postgresql and redis-server: the backend and fleet tests (127.0.0.1:5432 and :6379);
-# - python3-venv: the real-server suite's Python SDK server runs from a virtualenv (below).
+# - python3-venv: the real-server suite's Python SDK server runs from a virtualenv (below);
+# - git, g++ and make: the real-server suite's git server runs `git`, and its native-module case
+#   builds sqlite3 with node-gyp (the headers come with the pinned Node).
 missing=()
 command -v bwrap >/dev/null 2>&1 || missing+=(bubblewrap)
 command -v socat >/dev/null 2>&1 || missing+=(socat)
@@ -25,6 +27,9 @@ command -v haproxy >/dev/null 2>&1 || [ -x /usr/sbin/haproxy ] || missing+=(hapr
 command -v pg_isready >/dev/null 2>&1 || missing+=(postgresql)
 command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
 /usr/bin/python3 -c 'import ensurepip, venv' >/dev/null 2>&1 || missing+=(python3-venv)
+command -v git >/dev/null 2>&1 || missing+=(git)
+command -v g++ >/dev/null 2>&1 || missing+=(g++)
+command -v make >/dev/null 2>&1 || missing+=(make)
 if [ ${#missing[@]} -gt 0 ]; then
   if command -v apt-get >/dev/null 2>&1; then
     echo "== installing ${missing[*]}"
