@@ -8,10 +8,12 @@
  *
  * Reports recall@1, recall@5 and MRR for each ranking tried (MiniSearch as shipped, its
  * ablations, Orama with the same analysis, and plain BM25 over name and description), the
- * p50/p95 latency of a search on a 1,000-tool catalogue, and the tokens (o200k_base) of
- * tools/list in search mode against the full list.
+ * p50/p95 latency of a search on a 1,000-tool catalogue, the tokens (o200k_base) of
+ * tools/list in search mode against the full list, and the scripted client's end-to-end tokens
+ * and success per task (client.ts, issue 34), the tasks queried as their "verb object"
+ * (intents.txt) or as written, with the names in view or servers and counts only.
  *
- *   node bench/search/run.ts [--json] [--show-misses]
+ *   node bench/search/run.ts [--json] [--show-misses] [--per-task]
  */
 import { readFileSync } from 'node:fs'
 import { fileURLToPath } from 'node:url'
@@ -19,6 +21,8 @@ import { create, insertMultiple, search as oramaSearch } from '@orama/orama'
 import { encode } from 'gpt-tokenizer/encoding/o200k_base'
 import MiniSearch from 'minisearch'
 import { stemmer } from 'stemmer'
+import { DEFAULT_NAMES_BUDGET } from '../../src/config/defaults.ts'
+import { namesInView } from '../../src/exposure/tool-names.ts'
 import {
   parameterText,
   type SearchTuning,
@@ -28,9 +32,10 @@ import {
   term,
   words,
 } from '../../src/exposure/tool-search.ts'
-import { searchModeListing } from '../../src/exposure/tool-search-mode.ts'
+import { SEARCH_GUIDANCE, searchModeListing } from '../../src/exposure/tool-search-mode.ts'
 import { SYNONYM_GROUPS, synonymsOf } from '../../src/exposure/tool-search-synonyms.ts'
 import type { JsonObject } from '../../src/protocol/jsonrpc.ts'
+import { type ClientRun, catalogueView, RESULTS, ScriptedClient } from './client.ts'
 
 interface DumpedServer {
   readonly name: string
@@ -45,6 +50,8 @@ interface Task {
   readonly request: string
   readonly right: readonly string[]
   readonly half: 'dev' | 'held-out'
+  /** The "verb object" query of intents.txt (the scripted client's). */
+  readonly intent: string
 }
 
 /** A ranking under test: the exposed names of the best tools for a request, best first. */
@@ -81,6 +88,10 @@ export function loadCatalogue(): {
 
 export function loadTasks(): Task[] {
   const lines = readFileSync(here('./tasks.txt'), 'utf8').split('\n')
+  const intents = readFileSync(here('./intents.txt'), 'utf8')
+    .split('\n')
+    .map((l) => l.trim())
+    .filter((l) => l !== '' && !l.startsWith('#'))
   const tasks: Task[] = []
   for (const raw of lines) {
     const line = raw.trim()
@@ -93,7 +104,11 @@ export function loadTasks(): Task[] {
       request,
       right: right.split(',').map((r) => r.trim()),
       half: n % 2 === 1 ? 'dev' : 'held-out',
+      intent: intents[n - 1] ?? '',
     })
+  }
+  if (intents.length !== tasks.length) {
+    throw new Error(`intents.txt has ${intents.length} lines for ${tasks.length} tasks`)
   }
   return tasks
 }
@@ -244,6 +259,47 @@ function tokensOf(value: unknown): number {
   return encode(JSON.stringify(value)).length
 }
 
+interface ClientRow {
+  readonly variant: string
+  /** Tokens of the search-mode tools/list this client read. */
+  readonly list: number
+  /** Share of tasks whose search returned a right tool. */
+  readonly dev: number
+  readonly heldOut: number
+  /** Tokens per task: tools/list + search_tools call + its result. */
+  readonly mean: number
+  readonly median: number
+  readonly max: number
+  /** Tasks where the client selected by name, and where a selected name was right. */
+  readonly selected: number
+  readonly selectedRight: number
+}
+
+function clientRow(
+  variant: string,
+  list: number,
+  runs: readonly { task: Task; run: ClientRun }[],
+): ClientRow {
+  const share = (half: Task['half']) => {
+    const mine = runs.filter((r) => r.task.half === half)
+    return mine.filter((r) => r.run.found).length / mine.length
+  }
+  const totals = runs
+    .map(({ run: { tokens: t } }) => t.list + t.call + t.result)
+    .sort((a, b) => a - b)
+  return {
+    variant,
+    list,
+    dev: share('dev'),
+    heldOut: share('held-out'),
+    mean: totals.reduce((a, b) => a + b, 0) / totals.length,
+    median: percentile(totals, 50),
+    max: totals[totals.length - 1]!,
+    selected: runs.filter((r) => r.run.selected > 0).length,
+    selectedRight: runs.filter((r) => r.run.selectedRight).length,
+  }
+}
+
 async function main(): Promise<void> {
   const json = process.argv.includes('--json')
   const showMisses = process.argv.includes('--show-misses')
@@ -255,8 +311,15 @@ async function main(): Promise<void> {
   for (const t of tasks)
     for (const r of t.right) if (!known.has(r)) throw new Error(`task #${t.line}: no tool ${r}`)
 
+  // The same ranking, queried as search_tools' guidance asks: the task's "verb object".
+  const intentOf = new Map(tasks.map((t) => [t.request, t.intent]))
+  const shippedRanker = minisearch(tools, serverOf)
   const rankers: [string, Ranker][] = [
-    ['minisearch (shipped)', minisearch(tools, serverOf)],
+    ['minisearch (shipped)', shippedRanker],
+    [
+      'shipped, "verb object" queries',
+      (request, limit) => shippedRanker(intentOf.get(request)!, limit),
+    ],
     ['orama, same analysis', await orama(tools, serverOf)],
     [
       'minisearch, no re-rank',
@@ -292,27 +355,51 @@ async function main(): Promise<void> {
   const speed = latency(big.tools, big.serverOf, tasks)
 
   const full = { tools }
-  const catalog = {
-    tools,
-    prompts: [],
-    resources: [],
-    resourceTemplates: [],
-    toolTargets: new Map(),
-    promptTargets: new Map(),
-    resourceTargets: new Map(),
-    conflicts: [],
-    heldBack: [],
+  // search_tools' description holds the names in view at the default budget (ADR 126).
+  const catalog = catalogueView(tools, serverOf)
+  const count = (text: string) => encode(text).length
+  const names = namesInView(catalog, DEFAULT_NAMES_BUDGET, count)
+  const searchList = { tools: searchModeListing(catalog, [], names.text).tools }
+  const countsOnly = namesInView(catalog, 0, count).text
+  const tokens = {
+    full: tokensOf(full),
+    search: tokensOf(searchList),
+    countsOnly: tokensOf({ tools: searchModeListing(catalog, [], countsOnly).tools }),
+    names: names.tokens,
   }
-  const searchList = { tools: searchModeListing(catalog, []).tools }
-  const tokens = { full: tokensOf(full), search: tokensOf(searchList) }
   const pinned3 = {
-    tools: searchModeListing(catalog, [
-      'github__create_issue',
-      'filesystem__read_text_file',
-      'slack__slack_post_message',
-    ]).tools,
+    tools: searchModeListing(
+      catalog,
+      ['github__create_issue', 'filesystem__read_text_file', 'slack__slack_post_message'],
+      names.text,
+    ).tools,
   }
   const tokensPinned = tokensOf(pinned3)
+
+  // The scripted client (client.ts): each task's end-to-end tokens and whether it got a right
+  // tool, for names budgets 0 (servers and counts) and the default, querying with the task's
+  // "verb object" annotation or its raw request.
+  const view = catalog
+  const shipped = new ToolIndex(tools, serverOf)
+  const clientRows: ClientRow[] = []
+  const perTask: { line: number; half: string; variant: string; run: ClientRun }[] = []
+  for (const [budget, query] of [
+    [0, 'request'],
+    [0, 'intent'],
+    [2000, 'request'],
+    [2000, 'intent'],
+  ] as const) {
+    const client = new ScriptedClient(view, shipped, budget, query)
+    const variant = `${client.named ? 'names' : 'counts'} (budget ${budget}), ${query === 'intent' ? '"verb object"' : 'raw request'}`
+    const runs: { task: Task; run: ClientRun }[] = []
+    for (const task of tasks) {
+      const run = await client.run(task)
+      runs.push({ task, run })
+      perTask.push({ line: task.line, half: task.half, variant, run })
+    }
+    clientRows.push(clientRow(variant, client.listTokens, runs))
+  }
+  const guidanceTokens = encode(SEARCH_GUIDANCE).length
 
   const report = {
     catalogue: {
@@ -324,6 +411,7 @@ async function main(): Promise<void> {
     synonymGroups: SYNONYM_GROUPS,
     quality: quality.map(({ misses: _m, ...q }) => q),
     latency: speed,
+    client: { rows: clientRows, guidanceTokens, fullListTokens: tokens.full },
     tokens: {
       ...tokens,
       ratio: tokens.search / tokens.full,
@@ -332,7 +420,13 @@ async function main(): Promise<void> {
     },
   }
   if (json) {
-    console.log(JSON.stringify(report, null, 2))
+    console.log(
+      JSON.stringify(
+        process.argv.includes('--per-task') ? { ...report, perTask } : report,
+        null,
+        2,
+      ),
+    )
     return
   }
   const pct = (x: number) => x.toFixed(3)
@@ -352,8 +446,27 @@ async function main(): Promise<void> {
     `search_tools on ${speed.tools} tools: p50 ${speed.p50.toFixed(3)} ms, p95 ${speed.p95.toFixed(3)} ms over ${speed.samples} searches (index built in ${speed.buildMs.toFixed(1)} ms)`,
   )
   console.log(
-    `tools/list tokens (o200k_base): full ${tokens.full}, search mode ${tokens.search} (${(100 * report.tokens.ratio).toFixed(2)} %), with 3 pinned ${tokensPinned}`,
+    `tools/list tokens (o200k_base): full ${tokens.full}; search mode with the names in view ${tokens.search} (${(100 * report.tokens.ratio).toFixed(2)} %; the names ${tokens.names}), servers and counts only ${tokens.countsOnly}, names and 3 pinned ${tokensPinned}`,
   )
+  console.log(
+    `scripted client (bench/search/client.ts), at most ${RESULTS} tools per search; search_tools' guidance ${guidanceTokens} tokens; full tools/list ${tokens.full} tokens per task`,
+  )
+  console.log(
+    'client                                   | list  | dev found | held-out found | tokens/task: mean  median  max | selected (right)',
+  )
+  for (const r of clientRows) {
+    console.log(
+      `${r.variant.padEnd(40)} | ${String(r.list).padStart(5)} | ${pct(r.dev)}     | ${pct(r.heldOut)}          | ${r.mean.toFixed(0).padStart(17)} ${String(r.median).padStart(7)} ${String(r.max).padStart(5)} | ${r.selected} (${r.selectedRight})`,
+    )
+  }
+  if (process.argv.includes('--per-task')) {
+    for (const p of perTask) {
+      const t = p.run.tokens
+      console.log(
+        `task ${p.half} #${p.line} ${p.variant}: ${p.run.found ? 'found' : 'missed'}, selected ${p.run.selected}, tokens list ${t.list} + call ${t.call} + result ${t.result} = ${t.list + t.call + t.result} (full mode ${tokens.full})`,
+      )
+    }
+  }
   if (showMisses) for (const m of quality[0]!.misses) console.log(`miss: ${m}`)
 }
 
