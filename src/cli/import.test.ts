@@ -173,4 +173,59 @@ describe('barbican import', () => {
     const withBwrap = await run([join(other, 'claude.json')], { cwd: other, home: other })
     assert.match(withBwrap.out, /sandbox py: confined by bubblewrap/)
   })
+
+  test('names the grants each imported server gets, and where each came from', async () => {
+    const cwd = tempDir()
+    const data = join(cwd, 'data')
+    mkdirSync(data)
+    const file = join(cwd, 'claude.json')
+    writeFileSync(
+      file,
+      JSON.stringify({
+        mcpServers: {
+          files: {
+            command: 'npx',
+            args: ['-y', '@modelcontextprotocol/server-filesystem@1.0.0', data],
+          },
+          memory: {
+            command: 'npx',
+            args: ['-y', '@modelcontextprotocol/server-memory@1.0.0'],
+            env: { MEMORY_FILE_PATH: join(data, 'memory.jsonl') },
+          },
+          db: {
+            command: 'npx',
+            args: ['-y', '@modelcontextprotocol/server-postgres@1.0.0', 'postgresql://127.0.0.1/x'],
+          },
+          plain: { command: 'npx', args: ['-y', '@modelcontextprotocol/server-everything@1.0.0'] },
+          legacy: { command: 'npx', args: ['-y', 'x@1.0.0', data], sandbox: 'none' },
+        },
+      }),
+    )
+    const { code, out } = await run([file], { cwd, home: '/nonexistent-home' })
+    assert.equal(code, 0, out)
+    assert.match(out, /sandbox files: confined by bubblewrap\n {8}grant: write \S+\/data \(arg 3/)
+    assert.match(out, /sandbox memory: [^\n]*\n {8}grant: write \S+\/data \(env MEMORY_FILE_PATH/)
+    assert.match(out, /sandbox db: [^\n]*\n {8}grant: connect 127\.0\.0\.1:5432 \(arg 3\)/)
+    assert.match(out, /sandbox plain: [^\n]*\n {8}grants: none beyond its own package and state\n/)
+    // sandbox: none grants nothing: it runs with Barbican's rights.
+    assert.match(out, /sandbox legacy: unconfined \(sandbox: none\)\n(?! {8})/)
+  })
+
+  test('says a path naming the file it writes is not granted', async () => {
+    const cwd = tempDir()
+    const file = join(cwd, 'claude.json')
+    writeFileSync(
+      file,
+      JSON.stringify({
+        mcpServers: {
+          peek: { command: 'npx', args: ['-y', 'x@1.0.0', join(cwd, 'barbican.yaml')] },
+        },
+      }),
+    )
+    const { out } = await run([file], { cwd, home: '/nonexistent-home' })
+    assert.match(
+      out,
+      /sandbox peek: [^\n]*\n {8}not granted: \S+barbican\.yaml \(arg 3\): it is Barbican's own file/,
+    )
+  })
 })

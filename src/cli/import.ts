@@ -7,12 +7,15 @@
  */
 import { existsSync, readFileSync, writeFileSync } from 'node:fs'
 import { homedir } from 'node:os'
-import { basename, join, resolve } from 'node:path'
+import { basename, dirname, join, resolve } from 'node:path'
 // Static: this module is itself loaded only when `barbican import` runs.
 import { stringify } from 'yaml'
+import { DEFAULT_STATE_ROOT, DEFAULT_STORE_PATH } from '../config/defaults.ts'
 import { convertForeign, detectFormat, relevantPart } from '../config/formats.ts'
 import { parseText } from '../config/parse-text.ts'
+import { inferGrants } from '../config/sandbox-grants.ts'
 import { confinementOf, confinementSummary } from '../sandbox/confine.ts'
+import { grantLines } from '../sandbox/grants.ts'
 import { type SandboxFacility, sandboxFacility } from '../sandbox/sandbox.ts'
 import { launchOf } from '../trust/launch.ts'
 import { npmResolver, type VersionResolver } from '../trust/registry-version.ts'
@@ -156,6 +159,11 @@ export async function runImport(
     if (typeof entry.command !== 'string') continue
     const kind = confinementOf(entry.sandbox === 'none' ? 'none' : {}, entry.command, e.facility)
     io.stdout(`sandbox ${name}: ${confinementSummary(kind, e.facility)}\n`)
+    if (kind === 'bubblewrap' || kind === 'node-permission') {
+      const lines = importedGrants(name, entry, output, e.home)
+      if (lines.length === 0) io.stdout('        grants: none beyond its own package and state\n')
+      for (const line of lines) io.stdout(`        ${line}\n`)
+    }
   }
   const header =
     '# Written by `barbican import` from:\n' +
@@ -171,6 +179,34 @@ export async function runImport(
     return 1
   }
   return 0
+}
+
+/**
+ * What an imported entry will be granted when `output` is served (ADR 094), each with where it
+ * came from: the same inference serve makes, with the defaults of a file written here (its
+ * lockfile, `.barbican/` and state directory beside it), as `grant:` / `not granted:` lines.
+ */
+function importedGrants(name: string, entry: Entry, output: string, home: string): string[] {
+  const base = dirname(output)
+  const fs = (entry.sandbox as { fs?: { read?: unknown; write?: unknown } } | undefined)?.fs
+  const paths = (list: unknown) =>
+    Array.isArray(list) ? list.map((p) => resolve(base, String(p))) : []
+  const env = (entry.env ?? {}) as Record<string, unknown>
+  const grants = inferGrants(
+    {
+      command: String(entry.command),
+      args: Array.isArray(entry.args) ? entry.args.map(String) : [],
+      env: Object.fromEntries(Object.entries(env).map(([k, v]) => [k, String(v)])),
+      cwd: typeof entry.cwd === 'string' ? resolve(base, entry.cwd) : undefined,
+    },
+    {
+      protect: [output, join(base, 'barbican.lock'), join(base, dirname(DEFAULT_STORE_PATH))],
+      home,
+      stateDir: join(base, DEFAULT_STATE_ROOT, name),
+      explicit: { read: paths(fs?.read), write: paths(fs?.write) },
+    },
+  )
+  return grantLines({ grants })
 }
 
 /**
