@@ -1,19 +1,27 @@
 /**
- * The kill test (issue 19 point 3, docs/decisions/058): three `barbican serve` replicas on one
- * PostgreSQL (pins, audit) and one Redis (sessions, bus, quotas), behind HAProxy round-robin with no stickiness; 16 clients (8 legacy
- * sessions, 8 stateless 2026-07-28) call a fixture tool that logs each execution; one replica
- * is killed with SIGKILL under load. Counts are printed for the closing note.
+ * The kill test (issue 19 point 3, issue 31 point 4, docs/decisions/058): three `barbican serve`
+ * replicas on one PostgreSQL (pins, audit) and one Redis (sessions, bus, quotas), behind HAProxy
+ * round-robin with no stickiness; 16 clients (8 legacy sessions on the official SDK v1, 8
+ * stateless 2026-07-28) call a fixture tool that logs each execution; the replica holding one
+ * legacy client's session is killed with SIGKILL under load. Every legacy client must be
+ * calling again afterwards, on its session or, after a 404, on a new one. Counts are printed
+ * for the closing note.
  */
 import assert from 'node:assert/strict'
 import { type ChildProcess, execFile, spawn } from 'node:child_process'
+import { once } from 'node:events'
 import { existsSync, mkdtempSync, readFileSync, realpathSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, before, describe, test } from 'node:test'
 import { promisify } from 'node:util'
 import { Client } from '@modelcontextprotocol/sdk/client/index.js'
-import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
+import {
+  StreamableHTTPClientTransport,
+  StreamableHTTPError,
+} from '@modelcontextprotocol/sdk/client/streamableHttp.js'
 import { ToolListChangedNotificationSchema } from '@modelcontextprotocol/sdk/types.js'
+import { createClient } from 'redis'
 import {
   dropPostgresSchemas,
   freshPostgresUrl,
@@ -45,6 +53,29 @@ async function until(what: string, check: () => boolean | Promise<boolean>, ms =
   }
 }
 
+/**
+ * Which replica (its URL) holds each legacy client's session, as the fleet's directory in Redis
+ * says (docs/decisions/058: `session:<id>` names the replica, `replica:<id>` its address).
+ */
+async function sessionOwners(
+  prefix: string,
+  sessions: ReadonlyMap<number, () => string | undefined>,
+): Promise<Map<number, string>> {
+  const redis = createClient({ url: REDIS_URL })
+  await redis.connect()
+  try {
+    const owners = new Map<number, string>()
+    for (const [n, sessionId] of sessions) {
+      const replica = await redis.get(`${prefix}session:${sessionId()}`)
+      const url = replica === null ? null : await redis.get(`${prefix}replica:${replica}`)
+      if (url !== null) owners.set(n, url)
+    }
+    return owners
+  } finally {
+    redis.destroy()
+  }
+}
+
 interface Replica extends ServeReplica {
   readonly name: Name
 }
@@ -53,6 +84,8 @@ interface Replica extends ServeReplica {
 interface Attempt {
   readonly id: string
   readonly era: 'legacy' | 'modern'
+  /** Which legacy client made it (0 to 7). */
+  readonly client?: number
   readonly start: number
   readonly end: number
   readonly ok: boolean
@@ -236,54 +269,75 @@ describe('three replicas behind HAProxy, one killed under load', { timeout: 600_
     let stop = false
     let seq = 0
     const nextId = (who: string) => `${who}-${seq++}`
+    /** Each legacy client's session now (its id), for finding which replica holds it. */
+    const sessions = new Map<number, () => string | undefined>()
 
+    const connect = async (n: number) => {
+      const client = new Client({ name: `legacy-${n}`, version: '1.0.0' })
+      const transport = new StreamableHTTPClientTransport(new URL(`${front}/mcp`))
+      await client.connect(transport)
+      sessions.set(n, () => transport.sessionId)
+      return client
+    }
+    const call = async (client: Client, id: string) => {
+      const reply = await client.callTool({ name: 'work', arguments: { id, ms: 20 } })
+      return (reply.content as { text: string }[])[0]?.text === id
+    }
+    // What an application on the official SDK v1 does: the SDK does not start a new session by
+    // itself; it throws StreamableHTTPError with code 404, on which the specification tells the
+    // client to initialize again. Any other failure leaves the session as it is (the SDK keeps
+    // its session id), so the client goes on calling on it.
     const legacy = async (n: number) => {
       let client: Client | undefined
       while (!stop) {
-        try {
-          if (!client) {
-            client = new Client({ name: `legacy-${n}`, version: '1.0.0' })
-            await client.connect(new StreamableHTTPClientTransport(new URL(`${front}/mcp`)))
+        if (!client) {
+          try {
+            client = await connect(n)
+          } catch {
+            await sleep(20)
+            continue
           }
-        } catch {
-          client = undefined
-          await sleep(20)
-          continue
         }
         const id = nextId(`L${n}`)
         const start = Date.now()
         try {
-          const reply = await client.callTool({ name: 'work', arguments: { id, ms: 20 } })
-          const text = (reply.content as { text: string }[])[0]?.text
-          attempts.push({ id, era: 'legacy', start, end: Date.now(), ok: text === id })
+          const ok = await call(client, id)
+          attempts.push({ id, era: 'legacy', client: n, start, end: Date.now(), ok })
         } catch (err) {
           const message = String((err as Error).message)
-          const lost = /404|session not found/i.test(message)
-          await client.close().catch(() => {})
-          client = undefined
-          if (!lost) {
-            attempts.push({ id, era: 'legacy', start, end: Date.now(), ok: false, error: message })
-            continue
-          }
-          // The spec's way: a new session, and the same call again (a client retry).
-          client = new Client({ name: `legacy-${n}`, version: '1.0.0' })
-          try {
-            await client.connect(new StreamableHTTPClientTransport(new URL(`${front}/mcp`)))
-            const reply = await client.callTool({ name: 'work', arguments: { id, ms: 20 } })
-            const text = (reply.content as { text: string }[])[0]?.text
+          if (!(err instanceof StreamableHTTPError && err.code === 404)) {
             attempts.push({
               id,
               era: 'legacy',
+              client: n,
               start,
               end: Date.now(),
-              ok: text === id,
+              ok: false,
+              error: message,
+            })
+            continue
+          }
+          // The session is gone, and the 404 says the call never ran: a new session, and the
+          // same call again.
+          await client.close().catch(() => {})
+          client = undefined
+          try {
+            client = await connect(n)
+            const ok = await call(client, id)
+            attempts.push({
+              id,
+              era: 'legacy',
+              client: n,
+              start,
+              end: Date.now(),
+              ok,
               sessionLost: true,
             })
           } catch (again) {
-            client = undefined
             attempts.push({
               id,
               era: 'legacy',
+              client: n,
               start,
               end: Date.now(),
               ok: false,
@@ -333,9 +387,19 @@ describe('three replicas behind HAProxy, one killed under load', { timeout: 600_
       ...Array.from({ length: 8 }, (_, i) => modern(i)),
     ]
     await sleep(3000)
-    const victim = replicas.get('b')!
+    // The victim is the replica holding legacy client 0's session, so that at least one
+    // session dies with it; which clients' sessions it holds is read from the fleet's directory.
+    const owners = await sessionOwners(prefix, sessions)
+    const victim = [...replicas.values()].find((r) => r.url === owners.get(0))
+    assert.ok(victim, `the replica holding client 0's session: ${JSON.stringify([...owners])}`)
+    const held = new Set([...owners].filter(([, url]) => url === victim.url).map(([n]) => n))
+    // SIGKILL is not instant: until the process is reaped, its kernel sockets still accept
+    // connections (and reset them as it dies). A call sent before it is gone may be in flight.
+    const exited = once(victim.child, 'exit')
     const killedAt = Date.now()
     victim.child.kill('SIGKILL')
+    await exited
+    const goneAt = Date.now()
     await sleep(3000)
     stop = true
     await Promise.all(load)
@@ -363,8 +427,11 @@ describe('three replicas behind HAProxy, one killed under load', { timeout: 600_
     const duplicates = [...executions].filter(([, n]) => n > 1).map(([id]) => id)
     const missingRecords = succeeded.filter((a) => records.get(a.id) !== 1).map((a) => a.id)
     const missingExecutions = succeeded.filter((a) => executions.get(a.id) !== 1).map((a) => a.id)
-    const notInFlight = failed.filter((a) => !(a.start <= killedAt + 1500 && a.end >= killedAt))
+    // In flight at the kill: sent before it, answered after. Anything sent later must succeed,
+    // on the same session or, after a 404, on a new one.
+    const notInFlight = failed.filter((a) => !(a.start <= goneAt && a.end >= killedAt))
     const counts = {
+      dyingMs: goneAt - killedAt,
       requests: attempts.length,
       succeeded: succeeded.length,
       failures: failed.length,
@@ -377,9 +444,31 @@ describe('three replicas behind HAProxy, one killed under load', { timeout: 600_
       modern: attempts.filter((a) => a.era === 'modern').length,
     }
     console.log(`fleet kill test: ${JSON.stringify(counts)}`)
+    // Each legacy client after the kill, in order: ok, failed (in flight), 404 then ok again.
+    const story = (n: number) =>
+      attempts
+        .filter((a) => a.client === n && a.end >= killedAt)
+        .map((a) => (a.ok ? (a.sessionLost ? 'ok after 404' : 'ok') : a.error))
+        .filter((what, i, all) => i === 0 || what !== all[i - 1])
+    for (let n = 0; n < 8; n++) {
+      const on = held.has(n) ? 'the victim' : 'a survivor'
+      console.log(`legacy client ${n}, session on ${on}: ${story(n).join(' → ')}`)
+    }
     assert.ok(succeeded.length > 40, `enough load: ${JSON.stringify(counts)}`)
     assert.ok(counts.legacy > 10 && counts.modern > 10, 'both eras under load')
     assert.deepEqual(notInFlight.slice(0, 5), [], 'only calls in flight at the kill fail')
+    for (let n = 0; n < 8; n++) {
+      const mine = attempts.filter((a) => a.client === n)
+      const reinitialized = mine.filter((a) => a.sessionLost)
+      if (held.has(n)) {
+        // Its session died with the victim: one 404, one new session, the call retried there.
+        assert.equal(reinitialized.length, 1, `client ${n}: ${story(n).join(' → ')}`)
+        assert.ok(reinitialized[0]!.ok, `client ${n} re-initialized: ${story(n).join(' → ')}`)
+      } else {
+        assert.deepEqual(reinitialized, [], `client ${n} keeps its session on a survivor`)
+      }
+      assert.ok(mine.at(-1)?.ok, `client ${n} is calling again: ${story(n).join(' → ')}`)
+    }
     assert.ok(failed.length <= 16, `at most the calls in flight: ${JSON.stringify(counts)}`)
     assert.deepEqual(
       duplicates.map((id) => attempts.filter((a) => a.id === id)),
