@@ -1,10 +1,11 @@
 /**
  * The gateway's audit key: an Ed25519 key pair that signs checkpoints, and the MAC key of the
- * record chain derived from it (HKDF-SHA-256, ADR 102). Kept as a PKCS#8 PEM file (mode 0600)
- * beside the audit database (or in `.barbican/` with PostgreSQL), outside the store: whoever
- * can only write the store cannot extend the chain or sign a checkpoint. Whoever can read the
- * file can do both, so it is as sensitive as the rest of the embedded state (docs/audit.md
- * "Threat model"). node:crypto does the work: no dependency at start-up.
+ * record chain derived from it (HKDF-SHA-256, ADR 102). Kept outside the store, so that whoever
+ * can only write the store cannot extend the chain or sign a checkpoint: in `BARBICAN_AUDIT_KEY`
+ * (the key every replica of a fleet shares, ADR 117), or else a PKCS#8 PEM file (mode 0600)
+ * beside the audit database (`.barbican/` with PostgreSQL). Whoever can read it can do both, so
+ * it is as sensitive as the rest of the embedded state (docs/audit.md "Threat model").
+ * node:crypto does the work: no dependency at start-up.
  */
 import {
   createHash,
@@ -19,6 +20,7 @@ import {
 } from 'node:crypto'
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { dirname } from 'node:path'
+import { BarbicanError } from '../common/errors.ts'
 import type { Checkpoint } from './audit-store.ts'
 
 export interface AuditKey {
@@ -129,4 +131,39 @@ export function loadAuditKey(path: string, create: boolean): AuditKey {
     return auditKeyOf(createPrivateKey(readFileSync(path, 'utf8')))
   }
   return auditKeyOf(privateKey)
+}
+
+/** The environment variable that holds the audit key (ADR 117). */
+export const AUDIT_KEY_ENV = 'BARBICAN_AUDIT_KEY'
+
+/** PKCS#8 DER of an Ed25519 private key, before its 32-byte seed (RFC 8410). */
+const ED25519_PKCS8_PREFIX = Buffer.from('302e020100300506032b657004220420', 'hex')
+
+/**
+ * The key `BARBICAN_AUDIT_KEY` gives: a PKCS#8 PEM (the content of an `audit-key.pem`, to keep
+ * the key a gateway made before), or a 32-byte Ed25519 seed as 64 hex digits or base64
+ * (`openssl rand -hex 32`).
+ */
+export function auditKeyFromText(text: string): AuditKey {
+  const value = text.trim()
+  try {
+    if (value.startsWith('-----BEGIN')) {
+      const key = createPrivateKey(value)
+      if (key.asymmetricKeyType !== 'ed25519') throw new Error('not an Ed25519 key')
+      return auditKeyOf(key)
+    }
+    const seed = /^[0-9a-fA-F]{64}$/.test(value)
+      ? Buffer.from(value, 'hex')
+      : Buffer.from(value, 'base64')
+    if (seed.length !== 32) throw new Error(`${seed.length} bytes, not 32`)
+    const der = Buffer.concat([ED25519_PKCS8_PREFIX, seed])
+    return auditKeyOf(createPrivateKey({ key: der, format: 'der', type: 'pkcs8' }))
+  } catch (err) {
+    throw new BarbicanError(
+      'ERR_CONFIG_INVALID',
+      `${AUDIT_KEY_ENV} is not an audit key (${(err as Error).message}): give 64 hex digits ` +
+        '(openssl rand -hex 32), 32 bytes in base64, or the PEM of an audit-key.pem',
+      { cause: err },
+    )
+  }
 }

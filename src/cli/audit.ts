@@ -17,6 +17,7 @@ import {
   type AuditLocation,
   auditBesideStore,
   auditLocationOf,
+  givenAuditKey,
   openAuditStore,
 } from '../gateway/audit-setup.ts'
 import type { CliIo, CommandOptions } from './command.ts'
@@ -35,7 +36,7 @@ async function locate(
   if (options.config === undefined && !hasFile) {
     const store = demoStorePath()
     io.stderr(`barbican: no configuration here: reading the embedded demo's audit log\n`)
-    return { location: auditBesideStore(store) }
+    return { location: auditBesideStore(store, undefined, givenAuditKey()) }
   }
   const loaded = await loadForCommand(options, io, false)
   if (!loaded) return undefined

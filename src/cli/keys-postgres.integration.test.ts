@@ -5,6 +5,7 @@ import { join } from 'node:path'
 import { after, describe, test } from 'node:test'
 import {
   dropPostgresSchemas,
+  FLEET_AUDIT_KEY,
   freshPostgresUrl,
   freshRedisPrefix,
   REDIS_URL,
@@ -19,6 +20,8 @@ import { silentLogger } from '../telemetry/log.ts'
 import { API_KEYS_CHANGED } from './fleet.ts'
 
 const root = mkdtempSync(join(tmpdir(), 'barbican-pgkeys-'))
+// The CLI writes an admin record in the fleet's audit log: with the fleet's key (ADR 117).
+process.env.BARBICAN_AUDIT_KEY = FLEET_AUDIT_KEY
 const closers: (() => Promise<unknown> | unknown)[] = []
 after(async () => {
   for (const close of closers.reverse()) await close()

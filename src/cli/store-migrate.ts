@@ -177,7 +177,7 @@ export async function runStoreMigrate(
     io.stdout(`ok    moved ${moved.join(', ')} from ${from} to ${redactUrl(to)}\n`)
     if (sources.audit !== undefined) {
       io.stdout(
-        `note  the audit log is signed with ${join(dirname(from), 'audit-key.pem')}: give every replica that key (docs/configuration.md)\n`,
+        `note  the audit log is signed with ${join(dirname(from), 'audit-key.pem')}: give every replica that key, BARBICAN_AUDIT_KEY="$(cat ${join(dirname(from), 'audit-key.pem')})" (docs/deploy.md)\n`,
       )
     }
     io.stdout(

@@ -1,13 +1,20 @@
 /**
  * Opens the audit log a configuration asks for and installs the `audit` policy in a gateway
  * plan. By default the log is `audit.db` beside the store file, signed with `audit-key.pem`
- * beside it; with a memory store it lives in memory with a key for this process only. The
- * batched mode's journal is beside audit.db, or in `audit.journalDir` (the only place a
+ * beside it; with a memory store it lives in memory with a key for this process only. With
+ * `BARBICAN_AUDIT_KEY` the key comes from there and no key file is read or written (ADR 117).
+ * The batched mode's journal is beside audit.db, or in `audit.journalDir` (the only place a
  * PostgreSQL replica journals: ADR 090).
  */
 import { closeSync, mkdirSync, openSync, writeSync } from 'node:fs'
 import { dirname, join } from 'node:path'
-import { type AuditKey, ephemeralAuditKey, loadAuditKey } from '../audit/audit-key.ts'
+import {
+  AUDIT_KEY_ENV,
+  type AuditKey,
+  auditKeyFromText,
+  ephemeralAuditKey,
+  loadAuditKey,
+} from '../audit/audit-key.ts'
 import { AuditLog, type ExportSink } from '../audit/audit-log.ts'
 import type { AuditStore, Checkpoint } from '../audit/audit-store.ts'
 import { journalBeside, journalIn } from '../audit/journal.ts'
@@ -15,6 +22,7 @@ import { type JournalLock, lockJournal } from '../audit/journal-lock.ts'
 import { memoryAuditStore } from '../audit/memory.ts'
 import { publishedFields, publishToFile } from '../audit/publish.ts'
 import { openSqliteAuditStore } from '../audit/sqlite.ts'
+import { BarbicanError } from '../common/errors.ts'
 import type { Config } from '../config/config.ts'
 import { DEFAULT_STORE_PATH } from '../config/defaults.ts'
 import { auditPolicy } from '../policies/audit.ts'
@@ -27,6 +35,16 @@ export const AUDIT_FILE = 'audit.db'
 export const AUDIT_KEY_FILE = 'audit-key.pem'
 
 /**
+ * Where the audit key comes from (ADR 117): `BARBICAN_AUDIT_KEY`, a PEM file (made on first
+ * start when missing), or nowhere: a fleet on PostgreSQL without the variable, whose replicas
+ * would each make a key of their own (`missing` says what to do).
+ */
+export type AuditKeySource =
+  | { readonly text: string }
+  | { readonly path: string }
+  | { readonly missing: string }
+
+/**
  * Where the audit log of a configuration is kept. `journal`: where the batched mode journals and
  * what a start replays (journal.ts), if anywhere: beside the SQLite file unless
  * `audit.journalDir` says otherwise; for PostgreSQL only in `audit.journalDir`.
@@ -36,26 +54,31 @@ export type AuditLocation =
   | {
       readonly kind: 'sqlite'
       readonly path: string
-      readonly keyPath: string
+      readonly key: AuditKeySource
       readonly journal: string
     }
-  /** In the PostgreSQL store's database; the key stays a file, the same on every replica. */
+  /** In the PostgreSQL store's database; the key is never there (it would forge the chain). */
   | {
       readonly kind: 'postgres'
       readonly url: string
       readonly migrate: boolean
-      readonly keyPath: string
+      readonly key: AuditKeySource
       readonly journal?: string | undefined
     }
 
-export function auditLocationOf(config: Config, configPath: string | undefined): AuditLocation {
+export function auditLocationOf(
+  config: Config,
+  configPath: string | undefined,
+  env: NodeJS.ProcessEnv = process.env,
+): AuditLocation {
   const { journalDir } = config.audit
   const journal = journalDir === undefined ? undefined : journalIn(journalDir)
+  const given = givenAuditKey(env)
   if (config.audit.path !== undefined) {
     return {
       kind: 'sqlite',
       path: config.audit.path,
-      keyPath: join(dirname(config.audit.path), AUDIT_KEY_FILE),
+      key: given ?? { path: join(dirname(config.audit.path), AUDIT_KEY_FILE) },
       journal: journal ?? journalBeside(config.audit.path),
     }
   }
@@ -63,22 +86,46 @@ export function auditLocationOf(config: Config, configPath: string | undefined):
   if (store.kind === 'memory') return { kind: 'memory' }
   if (store.kind === 'postgres') {
     const base = configPath === undefined ? process.cwd() : dirname(configPath)
-    const keyPath = join(base, dirname(DEFAULT_STORE_PATH), AUDIT_KEY_FILE)
-    return { kind: 'postgres', url: store.url, migrate: store.migrate, keyPath, journal }
+    const file = { path: join(base, dirname(DEFAULT_STORE_PATH), AUDIT_KEY_FILE) }
+    // Replicas share the log, so they must share its key: a file each would make one each.
+    const key = given ?? (config.redis === undefined ? file : { missing: FLEET_WITHOUT_KEY })
+    return { kind: 'postgres', url: store.url, migrate: store.migrate, key, journal }
   }
-  return auditBesideStore(store.path, journal)
+  return auditBesideStore(store.path, journal, given)
 }
 
+/** The key `BARBICAN_AUDIT_KEY` gives, if set: it wins over any key file. */
+export function givenAuditKey(env: NodeJS.ProcessEnv = process.env): AuditKeySource | undefined {
+  const text = env[AUDIT_KEY_ENV]
+  return text?.trim() ? { text } : undefined
+}
+
+const FLEET_WITHOUT_KEY =
+  `${AUDIT_KEY_ENV} is not set: the replicas of a fleet write one audit log in PostgreSQL and ` +
+  'must all sign it with the same key (docs/deploy.md). Give every replica the same value: ' +
+  '64 hex digits (openssl rand -hex 32), or the content of the audit-key.pem a replica made before'
+
 /** The SQLite audit log beside a SQLite store file (`audit.db`, its key, its journals). */
-export function auditBesideStore(storePath: string, journal?: string): AuditLocation {
+export function auditBesideStore(
+  storePath: string,
+  journal?: string,
+  key?: AuditKeySource,
+): AuditLocation {
   const dir = dirname(storePath)
   const path = join(dir, AUDIT_FILE)
   return {
     kind: 'sqlite',
     path,
-    keyPath: join(dir, AUDIT_KEY_FILE),
+    key: key ?? { path: join(dir, AUDIT_KEY_FILE) },
     journal: journal ?? journalBeside(path),
   }
+}
+
+/** The audit key from its source; `create` makes a key file when it does not exist yet. */
+export function auditKeyAt(source: AuditKeySource, create: boolean): AuditKey {
+  if ('text' in source) return auditKeyFromText(source.text)
+  if ('missing' in source) throw new BarbicanError('ERR_CONFIG_INVALID', source.missing)
+  return loadAuditKey(source.path, create)
 }
 
 /** The store and key at a location; `create` makes the key when it does not exist yet. */
@@ -87,7 +134,7 @@ export async function openAuditStore(
   create: boolean,
 ): Promise<{ store: AuditStore; key: AuditKey }> {
   if (location.kind === 'memory') return { store: memoryAuditStore(), key: ephemeralAuditKey() }
-  const key = loadAuditKey(location.keyPath, create)
+  const key = auditKeyAt(location.key, create)
   if (location.kind === 'postgres') {
     const [{ openPostgresPool }, { postgresAuditStore }] = await Promise.all([
       import('../store/postgres.ts'),
@@ -105,7 +152,7 @@ export interface OpenAuditOptions {
   readonly running: boolean
   /** False for `barbican stdio`, whose stdout carries JSON-RPC. */
   readonly stdoutFree: boolean
-  /** Where OTEL_* are read (audit records as OTel logs); process.env by default. */
+  /** Where OTEL_* and BARBICAN_AUDIT_KEY are read; process.env by default. */
   readonly env?: NodeJS.ProcessEnv | undefined
 }
 
@@ -122,7 +169,7 @@ export async function openAuditLog(
       'audit.export.stdout cannot be used here: stdout carries JSON-RPC. Use audit.export.file.',
     )
   }
-  const location = auditLocationOf(config, configPath)
+  const location = auditLocationOf(config, configPath, options.env)
   // First: a refused directory (ADR 090) starts nothing.
   const lock = options.running ? lockJournalDir(config) : undefined
   let logs: Awaited<ReturnType<typeof startLogExport>>

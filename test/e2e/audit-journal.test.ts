@@ -21,6 +21,7 @@ import { after, describe, test } from 'node:test'
 import { promisify } from 'node:util'
 import {
   dropPostgresSchemas,
+  FLEET_AUDIT_KEY,
   freshPostgresUrl,
   freshRedisPrefix,
   REDIS_URL,
@@ -45,7 +46,11 @@ describe('a journalled PostgreSQL replica killed under load', { timeout: 300_000
     const description = join(dir, 'guarded.txt')
     writeFileSync(execLog, '')
     writeFileSync(description, 'Guarded.')
-    const env = { BARBICAN_POSTGRES_URL: await freshPostgresUrl(), BARBICAN_REDIS_URL: REDIS_URL }
+    const env = {
+      BARBICAN_POSTGRES_URL: await freshPostgresUrl(),
+      BARBICAN_REDIS_URL: REDIS_URL,
+      BARBICAN_AUDIT_KEY: FLEET_AUDIT_KEY,
+    }
     const yaml = [
       'upstreams:',
       '  fleet:',

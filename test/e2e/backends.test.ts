@@ -14,6 +14,7 @@ import { fileURLToPath } from 'node:url'
 import { promisify } from 'node:util'
 import {
   dropPostgresSchemas,
+  FLEET_AUDIT_KEY,
   freshPostgresUrl,
   freshRedisPrefix,
   REDIS_URL,
@@ -89,7 +90,11 @@ describe('two replicas on PostgreSQL and Redis', () => {
         `redis:\n  url: redis://unused.invalid\n  prefix: "${freshRedisPrefix()}"\n` +
         'rateLimits:\n  fleet:\n    per: [subject]\n    algorithm: fixed-window\n    limit: 6\n    windowMs: 60000\n',
     )
-    const env = { BARBICAN_POSTGRES_URL: await freshPostgresUrl(), BARBICAN_REDIS_URL: REDIS_URL }
+    const env = {
+      BARBICAN_POSTGRES_URL: await freshPostgresUrl(),
+      BARBICAN_REDIS_URL: REDIS_URL,
+      BARBICAN_AUDIT_KEY: FLEET_AUDIT_KEY,
+    }
     const replicas = await Promise.all([serve(config, env), serve(config, env)])
     try {
       const outcomes: string[] = []

@@ -34,7 +34,12 @@ describe('deploy/', () => {
     assert.equal(container.livenessProbe.httpGet.path, '/healthz')
     assert.equal(container.readinessProbe.httpGet.path, '/readyz')
     const env = new Map(container.env.map((e: { name: string }) => [e.name, e]))
-    for (const name of ['BARBICAN_POSTGRES_URL', 'BARBICAN_REDIS_URL', 'BARBICAN_STATE_KEY'])
+    for (const name of [
+      'BARBICAN_POSTGRES_URL',
+      'BARBICAN_REDIS_URL',
+      'BARBICAN_STATE_KEY',
+      'BARBICAN_AUDIT_KEY',
+    ])
       assert.ok((env.get(name) as { valueFrom?: unknown })?.valueFrom, `${name} from a Secret`)
     assert.equal(byKind.get('Service').spec.sessionAffinity, 'None')
     assert.equal(byKind.get('HorizontalPodAutoscaler').spec.metrics[0].resource.name, 'cpu')

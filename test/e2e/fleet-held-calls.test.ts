@@ -15,6 +15,7 @@ import { after, before, describe, test } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
 import {
   dropPostgresSchemas,
+  FLEET_AUDIT_KEY,
   freshPostgresUrl,
   freshRedisPrefix,
   REDIS_URL,
@@ -41,6 +42,7 @@ describe('held calls across three replicas', { timeout: 300_000 }, () => {
       const env = {
         BARBICAN_POSTGRES_URL: await freshPostgresUrl(),
         BARBICAN_REDIS_URL: REDIS_URL,
+        BARBICAN_AUDIT_KEY: FLEET_AUDIT_KEY,
       }
       const prefix = freshRedisPrefix()
       mkdirSync(dataDir)

@@ -24,6 +24,7 @@ import { ToolListChangedNotificationSchema } from '@modelcontextprotocol/sdk/typ
 import { createClient } from 'redis'
 import {
   dropPostgresSchemas,
+  FLEET_AUDIT_KEY,
   freshPostgresUrl,
   freshRedisPrefix,
   REDIS_URL,
@@ -108,7 +109,11 @@ describe('three replicas behind HAProxy, one killed under load', { timeout: 600_
   before(
     async () => {
       assert.ok(HAPROXY, 'HAProxy is needed (npm run setup installs it): apt-get install haproxy')
-      env = { BARBICAN_POSTGRES_URL: await freshPostgresUrl(), BARBICAN_REDIS_URL: REDIS_URL }
+      env = {
+        BARBICAN_POSTGRES_URL: await freshPostgresUrl(),
+        BARBICAN_REDIS_URL: REDIS_URL,
+        BARBICAN_AUDIT_KEY: FLEET_AUDIT_KEY,
+      }
       writeFileSync(execLog, '')
       writeFileSync(description, 'Guarded, first version.')
       const ports = new Map<Name, number>()
@@ -422,6 +427,14 @@ describe('three replicas behind HAProxy, one killed under load', { timeout: 600_
       if (record.outcome === 'ok' && typeof id === 'string')
         records.set(id, (records.get(id) ?? 0) + 1)
     }
+    // One key for the whole fleet (ADR 117): the chain verifies across every replica's records,
+    // the victim's too (those after its last checkpoint are only unproven: it never stopped).
+    const verified = await run(
+      process.execPath,
+      [bin, 'audit', 'verify', '--config', replicas.get('a')!.config],
+      { timeout: 60_000, env: { ...process.env, ...env } },
+    ).catch((err: { code: number; stdout: string; stderr: string }) => err)
+    assert.equal('code' in verified ? verified.code : 0, 0, `${verified.stdout}${verified.stderr}`)
     const succeeded = attempts.filter((a) => a.ok)
     const failed = attempts.filter((a) => !a.ok)
     const duplicates = [...executions].filter(([, n]) => n > 1).map(([id]) => id)

@@ -10,6 +10,11 @@ import { pg } from '../../src/common/lazy-deps.ts'
 export const POSTGRES_URL =
   process.env.BARBICAN_TEST_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432/test'
 export const REDIS_URL = process.env.BARBICAN_TEST_REDIS_URL ?? 'redis://127.0.0.1:6379'
+/**
+ * The audit key every replica of a test fleet shares (BARBICAN_AUDIT_KEY, ADR 117): a fleet on
+ * PostgreSQL refuses to start without one.
+ */
+export const FLEET_AUDIT_KEY = 'f1ee7'.padEnd(64, '0')
 
 const schemas: string[] = []
 
