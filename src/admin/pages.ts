@@ -162,11 +162,11 @@ export function overviewPage(
   const upstreams = o.upstreams.length
     ? table(
         'Upstreams',
-        ['Upstream', 'State', 'Era', 'Transport', 'Sandbox', 'Restarts', 'Last error'],
+        ['Upstream', 'State', 'MCP revision', 'Transport', 'Sandbox', 'Restarts', 'Last error'],
         o.upstreams.map((u) => [
           text(u.name),
           `<span class="state-${text(u.state)}">${text(u.state)}</span>`,
-          text(u.era ?? '—'),
+          text(u.protocolVersion ?? '—'),
           text(u.transport),
           sandboxCell(sandboxes.get(u.name)),
           num(u.restarts),

@@ -34,6 +34,20 @@ describe('era probe', () => {
     assert.equal(closed.era === 'legacy' && closed.closed, true)
   })
 
+  test('a server Barbican could not reach gives no verdict: the attempt fails, the next probes again', async () => {
+    await assert.rejects(
+      probeEra(async () => ({
+        kind: 'error',
+        id: 1,
+        code: -32005,
+        message: 'Upstream "web" is unreachable: connection refused',
+        data: { barbicanCode: 'ERR_UPSTREAM_UNAVAILABLE' },
+      })),
+      (err: BarbicanError) =>
+        err.code === 'ERR_UPSTREAM_UNAVAILABLE' && /unreachable/.test(err.message),
+    )
+  })
+
   test('a DiscoverResult without a version Barbican speaks means legacy', async () => {
     const verdict = await probeEra(async () => ({
       kind: 'result',

@@ -75,6 +75,11 @@ async function probeOnce(
     }
   }
   const data = reply.data
+  // Barbican's own transport could not reach the server: no answer, so no verdict. The attempt
+  // fails and the next one probes again (a server down at start may well be modern).
+  if (isPlainObject(data) && data.barbicanCode === 'ERR_UPSTREAM_UNAVAILABLE') {
+    throw new BarbicanError('ERR_UPSTREAM_UNAVAILABLE', reply.message)
+  }
   const supported = isPlainObject(data) ? data.supported : undefined
   const retry =
     reply.code === UNSUPPORTED_PROTOCOL_VERSION &&

@@ -1,8 +1,8 @@
 /**
  * `barbican status [--config FILE | --url URL] [--json]`: the overview of a running gateway,
  * read from its admin API (`GET /admin/api/status`, docs/admin.md): upstream states, restarts,
- * last errors, era and transport; virtual servers with their members and counts; sessions; the
- * last reload. The address is `--url`, else the config's `listen`. An admin credential, needed
+ * last errors, protocol revision and transport; virtual servers with their members and counts;
+ * sessions; the last reload. The address is `--url`, else the config's `listen`. An admin credential, needed
  * off loopback or with inbound auth, is read from BARBICAN_ADMIN_TOKEN (never from argv).
  */
 
@@ -92,7 +92,7 @@ export function formatOverview(o: Overview, origin: string): string {
   const width = Math.max(4, ...o.upstreams.map((u) => u.name.length))
   if (o.upstreams.length === 0) lines.push('  (none)')
   for (const u of o.upstreams) {
-    const era = u.era ? `, ${u.era} era` : ''
+    const era = u.protocolVersion ? `, MCP ${u.protocolVersion}` : ''
     const restarts = `${u.restarts} restart${u.restarts === 1 ? '' : 's'}`
     const error = u.lastError ? `\n    last error: ${oneLine(u.lastError)}` : ''
     const held = (u.heldLists ?? []).map((h) => `\n    held back: ${h.list}: ${oneLine(h.reason)}`)

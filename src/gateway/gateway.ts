@@ -24,7 +24,7 @@ import { exchange } from '../relay/exchange.ts'
 import type { RefusalHints } from '../sandbox/hints.ts'
 import { MetaToolGate, type MetaToolLimits, metaToolLimitsOf } from '../session/meta-tool-limits.ts'
 import { Session } from '../session/session.ts'
-import type { Logger } from '../telemetry/log.ts'
+import type { Hush, Logger } from '../telemetry/log.ts'
 import { GatewayMetrics } from '../telemetry/metrics.ts'
 import type { ConnectionInfo, InboundHandler } from '../transports/inbound.ts'
 import type { Transport } from '../transports/transport.ts'
@@ -52,6 +52,8 @@ export interface UpstreamPlan {
   readonly sessionScope?: 'shared' | 'identity'
   /** A confined upstream's refusal hints (sandbox/hints.ts, ADR 100); absent: unconfined. */
   readonly hints?: RefusalHints
+  /** The switch that quiets the transports' lines while the upstream keeps failing (ADR 120). */
+  readonly hush?: Hush
 }
 
 export interface ServerPlan {
@@ -190,6 +192,7 @@ export class Gateway implements InboundHandler {
       restartOnExit: !u.lazy,
       sessionScope: u.sessionScope,
       hints: u.hints,
+      hush: u.hush,
       createTransport: u.createTransport,
       clientInfo: this.serverInfo,
       clientCapabilities: UPSTREAM_CLIENT_CAPABILITIES,

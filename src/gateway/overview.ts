@@ -1,6 +1,6 @@
 /**
  * The overview of a running gateway, as `GET /admin/api/status` answers it and `barbican status`
- * prints it: each upstream's state, restarts, last error, era and transport; each virtual
+ * prints it: each upstream's state, restarts, last error, protocol revision and transport; each virtual
  * server with its members and item counts; sessions; the last reload.
  */
 
@@ -20,6 +20,11 @@ export interface UpstreamOverview {
   readonly transport: string
   /** `legacy` or `modern` once probed. */
   readonly era?: string | undefined
+  /**
+   * The MCP revision spoken with it (`2025-11-25`, `2026-07-28`…) once connected: what a user
+   * recognises, where `era` is Barbican's own word for the same fact.
+   */
+  readonly protocolVersion?: string | undefined
   readonly restarts: number
   readonly lastError?: string | undefined
   /** Optional lists it answered with an error, held back alone (ADR 099); absent: none. */
@@ -78,6 +83,7 @@ export async function overview(
       state: u.state,
       transport: transports.get(u.name) ?? 'unknown',
       ...(u.era ? { era: u.era } : {}),
+      ...(u.info ? { protocolVersion: u.info.protocolVersion } : {}),
       restarts: gateway.restartsOf(u.name),
       ...(u.lastError ? { lastError: u.lastError } : {}),
       ...(u.heldLists.length > 0 ? { heldLists: u.heldLists } : {}),

@@ -29,7 +29,7 @@ import { grantsForHints, RefusalHints } from '../sandbox/hints.ts'
 import type { Launch, SandboxRefusalSink, SandboxSpec } from '../sandbox/sandbox.ts'
 import { metaToolLimitsOf } from '../session/meta-tool-limits.ts'
 import { tenantQualified } from '../store/tenant-pins.ts'
-import type { Logger } from '../telemetry/log.ts'
+import { Hush, type Logger } from '../telemetry/log.ts'
 import { createOutboundTransport, type OutboundSpec } from '../transports/connect-outbound.ts'
 import { installedLaunch } from '../trust/installed-launch.ts'
 import { type Backends, NO_BACKENDS } from './backends.ts'
@@ -118,7 +118,9 @@ function upstreamPlan(
   onSandboxRefusal: SandboxRefusalSink | undefined,
   backends: Backends,
 ): UpstreamPlan {
-  const upstreamLog = log.child({ part: 'upstream', upstream: u.name })
+  // The upstream turns the hush on while it keeps failing: its retries' lines go to debug.
+  const hush = new Hush()
+  const upstreamLog = hush.wrap(log.child({ part: 'upstream', upstream: u.name }))
   // A tenant's credentials and linked accounts are kept under its qualified name (ADR 060), so
   // another tenant's upstream of the same name never presents them.
   const keyed = tenant === undefined ? u : { ...u, name: tenantQualified(tenant, u.name) }
@@ -128,6 +130,7 @@ function upstreamPlan(
     lazy: u.transport === 'stdio' ? u.lazy : false,
     idleTimeoutMs: u.transport === 'stdio' ? u.idleTimeoutMs : 0,
     connectTimeoutMs: config.limits.upstreamConnectTimeoutMs,
+    hush,
     maxCallOutputBytes: config.limits.upstreamMaxCallOutputBytes,
     ...(u.sessions === 'per-identity' ? { sessionScope: 'identity' as const } : {}),
     ...(u.transport === 'stdio' && u.sandbox !== 'none'

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict'
 import { describe, test } from 'node:test'
-import { jsonLogger, redact, stderrFormat } from './log.ts'
+import { Hush, jsonLogger, redact, stderrFormat } from './log.ts'
 
 describe('log lines of errors', () => {
   test('name every cause of an error, a bounded number deep, even when the chain loops', () => {
@@ -121,5 +121,28 @@ describe('the one logger', () => {
       format: 'pretty',
       color: true,
     })
+  })
+})
+
+describe('a hush', () => {
+  test('turns info and warn into debug while on, children included; errors stay', () => {
+    const lines: string[] = []
+    const hush = new Hush()
+    const log = hush.wrap(jsonLogger({ level: 'debug', write: (line) => lines.push(line) }))
+    const child = log.child({ upstream: 'files' })
+    child.warn('before')
+    hush.on = true
+    child.info('started')
+    child.warn('exited')
+    child.error('broken')
+    hush.on = false
+    log.warn('after')
+    assert.deepEqual(
+      lines.map((l) => {
+        const r = JSON.parse(l) as { level: string; msg: string }
+        return `${r.level} ${r.msg}`
+      }),
+      ['warn before', 'debug started', 'debug exited', 'error broken', 'warn after'],
+    )
   })
 })

@@ -109,6 +109,29 @@ export const silentLogger: Logger = {
   child: () => silentLogger,
 }
 
+/**
+ * A switch over loggers: while `on`, their info and warn lines are written at debug (errors
+ * stay errors). An upstream failing over and over turns it on for the lines of its own retries
+ * (process started and exited, transport errors, the era probe), so the log carries one line
+ * per state change of the upstream and the rest only at debug (ADR 120).
+ */
+export class Hush {
+  on = false
+
+  /** `log`, quiet while this switch is on; its children too. */
+  wrap(log: Logger): Logger {
+    const quiet = (level: 'info' | 'warn') => (message: string, fields?: Record<string, unknown>) =>
+      this.on ? log.debug(message, fields) : log[level](message, fields)
+    return {
+      debug: (message, fields) => log.debug(message, fields),
+      info: quiet('info'),
+      warn: quiet('warn'),
+      error: (message, fields) => log.error(message, fields),
+      child: (fields) => this.wrap(log.child(fields)),
+    }
+  }
+}
+
 // --- Redaction --------------------------------------------------------------------------------
 
 /** Keys whose value is a credential wherever they appear (compared in lower case, no `-`/`_`). */

@@ -365,13 +365,14 @@ export class HttpOutboundTransport implements Transport {
       if (later || (id !== undefined && deadline.reason === 'cancel')) return
       throw error
     }
-    this.#log.warn('upstream exchange failed', { code: error.code, error: error.message })
+    // Debug: the error reaches the caller (a request's error reply, a rejected send) or, for a
+    // message already sent, onerror; each is reported once there, not per layer (ADR 120).
+    this.#log.debug('upstream exchange failed', { code: error.code, error: error.message })
     if (id === undefined) {
       if (!later) throw error
       this.onerror?.(error)
       return
     }
-    this.onerror?.(error)
     this.#deliver(failureResponse(id, error))
   }
 

@@ -2,13 +2,16 @@ import assert from 'node:assert/strict'
 import { createServer, type IncomingMessage, type Server } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { after, before, describe, test } from 'node:test'
+import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js'
 import { testUpstream } from '../../test/support/upstreams.ts'
 import type { BarbicanError } from '../common/errors.ts'
 import { DEFAULT_JSON_LIMITS } from '../protocol/json-limits.ts'
 import type { JsonRpcMessage } from '../protocol/jsonrpc.ts'
-import { silentLogger } from '../telemetry/log.ts'
+import { Hush, jsonLogger, silentLogger } from '../telemetry/log.ts'
 import { createOutboundTransport } from '../transports/connect-outbound.ts'
 import { memoryPair } from '../transports/memory.ts'
+import type { Transport } from '../transports/transport.ts'
+import { RECONNECT_CAP_MS } from './reconnect-backoff.ts'
 import { Upstream } from './upstream.ts'
 
 /** A legacy (2025-06-18) Streamable HTTP server that records the headers of every request. */
@@ -191,5 +194,85 @@ describe('a 2026-07-28 upstream that answers the era probe late', () => {
     } finally {
       await upstream.stop()
     }
+  })
+})
+
+describe('an upstream that keeps failing', () => {
+  test('logs one line per state change: failed, still failing at the longest backoff, ready', async (t) => {
+    t.mock.timers.enable({ apis: ['setTimeout', 'Date'] })
+    const lines: { level: string; msg: string; [key: string]: unknown }[] = []
+    const log = jsonLogger({ level: 'debug', write: (line) => lines.push(JSON.parse(line)) })
+    // The transports' logger, hushed by the same switch, as the gateway plan makes it.
+    const hush = new Hush()
+    const transportLog = hush.wrap(log)
+    let attempts = 0
+    let serving = false
+    const upstream = new Upstream({
+      name: 'flaky',
+      log,
+      hush,
+      requestTimeoutMs: 5_000,
+      restartOnExit: true,
+      clientInfo: { name: 'barbican', version: '0' },
+      clientCapabilities: {},
+      onRequest: async (_upstream, request) => ({
+        kind: 'error',
+        id: request.id,
+        code: -32601,
+        message: 'no',
+      }),
+      createTransport: (): Transport => {
+        attempts++
+        if (serving) {
+          const [ours, theirs] = memoryPair()
+          void new McpServer({ name: 'flaky', version: '1' }).connect(theirs as never)
+          return ours
+        }
+        return {
+          // What a crashing process's transport says of each attempt.
+          start: async () => {
+            transportLog.warn('upstream process exited', { code: 3 })
+            throw new Error('exited with code 3')
+          },
+          send: async () => {},
+          close: async () => {},
+        }
+      },
+    })
+    /** Lets the retry timers fire, `ms` at a time, and the attempts they start settle. */
+    const advance = async (ms: number) => {
+      t.mock.timers.tick(ms)
+      for (let i = 0; i < 20; i++) await Promise.resolve()
+    }
+    await upstream.start()
+    while (attempts < 12) await advance(1_000)
+    const visible = () => lines.filter((l) => l.level !== 'debug').map((l) => `${l.level} ${l.msg}`)
+    assert.deepEqual(visible(), [
+      'warn upstream process exited',
+      'warn upstream failed',
+      'warn upstream still failing',
+    ])
+    const failed = lines.find((l) => l.msg === 'upstream failed')
+    assert.match(String(failed?.next), /retrying with backoff up to 30 s; logged again when ready/)
+    const reminder = lines.find((l) => l.msg === 'upstream still failing')
+    assert.equal(reminder?.retryInMs, RECONNECT_CAP_MS)
+    // Every attempt was made and logged, at debug.
+    const quiet = lines.filter((l) => l.level === 'debug').map((l) => l.msg)
+    assert.equal(quiet.filter((m) => m === 'upstream process exited').length, attempts - 1)
+    assert.equal(quiet.filter((m) => m === 'upstream failed again').length, attempts - 2)
+    assert.equal(upstream.state, 'failed')
+
+    serving = true
+    const before = attempts
+    // Read through a function: tsc narrowed `state` to 'failed' at the assertion above.
+    const state = (): string => upstream.state
+    while (state() !== 'ready') await advance(RECONNECT_CAP_MS)
+    assert.equal(attempts, before + 1)
+    const ready = lines.at(-1)
+    assert.equal(`${ready?.level} ${ready?.msg}`, 'info upstream ready')
+    assert.equal(ready?.afterFailedAttempts, before)
+    // Ready again: the next failure is news and logged.
+    assert.equal(hush.on, false)
+    await upstream.stop()
   })
 })

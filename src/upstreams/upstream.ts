@@ -11,10 +11,10 @@ import type { JsonObject, JsonRpcNotification, JsonRpcRequest } from '../protoco
 import { hasCapability } from '../protocol/methods.ts'
 import { LATEST_LEGACY_REVISION } from '../protocol/revisions.ts'
 import type { RefusalHints } from '../sandbox/hints.ts'
-import type { Logger } from '../telemetry/log.ts'
+import { Hush, type Logger } from '../telemetry/log.ts'
 import type { Transport } from '../transports/transport.ts'
 import { IdentitySessions } from './identity-sessions.ts'
-import { reconnectDelay, STABLE_AFTER_MS } from './reconnect-backoff.ts'
+import { RECONNECT_CAP_MS, reconnectDelay, STABLE_AFTER_MS } from './reconnect-backoff.ts'
 import {
   type CallOwner,
   type RequestOptions,
@@ -76,6 +76,11 @@ export interface UpstreamOptions {
   readonly createTransport: () => Transport
   /** A confined upstream's refusal hints (sandbox/hints.ts, ADR 100); absent: unconfined. */
   readonly hints?: RefusalHints | undefined
+  /**
+   * Turned on while the upstream keeps failing, so the lines of its retries drop to debug; the
+   * plan wraps the transports' logger in the same switch (ADR 120). Absent: the upstream's own.
+   */
+  readonly hush?: Hush | undefined
   /** What Barbican declares to upstreams in `initialize`. */
   readonly clientInfo: JsonObject
   readonly clientCapabilities: JsonObject
@@ -108,7 +113,15 @@ export interface UpstreamEvents {
 
 export class Upstream extends EventEmitter<UpstreamEvents> {
   readonly name: string
+  /** Options with a hushed logger: what runs during a connection attempt. */
   #options: UpstreamOptions
+  /** The logger of state changes, never hushed. */
+  #log: Logger
+  #hush: Hush
+  /** When the current run of failures began (the first failure logged), for the reminder. */
+  #failingSince = 0
+  /** Whether the run of failures has been logged again on reaching the longest backoff. */
+  #remindedAtCap = false
   #client: UpstreamClient | undefined
   #connecting: Promise<UpstreamClient> | undefined
   /** The connection being opened (handshake under way): stop() must not leave it running. */
@@ -140,7 +153,9 @@ export class Upstream extends EventEmitter<UpstreamEvents> {
   constructor(options: UpstreamOptions) {
     super()
     this.name = options.name
-    this.#options = options
+    this.#hush = options.hush ?? new Hush()
+    this.#log = options.log
+    this.#options = { ...options, log: this.#hush.wrap(options.log) }
     this.#watches = new ResourceWatches(ownEnvelope(this.#options))
     this.#identitySessions = new IdentitySessions(async () => {
       const client = await this.#newClient()
@@ -254,9 +269,12 @@ export class Upstream extends EventEmitter<UpstreamEvents> {
     this.#lastError = undefined
     this.#forgetLists(ALL_LIST_KEYS)
     this.#setState('ready')
-    this.#options.log.info('upstream ready', {
+    const failed = this.#hush.on ? this.#failures : 0
+    this.#hush.on = false
+    this.#log.info('upstream ready', {
       protocolVersion: info.protocolVersion,
       server: info.serverInfo.name,
+      ...(failed > 0 ? { afterFailedAttempts: failed } : {}),
     })
   }
 
@@ -323,7 +341,37 @@ export class Upstream extends EventEmitter<UpstreamEvents> {
     this.#retryAt = Date.now() + delay
     this.#lastError = err instanceof Error ? err.message : String(err)
     this.#setState('failed')
-    this.#options.log.warn('upstream failed', { error: this.#lastError, retryInMs: delay })
+    this.#reportFailure(delay)
+  }
+
+  /**
+   * One line per state change (ADR 120): the first failure of a run is a warning; the retries
+   * after it, and the lines of their attempts (process started and exited, transport errors),
+   * are debug until the upstream is ready again, which is logged with the count. One reminder
+   * when the backoff reaches its longest delay says it is still failing.
+   */
+  #reportFailure(delay: number): void {
+    const fields = { error: this.#lastError, retryInMs: delay, failedAttempts: this.#failures }
+    if (!this.#hush.on) {
+      this.#hush.on = true
+      this.#failingSince = Date.now()
+      this.#remindedAtCap = false
+      this.#log.warn('upstream failed', {
+        ...fields,
+        // What the operator will (not) see next, so silence is not read as recovery.
+        next: this.#options.restartOnExit
+          ? `retrying with backoff up to ${RECONNECT_CAP_MS / 1000} s; logged again when ready`
+          : 'retried at the next request; logged again when ready',
+      })
+    } else if (delay >= RECONNECT_CAP_MS && !this.#remindedAtCap) {
+      this.#remindedAtCap = true
+      this.#log.warn('upstream still failing', {
+        ...fields,
+        failingForMs: Date.now() - this.#failingSince,
+      })
+    } else {
+      this.#log.debug('upstream failed again', fields)
+    }
   }
 
   #onClose(client: UpstreamClient): void {
@@ -507,6 +555,7 @@ export class Upstream extends EventEmitter<UpstreamEvents> {
   /** Stops for good: timers cleared, every session closed, no reconnects afterwards. */
   async stop(): Promise<void> {
     this.#stopped = true
+    this.#hush.on = false
     clearTimeout(this.#idleTimer)
     clearTimeout(this.#restartTimer)
     await this.#identitySessions.closeAll()

@@ -126,6 +126,9 @@ describe('the admin console in chromium', () => {
     assert.match((await row.textContent()) ?? '', /\/nonexistent\/server/)
     const drift = page.getByRole('row').filter({ hasText: 'drift' }).first()
     assert.match((await drift.textContent()) ?? '', /ready/)
+    // The revision it speaks, in the words of the spec, not Barbican's "era".
+    assert.match((await drift.textContent()) ?? '', /ready20\d\d-\d\d-\d\d/)
+    await page.getByRole('columnheader', { name: 'MCP revision' }).waitFor()
     await expectAccessible('the overview')
   })
 

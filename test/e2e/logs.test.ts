@@ -2,11 +2,12 @@
  * `barbican serve` as its stderr reads: pure JSON lines when piped (a supervisor), readable lines
  * on a terminal (a pseudo-terminal made by `script`), one summary line once start-up settles, one
  * line per call with its request id and trace id, no routine start-up chatter at the default
- * level, and a shutdown that says what it waits for.
+ * level, a shutdown that says what it waits for, and an upstream in a crash loop logged once
+ * per state change, its retries at debug (ADR 120).
  */
 import assert from 'node:assert/strict'
 import { type ChildProcess, spawn } from 'node:child_process'
-import { mkdtempSync, writeFileSync } from 'node:fs'
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { describe, test } from 'node:test'
@@ -170,5 +171,73 @@ describe('serve logs', () => {
       assert.ok(!line.includes('{"time"'), `no JSON line on a terminal: ${line}`)
     }
     assert.ok(plain.some((l) => /WARN {2}ready: 1\/2 upstreams, \d+ tools at http/.test(l)))
+  })
+})
+
+describe('an upstream in a crash loop', () => {
+  test('logs one line per state change; its retries only at debug', async () => {
+    // The drifting server reads its tool's description from a file: until the file exists it
+    // dies at start with an ENOENT stack, so it crash-loops, then serves once the file is there.
+    const dir = mkdtempSync(join(tmpdir(), 'barbican-crash-loop-'))
+    const description = join(dir, 'description.txt')
+    const drifting = join(root, 'test/fixtures/drifting-server.ts')
+    const file = join(dir, 'barbican.yaml')
+    writeFileSync(
+      file,
+      'log: { level: debug }\n' +
+        'upstreams:\n' +
+        `  flaky: { command: ${JSON.stringify(process.execPath)}, args: [${JSON.stringify(drifting)}, ${JSON.stringify(description)}], sandbox: none }\n`,
+    )
+    const gateway = spawn(
+      process.execPath,
+      [bin, 'serve', '--config', file, '--listen', '127.0.0.1:0'],
+      {
+        stdio: ['ignore', 'ignore', 'pipe'],
+      },
+    )
+    const seen = { text: '' }
+    gateway.stderr?.on('data', (chunk: Buffer) => {
+      seen.text += chunk.toString()
+    })
+    try {
+      // Five failed attempts at least: retries after 0, 250, 500 and 1,000 ms.
+      await waitFor(gateway.stderr!, seen, /("msg":"upstream failed again"[\s\S]*){4}/)
+      writeFileSync(description, 'Echo the text back.')
+      await waitFor(gateway.stderr!, seen, /"msg":"upstream ready"/)
+      gateway.kill('SIGTERM')
+      await exited(gateway)
+    } finally {
+      gateway.kill('SIGKILL')
+      rmSync(dir, { recursive: true, force: true })
+    }
+    const records = seen.text
+      .split('\n')
+      .filter((l) => l.startsWith('{'))
+      .map((l) => JSON.parse(l) as Record<string, unknown>)
+      .filter((r) => r.upstream === 'flaky')
+    const ready = records.findIndex((r) => r.msg === 'upstream ready')
+    const failing = records.slice(0, ready)
+    // The first attempt as it happened, ending in one line for the state change; then nothing
+    // visible per retry until the upstream is ready again.
+    const first = failing.findIndex((r) => r.msg === 'upstream failed')
+    assert.equal(failing[first]?.level, 'warn')
+    const retries = failing.slice(first + 1)
+    assert.deepEqual(
+      retries.filter((r) => r.level !== 'debug').map((r) => r.msg),
+      [],
+      'lines logged while retrying',
+    )
+    const exits = failing.filter((r) => r.msg === 'upstream process exited')
+    assert.ok(exits.length >= 5, `${exits.length} exits`)
+    // The first attempt's exit stays visible, with the stderr that explains it.
+    assert.match(JSON.stringify(exits[0]?.stderr), /ENOENT/)
+    assert.equal(exits[0]?.level, 'warn')
+    const failed = failing.find((r) => r.msg === 'upstream failed')
+    assert.match(String(failed?.error), /ENOENT/)
+    assert.match(String(failed?.next), /retrying with backoff/)
+    const again = failing.filter((r) => r.msg === 'upstream failed again')
+    assert.ok(again.every((r) => r.level === 'debug'))
+    assert.equal(records[ready]?.level, 'info')
+    assert.equal(records[ready]?.afterFailedAttempts, again.length + 1)
   })
 })
