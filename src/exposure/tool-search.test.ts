@@ -301,6 +301,19 @@ describe('names in view (ADR 126)', () => {
     assert.equal(namesInView(view, 1000, wordCount).named, true)
   })
 
+  test('a catalogue far over the budget is never encoded whole', () => {
+    const many = Array.from({ length: 5000 }, (_, i) => ({ name: `k8s__some_tool_number_${i}` }))
+    let longest = 0
+    const measuring = (text: string) => {
+      longest = Math.max(longest, text.length)
+      return wordCount(text)
+    }
+    const names = namesInView(namespaced(many), 2000, measuring)
+    assert.equal(names.named, false)
+    assert.match(names.text, /5000 on 1 server\(s\)/)
+    assert.ok(longest < 1000, `encoded ${longest} characters at once`)
+  })
+
   test('a tool outside the view is never named; the listing carries the names', () => {
     const view = namespaced(TOOLS.slice(0, 2))
     const names = namesInView(view, 2000, wordCount)

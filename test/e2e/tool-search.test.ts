@@ -528,13 +528,19 @@ describe('tools.mode: search', () => {
       const after = String((await client.listTools()).tools[0]?.description)
       assert.match(after, /too many to name here: everything \(\d+\), memory \(9\)/)
       assert.doesNotMatch(after, /get-sum|read_graph|poisoned/)
-      // Only the permissions change: still list_changed, and the names follow bob's new view.
+      // The budget back to its default: bob's wider view is named.
       heard = 0
       const widened = JSON.parse(original)
       widened.auth.permissions[1].tools.push('memory__*')
       writeFileSync(configFile, JSON.stringify(widened))
       await server.apply((await loadConfig({ path: configFile }))!.config)
       await until(() => heard > 0)
+      assert.match(
+        String((await client.listTools()).tools[0]?.description),
+        /memory \(memory__…\): .*\bread_graph\b/,
+      )
+      // Only the permissions change (a policy swap, no catalogue change): still list_changed,
+      // and the names follow bob's view back.
       heard = 0
       writeFileSync(configFile, original)
       await server.apply((await loadConfig({ path: configFile }))!.config)
