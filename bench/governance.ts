@@ -14,12 +14,15 @@
  * - `audit-batched+metrics`: the same with `audit.durability: batched` (ADR 048);
  * - `everything`: audit, metrics and tracing at 100 % sampling to an OTLP/HTTP receiver this
  *   bench starts (issue 18's budget: ≤ 30 µs); `everything-batched` with batched audit.
+ * - `default`: what `barbican serve` has on with a plain client file: a call line per call at
+ *   `info` (formatted, batched as on stderr, written to /dev/null), the batched audit log and
+ *   metrics (issue 33's budget: ≤ 30 µs).
  *
  * Options: --calls N (per measurement, default 20000), --concurrency 1,16 (default), --rounds N
  * (default 3), --only a,b.
  */
 import { fork } from 'node:child_process'
-import { mkdtempSync, rmSync } from 'node:fs'
+import { mkdtempSync, openSync, rmSync, writeSync } from 'node:fs'
 import { createServer } from 'node:http'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -35,7 +38,8 @@ import { confirmPolicy } from '../src/policies/confirm.ts'
 import type { Policy } from '../src/policies/policy.ts'
 import { MemoryRateCounterStore } from '../src/policies/rate-counter-store.ts'
 import { rateLimit } from '../src/policies/rate-limit.ts'
-import { jsonLogger } from '../src/telemetry/log.ts'
+import { LineBatch } from '../src/telemetry/line-batch.ts'
+import { jsonLogger, type Logger } from '../src/telemetry/log.ts'
 import { startTracing, stopTracing } from '../src/telemetry/tracing.ts'
 import { hotPath } from './hot-path.ts'
 
@@ -46,6 +50,7 @@ export const GOVERNANCE_CONFIGURATIONS = [
   'audit-batched+metrics',
   'everything',
   'everything-batched',
+  'default',
 ] as const
 export type GovernanceConfiguration = (typeof GOVERNANCE_CONFIGURATIONS)[number]
 
@@ -139,7 +144,7 @@ async function child(name: GovernanceConfiguration, calls: number, concurrency: 
     audit = new AuditLog({
       store: await openSqliteAuditStore(join(dir, 'audit.db')),
       key: ephemeralAuditKey(),
-      ...(name.includes('batched')
+      ...(name.includes('batched') || name === 'default'
         ? { batched: { journal: join(dir, 'audit.db-batch'), windowMs: 200 } }
         : {}),
     })
@@ -153,6 +158,7 @@ async function child(name: GovernanceConfiguration, calls: number, concurrency: 
       metrics: name !== 'none' && name !== 'governed',
       policies,
       identity: ALICE,
+      ...(name === 'default' ? { log: callLines() } : {}),
     })
     return { ...result, tracing }
   } finally {
@@ -160,6 +166,17 @@ async function child(name: GovernanceConfiguration, calls: number, concurrency: 
     await audit?.close()
     rmSync(dir, { recursive: true, force: true })
   }
+}
+
+/** The default logger's call lines, batched as on stderr (ADR 123), into /dev/null. */
+function callLines(): Logger {
+  const devNull = openSync('/dev/null', 'w')
+  const batch = new LineBatch({ write: (text) => writeSync(devNull, text) })
+  return jsonLogger({
+    level: 'info',
+    write: (line, level) =>
+      level === 'info' || level === 'debug' ? batch.add(line) : batch.now(line),
+  })
 }
 
 /** An OTLP/HTTP receiver that accepts and drops every export (the cost measured is the sender's). */

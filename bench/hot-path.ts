@@ -18,7 +18,7 @@ import type { Identity } from '../src/auth/identity.ts'
 import { Gateway } from '../src/gateway/gateway.ts'
 import type { Policy } from '../src/policies/policy.ts'
 import type { JsonRpcMessage, JsonRpcRequest } from '../src/protocol/jsonrpc.ts'
-import { jsonLogger, silentLogger } from '../src/telemetry/log.ts'
+import { jsonLogger, type Logger, silentLogger } from '../src/telemetry/log.ts'
 import { startTracing, stopTracing } from '../src/telemetry/tracing.ts'
 import type { Transport } from '../src/transports/transport.ts'
 import { rules, serverPlan } from '../test/support/plans.ts'
@@ -143,6 +143,8 @@ export async function hotPath(
     identity?: Identity
     /** Every call a 2026-07-28 request on a session of its own (`--stateless`). */
     stateless?: boolean
+    /** The gateway's logger (default: silent); with `info`, a call line per call. */
+    log?: Logger
   } = {},
 ): Promise<{ calls: number; cpuUsPerCall: number; callsPerSecond: number }> {
   const gateway = new Gateway(
@@ -160,7 +162,7 @@ export async function hotPath(
       ...(options.metrics ? { metrics: { maxTools: 100 } } : {}),
       ...(options.policies ? { policies: options.policies } : {}),
     },
-    silentLogger,
+    options.log ?? silentLogger,
   )
   await gateway.start()
   const client = new ClientEnd()

@@ -43,7 +43,7 @@ export interface JsonLoggerOptions {
    * Where each line goes, at once. Default: stderr in batches (line-batch.ts, ADR 123): debug
    * and info lines wait for a batch; a warning or an error writes the batch and itself at once.
    */
-  write?: (line: string) => void
+  write?: (line: string, level: LogLevel) => void
 }
 
 /** What every logger derived from one root shares. */
@@ -79,25 +79,94 @@ function toStderr(line: string, level: LogLevel): void {
 export const createLogger = jsonLogger
 
 function derived(root: Root, bound: Record<string, unknown>): Logger {
-  // Lines of no particular component belong to the gateway itself.
-  const part = typeof bound.part === 'string' ? bound.part : 'gateway'
-  const threshold = root.levels.get(part) ?? root.level
-  const emit = (level: LogLevel, message: string, fields?: Record<string, unknown>) => {
-    if (RANK[level] < threshold) return
-    const record = clean(
-      { time: new Date().toISOString(), level, msg: message, ...bound, ...fields },
-      root.paths,
-      0,
-    ) as Record<string, unknown>
+  return new DerivedLogger(root, [bound], typeof bound.part === 'string' ? bound.part : 'gateway')
+}
+
+/**
+ * A logger and its bound fields. A child keeps its parents' field objects as they are, in order,
+ * rather than a merged copy: a request derives two children (its ids, then `part: 'call'`) and
+ * writes one line, so the fields are merged once, into the line itself, as they are cleaned.
+ * One object per child, its methods on the prototype (ADR 123: the call line's own cost).
+ */
+class DerivedLogger implements Logger {
+  readonly #root: Root
+  readonly #sources: readonly Record<string, unknown>[]
+  readonly #part: string
+  readonly #threshold: number
+
+  constructor(root: Root, sources: readonly Record<string, unknown>[], part: string) {
+    this.#root = root
+    this.#sources = sources
+    // Lines of no particular component belong to the gateway itself.
+    this.#part = part
+    this.#threshold = root.levels.get(part) ?? root.level
+  }
+
+  debug(message: string, fields?: Record<string, unknown>): void {
+    if (RANK.debug >= this.#threshold) this.#emit('debug', message, fields)
+  }
+  info(message: string, fields?: Record<string, unknown>): void {
+    if (RANK.info >= this.#threshold) this.#emit('info', message, fields)
+  }
+  warn(message: string, fields?: Record<string, unknown>): void {
+    if (RANK.warn >= this.#threshold) this.#emit('warn', message, fields)
+  }
+  error(message: string, fields?: Record<string, unknown>): void {
+    if (RANK.error >= this.#threshold) this.#emit('error', message, fields)
+  }
+
+  child(fields: Record<string, unknown>): Logger {
+    const part = typeof fields.part === 'string' ? fields.part : this.#part
+    return new DerivedLogger(this.#root, [...this.#sources, fields], part)
+  }
+
+  #emit(level: LogLevel, message: string, fields: Record<string, unknown> | undefined): void {
+    const root = this.#root
+    const paths = root.paths
+    // What `clean({ time, level, msg, ...bound, ...fields })` gave, without the merged copy.
+    const record: Record<string, unknown> = {}
+    put(record, 'time', isoNow(), paths)
+    put(record, 'level', level, paths)
+    put(record, 'msg', message, paths)
+    for (const source of this.#sources) putAll(record, source, paths)
+    if (fields !== undefined) putAll(record, fields, paths)
     root.write(root.format(level, record), level)
   }
-  return {
-    debug: (m, f) => emit('debug', m, f),
-    info: (m, f) => emit('info', m, f),
-    warn: (m, f) => emit('warn', m, f),
-    error: (m, f) => emit('error', m, f),
-    child: (fields) => derived(root, { ...bound, ...fields }),
+}
+
+/** `record[key]` as `clean` makes it; a later undefined removes an earlier value, as a spread did. */
+function put(
+  record: Record<string, unknown>,
+  key: string,
+  value: unknown,
+  paths: PathNode | undefined,
+): void {
+  if (value === undefined) {
+    delete record[key]
+    return
   }
+  const node = paths === undefined ? undefined : (paths.next.get(key) ?? paths.next.get('*'))
+  record[key] = node?.end || isSecretKey(key) ? REDACTED : clean(value, node, 1)
+}
+
+function putAll(
+  record: Record<string, unknown>,
+  source: Record<string, unknown>,
+  paths: PathNode | undefined,
+): void {
+  for (const key in source) if (Object.hasOwn(source, key)) put(record, key, source[key], paths)
+}
+
+/** The ISO time, formatted once per millisecond (lines come in bursts). */
+let lastMs = -1
+let lastIso = ''
+function isoNow(): string {
+  const now = Date.now()
+  if (now !== lastMs) {
+    lastMs = now
+    lastIso = new Date(now).toISOString()
+  }
+  return lastIso
 }
 
 /** A logger that drops everything (tests, benchmarks). */
