@@ -23,7 +23,7 @@ import { answer } from '../relay/answer.ts'
 import { exchange } from '../relay/exchange.ts'
 import type { RefusalHints } from '../sandbox/hints.ts'
 import { MetaToolGate, type MetaToolLimits, metaToolLimitsOf } from '../session/meta-tool-limits.ts'
-import { Session } from '../session/session.ts'
+import { type Client, clientFor } from '../session/session.ts'
 import type { Hush, Logger } from '../telemetry/log.ts'
 import { GatewayMetrics } from '../telemetry/metrics.ts'
 import type { ConnectionInfo, InboundHandler } from '../transports/inbound.ts'
@@ -109,7 +109,8 @@ export interface UpstreamStatus {
 export class Gateway implements InboundHandler {
   readonly upstreams = new Map<string, Upstream>()
   readonly servers = new Map<string, VirtualServer>()
-  readonly sessions = new Set<Session>()
+  /** The clients with something to answer: sessions, and stateless requests in flight. */
+  readonly sessions = new Set<Client>()
   #plan: GatewayPlan
   /** One gate for every session: a caller's meta-tool rate spans its sessions. */
   readonly #metaTools: MetaToolGate
@@ -367,7 +368,7 @@ export class Gateway implements InboundHandler {
       void transport.close()
       return
     }
-    const session = new Session(transport, info, {
+    const session = clientFor(transport, info, {
       server,
       progress: this.#progress,
       log: this.#log.child({ part: 'session', server: info.server, transport: info.kind }),
@@ -395,7 +396,7 @@ export class Gateway implements InboundHandler {
     }))
   }
 
-  #sessionsOf(upstream: Upstream): Session[] {
+  #sessionsOf(upstream: Upstream): Client[] {
     const servers = this.#serversOf.get(upstream.name) ?? []
     return [...this.sessions].filter((s) => servers.some((v) => v.name === s.info.server))
   }

@@ -12,8 +12,8 @@ import { isPlainObject } from '../protocol/jsonrpc.ts'
 import type { LocalMethod } from '../protocol/methods.ts'
 import type { Request, Result } from '../protocol/model.ts'
 import { negotiateLegacy } from '../protocol/revisions.ts'
+import type { Client } from '../session/client.ts'
 import { LOG_LEVELS } from '../session/request-logs.ts'
-import type { Session } from '../session/session.ts'
 import { stringParam } from '../virtual-servers/route.ts'
 import { exposedCatalog } from './exposure-calls.ts'
 import {
@@ -27,11 +27,11 @@ import {
 } from './local-answers.ts'
 import { relayUnicast } from './unicast.ts'
 
-/** Answers `call` of `session`'s client, after the policies let it through. */
-export async function answer(session: Session, call: Call): Promise<Reply> {
+/** Answers `call` of `client`, after the policies let it through. */
+export async function answer(client: Client, call: Call): Promise<Reply> {
   const { request, route, signal } = call
   const { method } = request
-  const server = session.deps.server
+  const server = client.deps.server
   if (route.kind === 'unresolved') throw route.error
 
   if (route.kind === 'fanout') {
@@ -41,7 +41,7 @@ export async function answer(session: Session, call: Call): Promise<Reply> {
         ? await searchModeTools(route.catalog, exposure)
         : route.catalog
     for (const d of route.degraded) {
-      session.notifications.log('warning', {
+      client.notifications.log('warning', {
         message: `Upstream ${d.upstream} is unavailable: ${d.error}`,
       })
     }
@@ -50,7 +50,7 @@ export async function answer(session: Session, call: Call): Promise<Reply> {
       method === 'tools/list' ? exposedCatalog(server.exposure, catalog) : catalog,
       method,
       cursor,
-      session.deps.listPageSize,
+      client.deps.listPageSize,
       route.degraded,
       viewKey(call.identity),
     )
@@ -58,7 +58,7 @@ export async function answer(session: Session, call: Call): Promise<Reply> {
 
   if (route.kind === 'unicast') {
     const upstream = server.upstream(route.upstream)!
-    const reply = await relayUnicast(session, upstream, route.original, request, signal)
+    const reply = await relayUnicast(client, upstream, route.original, request, signal)
     // A confined server's error that names a path or host outside its grants gets the fix.
     if (reply) return upstream.hints ? upstream.hints.annotate(reply, call.log) : reply
   }
@@ -66,7 +66,7 @@ export async function answer(session: Session, call: Call): Promise<Reply> {
   if (!Object.hasOwn(LOCAL, method)) {
     throw new BarbicanError('ERR_METHOD_UNKNOWN', `Method not found: ${method}`)
   }
-  return await LOCAL[method as LocalMethod](session, request, signal)
+  return await LOCAL[method as LocalMethod](client, request, signal)
 }
 
 /**
@@ -76,35 +76,34 @@ export async function answer(session: Session, call: Call): Promise<Reply> {
  */
 const LOCAL: {
   readonly [M in LocalMethod]: (
-    session: Session,
+    client: Client,
     request: Request,
     signal: AbortSignal,
   ) => Promise<Result>
 } = {
-  initialize: async (session, request) => {
+  initialize: async (client, request) => {
     const params = request.params ?? {}
     const revision = negotiateLegacy(params.protocolVersion)
-    session.negotiated(revision, isPlainObject(params.capabilities) ? params.capabilities : {})
-    await connectAll(session.deps.server)
-    return initializeResult(session.deps.server, revision, session.deps.serverInfo)
+    client.negotiated(revision, isPlainObject(params.capabilities) ? params.capabilities : {})
+    await connectAll(client.deps.server)
+    return initializeResult(client.deps.server, revision, client.deps.serverInfo)
   },
   ping: async () => complete({}),
-  'server/discover': async (session, request) => {
-    await connectAll(session.deps.server)
-    return discoverResult(session.deps.server, request.id, session.deps.serverInfo)
+  'server/discover': async (client, request) => {
+    await connectAll(client.deps.server)
+    return discoverResult(client.deps.server, request.id, client.deps.serverInfo)
   },
-  'tasks/list': (session, _request, signal) => ownTasks(session.deps.server, session.tasks, signal),
-  'logging/setLevel': async (session, request, signal) => {
+  'tasks/list': (client, _request, signal) => ownTasks(client.deps.server, client.tasks, signal),
+  'logging/setLevel': async (client, request, signal) => {
     const level = stringParam(request.params, 'level')
     if (!LOG_LEVELS.includes(level)) {
       throw new BarbicanError('ERR_INVALID_PARAMS', `Invalid log level: ${level}`)
     }
-    session.notifications.setLogLevel(level)
-    await setUpstreamLogLevel(session.deps.server, level, signal)
+    client.notifications.setLogLevel(level)
+    await setUpstreamLogLevel(client.deps.server, level, signal)
     return complete({})
   },
-  'subscriptions/listen': (session, request, signal) =>
-    session.listenStreams.serve(request, signal),
+  'subscriptions/listen': (client, request, signal) => client.listenStreams.serve(request, signal),
 }
 
 /**

@@ -19,25 +19,25 @@ export function callOf(
   clock?: ProgramClock,
   request: Request = x.request,
 ): Call & { route: Route } {
-  const { session, modern } = x
+  const { client, modern } = x
   // The peer is built only for a policy that reads it (confirm, cedar with context labels):
   // most calls pass no such policy and should not pay for its closures.
   let peer: CallPeer | undefined
   return {
-    id: session.nextCallId(),
+    id: client.nextCallId(),
     request,
-    identity: session.identity,
-    server: session.info.server,
-    transport: session.info.kind,
+    identity: client.identity,
+    server: client.info.server,
+    transport: client.info.kind,
     route: { kind: 'local' },
     signal: x.signal,
     log: x.log,
     decisions: [],
     get peer() {
-      peer ??= session.peer(modern, request, clock)
+      peer ??= client.peer(modern, request, clock)
       return peer
     },
-    catalog: session.catalogOfServer,
+    catalog: client.catalogOfServer,
   }
 }
 
@@ -47,11 +47,11 @@ export function callOf(
  * paging.
  */
 export async function viewOf(x: Exchange, request: Request): Promise<Catalog | ErrorReply> {
-  const { session } = x
+  const { client } = x
   const call = callOf(x, undefined, request)
-  call.route = await resolveRoute(session.deps.server, request, session.tasks)
+  call.route = await resolveRoute(client.deps.server, request, client.tasks)
   let view: Catalog | undefined
-  const generation = session.deps.policies.current
+  const generation = client.deps.policies.current
   const chain = compose(generation.policies, async (seen) => {
     if (seen.route.kind === 'unresolved') throw seen.route.error
     if (seen.route.kind === 'fanout') view = seen.route.catalog

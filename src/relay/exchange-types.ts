@@ -1,11 +1,12 @@
 /**
  * What one exchange is (exchange.ts runs it, steps.ts walks it): the state of one request on its
- * way from decode to encode, which dies with it. What lives across requests is the session's.
+ * way from decode to encode, which dies with it. What lives across requests is the client's
+ * (session/client.ts).
  */
 import type { ProgramClock } from '../exposure/code-clock.ts'
 import type { Call } from '../policies/policy.ts'
 import type { Request } from '../protocol/model.ts'
-import type { Session } from '../session/session.ts'
+import type { Client } from '../session/client.ts'
 import type { Logger } from '../telemetry/log.ts'
 import type { ReceiveInfo } from '../transports/transport.ts'
 import type { Route } from '../virtual-servers/route.ts'
@@ -26,7 +27,7 @@ export interface CallLineFacts {
  * are exchanges of their own, on behalf of the same client (exposure-calls.ts).
  */
 export interface Exchange {
-  readonly session: Session
+  readonly client: Client
   /** The request as the steps rewrote it so far (judged URIs, `call_tool` made direct). */
   request: Request
   /** The request claims a 2026-07-28 revision in its own `_meta` (no handshake). */
@@ -56,7 +57,7 @@ export function innerExchange(
   clock: ProgramClock | undefined,
 ): Exchange {
   return {
-    session: outer.session,
+    client: outer.client,
     request,
     modern: outer.modern,
     signal,

@@ -2,8 +2,9 @@
  * The exchange: one request of a client, from the message it sent to the reply it gets, in
  * order — decode (the codec of the revision it claims or the session negotiated), the steps of
  * steps.ts (checks, route, the policy chain and, after the last policy, the relay of answer.ts),
- * encode. The session (session/session.ts) holds what lives across requests; everything one
- * request needs for itself lives in its `Exchange` and dies with it.
+ * encode. The client (session/client.ts: a session, or one stateless request) holds what lives
+ * across requests; everything one request needs for itself lives in its `Exchange` and dies
+ * with it.
  */
 import { errorData, jsonRpcCodeOf, toBarbicanError } from '../common/errors.ts'
 import type { Codec } from '../protocol/codec.ts'
@@ -11,7 +12,7 @@ import { codecFor } from '../protocol/codecs.ts'
 import type { JsonRpcRequest } from '../protocol/jsonrpc.ts'
 import type { ErrorReply, Request } from '../protocol/model.ts'
 import { callOutcome, logCall, requestFields, traceIdOf } from '../session/call-line.ts'
-import type { Session } from '../session/session.ts'
+import type { Client } from '../session/client.ts'
 import { endSpan, replyOutcome, startClientSpan, tracingOn } from '../telemetry/tracing.ts'
 import type { ReceiveInfo } from '../transports/transport.ts'
 import { type Exchange, NO_META_TOOL } from './exchange-types.ts'
@@ -19,16 +20,16 @@ import { claimedRevision, isModernClaim, unsupportedRevision } from './request-c
 import { runSteps } from './steps.ts'
 
 /**
- * Runs one request `wire` of `session`'s client to its reply, which it sends. Never rejects: a
+ * Runs one request `wire` of `client` to its reply, which it sends. Never rejects: a
  * failure becomes the client's error reply, and a failure to send it is logged.
  */
-export function exchange(session: Session, wire: JsonRpcRequest, info?: ReceiveInfo): void {
-  run(session, wire, info).catch((err: unknown) =>
-    session.deps.log.error('unhandled request failure', { error: err }),
+export function exchange(client: Client, wire: JsonRpcRequest, info?: ReceiveInfo): void {
+  run(client, wire, info).catch((err: unknown) =>
+    client.deps.log.error('unhandled request failure', { error: err }),
   )
 }
 
-async function run(session: Session, wire: JsonRpcRequest, info?: ReceiveInfo): Promise<void> {
+async function run(client: Client, wire: JsonRpcRequest, info?: ReceiveInfo): Promise<void> {
   // Decode: a request claiming a revision of its own speaks it; the others the session's.
   const claimed = claimedRevision(wire)
   const modern = claimed !== undefined
@@ -36,26 +37,26 @@ async function run(session: Session, wire: JsonRpcRequest, info?: ReceiveInfo): 
   if (modern) {
     if (!isModernClaim(claimed)) {
       const refusal = unsupportedRevision(wire.id, claimed)
-      await session.send(codecFor('2026-07-28').encode(refusal), wire.id)
+      await client.send(codecFor('2026-07-28').encode(refusal), wire.id)
       return
     }
     codec = codecFor(claimed)
   } else {
-    codec = session.codecForLegacy()
+    codec = client.codecForLegacy()
   }
   const request = codec.decode(wire) as Request
   const controller = new AbortController()
   info?.signal?.addEventListener('abort', () => controller.abort(), { once: true })
-  session.inflight.set(wire.id, controller)
+  client.inflight.set(wire.id, controller)
   // Every line about this request carries its id and trace id; one line sums it up.
   const startedAt = performance.now()
   const x: Exchange = {
-    session,
+    client,
     request,
     modern,
     signal: controller.signal,
     headers: info?.headers,
-    log: session.deps.log.child(requestFields(wire.id, traceIdOf(info?.headers, wire.params))),
+    log: client.deps.log.child(requestFields(wire.id, traceIdOf(info?.headers, wire.params))),
     facts: { outcome: 'ok' },
     clock: undefined,
     meta: NO_META_TOOL,
@@ -67,15 +68,15 @@ async function run(session: Session, wire: JsonRpcRequest, info?: ReceiveInfo): 
         method: wire.method,
         id: wire.id,
         params: request.params,
-        sessionId: session.transport.sessionId,
-        protocolVersion: modern ? claimed : session.revision,
-        transport: session.info.kind,
+        sessionId: client.transport.sessionId,
+        protocolVersion: modern ? claimed : client.revision,
+        transport: client.info.kind,
         headers: info?.headers,
       })
     : undefined
   if (span) {
-    session.spans ??= new Map()
-    session.spans.set(wire.id, span)
+    client.spans ??= new Map()
+    client.spans.set(wire.id, span)
   }
   try {
     const reply = await runSteps(x)
@@ -84,17 +85,17 @@ async function run(session: Session, wire: JsonRpcRequest, info?: ReceiveInfo): 
     x.facts.outcome = callOutcome(reply)
     const encoded = codec.encode(reply, { method: request.method })
     endSpan(span, replyOutcome(reply))
-    session.answered(wire.id, controller)
-    await session.send(encoded, wire.id)
+    client.answered(wire.id, controller)
+    await client.send(encoded, wire.id)
   } catch (err) {
     const reply = failed(x, wire, err)
     endSpan(span, { rpcCode: reply.code, errorType: x.facts.outcome })
-    session.answered(wire.id, controller)
-    await session.send(codec.encode(reply), wire.id)
+    client.answered(wire.id, controller)
+    await client.send(codec.encode(reply), wire.id)
   } finally {
-    session.answered(wire.id, controller)
+    client.answered(wire.id, controller)
     logCall(x.log, { method: wire.method, params: wire.params, ...x.facts, startedAt })
-    if (span) session.spans?.delete(wire.id)
+    if (span) client.spans?.delete(wire.id)
   }
 }
 
@@ -114,7 +115,7 @@ function failed(x: Exchange, wire: JsonRpcRequest, err: unknown): ErrorReply {
   }
   x.facts.outcome = e.code
   if (e.code === 'ERR_INTERNAL' || e.cause !== undefined) {
-    const reference = x.session.nextFailureReference()
+    const reference = x.client.nextFailureReference()
     const fields = { method: wire.method, code: e.code, reference, error: e }
     if (e.code === 'ERR_INTERNAL') x.log.error('request failed', fields)
     else x.log.warn('request failed', fields)

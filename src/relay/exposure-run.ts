@@ -21,9 +21,9 @@ export function exposureToolRun(
   x: Exchange,
   runSteps: (inner: Exchange) => Promise<Result | ErrorReply>,
 ): () => Promise<Result | ErrorReply> {
-  const { request, session, modern, signal } = x
+  const { request, client, modern, signal } = x
   const { method } = request
-  const server = session.deps.server
+  const server = client.deps.server
   // Each step of these tools is dispatched like the client's own request.
   const dispatch: Dispatch = (inner, params, innerSignal, clock) =>
     runSteps(
@@ -42,12 +42,12 @@ export function exposureToolRun(
     )
   // run_code's functions are the caller's view: what a tools/list of theirs would show.
   const view = () => viewOf(x, viewRequest(request))
-  const bridge = session.deps.bridge
+  const bridge = client.deps.bridge
   const { envelope } = request
   // A program buys up to code.maxCalls calls: run_code counts against the caller's rate.
   const admitted = async (): Promise<void> => {
     if (request.params?.name === RUN_CODE) {
-      await session.metaTools.admit(session.info.server, session.identity, RUN_CODE)
+      await client.metaTools.admit(client.info.server, client.identity, RUN_CODE)
     }
   }
   if (modern && bridge && envelope && request.params?.name === RUN_CODE) {
@@ -57,7 +57,7 @@ export function exposureToolRun(
       // Only a program's first round counts; its later rounds answer its questions.
       if (request.params?.requestState === undefined) await admitted()
       return await bridge.modernCall({
-        identity: session.identity,
+        identity: client.identity,
         method,
         params: request.params,
         clientCapabilities: envelope.clientCapabilities,

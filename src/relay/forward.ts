@@ -15,17 +15,17 @@ import { subjectOf } from '../bridge/request-state.ts'
 import { toBarbicanError } from '../common/errors.ts'
 import { isPlainObject, type JsonObject } from '../protocol/jsonrpc.ts'
 import type { ErrorReply, Request, Result } from '../protocol/model.ts'
+import type { Client } from '../session/client.ts'
 import type { RequestLogs } from '../session/request-logs.ts'
-import type { Session } from '../session/session.ts'
 import { endSpan, replyOutcome, startUpstreamSpan, traceparentOf } from '../telemetry/tracing.ts'
 import type { ModernRequestOptions, Upstream } from '../upstreams/upstream.ts'
 import type { CallOwner, UpstreamReply } from '../upstreams/upstream-client.ts'
 import { holdsCall, toLegacyClient, upstreamEnvelope } from './translate.ts'
 
-/** What forwarding needs from the client's session. */
+/** What forwarding needs from the client (a session or a stateless request). */
 export interface ForwardContext {
-  /** The session: receives progress, answers the bridge's requests, owns the upstream call. */
-  readonly session: ProgressSink & ClientRequester
+  /** The client: receives progress, answers the bridge's requests, owns the upstream call. */
+  readonly client: ProgressSink & ClientRequester
   /** Who the call is for: identity, request headers, declared capabilities. */
   readonly caller: Caller
   readonly progress: ProgressRouter
@@ -40,29 +40,29 @@ export interface ForwardContext {
 }
 
 /**
- * Sends `request` of `session`'s client to `upstream` with `params` (cut to the method's own and
+ * Sends `request` of `client` to `upstream` with `params` (cut to the method's own and
  * renamed upstream, unicast.ts) and returns the upstream's reply.
  */
 export function forwardFor(
-  session: Session,
+  client: Client,
   upstream: Upstream,
   request: Request,
   params: JsonObject | undefined,
   signal: AbortSignal,
 ): Promise<Result | ErrorReply> {
-  const { deps } = session
+  const { deps } = client
   const context: ForwardContext = {
-    session,
+    client,
     caller: {
-      identity: session.identity,
-      headers: session.info.headers,
-      clientCapabilities: session.clientCapabilities,
+      identity: client.identity,
+      headers: client.info.headers,
+      clientCapabilities: client.clientCapabilities,
     },
     progress: deps.progress,
     bridge: deps.bridge,
-    logs: session.requestLogs,
-    envelope: envelopeFor(session, request),
-    span: session.spans?.get(request.id),
+    logs: client.requestLogs,
+    envelope: envelopeFor(client, request),
+    span: client.spans?.get(request.id),
   }
   return forwardToUpstream(context, upstream, request, params, signal)
 }
@@ -72,20 +72,20 @@ export function forwardFor(
  * envelope (a legacy client) gets the session's, built again only when the capabilities or the
  * log level it comes from changed.
  */
-function envelopeFor(session: Session, request: Request): UpstreamEnvelope {
-  const { clientCapabilities } = session
-  const logLevel = session.notifications.logLevel
+function envelopeFor(client: Client, request: Request): UpstreamEnvelope {
+  const { clientCapabilities } = client
+  const logLevel = client.notifications.logLevel
   const own = request.envelope === undefined
-  const kept = session.keptEnvelope
+  const kept = client.keptEnvelope
   if (own && kept?.clientCapabilities === clientCapabilities && kept.logLevel === logLevel) {
     return kept.envelope
   }
   const envelope = upstreamEnvelope(request, {
     clientCapabilities,
     logLevel,
-    serverInfo: session.deps.serverInfo,
+    serverInfo: client.deps.serverInfo,
   })
-  if (own) session.keptEnvelope = { clientCapabilities, logLevel, envelope }
+  if (own) client.keptEnvelope = { clientCapabilities, logLevel, envelope }
   return envelope
 }
 
@@ -101,7 +101,7 @@ export async function forwardToUpstream(
   let relay: ProgressRelay | undefined
   let outParams = params
   const meta = params?._meta
-  const { bridge, session } = ctx
+  const { bridge, client } = ctx
   const held = holdsCall(bridge, request)
   if (
     isPlainObject(meta) &&
@@ -110,8 +110,8 @@ export async function forwardToUpstream(
     const token = meta.progressToken
     // A call the bridge may hold across rounds gets a relay it owns and can re-point.
     const unregister = () => registration.release()
-    if (held) relay = new ProgressRelay({ sink: session, token, requestId: request.id }, unregister)
-    const registration = ctx.progress.register(relay ?? session, token, request.id)
+    if (held) relay = new ProgressRelay({ sink: client, token, requestId: request.id }, unregister)
+    const registration = ctx.progress.register(relay ?? client, token, request.id)
     if (!held) release = registration.release
     outParams = { ...params, _meta: { ...meta, progressToken: registration.upstreamToken } }
   }
@@ -120,7 +120,7 @@ export async function forwardToUpstream(
   try {
     const { envelope, caller } = ctx
     const { identity } = caller
-    const owner: CallOwner = { session, requestId: request.id, caller }
+    const owner: CallOwner = { session: client, requestId: request.id, caller }
     // Per-identity upstream sessions (when the upstream is configured so) key on this.
     const sessionKey = identity.method === 'anonymous' ? undefined : subjectOf(identity)
     const heldEnvelope = request.envelope
@@ -150,7 +150,7 @@ export async function forwardToUpstream(
     const send = (p: JsonObject | undefined) =>
       tracedRequest(ctx.span, upstream, request.method, p, { signal, owner, envelope, sessionKey })
     const reply = await send(outParams)
-    return await toLegacyClient(bridge, upstream, request, reply, outParams, send, session)
+    return await toLegacyClient(bridge, upstream, request, reply, outParams, send, client)
   } finally {
     release?.()
     ctx.logs.untrack(request.id)

@@ -36,7 +36,7 @@ type Step = (x: Exchange) => Reply | undefined | Promise<Reply | undefined>
 
 /** Resource URIs in one normalised form, for policies and upstreams alike. */
 const judgeUris: Step = (x) => {
-  const server = x.session.deps.server
+  const server = x.client.deps.server
   x.request = withJudgedUris(x.request, (uri) => server.judgeUri(uri))
   return undefined
 }
@@ -47,20 +47,20 @@ const judgeUris: Step = (x) => {
  * `search_tools` is answered by `answerSearch`.
  */
 const unwrapMetaTool: Step = (x) => {
-  const { session } = x
-  x.meta = metaToolCall(session.deps.server, x.request, session.metaTools.limits.maxResults)
+  const { client } = x
+  x.meta = metaToolCall(client.deps.server, x.request, client.metaTools.limits.maxResults)
   if (x.meta.kind === 'call') x.request = x.meta.request
   return undefined
 }
 
 /** The method exists in the client's revision; a 2026 request's envelope is its declaration. */
 const checkMethod: Step = (x) => {
-  const { request, modern, session } = x
+  const { request, modern, client } = x
   const revision: Revision = modern
     ? (request.envelope?.protocolVersion as Revision)
-    : (session.revision ?? DEFAULT_HTTP_LEGACY_REVISION)
+    : (client.revision ?? DEFAULT_HTTP_LEGACY_REVISION)
   assertMethodAllowed(request, modern, revision)
-  if (modern && request.envelope) session.clientCapabilities = request.envelope.clientCapabilities
+  if (modern && request.envelope) client.clientCapabilities = request.envelope.clientCapabilities
   return undefined
 }
 
@@ -68,23 +68,23 @@ const checkMethod: Step = (x) => {
 const answerSearch: Step = (x) => (x.meta.kind === 'search' ? searched(x, x.meta.args) : undefined)
 
 async function searched(x: Exchange, args: SearchArguments): Promise<Reply> {
-  const { session } = x
-  const gate = session.metaTools
-  await gate.admit(session.info.server, session.identity, 'search_tools')
+  const { client } = x
+  const gate = client.metaTools
+  await gate.admit(client.info.server, client.identity, 'search_tools')
   const view = await viewOf(x, viewRequest(x.request))
   if (!('tools' in view)) return view
-  return await searchTools(session.deps.server, args, view, gate.limits)
+  return await searchTools(client.deps.server, args, view, gate.limits)
 }
 
 /** The tools the exposure adds (run_code, the adapters): each runs its steps as exchanges. */
 const runExposureTool: Step = (x) => {
-  const { request, session } = x
+  const { request, client } = x
   if (request.method !== 'tools/call') return undefined
-  if (!isExposureTool(session.deps.server.exposure, request.params?.name)) return undefined
+  if (!isExposureTool(client.deps.server.exposure, request.params?.name)) return undefined
   const run = exposureToolRun(x, runSteps)
   // The call itself is audited too (a program's digest, or its text with rawArguments),
   // besides each call it makes; the other policies judge those calls, not this one.
-  const generation = session.deps.policies.current
+  const generation = client.deps.policies.current
   const audit = generation.audit
   if (audit === undefined) return run()
   const call = callOf(x)
@@ -97,9 +97,9 @@ const runExposureTool: Step = (x) => {
  * audit saw it.
  */
 function routeOf(x: Exchange): Route | Promise<Route> {
-  const { meta, session } = x
+  const { meta, client } = x
   if (meta.kind === 'call' && meta.error) return { kind: 'unresolved', error: meta.error }
-  return resolveRoute(session.deps.server, x.request, session.tasks)
+  return resolveRoute(client.deps.server, x.request, client.tasks)
 }
 
 /**
@@ -110,7 +110,7 @@ function checkParamHeaders(x: Exchange, route: Route): Promise<ErrorReply | unde
   const { headers, request } = x
   if (!x.modern || headers === undefined || x.meta.kind !== 'none') return undefined
   if (request.method !== 'tools/call' || route.kind !== 'unicast') return undefined
-  return paramHeaderReply(x.session.deps.server, request, headers)
+  return paramHeaderReply(x.client.deps.server, request, headers)
 }
 
 /** The checks before the route, in order: a fixed table, which an exchange walks for free. */
@@ -135,7 +135,7 @@ export async function runSteps(x: Exchange): Promise<Reply> {
     const reply = pending instanceof Promise ? await pending : pending
     if (reply !== undefined) return reply
   }
-  const { session } = x
+  const { client } = x
   const call = callOf(x, x.clock)
   const routed = routeOf(x)
   const route = routed instanceof Promise ? await routed : routed
@@ -147,11 +147,11 @@ export async function runSteps(x: Exchange): Promise<Reply> {
     const refusal = await mismatch
     if (refusal !== undefined) return refusal
   }
-  const metrics = session.deps.metrics
+  const metrics = client.deps.metrics
   const reply =
-    metrics === undefined ? await session.chain.run(call) : await counted(x, call, metrics)
+    metrics === undefined ? await client.chain.run(call) : await counted(x, call, metrics)
   if (call.request.method === 'tools/call' && route.kind === 'unicast') {
-    return await adaptToolResult(session.deps.server, route.upstream, reply)
+    return await adaptToolResult(client.deps.server, route.upstream, reply)
   }
   return reply
 }
@@ -165,7 +165,7 @@ async function counted(x: Exchange, call: Call, metrics: ServerMetrics): Promise
     request.method === 'tools/call' && upstream !== '' ? (request.params?.name as string) : ''
   const started = metrics.begin()
   try {
-    const reply = await x.session.chain.run(call)
+    const reply = await x.client.chain.run(call)
     metrics.end(request.method, upstream, tool, outcomeOfReply(reply), started)
     return reply
   } catch (err) {

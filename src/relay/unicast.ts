@@ -15,14 +15,14 @@ import {
   type UnicastMethod,
 } from '../protocol/methods.ts'
 import type { ErrorReply, Request, Result } from '../protocol/model.ts'
-import type { Session } from '../session/session.ts'
+import type { Client } from '../session/client.ts'
 import type { Upstream } from '../upstreams/upstream.ts'
 import { forwardFor } from './forward.ts'
 
 /** One relayed call: `params` are already cut to the method's own and renamed upstream. */
 interface Relayed {
-  /** The client's session: its forwarding facts, the tasks and subscriptions it keeps. */
-  readonly session: Session
+  /** The client: its forwarding facts, the tasks and subscriptions it keeps. */
+  readonly client: Client
   readonly upstream: Upstream
   readonly request: Request
   /** The upstream's own name for what the request names. */
@@ -33,17 +33,17 @@ interface Relayed {
 
 type Relay = (call: Relayed) => Promise<Result | ErrorReply>
 
-const forward: Relay = ({ session, upstream, request, params, signal }) =>
-  forwardFor(session, upstream, request, params, signal)
+const forward: Relay = ({ client, upstream, request, params, signal }) =>
+  forwardFor(client, upstream, request, params, signal)
 
 /** A resource subscription: recorded for routing `resources/updated` back to this client. */
 const watch =
   (on: boolean): Relay =>
   async (call) => {
-    const { session, upstream, request, original } = call
+    const { client, upstream, request, original } = call
     const uri = request.params?.uri as string
-    if (on) session.subscriptions.set(uri, { upstream: upstream.name, uri: original })
-    else session.subscriptions.delete(uri)
+    if (on) client.subscriptions.set(uri, { upstream: upstream.name, uri: original })
+    else client.subscriptions.delete(uri)
     if (upstream.era === 'modern') {
       // 2026 has no resources/subscribe: the upstream watches through a listen stream.
       upstream.watchResource(original, on)
@@ -63,7 +63,7 @@ const RELAYS: { readonly [M in UnicastMethod]: Relay } = {
     const task = reply.kind === 'result' ? reply.result.task : undefined
     const tool = call.request.params?.name
     if (isPlainObject(task) && typeof task.taskId === 'string' && typeof tool === 'string') {
-      call.session.tasks.set(task.taskId, { upstream: call.upstream.name, tool })
+      call.client.tasks.set(task.taskId, { upstream: call.upstream.name, tool })
     }
     return reply
   },
@@ -115,7 +115,7 @@ function renamed(target: Target, params: JsonObject, original: string): JsonObje
  * request names. Undefined for a method that is not relayed to a single upstream.
  */
 export async function relayUnicast(
-  session: Session,
+  client: Client,
   upstream: Upstream,
   original: string,
   request: Request,
@@ -126,7 +126,7 @@ export async function relayUnicast(
   if (target === undefined || !isMethod(method) || !Object.hasOwn(RELAYS, method)) return undefined
   const params = renamed(target, definedParams(method, request.params) ?? {}, original)
   return await RELAYS[method as UnicastMethod]({
-    session,
+    client,
     upstream,
     request,
     original,
