@@ -108,126 +108,12 @@ interface Caller {
 type Route = (req: IncomingMessage, res: ServerResponse) => Promise<void>
 
 export function consoleRoutes(access: AdminAccess, source: ConsoleSource): Map<string, Route> {
-  const csrfKey = randomBytes(32)
-  const sessions = new Map<string, ConsoleSession>()
-  const csrfOf = (binding: string) =>
-    createHmac('sha256', csrfKey).update(binding).digest('base64url')
+  const gate = consoleGate(access, source)
+  return new Map([...signInRoutes(gate), ...pageRoutes(gate), ...changeRoutes(gate)])
+}
 
-  /** The caller, or undefined after answering (sign-in page, 401, 403). */
-  async function admit(req: IncomingMessage, res: ServerResponse): Promise<Caller | undefined> {
-    if (access.authenticator === undefined) {
-      if (access.loopback) return { actor: 'loopback', binding: 'loopback', session: undefined }
-      sendPage(
-        res,
-        403,
-        loginPage(
-          frameOf('/admin/login', 'Admin console closed'),
-          'The admin console is closed on a non-loopback bind without inbound authentication.',
-        ),
-      )
-      return undefined
-    }
-    if (req.headers.authorization !== undefined) {
-      const identity = await adminIdentity(access, req.headers)
-      if (typeof identity === 'string') {
-        sendPage(res, 403, loginPage(frameOf('/admin/login', 'Sign in'), identity))
-        return undefined
-      }
-      return {
-        actor: identity.subject,
-        binding: `header:${req.headers.authorization}`,
-        session: undefined,
-      }
-    }
-    const sid = cookieOf(req.headers, COOKIE)
-    const session = sid === undefined ? undefined : sessions.get(sid)
-    if (sid !== undefined && session !== undefined) {
-      if (Date.now() - session.lastSeen > CONSOLE_IDLE_MS) sessions.delete(sid)
-      else {
-        const identity = await adminIdentity(access, {
-          authorization: `Bearer ${session.credential}`,
-        })
-        if (typeof identity !== 'string') {
-          session.lastSeen = Date.now()
-          return { actor: identity.subject, binding: `session:${sid}`, session: sid }
-        }
-        sessions.delete(sid)
-      }
-    }
-    sendPage(res, 401, loginPage(frameOf('/admin/login', 'Sign in')))
-    return undefined
-  }
-
-  const frameFor = (
-    caller: Caller,
-    path: ConsolePath,
-    title: string,
-    notice?: PageFrame['notice'],
-  ): PageFrame => ({
-    path,
-    title,
-    csrf: csrfOf(caller.binding),
-    actor: caller.actor,
-    session: caller.session !== undefined,
-    notice,
-  })
-
-  /** A GET page: admitted, rendered with the notice named in `?done=`. */
-  const view =
-    (path: ConsolePath, title: string, render: (f: PageFrame, url: URL) => Promise<string>) =>
-    async (req: IncomingMessage, res: ServerResponse) => {
-      if (req.method !== 'GET' && req.method !== 'HEAD') {
-        return sendText(res, 405, 'Use GET', { allow: 'GET, HEAD' })
-      }
-      const caller = await admit(req, res)
-      if (!caller) return
-      const url = new URL(req.url ?? '/', 'http://console')
-      const done = url.searchParams.get('done')
-      const notice = done && DONE[done] ? { text: DONE[done] } : undefined
-      sendPage(res, 200, await render(frameFor(caller, path, title, notice), url), req.method)
-    }
-
-  /** A POST change: admitted, same-origin, CSRF-checked, its form read, then audited. */
-  const change =
-    (
-      act: (
-        form: URLSearchParams,
-        caller: Caller,
-        res: ServerResponse,
-      ) => Promise<{ readonly audit?: Omit<AdminEvent, 'type' | 'actor' | 'outcome'> } | undefined>,
-    ) =>
-    async (req: IncomingMessage, res: ServerResponse) => {
-      if (req.method !== 'POST') return sendText(res, 405, 'Use POST', { allow: 'POST' })
-      const caller = await admit(req, res)
-      if (!caller) return
-      const refusal = sameOrigin(req.headers)
-      if (refusal) return sendText(res, 403, refusal)
-      const form = await readForm(req)
-      if (typeof form === 'string') return sendText(res, form.startsWith('415') ? 415 : 413, form)
-      if (!tokenMatches(form.get('csrf') ?? '', csrfOf(caller.binding))) {
-        return sendText(
-          res,
-          403,
-          'The CSRF token is missing or wrong; reload the page and try again',
-        )
-      }
-      try {
-        const done = await act(form, caller, res)
-        if (done?.audit) {
-          await source.audit?.record({
-            type: 'admin',
-            actor: `console (${caller.actor})`,
-            outcome: 'ok',
-            ...done.audit,
-          })
-        }
-      } catch (err) {
-        if (res.headersSent) return
-        const message = err instanceof BarbicanError ? err.message : String(err)
-        return sendText(res, err instanceof BarbicanError ? 400 : 500, message)
-      }
-    }
-
+/** The style sheet, signing in and out. */
+function signInRoutes({ access, source, sessions, change }: Gate): Map<string, Route> {
   const routes = new Map<string, Route>()
   routes.set('/admin/console.css', async (req, res) => {
     res.writeHead(200, {
@@ -275,6 +161,12 @@ export function consoleRoutes(access: AdminAccess, source: ConsoleSource): Map<s
     }),
   )
 
+  return routes
+}
+
+/** The pages. */
+function pageRoutes({ source, view }: Gate): Map<string, Route> {
+  const routes = new Map<string, Route>()
   routes.set(
     '/admin',
     view('/admin', 'Overview', async (f) =>
@@ -336,6 +228,12 @@ export function consoleRoutes(access: AdminAccess, source: ConsoleSource): Map<s
     }),
   )
 
+  return routes
+}
+
+/** The changes an operator makes. */
+function changeRoutes({ source, frameFor, change }: Gate): Map<string, Route> {
+  const routes = new Map<string, Route>()
   routes.set(
     '/admin/quarantine/approve',
     change(async (form, caller, res) => {
@@ -423,6 +321,147 @@ export function consoleRoutes(access: AdminAccess, source: ConsoleSource): Map<s
     }),
   )
   return routes
+}
+
+/** What every route of the console shares: who may enter, its sessions, CSRF, the two shapes. */
+interface Gate {
+  readonly access: AdminAccess
+  readonly source: ConsoleSource
+  readonly sessions: Map<string, ConsoleSession>
+  frameFor(
+    caller: Caller,
+    path: ConsolePath,
+    title: string,
+    notice?: PageFrame['notice'],
+  ): PageFrame
+  /** A GET page: admitted, rendered with the notice named in `?done=`. */
+  view(path: ConsolePath, title: string, render: (f: PageFrame, url: URL) => Promise<string>): Route
+  /** A POST change: admitted, same-origin, CSRF-checked, its form read, then audited. */
+  change(act: ChangeAct): Route
+}
+
+/** What a change does; what it returns is audited. */
+type ChangeAct = (
+  form: URLSearchParams,
+  caller: Caller,
+  res: ServerResponse,
+) => Promise<{ readonly audit?: Omit<AdminEvent, 'type' | 'actor' | 'outcome'> } | undefined>
+
+function consoleGate(access: AdminAccess, source: ConsoleSource): Gate {
+  const csrfKey = randomBytes(32)
+  const sessions = new Map<string, ConsoleSession>()
+  const csrfOf = (binding: string) =>
+    createHmac('sha256', csrfKey).update(binding).digest('base64url')
+  const admit = (req: IncomingMessage, res: ServerResponse) =>
+    admitCaller(access, sessions, req, res)
+
+  const frameFor = (
+    caller: Caller,
+    path: ConsolePath,
+    title: string,
+    notice?: PageFrame['notice'],
+  ): PageFrame => ({
+    path,
+    title,
+    csrf: csrfOf(caller.binding),
+    actor: caller.actor,
+    session: caller.session !== undefined,
+    notice,
+  })
+
+  const view =
+    (path: ConsolePath, title: string, render: (f: PageFrame, url: URL) => Promise<string>) =>
+    async (req: IncomingMessage, res: ServerResponse) => {
+      if (req.method !== 'GET' && req.method !== 'HEAD') {
+        return sendText(res, 405, 'Use GET', { allow: 'GET, HEAD' })
+      }
+      const caller = await admit(req, res)
+      if (!caller) return
+      const url = new URL(req.url ?? '/', 'http://console')
+      const done = url.searchParams.get('done')
+      const notice = done && DONE[done] ? { text: DONE[done] } : undefined
+      sendPage(res, 200, await render(frameFor(caller, path, title, notice), url), req.method)
+    }
+
+  const change = (act: ChangeAct) => async (req: IncomingMessage, res: ServerResponse) => {
+    if (req.method !== 'POST') return sendText(res, 405, 'Use POST', { allow: 'POST' })
+    const caller = await admit(req, res)
+    if (!caller) return
+    const refusal = sameOrigin(req.headers)
+    if (refusal) return sendText(res, 403, refusal)
+    const form = await readForm(req)
+    if (typeof form === 'string') return sendText(res, form.startsWith('415') ? 415 : 413, form)
+    if (!tokenMatches(form.get('csrf') ?? '', csrfOf(caller.binding))) {
+      return sendText(res, 403, 'The CSRF token is missing or wrong; reload the page and try again')
+    }
+    try {
+      const done = await act(form, caller, res)
+      if (done?.audit) {
+        await source.audit?.record({
+          type: 'admin',
+          actor: `console (${caller.actor})`,
+          outcome: 'ok',
+          ...done.audit,
+        })
+      }
+    } catch (err) {
+      if (res.headersSent) return
+      const message = err instanceof BarbicanError ? err.message : String(err)
+      return sendText(res, err instanceof BarbicanError ? 400 : 500, message)
+    }
+  }
+
+  return { access, source, sessions, frameFor, view, change }
+}
+
+/** The caller, or undefined after answering (sign-in page, 401, 403). */
+async function admitCaller(
+  access: AdminAccess,
+  sessions: Map<string, ConsoleSession>,
+  req: IncomingMessage,
+  res: ServerResponse,
+): Promise<Caller | undefined> {
+  if (access.authenticator === undefined) {
+    if (access.loopback) return { actor: 'loopback', binding: 'loopback', session: undefined }
+    sendPage(
+      res,
+      403,
+      loginPage(
+        frameOf('/admin/login', 'Admin console closed'),
+        'The admin console is closed on a non-loopback bind without inbound authentication.',
+      ),
+    )
+    return undefined
+  }
+  if (req.headers.authorization !== undefined) {
+    const identity = await adminIdentity(access, req.headers)
+    if (typeof identity === 'string') {
+      sendPage(res, 403, loginPage(frameOf('/admin/login', 'Sign in'), identity))
+      return undefined
+    }
+    return {
+      actor: identity.subject,
+      binding: `header:${req.headers.authorization}`,
+      session: undefined,
+    }
+  }
+  const sid = cookieOf(req.headers, COOKIE)
+  const session = sid === undefined ? undefined : sessions.get(sid)
+  if (sid !== undefined && session !== undefined) {
+    if (Date.now() - session.lastSeen > CONSOLE_IDLE_MS) sessions.delete(sid)
+    else {
+      const identity = await adminIdentity(access, {
+        authorization: `Bearer ${session.credential}`,
+      })
+      if (typeof identity !== 'string') {
+        session.lastSeen = Date.now()
+        return { actor: identity.subject, binding: `session:${sid}`, session: sid }
+      }
+      sessions.delete(sid)
+    }
+  }
+  sendPage(res, 401, loginPage(frameOf('/admin/login', 'Sign in')))
+  return undefined
 }
 
 const DONE: Readonly<Record<string, string>> = {

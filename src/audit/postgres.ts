@@ -157,49 +157,159 @@ const appendQuery = (guess: ChainHead, records: readonly AuditRecord[]) => {
   ])
 }
 
+/**
+ * In a transaction holding the append lock: the checkpoint `build` makes of `of` after the
+ * last numbered one (ADR 102), stored. The lock also keeps the head still while it is signed.
+ */
+async function addCheckpointIn(
+  client: PoolClient,
+  of: ChainHead,
+  build: CheckpointBuilder,
+): Promise<Checkpoint> {
+  const last = await client.query(
+    `SELECT * FROM barbican_audit_checkpoints WHERE number IS NOT NULL
+     ORDER BY number DESC LIMIT 1`,
+  )
+  const row = last.rows[0] as Row | undefined
+  const c = build(of, row ? checkpointOfRow(row) : undefined)
+  await client.query(
+    `INSERT INTO barbican_audit_checkpoints
+       (seq, hash, at, reason, key_id, signature, number, prev)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
+    [c.seq, c.hash, c.at, c.reason, c.keyId, c.signature, c.number ?? null, c.prev ?? null],
+  )
+  return c
+}
+
+/**
+ * The rows of `records` as an INSERT's VALUES list of escaped literals (simple protocol): the
+ * locked path only, whose rows and COMMIT go in one message.
+ */
+function valuesOf(client: Pick<PoolClient, 'escapeLiteral'>, records: readonly AuditRecord[]) {
+  const text = (v: string | null | undefined) =>
+    v === null || v === undefined ? 'NULL' : client.escapeLiteral(v)
+  return records
+    .map((r) => {
+      const s = r.searchable ?? searchableOf(r)
+      const seq = Math.trunc(Number(r.seq))
+      return `(${seq}, ${text(r.at)}, ${text(s.type)}, ${text(s.subject)}, ${text(s.target)}, ${text(s.outcome)}, ${text(r.prevHash)}, ${text(r.hash)}, ${text(r.body)})`
+    })
+    .join(', ')
+}
+function headOf(row: Row | undefined): ChainHead {
+  return row ? { seq: Number(row.seq), hash: String(row.hash) } : { seq: 0, hash: GENESIS_HASH }
+}
+
+/** The records `query` asks for, read through `pool`. */
+async function readRecords(pool: Pool, query: AuditQuery): Promise<AuditRecord[]> {
+  const clauses: string[] = []
+  const values: unknown[] = []
+  const where = (column: string, op: string, value: unknown) => {
+    if (value === undefined) return
+    values.push(value)
+    clauses.push(
+      op === '= ANY' ? `${column} = ANY($${values.length})` : `${column} ${op} $${values.length}`,
+    )
+  }
+  where('seq', '>', query.afterSeq)
+  where('subject', '=', query.subject)
+  where("(body::jsonb ->> 'tenant')", '=', query.tenant)
+  where('target', '=', query.target)
+  where('outcome', '=', query.outcome)
+  where('at', '>=', query.since)
+  where('at', '<=', query.until)
+  where('body', '= ANY', query.bodies)
+  const sql =
+    `SELECT ${RECORD_COLUMNS} FROM barbican_audit_records` +
+    (clauses.length > 0 ? ` WHERE ${clauses.join(' AND ')}` : '') +
+    ` ORDER BY seq ${query.newestFirst ? 'DESC' : 'ASC'}` +
+    (query.limit === undefined ? '' : ` LIMIT ${Math.max(0, Math.floor(query.limit))}`)
+  const records = ((await pool.query(sql, values)).rows as Row[]).map(recordOfRow)
+  // The columns are an index; the hashed body is the truth a record is returned on.
+  return records.filter((r) => bodyAgrees(r, query))
+}
+
+/** The head, checkpointed by `build`, under the append lock (ADR 102). */
+function checkpointUnderLock(pool: Pool, build: CheckpointBuilder): Promise<Checkpoint> {
+  return inTransaction(pool, async (client) => {
+    await client.query('SELECT pg_advisory_xact_lock($1)', [APPEND_LOCK])
+    const head = headOf((await client.query(HEAD_ONE)).rows[0] as Row | undefined)
+    return addCheckpointIn(client, head, build)
+  })
+}
+
+async function readCheckpoints(pool: Pool): Promise<Checkpoint[]> {
+  const result = await pool.query('SELECT * FROM barbican_audit_checkpoints ORDER BY seq, at, id')
+  return (result.rows as Row[]).map(checkpointOfRow)
+}
+
+/** Deletes the records up to `last` and checkpoints it, in one transaction. */
+function pruneUnderLock(
+  pool: Pool,
+  last: ChainHead,
+  build: CheckpointBuilder,
+): Promise<{ removed: number; checkpoint: Checkpoint }> {
+  return inTransaction(pool, async (client) => {
+    // Under the append lock: a prune never races an append reading the head.
+    await client.query('SELECT pg_advisory_xact_lock($1)', [APPEND_LOCK])
+    const deleted = await client.query('DELETE FROM barbican_audit_records WHERE seq <= $1', [
+      last.seq,
+    ])
+    const checkpoint = await addCheckpointIn(client, last, build)
+    return { removed: deleted.rowCount ?? 0, checkpoint }
+  })
+}
+
+/**
+ * The connection appends use, kept checked out between them: AuditLog appends one batch at a
+ * time, so a batch costs no pool checkout, release and idle timer. Another append under way at
+ * the same time borrows from the pool as before. Dropped (and closed) on a connection error,
+ * whether in a query or while it waits.
+ */
+class KeptConnection {
+  readonly #pool: Pool
+  #kept: PoolClient | undefined
+  #closed = false
+  readonly #watched = new WeakSet<PoolClient>()
+
+  constructor(pool: Pool) {
+    this.#pool = pool
+  }
+
+  async take(): Promise<PoolClient> {
+    const client = this.#kept ?? (await this.#pool.connect())
+    this.#kept = undefined
+    if (!this.#watched.has(client)) {
+      this.#watched.add(client)
+      // A checked-out client has no listener of the pool's: without one, the error event of
+      // a connection the server closed while it waits here would end the process.
+      client.on('error', (err) => {
+        if (this.#kept !== client) return
+        this.#kept = undefined
+        client.release(err)
+      })
+    }
+    return client
+  }
+
+  keep(client: PoolClient, err?: unknown): void {
+    // An error of the server's (it has a SQLSTATE) leaves the connection usable; any other
+    // (a broken socket, a timeout) may not, so the pool closes that connection.
+    const broken = err !== undefined && typeof (err as { code?: unknown }).code !== 'string'
+    if (broken || this.#kept !== undefined || this.#closed) {
+      client.release(broken ? (err as Error) : undefined)
+    } else this.#kept = client
+  }
+
+  close(): void {
+    this.#closed = true
+    this.#kept?.release()
+    this.#kept = undefined
+  }
+}
+
 /** The audit store over an open pool (store/postgres.ts openPostgresPool); `ownsPool`: close ends it. */
 export function postgresAuditStore(pool: Pool, ownsPool: boolean): AuditStore {
-  /**
-   * In a transaction holding the append lock: the checkpoint `build` makes of `of` after the
-   * last numbered one (ADR 102), stored. The lock also keeps the head still while it is signed.
-   */
-  const addCheckpointIn = async (
-    client: PoolClient,
-    of: ChainHead,
-    build: CheckpointBuilder,
-  ): Promise<Checkpoint> => {
-    const last = await client.query(
-      `SELECT * FROM barbican_audit_checkpoints WHERE number IS NOT NULL
-       ORDER BY number DESC LIMIT 1`,
-    )
-    const row = last.rows[0] as Row | undefined
-    const c = build(of, row ? checkpointOfRow(row) : undefined)
-    await client.query(
-      `INSERT INTO barbican_audit_checkpoints
-         (seq, hash, at, reason, key_id, signature, number, prev)
-       VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
-      [c.seq, c.hash, c.at, c.reason, c.keyId, c.signature, c.number ?? null, c.prev ?? null],
-    )
-    return c
-  }
-  /**
-   * The rows of `records` as an INSERT's VALUES list of escaped literals (simple protocol): the
-   * locked path only, whose rows and COMMIT go in one message.
-   */
-  const valuesOf = (client: Pick<PoolClient, 'escapeLiteral'>, records: readonly AuditRecord[]) => {
-    const text = (v: string | null | undefined) =>
-      v === null || v === undefined ? 'NULL' : client.escapeLiteral(v)
-    return records
-      .map((r) => {
-        const s = r.searchable ?? searchableOf(r)
-        const seq = Math.trunc(Number(r.seq))
-        return `(${seq}, ${text(r.at)}, ${text(s.type)}, ${text(s.subject)}, ${text(s.target)}, ${text(s.outcome)}, ${text(r.prevHash)}, ${text(r.hash)}, ${text(r.body)})`
-      })
-      .join(', ')
-  }
-  const headOf = (row: Row | undefined): ChainHead =>
-    row ? { seq: Number(row.seq), hash: String(row.hash) } : { seq: 0, hash: GENESIS_HASH }
-
   /**
    * The head this store committed last: while no other writer has appended since, the next
    * batch builds on it and goes in one round trip (`appendOn`). Undefined until the first append.
@@ -211,38 +321,8 @@ export function postgresAuditStore(pool: Pool, ownsPool: boolean): AuditStore {
    */
   let contended = false
 
-  /**
-   * The connection appends use, kept checked out between them: AuditLog appends one batch at a
-   * time, so a batch costs no pool checkout, release and idle timer. Another append under way
-   * at the same time borrows from the pool as before. Dropped (and closed) on a connection
-   * error, whether in a query or while it waits.
-   */
-  let appender: PoolClient | undefined
+  const connection = new KeptConnection(pool)
   let closed = false
-  const watched = new WeakSet<PoolClient>()
-  const takeAppender = async (): Promise<PoolClient> => {
-    const client = appender ?? (await pool.connect())
-    appender = undefined
-    if (!watched.has(client)) {
-      watched.add(client)
-      // A checked-out client has no listener of the pool's: without one, the error event of
-      // a connection the server closed while it waits here would end the process.
-      client.on('error', (err) => {
-        if (appender !== client) return
-        appender = undefined
-        client.release(err)
-      })
-    }
-    return client
-  }
-  const keepAppender = (client: PoolClient, err?: unknown) => {
-    // An error of the server's (it has a SQLSTATE) leaves the connection usable; any other
-    // (a broken socket, a timeout) may not, so the pool closes that connection.
-    const broken = err !== undefined && typeof (err as { code?: unknown }).code !== 'string'
-    if (broken || appender !== undefined || closed)
-      client.release(broken ? (err as Error) : undefined)
-    else appender = client
-  }
 
   /**
    * One round trip: builds on `guess` and calls `barbican_audit_append` (schema migration 3,
@@ -259,15 +339,15 @@ export function postgresAuditStore(pool: Pool, ownsPool: boolean): AuditStore {
     const added = build(guess)
     if (added.length === 0) return added
     const query = appendQuery(guess, added)
-    const client = await takeAppender()
+    const client = await connection.take()
     try {
       await client.query(query)
     } catch (err) {
-      keepAppender(client, err)
+      connection.keep(client, err)
       if ((err as { code?: unknown }).code === HEAD_MOVED) return undefined
       throw err
     }
-    keepAppender(client)
+    connection.keep(client)
     return added
   }
 
@@ -277,7 +357,7 @@ export function postgresAuditStore(pool: Pool, ownsPool: boolean): AuditStore {
    * it finds is the one this store wrote last decides whether the next append tries `appendOn`.
    */
   const appendLocked = async (build: (head: ChainHead) => readonly AuditRecord[]) => {
-    const client = await takeAppender()
+    const client = await connection.take()
     try {
       const opened = (await client.query(
         `BEGIN; SELECT pg_advisory_xact_lock(${APPEND_LOCK}); ${HEAD_ONE}`,
@@ -294,11 +374,11 @@ export function postgresAuditStore(pool: Pool, ownsPool: boolean): AuditStore {
            VALUES ${valuesOf(client, added)}; COMMIT`,
         )
       }
-      keepAppender(client)
+      connection.keep(client)
       return added
     } catch (err) {
       await client.query('ROLLBACK').catch(() => {})
-      keepAppender(client, err)
+      connection.keep(client, err)
       throw err
     }
   }
@@ -322,64 +402,14 @@ export function postgresAuditStore(pool: Pool, ownsPool: boolean): AuditStore {
     async head() {
       return headOf((await pool.query(HEAD_ONE)).rows[0] as Row | undefined)
     },
-    async read(query: AuditQuery = {}) {
-      const clauses: string[] = []
-      const values: unknown[] = []
-      const where = (column: string, op: string, value: unknown) => {
-        if (value === undefined) return
-        values.push(value)
-        clauses.push(
-          op === '= ANY'
-            ? `${column} = ANY($${values.length})`
-            : `${column} ${op} $${values.length}`,
-        )
-      }
-      where('seq', '>', query.afterSeq)
-      where('subject', '=', query.subject)
-      where("(body::jsonb ->> 'tenant')", '=', query.tenant)
-      where('target', '=', query.target)
-      where('outcome', '=', query.outcome)
-      where('at', '>=', query.since)
-      where('at', '<=', query.until)
-      where('body', '= ANY', query.bodies)
-      const sql =
-        `SELECT ${RECORD_COLUMNS} FROM barbican_audit_records` +
-        (clauses.length > 0 ? ` WHERE ${clauses.join(' AND ')}` : '') +
-        ` ORDER BY seq ${query.newestFirst ? 'DESC' : 'ASC'}` +
-        (query.limit === undefined ? '' : ` LIMIT ${Math.max(0, Math.floor(query.limit))}`)
-      const records = ((await pool.query(sql, values)).rows as Row[]).map(recordOfRow)
-      // The columns are an index; the hashed body is the truth a record is returned on.
-      return records.filter((r) => bodyAgrees(r, query))
-    },
-    async addCheckpoint(build) {
-      return inTransaction(pool, async (client) => {
-        await client.query('SELECT pg_advisory_xact_lock($1)', [APPEND_LOCK])
-        const head = headOf((await client.query(HEAD_ONE)).rows[0] as Row | undefined)
-        return addCheckpointIn(client, head, build)
-      })
-    },
-    async checkpoints() {
-      const result = await pool.query(
-        'SELECT * FROM barbican_audit_checkpoints ORDER BY seq, at, id',
-      )
-      return (result.rows as Row[]).map(checkpointOfRow)
-    },
-    async prune(last, build) {
-      return inTransaction(pool, async (client) => {
-        // Under the append lock: a prune never races an append reading the head.
-        await client.query('SELECT pg_advisory_xact_lock($1)', [APPEND_LOCK])
-        const deleted = await client.query('DELETE FROM barbican_audit_records WHERE seq <= $1', [
-          last.seq,
-        ])
-        const checkpoint = await addCheckpointIn(client, last, build)
-        return { removed: deleted.rowCount ?? 0, checkpoint }
-      })
-    },
+    read: (query: AuditQuery = {}) => readRecords(pool, query),
+    addCheckpoint: (build) => checkpointUnderLock(pool, build),
+    checkpoints: () => readCheckpoints(pool),
+    prune: (last, build) => pruneUnderLock(pool, last, build),
     async close() {
       if (closed) return
       closed = true
-      appender?.release()
-      appender = undefined
+      connection.close()
       if (ownsPool) await pool.end()
     },
   }

@@ -53,15 +53,22 @@ export function call(
   }
 }
 
+/** A test with a fresh log over a fresh store of the backend, closed after. */
+type LogTest = (
+  name: string,
+  body: (log: AuditLog, opened: Opened, key: ReturnType<typeof ephemeralAuditKey>) => Promise<void>,
+) => void
+
 export function auditContract(backend: string, open: () => Promise<Opened>): void {
-  const withLog = (
-    name: string,
-    body: (
-      log: AuditLog,
-      opened: Opened,
-      key: ReturnType<typeof ephemeralAuditKey>,
-    ) => Promise<void>,
-  ) =>
+  const withLog = logTest(backend, open)
+  storageCases(withLog)
+  verifyCases(withLog)
+  tamperCases(withLog)
+  pruneCases(backend, open)
+}
+
+function logTest(backend: string, open: () => Promise<Opened>): LogTest {
+  return (name, body) =>
     test(`${backend}: ${name}`, async () => {
       const opened = await open()
       const key = ephemeralAuditKey()
@@ -72,11 +79,14 @@ export function auditContract(backend: string, open: () => Promise<Opened>): voi
         await log.close()
       }
     })
+}
 
-  const fill = async (log: AuditLog, n: number) => {
-    await Promise.all(Array.from({ length: n }, (_, i) => log.record(call(`u${i % 3}`, `t${i}`))))
-  }
+async function fill(log: AuditLog, n: number): Promise<void> {
+  await Promise.all(Array.from({ length: n }, (_, i) => log.record(call(`u${i % 3}`, `t${i}`))))
+}
 
+/** What the store keeps and how it reads it back. */
+function storageCases(withLog: LogTest): void {
   withLog(
     'appends records with consecutive numbers, each chained to the one before',
     async (log, { store }) => {
@@ -153,7 +163,10 @@ export function auditContract(backend: string, open: () => Promise<Opened>): voi
       assert.equal((await store.read({ until: '2000-01-01T00:00:00.000Z' })).length, 0)
     },
   )
+}
 
+/** `verify` on logs as they were written and as they were cut. */
+function verifyCases(withLog: LogTest): void {
   withLog('an untouched log verifies, checkpoints included', async (log, { store }, key) => {
     await fill(log, 4)
     await log.checkpoint('periodic')
@@ -223,7 +236,10 @@ export function auditContract(backend: string, open: () => Promise<Opened>): voi
       assert.match(result.problem!.reason, /does not match its keyed hash/)
     },
   )
+}
 
+/** `verify` on logs edited behind the backend's back. */
+function tamperCases(withLog: LogTest): void {
   withLog(
     'verify names a forged record appended with an unkeyed hash',
     async (log, { store }, key) => {
@@ -290,7 +306,10 @@ export function auditContract(backend: string, open: () => Promise<Opened>): voi
     assert.equal(result.ok, false)
     assert.match(result.problem!.reason, /not by this gateway's key/)
   })
+}
 
+/** Retention: pruning, and removals that are not prunes. */
+function pruneCases(backend: string, open: () => Promise<Opened>): void {
   test(`${backend}: pruning past the retention keeps the rest verifiable`, async () => {
     const { store } = await open()
     const key = ephemeralAuditKey()
