@@ -9,19 +9,20 @@ import { describe, it } from 'node:test'
 const DIR = new URL('../../docs/decisions/', import.meta.url).pathname
 const STATUS = /^(accepted|amended|superseded|planned)\b/
 
-/** The index's rows: record file name → status cell. */
-function indexRows(): Map<string, string> {
-  const rows = new Map<string, string>()
+/** The index's rows, in order: record file name and status cell. */
+function indexRows(): Array<readonly [string, string]> {
+  const rows: Array<readonly [string, string]> = []
   for (const line of readFileSync(`${DIR}README.md`, 'utf8').split('\n')) {
     const row = /^\| \[\d{3}\]\((\d{3}-[^)]+\.md)\) \| .+ \| (.+) \|$/.exec(line)
-    if (row) rows.set(row[1]!, row[2]!)
+    if (row) rows.push([row[1]!, row[2]!])
   }
   return rows
 }
 
 describe('the index of decision records', () => {
   const records = readdirSync(DIR).filter((f) => /^\d{3}-.+\.md$/.test(f))
-  const rows = indexRows()
+  const listed = indexRows()
+  const rows = new Map(listed)
 
   it('lists every record', () => {
     assert.ok(records.length > 50, `found only ${records.length} records in ${DIR}`)
@@ -31,6 +32,12 @@ describe('the index of decision records', () => {
       [],
       'add a line for each to docs/decisions/README.md: | [NNN](file) | title | accepted |',
     )
+  })
+
+  it('lists each record once', () => {
+    const seen = new Set<string>()
+    const twice = listed.map(([r]) => r).filter((r) => seen.has(r) || !seen.add(r))
+    assert.deepEqual(twice, [], 'remove the second line of each from docs/decisions/README.md')
   })
 
   it('names only records that exist', () => {
