@@ -73,6 +73,9 @@ export async function runCheck(
   io.stdout(
     `config: ${source.path ?? 'embedded demo'} (${source.format}), ${config.upstreams.length} upstream(s), ${config.servers.length} virtual server(s)\n`,
   )
+  // Entries a missing variable holds back (ADR 121): not tried, and a fault for check.
+  const held = config.held ?? []
+  for (const h of held) io.stdout(`HELD  ${h.name}: ${h.reason}\n`)
   let authFaults = 0
   for (const p of config.auth ? checkAuth(config.auth) : []) {
     if (p.level === 'fail') authFaults++
@@ -175,7 +178,12 @@ export async function runCheck(
   const drifted = await reportDrift(config, source.path, io, options)
   if (authFaults > 0) io.stderr(`barbican: the auth section has ${authFaults} fault(s)\n`)
   if (failed > 0) io.stderr(`barbican: ${failed} upstream(s) failed\n`)
-  if (authFaults > 0 || failed > 0 || unpreviewed) return 1
+  if (held.length > 0) {
+    io.stderr(
+      `barbican: ${held.length} upstream(s) held back: a variable they use is not set (serve runs the others; with --strict it refuses to start)\n`,
+    )
+  }
+  if (authFaults > 0 || failed > 0 || held.length > 0 || unpreviewed) return 1
   if (drifting > 0) {
     io.stderr(`barbican: ${drifting} upstream(s) differ from their approved pins\n`)
     return 1

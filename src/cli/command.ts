@@ -41,6 +41,8 @@ export interface CommandOptions {
   readonly pins?: boolean
   /** `--allow-floating`: unversioned packages may launch, for this run only. */
   readonly allowFloating?: boolean
+  /** `--strict`: a `${VAR}` not set is an error, not a held-back upstream entry (ADR 121). */
+  readonly strict?: boolean
   /** `status --url`: the running gateway's address (default: the config's `listen`). */
   readonly url?: string | undefined
   /** `check --diff`: preview a reload against the running gateway's admin API. */

@@ -25,9 +25,12 @@ const CONFIG = `  -c, --config FILE   the configuration (default: barbican.yaml,
 const FLOATING = `  --allow-floating    launch packages given without an exact version, for this run only
                       (trust.allowFloating in the config allows it for good)`
 
+const STRICT = `  --strict            refuse the configuration when a \${VAR} it uses is not set (default: an
+                      upstream entry using it is held back, with the reason, and the rest run)`
+
 const HELP: Readonly<Record<CommandName, string>> = {
   serve: `Usage: barbican serve [--config FILE] [--listen HOST:PORT | --port N]
-                      [--allow-insecure-non-loopback] [--allow-floating]
+                      [--allow-insecure-non-loopback] [--allow-floating] [--strict]
 
 Run the gateway over HTTP: each virtual server at /mcp/NAME (the default one at /mcp). Without a
 configuration file it serves the embedded demo.
@@ -38,12 +41,13 @@ ${CONFIG}
                            --listen N alone means 127.0.0.1:N
   -p, --port N             listen on 127.0.0.1:N
 ${FLOATING}
+${STRICT}
   --allow-insecure-non-loopback   listen beyond loopback without inbound auth (not advised)
 
 Example:
   barbican serve --config barbican.yaml --listen 127.0.0.1:7300
 `,
-  stdio: `Usage: barbican stdio [--config FILE] [--server NAME] [--allow-floating]
+  stdio: `Usage: barbican stdio [--config FILE] [--server NAME] [--allow-floating] [--strict]
 
 Serve one virtual server on stdin/stdout, for MCP hosts that launch stdio servers.
 
@@ -51,12 +55,13 @@ Options:
 ${CONFIG}
   --server NAME       the virtual server to serve (default: the first in the config)
 ${FLOATING}
+${STRICT}
 
 Example (an MCP host's server entry):
   { "command": "barbican", "args": ["stdio", "--config", "/home/me/barbican.yaml"] }
 `,
   check: `Usage: barbican check [--config FILE] [--pins] [--diff [--url URL]] [--allow-floating]
-                      [--verbose]
+                      [--verbose] [--strict]
 
 Validate the configuration (including the files its auth section names), try every upstream
 once and report drift from the approved baseline. Exits non-zero with a precise message on any
@@ -68,6 +73,7 @@ ${CONFIG}
                       identity that differs from its approved pin (or was never approved),
                       printing the difference: a rug pull stops the pipeline
 ${FLOATING}
+${STRICT}
   --diff              preview a reload: compare the file with the gateway running at --url
                       (default: the file's listen) through its admin API, and print the
                       upstreams, servers and tools added, removed or renamed, and the pins

@@ -41,6 +41,7 @@ export async function loadForCommand(
       cwd: process.cwd(),
       env: { ...process.env },
       listen: options.listen,
+      strict: options.strict === true,
       demo,
     })
   } catch (err) {

@@ -18,11 +18,12 @@ const USAGE = `Usage: barbican <command> [options]
 
 Commands:
   serve   [--config FILE] [--listen HOST:PORT | --port N] [--allow-insecure-non-loopback]
-          [--allow-floating]
+          [--allow-floating] [--strict]
           Run the gateway over HTTP (default 127.0.0.1:7300).
-  stdio   [--config FILE] [--server NAME] [--allow-floating]
+  stdio   [--config FILE] [--server NAME] [--allow-floating] [--strict]
           Serve a virtual server on stdin/stdout.
   check   [--config FILE] [--pins] [--diff [--url URL]] [--allow-floating] [--verbose]
+          [--strict]
           Validate the config, try every upstream once, report drift from the baseline;
           with --pins, fail on any definition that differs from its approved pin;
           with --diff, preview what reloading the file would change on the running gateway.
@@ -148,6 +149,7 @@ export async function main(argv: readonly string[], io: CliIo = defaultIo): Prom
     env: values.env,
     pins: values.pins === true,
     allowFloating: values['allow-floating'] === true,
+    strict: values.strict === true,
     url: values.url,
     json: values.json === true,
     diff: values.diff === true,
@@ -241,6 +243,7 @@ const OPTIONS = {
   listen: { type: 'string', short: 'l' },
   port: { type: 'string', short: 'p' },
   'allow-floating': { type: 'boolean' },
+  strict: { type: 'boolean' },
   output: { type: 'string', short: 'o' },
   server: { type: 'string' },
   'allow-insecure-non-loopback': { type: 'boolean' },

@@ -21,7 +21,7 @@ import { isLoopbackHost } from '../config/listen.ts'
 import { linkedTokenStore } from '../credentials/upstream-setup.ts'
 import { openAuditLog, withAudit } from '../gateway/audit-setup.ts'
 import { type Backends, NO_BACKENDS, openBackends } from '../gateway/backends.ts'
-import { Gateway } from '../gateway/gateway.ts'
+import { Gateway, heldStatus } from '../gateway/gateway.ts'
 import { overview } from '../gateway/overview.ts'
 import { planFromConfig } from '../gateway/plan.ts'
 import { PolicyState } from '../gateway/policy-state.ts'
@@ -183,7 +183,7 @@ export async function startServer(
   http.routes.set(
     '/readyz',
     readinessRoute(
-      () => gateway.status(),
+      () => [...gateway.status(), ...heldStatus(running.held)],
       auth && hasInboundAuth(config.auth) ? auth.authenticator : undefined,
       (name) => {
         const u = running.upstreams.find((entry) => entry.name === name)
@@ -197,7 +197,7 @@ export async function startServer(
       version: VERSION,
       authenticated: hasInboundAuth(config.auth),
       servers: config.servers.map((s) => s.name),
-      status: () => gateway.status(),
+      status: () => [...gateway.status(), ...heldStatus(running.held)],
     }),
   )
   const access = {
@@ -483,6 +483,13 @@ export async function runServe(
     url: server.url,
     config: what,
   })
+  for (const h of config.held ?? []) {
+    log.warn('upstream held back', {
+      upstream: h.name,
+      reason: h.reason,
+      next: 'set the variable and restart; the other upstreams run (--strict refuses instead)',
+    })
+  }
   for (const u of config.upstreams) {
     if (u.transport !== 'stdio') continue
     const sandbox = describeConfinement(u.name, u.sandbox, u.command)
@@ -544,7 +551,8 @@ export async function runServe(
       const first = config.servers.find((s) => s.name === 'default') ?? config.servers[0]
       if (!first || stopping) return
       const at = `${server.url}${first.path}`
-      const summary = await startupSummary(server.gateway, first.name, at)
+      const held = heldStatus(server.config.held)
+      const summary = await startupSummary(server.gateway, first.name, at, undefined, held)
       if (stopping) return
       if (summary.degraded) log.warn(summary.message, summary.fields)
       else log.info(summary.message, summary.fields)

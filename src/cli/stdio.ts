@@ -48,6 +48,13 @@ export async function runStdio(
   const config = tenant === undefined ? whole : tenantView(whole, tenant)
   const server = options.server ?? config.servers[0]?.name ?? 'default'
   const log = loggerFor(config.log)
+  for (const h of config.held ?? []) {
+    log.warn('upstream held back', {
+      upstream: h.name,
+      reason: h.reason,
+      next: 'set the variable and restart; the other upstreams run (--strict refuses instead)',
+    })
+  }
   try {
     await startTracing(process.env, log)
   } catch (error) {

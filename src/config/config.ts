@@ -379,6 +379,18 @@ export interface Config {
   readonly confirm?: ConfirmConfig | undefined
   /** Operator labels and secure contexts (docs/policy.md); absent: none. */
   readonly contexts?: ContextsConfig | undefined
+  /**
+   * Upstream entries held back because a `${VAR}` they use is not set: not started, in no
+   * server (ADR 121). Absent: none. `--strict` makes such a variable an error instead.
+   */
+  readonly held?: readonly HeldUpstream[] | undefined
+}
+
+/** An upstream entry left out of the running configuration, and why. */
+export interface HeldUpstream {
+  readonly name: string
+  /** The key and what it needs: `upstreams.web.headers.Authorization needs environment variable …`. */
+  readonly reason: string
 }
 
 /** The file formats Barbican reads; `demo` is the embedded configuration. */

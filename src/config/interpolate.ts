@@ -115,9 +115,20 @@ function resolvePlaceholder(
   if (found !== undefined) return found
   issues.push({
     path,
-    message: `needs environment variable ${name}, which is not set (set it, or write \${${name}:-default})`,
+    message: `${UNSET}${name}, which is not set (set it, or write \${${name}:-default})`,
   })
   return undefined
+}
+
+const UNSET = 'needs environment variable '
+
+/**
+ * Whether `issue` is a variable that is not set (which setting it fixes), as opposed to a
+ * placeholder that can never resolve (`${input:…}`, a malformed one): only the former may hold
+ * back an upstream entry instead of failing the load (ADR 121).
+ */
+export function isUnsetVariable(issue: ConfigIssue): boolean {
+  return issue.message.startsWith(UNSET)
 }
 
 function suggestName(id: string): string {

@@ -16,6 +16,8 @@ export interface LoadRequest {
   readonly cwd: string
   readonly env: Readonly<Record<string, string | undefined>>
   readonly listen: string | undefined
+  /** `--strict`: a variable that is not set is an error even inside an upstream entry. */
+  readonly strict: boolean
   /** Fall back to the embedded demo when no path was given and no default file exists. */
   readonly demo: boolean
 }

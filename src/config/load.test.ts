@@ -154,8 +154,10 @@ describe('loadConfig with native files', () => {
     assert.match(err.message, /upstreams\.files\.args\[1\] \(line 7, column 9\): expected a string/)
   })
 
-  test('names the key path and the variable when an environment variable is missing', async () => {
-    const err = await failure(loadConfig({ path: join(fixtures, 'native.yaml'), env: {} }))
+  test('with strict, names the key path and the variable when an environment variable is missing', async () => {
+    const err = await failure(
+      loadConfig({ path: join(fixtures, 'native.yaml'), env: {}, strict: true }),
+    )
     assert.deepEqual(
       err.issues.map((i) => `${formatKeyPath(i.path)}: ${i.message}`),
       [
@@ -200,5 +202,88 @@ describe('loadConfig with native files', () => {
   test('reports an empty file as such', async () => {
     const err = await failure(() => parseConfigText('', { file: '/x/barbican.yaml' }))
     assert.match(err.message, /the file is empty/)
+  })
+})
+
+describe('a variable that is not set, inside upstream entries (ADR 121)', () => {
+  const yaml = [
+    'upstreams:',
+    '  files: { command: npx, args: ["@modelcontextprotocol/server-filesystem@2026.8.31", "/tmp"] }',
+    '  web: { url: "${WEB_URL}", headers: { Authorization: "Bearer ${WEB_TOKEN}" } }',
+    'servers:',
+    '  default: { upstreams: [files, web] }',
+    '',
+  ].join('\n')
+
+  test('holds back only the entries that use it, with the key and the variable', () => {
+    const { config } = parseConfigText(yaml, { env: {} })
+    assert.deepEqual(
+      config.upstreams.map((u) => u.name),
+      ['files'],
+    )
+    assert.deepEqual(config.held, [
+      {
+        name: 'web',
+        reason:
+          'upstreams.web.url needs environment variable WEB_URL, which is not set (set it, or write ${WEB_URL:-default}); ' +
+          'upstreams.web.headers.Authorization needs environment variable WEB_TOKEN, which is not set (set it, or write ${WEB_TOKEN:-default})',
+      },
+    ])
+    // The server keeps the namespacing of its full list: names do not change once it is set.
+    const [server] = config.servers
+    assert.deepEqual(server?.upstreams, ['files'])
+    assert.equal(server?.namespacing.mode, 'always')
+  })
+
+  test('set, nothing is held', () => {
+    const { config } = parseConfigText(yaml, {
+      env: { WEB_URL: 'https://mcp.example.com/mcp', WEB_TOKEN: 't' },
+    })
+    assert.deepEqual(
+      config.upstreams.map((u) => u.name),
+      ['files', 'web'],
+    )
+    assert.equal(config.held, undefined)
+  })
+
+  test('with strict, it is an error naming each key', () => {
+    assert.throws(
+      () => parseConfigText(yaml, { env: {}, strict: true }),
+      (err: ConfigError) =>
+        err.issues.map((i) => formatKeyPath(i.path)).join() ===
+        'upstreams.web.url,upstreams.web.headers.Authorization',
+    )
+  })
+
+  test('outside an upstream entry it is an error, and another mistake is reported with it', () => {
+    const text = `${yaml}auth: { apiKeys: { file: "\${KEYS}" } }\n`
+    assert.throws(
+      () => parseConfigText(text, { env: {} }),
+      (err: ConfigError) =>
+        err.issues.map((i) => formatKeyPath(i.path)).join() ===
+        'upstreams.web.url,upstreams.web.headers.Authorization,auth.apiKeys.file',
+    )
+  })
+
+  test('a client file holds back its own entry by the name it gives it', () => {
+    const text = JSON.stringify({
+      mcpServers: {
+        github: {
+          command: 'npx',
+          args: ['@modelcontextprotocol/server-memory@2026.8.31'],
+          env: { GITHUB_TOKEN: '${GH_TOKEN}' },
+        },
+        memory: { command: 'npx', args: ['@modelcontextprotocol/server-memory@2026.8.31'] },
+      },
+    })
+    const { config } = parseConfigText(text, { env: {}, json: true })
+    assert.deepEqual(
+      config.upstreams.map((u) => u.name),
+      ['memory'],
+    )
+    assert.match(
+      config.held?.[0]?.reason ?? '',
+      /^mcpServers\.github\.env\.GITHUB_TOKEN needs environment variable GH_TOKEN/,
+    )
   })
 })

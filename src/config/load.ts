@@ -3,15 +3,17 @@
  * the normalized Config. Order of work: parse → detect format → interpolate `${VAR}` → convert
  * foreign formats → validate everything at once → apply defaults. A missing variable is one
  * more issue, never a reason to stop before validation. Every error is one ConfigError
- * listing each problem at its key path and line in the operator's own file.
+ * listing each problem at its key path and line in the operator's own file. A missing variable
+ * used only inside upstream entries holds back those entries alone, with the reason, unless
+ * `strict` (ADR 121).
  */
 import { readFile } from 'node:fs/promises'
 import { basename, dirname, extname, resolve } from 'node:path'
-import type { LoadedConfig } from './config.ts'
+import type { Config, HeldUpstream, LoadedConfig } from './config.ts'
 import { ConfigError, type ConfigIssue, type KeyPath } from './config-error.ts'
 import { DEFAULT_CONFIG_FILES } from './defaults.ts'
 import { convertForeign, detectFormat, relevantPart } from './formats.ts'
-import { interpolate } from './interpolate.ts'
+import { interpolate, isUnsetVariable } from './interpolate.ts'
 import { buildConfig, validateNative } from './normalize.ts'
 import { parseText } from './parse-text.ts'
 
@@ -27,6 +29,11 @@ export interface LoadOptions {
   readonly env?: Readonly<Record<string, string | undefined>> | undefined
   /** `HOST:PORT` replacing the file's `listen` (the CLI's `--listen`). */
   readonly listen?: string | undefined
+  /**
+   * A placeholder that cannot be resolved is an error wherever it is (the CLI's `--strict`).
+   * Default: one inside an upstream entry holds back that entry alone (`config.held`).
+   */
+  readonly strict?: boolean | undefined
 }
 
 /**
@@ -115,14 +122,80 @@ export function parseConfigText(text: string, options: ParseOptions = {}): Loade
         (issue) => !unresolved.some((path) => startsWith(mapPath(issue.path), path)),
       ),
     )
-  if (issues.length > 0 || !validation.ok) throw fail(issues, mapPath)
-  const config = buildConfig(validation.value, {
+  const names = Object.keys((native as { upstreams?: object }).upstreams ?? {})
+  const held = options.strict === true ? [] : heldUpstreams(interpolated.issues, names, mapPath)
+  const heldIssues = new Set(held.flatMap((h) => h.issues))
+  const left = issues.filter((issue) => !heldIssues.has(issue))
+  if (left.length > 0 || (!validation.ok && held.length === 0)) throw fail(issues, mapPath)
+  // A held entry may be invalid only for its placeholder (`url: ${URL}`): it is validated and
+  // built as a stub, then left out, so the servers naming it keep their namespacing.
+  const valid = held.length === 0 ? validation : validateNative(withStubs(native, held))
+  if (!valid.ok) throw fail([...issues, ...valid.issues], mapPath)
+  const built = buildConfig(valid.value, {
     baseDir,
     env: context.env,
     listen: options.listen,
     ...(file === undefined ? {} : { configPath: file }),
   })
+  const config = held.length === 0 ? built : withoutHeld(built, held)
   return { config, source: { path: file, format }, warnings }
+}
+
+/**
+ * The upstream entries an unresolved placeholder sits in, each with its issues. When any such
+ * issue lies outside every upstream entry, that one stays an error and nothing is held for it.
+ * `mapPath` turns a native path into the file's own (a foreign file names its entries its way).
+ */
+function heldUpstreams(
+  unresolved: readonly ConfigIssue[],
+  names: readonly string[],
+  mapPath: (path: KeyPath) => KeyPath,
+): (HeldUpstream & { readonly issues: readonly ConfigIssue[] })[] {
+  const byName = new Map<string, ConfigIssue[]>()
+  for (const issue of unresolved) {
+    if (!isUnsetVariable(issue)) continue
+    const name = names.find((n) => startsWith(issue.path, mapPath(['upstreams', n])))
+    if (name === undefined) continue
+    byName.set(name, [...(byName.get(name) ?? []), issue])
+  }
+  return [...byName].map(([name, issues]) => ({
+    name,
+    reason: issues.map((issue) => `${keyOf(issue.path)} ${issue.message}`).join('; '),
+    issues,
+  }))
+}
+
+/** `a.b[0].c`, as the operator's file spells the key. */
+function keyOf(path: KeyPath): string {
+  return path
+    .map((part, i) => (typeof part === 'number' ? `[${part}]` : i === 0 ? part : `.${part}`))
+    .join('')
+}
+
+/** The native value with each held entry replaced by a remote entry no one will connect to. */
+function withStubs(native: unknown, held: readonly HeldUpstream[]): unknown {
+  const value = native as { upstreams: Record<string, unknown> }
+  const upstreams = { ...value.upstreams }
+  for (const { name } of held) upstreams[name] = { url: 'https://held.invalid/mcp' }
+  return { ...value, upstreams }
+}
+
+/**
+ * The configuration without the held upstreams: not started, not in any server. Servers keep
+ * the namespacing their full member list gave them, so names do not change once the variable
+ * is set.
+ */
+function withoutHeld(config: Config, held: readonly HeldUpstream[]): Config {
+  const out = new Set(held.map((h) => h.name))
+  return {
+    ...config,
+    upstreams: config.upstreams.filter((u) => !out.has(u.name)),
+    servers: config.servers.map((s) => ({
+      ...s,
+      upstreams: s.upstreams.filter((name) => !out.has(name)),
+    })),
+    held: held.map(({ name, reason }) => ({ name, reason })),
+  }
 }
 
 function startsWith(path: KeyPath, prefix: KeyPath): boolean {

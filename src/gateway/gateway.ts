@@ -11,6 +11,7 @@ import { ProgressRouter } from '../bridge/progress.ts'
 import { RequestStateSealer, stateKeyFromEnv } from '../bridge/request-state.ts'
 import type { CatalogRules } from '../catalog/catalog.ts'
 import { VERSION } from '../common/version.ts'
+import type { HeldUpstream } from '../config/config.ts'
 import { LivePolicies, type PolicyGeneration } from '../policies/live-policies.ts'
 import type { Policy } from '../policies/policy.ts'
 import {
@@ -100,10 +101,16 @@ const UPSTREAM_CLIENT_CAPABILITIES: JsonObject = {
 
 export interface UpstreamStatus {
   readonly name: string
-  readonly state: UpstreamState
+  /** `held`: an entry a missing `${VAR}` holds back, never started (heldStatus, ADR 121). */
+  readonly state: UpstreamState | 'held'
   readonly error?: string
   /** Optional lists it answered with an error, held back alone (ADR 099); absent: none. */
   readonly heldLists?: readonly HeldList[]
+}
+
+/** The entries a missing variable holds back, as status rows: state `held`, the reason as error. */
+export function heldStatus(held: readonly HeldUpstream[] | undefined): UpstreamStatus[] {
+  return (held ?? []).map((h) => ({ name: h.name, state: 'held', error: h.reason }))
 }
 
 export class Gateway implements InboundHandler {

@@ -16,7 +16,7 @@ export const OVERVIEW_LIST_WAIT_MS = 2_000
 export interface UpstreamOverview {
   readonly name: string
   readonly state: string
-  /** `stdio`, `streamable-http`, `sse`, `websocket` or `auto`. */
+  /** `stdio`, `streamable-http`, `sse`, `websocket` or `auto`; `—` for a held entry. */
   readonly transport: string
   /** `legacy` or `modern` once probed. */
   readonly era?: string | undefined
@@ -77,7 +77,7 @@ export async function overview(
   waitMs = OVERVIEW_LIST_WAIT_MS,
 ): Promise<Overview> {
   const transports = new Map(config.upstreams.map((u) => [u.name, u.transport]))
-  const upstreams = [...gateway.upstreams.values()].map(
+  const upstreams: UpstreamOverview[] = [...gateway.upstreams.values()].map(
     (u): UpstreamOverview => ({
       name: u.name,
       state: u.state,
@@ -89,6 +89,16 @@ export async function overview(
       ...(u.heldLists.length > 0 ? { heldLists: u.heldLists } : {}),
     }),
   )
+  // Entries a missing variable holds back (ADR 121): listed, never started, the reason shown.
+  for (const h of config.held ?? []) {
+    upstreams.push({
+      name: h.name,
+      state: 'held',
+      transport: '—',
+      restarts: 0,
+      lastError: h.reason,
+    })
+  }
   const paths = new Map(config.servers.map((s) => [s.name, s.path]))
   const servers = await Promise.all(
     [...gateway.servers.values()].map(async (server): Promise<ServerOverview> => {

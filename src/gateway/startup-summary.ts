@@ -4,7 +4,7 @@
  * `ready: 3/4 upstreams, 40 tools at http://127.0.0.1:7300/mcp (memory: failed — see above)`.
  * Upstream states come from the gateway's status, as /readyz reports them.
  */
-import type { Gateway } from './gateway.ts'
+import type { Gateway, UpstreamStatus } from './gateway.ts'
 import { catalogWithin } from './overview.ts'
 
 /** How long the summary waits for the merged tool list before it leaves the count out. */
@@ -32,8 +32,10 @@ export async function startupSummary(
   server: string,
   url: string,
   waitMs = SUMMARY_LIST_WAIT_MS,
+  /** Entries a missing variable holds back (heldStatus): counted, and named as `held`. */
+  held: readonly UpstreamStatus[] = [],
 ): Promise<StartupSummary> {
-  const status = gateway.status()
+  const status = [...gateway.status(), ...held]
   const up = status.filter((u) => u.state === 'ready' || u.state === 'idle')
   const down = status.filter((u) => u.state !== 'ready' && u.state !== 'idle')
   const tools = (await catalogWithin(gateway, server, waitMs))?.catalog.tools.length

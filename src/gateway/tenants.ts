@@ -62,7 +62,8 @@ export class TenantRouter implements InboundHandler {
  * shared (a tenant's gateway has its own quota counters either way).
  */
 export function tenantView(config: Config, tenant: TenantConfig): Config {
-  const { tenants: _tenants, ...shared } = config
+  // Held entries are the default tenant's (ADR 121): a tenant's view does not list them.
+  const { tenants: _tenants, held: _held, ...shared } = config
   const auth =
     config.auth !== undefined && tenant.permissions !== undefined
       ? { ...config.auth, permissions: tenant.permissions }
