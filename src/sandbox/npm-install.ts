@@ -67,8 +67,10 @@ export type AllowScripts = true | readonly string[]
 export interface InstallOptions {
   /** Packages whose install scripts run; default none. */
   readonly allowScripts?: AllowScripts | undefined
-  /** Longest the install may take (default 5 minutes); a script's build counts in it. */
+  /** Longest the install may take (default 5 minutes). */
   readonly timeoutMs?: number | undefined
+  /** Longest the allowed install scripts may take (default 15 minutes: a native build). */
+  readonly scriptsTimeoutMs?: number | undefined
 }
 
 /** One installed package with install scripts, as the slot's record keeps it. */
@@ -287,7 +289,7 @@ async function runAllowedScripts(
       npmOrRefuse(name, version),
       ['rebuild', '--no-update-notifier', '--loglevel=error', ...names],
       dir,
-      options.timeoutMs ?? 300_000,
+      options.scriptsTimeoutMs ?? 900_000,
       (why) =>
         `the install scripts of ${names.join(', ')} (in ${name}@${version}, allowed by ` +
         `trust.allowScripts) failed outside the sandbox: ${why}`,

@@ -134,6 +134,8 @@ export async function serve(
   file: string,
   mechanism: Mechanism,
   env: NodeJS.ProcessEnv = {},
+  /** How long to wait for `ready`: an install whose scripts build a native module takes minutes. */
+  readyTimeoutMs = 120_000,
 ): Promise<Gateway> {
   const mechanismEnv = mechanism === 'bubblewrap' ? 'auto' : 'node-permission'
   const child = spawn(
@@ -159,7 +161,7 @@ export async function serve(
     const timer = setTimeout(() => {
       cleanup()
       reject(new Error(`barbican serve never got ready:\n${text}`))
-    }, 120_000)
+    }, readyTimeoutMs)
     const check = () => {
       const match = /"msg":"ready: [^"]* at (http[^ "]+)/.exec(text)
       if (match) {
