@@ -234,9 +234,9 @@ export class AuditLog implements AuditSink {
 
   /**
    * Batched mode: the event is encoded once (the journal line is also the record's hashed body
-   * at commit) and settles when the OS has its line. Every event recorded before the queued
-   * microtasks run out shares one `write(2)` (group write): under load one system call serves
-   * many calls.
+   * at commit) and settles when the OS has its line. Every event recorded in one event-loop
+   * iteration shares one `write(2)` (group write, in the check phase): under load one system
+   * call serves many calls.
    */
   #journalled(event: AuditEvent): Promise<void> {
     let body: string
@@ -254,9 +254,10 @@ export class AuditLog implements AuditSink {
         reject = no
       })
       this.#written = { promise, resolve, reject }
-      // After the microtasks now queued: every call this turn settles records first. Not
-      // setImmediate: a call resolved without I/O (a cached answer) would wait a loop turn.
-      process.nextTick(() => this.#writeJournal())
+      // After every I/O callback of this event-loop iteration (the check phase): the replies
+      // that arrived in one poll share one write(2). process.nextTick grouped only the records
+      // of one callback, which on the → HTTP path is one call: a write per call (ADR 123).
+      setImmediate(() => this.#writeJournal())
     }
     return this.#written.promise
   }
