@@ -20,8 +20,9 @@
  *    its arguments and result cost the same in both modes and are not counted.)
  *
  * Tokens (o200k_base, JSON as sent): full mode pays the full tools/list; search mode pays its
- * tools/list, the search_tools call (name and arguments), and its result (the text summary and
- * the structured content holding the returned definitions).
+ * tools/list, the search_tools call (name and arguments), and its result once (its text, the
+ * structured content with the returned definitions as JSON; a host that shows the model both
+ * the text and the structured content pays it twice).
  */
 import { encode } from 'gpt-tokenizer/encoding/o200k_base'
 import type { Catalog } from '../../src/catalog/catalog.ts'
@@ -172,7 +173,13 @@ export class ScriptedClient {
       found: names.some((n) => task.right.includes(n)),
       selected: select.length,
       selectedRight: select.some((n) => task.right.includes(n)),
-      tokens: { list: this.#listTokens, call: count(call), result: count(result) },
+      // What the model reads of the result: its text, which is the structured content as JSON
+      // (a host gives the model one or the other; one that gives both doubles this).
+      tokens: {
+        list: this.#listTokens,
+        call: count(call),
+        result: count(String((result.content as JsonObject[])[0]!.text)),
+      },
     }
   }
 }

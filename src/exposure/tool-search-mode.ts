@@ -233,36 +233,25 @@ export interface Found {
 export const SELECTED = 'select'
 
 /**
- * The `search_tools` result: a text summary and, as structured content, the tools whole
- * (`tools`) and, in the same order, what each answered (`answered`: its query, or "select").
+ * The `search_tools` result, as structured content: the tools whole (`tools`, best first) and,
+ * in the same order, what each answered (`answered`: its query, or "select"), and a `note` when
+ * something was left out or nothing matched. The text block is that same object as JSON, as
+ * MCP asks of structured results (ADR 126): hosts differ in which of the two they give the
+ * model (some only the text, some only the structured content), and a summary in the text
+ * would leave a model without the definitions it searched for.
  */
 export function searchResult(asked: string, found: readonly Found[], note?: string): JsonObject {
-  const lines = found.map(({ tool: t, answered }) => {
-    const description = typeof t.description === 'string' ? firstSentence(t.description) : ''
-    const tag = answered === SELECTED ? '' : ` [${answered}]`
-    return description === ''
-      ? `- ${String(t.name)}${tag}`
-      : `- ${String(t.name)}${tag}: ${description}`
-  })
-  const text =
-    found.length === 0
-      ? `No tool matches ${asked}.`
-      : `${found.length} tool(s) for ${asked}, best first; call one with call_tool:\n${lines.join('\n')}`
-  return {
-    content: [{ type: 'text', text: note === undefined ? text : `${text}\n${note}` }],
-    structuredContent: {
-      tools: found.map((f) => f.tool),
-      answered: found.map((f) => f.answered),
-      ...(note === undefined ? {} : { note }),
-    },
+  const none = found.length === 0 ? `No tool matches ${asked}.` : undefined
+  const said = [none, note].filter((n) => n !== undefined).join(' ')
+  const structured: JsonObject = {
+    tools: found.map((f) => f.tool),
+    answered: found.map((f) => f.answered),
+    ...(said === '' ? {} : { note: said }),
   }
-}
-
-function firstSentence(text: string): string {
-  const flat = text.replace(/\s+/g, ' ').trim()
-  const end = flat.search(/[.!?](\s|$)/)
-  const sentence = end === -1 ? flat : flat.slice(0, end + 1)
-  return sentence.length > 160 ? `${sentence.slice(0, 157)}...` : sentence
+  return {
+    content: [{ type: 'text', text: JSON.stringify(structured) }],
+    structuredContent: structured,
+  }
 }
 
 function badArguments(message: string): BarbicanError {
@@ -289,7 +278,8 @@ export interface SearchAnswer {
  * then each one's second…) so that every need gets its share, without repeats, each tagged with
  * the first query that found it. Only tools of the view are ever returned or named: a selected
  * name the caller may not call is reported exactly as one that does not exist. The queries
- * share the search time budget (`bounds.budgetMs`); those it leaves no time for are named.
+ * share the search's ranking time (`bounds.budgetMs`, main-thread time as searchBounded counts
+ * it); those it leaves no time for are named.
  */
 export async function answerSearch(
   { view, index, bounds }: SearchScope,
@@ -332,14 +322,13 @@ export async function answerSearch(
       skipped.push(query)
       continue
     }
-    const start = performance.now()
     const one = await index.searchBounded(
       query,
       args.limit + taken.size,
       { ...bounds, budgetMs: bounds.budgetMs - spent },
       visible,
     )
-    spent += performance.now() - start
+    spent += one.spentMs
     droppedWords ||= one.droppedWords > 0
     cutShort ||= one.cutShort
     lists.push({ query, tools: one.tools })

@@ -249,7 +249,7 @@ describe('search mode', () => {
     assert.equal(reachable({ name: 'a__b' }), true)
   })
 
-  test('a search result carries the tools whole, what each answered, and a short text', () => {
+  test('a search result carries the tools whole and what each answered, as JSON text too', () => {
     const result = searchResult('"drain"', [
       { tool: TOOLS[0]!, answered: 'drain' },
       { tool: TOOLS[2]!, answered: 'select' },
@@ -257,12 +257,14 @@ describe('search mode', () => {
     const structured = result.structuredContent as JsonObject
     assert.deepEqual(structured.tools, [TOOLS[0], TOOLS[2]])
     assert.deepEqual(structured.answered, ['drain', 'select'])
-    assert.match(
-      JSON.stringify(result.content),
-      /k8s__node_management \[drain\]: Manage Kubernetes nodes/,
+    const text = String((result.content as JsonObject[])[0]!.text)
+    assert.deepEqual(JSON.parse(text), structured)
+    const none = searchResult('"zzz"', [], 'Note: cut short.')
+    assert.equal(
+      (none.structuredContent as JsonObject).note,
+      'No tool matches "zzz". Note: cut short.',
     )
-    assert.match(JSON.stringify(result.content), /files__read_text_file: Read/)
-    assert.match(JSON.stringify(searchResult('"zzz"', []).content), /No tool matches/)
+    assert.match(String((none.content as JsonObject[])[0]!.text), /No tool matches/)
   })
 })
 

@@ -38,6 +38,8 @@ export interface BoundedSearch {
   readonly droppedExpansions: number
   /** True when the time budget ran out before every word was searched. */
   readonly cutShort: boolean
+  /** Ranking time spent on the main thread (ms), waits for a turn and between slices aside. */
+  readonly spentMs: number
 }
 
 interface QueryPlan {
@@ -386,6 +388,7 @@ export class ToolIndex {
       droppedWords: plan.droppedWords,
       droppedExpansions: plan.droppedExpansions,
       cutShort: searched < plan.groups.length,
+      spentMs: spent,
     }
   }
 

@@ -191,6 +191,9 @@ describe('tools.mode: search', () => {
           poisoned: { command: process.execPath, args: [POISONED], trust: { scan: 'quarantine' } },
         },
         servers: { default: { tools: { mode: 'search', pinned: ['memory__read_graph'] } } },
+        // The ranking's time budget is amplifiers.test.ts's subject; here a first search on a
+        // loaded machine (cold code, other processes) must not be cut short after 25 ms.
+        limits: { searchBudgetMs: 2000 },
         auth: {
           apiKeys: {
             keys: [
