@@ -76,6 +76,8 @@ export interface GatewayPlan {
   readonly heldCallTimeoutMs?: number
   /** How long lists and handshakes wait for upstreams, and how missing ones are retried. */
   readonly listTiming?: ListTiming
+  /** How often pin decisions made by another process are looked for (default 2 s; tests less). */
+  readonly trustPollMs?: number
   /** Policies every call passes, in the chain's fixed order (policies/chain.ts). */
   readonly policies?: readonly Policy[]
   /** Pins and scans what upstreams advertise (docs/trust.md); absent: nothing is checked. */
@@ -253,7 +255,7 @@ export class Gateway implements InboundHandler {
       // Decisions made with `barbican pins` in another process reach clients within seconds.
       this.#trustTimer = setInterval(() => {
         for (const server of this.servers.values()) server.refreshTrust().catch(() => {})
-      }, TRUST_POLL_MS)
+      }, this.#plan.trustPollMs ?? TRUST_POLL_MS)
       this.#trustTimer.unref()
     }
     const eager = this.#plan.upstreams.filter((u) => !u.lazy)

@@ -295,6 +295,8 @@ describe('decisions made by another process', () => {
         servers: [serverPlan('default', ['notes'], rules('never'))],
         clientRequestTimeoutMs: 5_000,
         trust,
+        // What the test waits for: no need to wait the production 2 s for it.
+        trustPollMs: 50,
       },
       recordingLogger(),
     )
