@@ -3,7 +3,7 @@ import { describe, test } from 'node:test'
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js'
 import { inProcessUpstream, rules, serverPlan } from '../../test/support/plans.ts'
 import { silentLogger } from '../telemetry/log.ts'
-import { Gateway } from './gateway.ts'
+import { Gateway, heldStatus } from './gateway.ts'
 import { startupSummary } from './startup-summary.ts'
 
 function twoTools(): McpServer {
@@ -42,6 +42,32 @@ describe('the start-up summary', () => {
       )
       assert.equal(summary.degraded, true)
       assert.deepEqual(summary.fields.failed, ['broken'])
+    } finally {
+      await gateway.stop()
+    }
+  })
+
+  test('counts an entry a missing variable holds back, and names it as held (ADR 121)', async () => {
+    const gateway = new Gateway(
+      {
+        upstreams: [inProcessUpstream('good', twoTools)],
+        servers: [serverPlan('default', ['good'], rules('never'))],
+        clientRequestTimeoutMs: 5_000,
+      },
+      silentLogger,
+    )
+    try {
+      await gateway.start()
+      const held = heldStatus([
+        { name: 'web', reason: 'upstreams.web.url needs environment variable URL' },
+      ])
+      const summary = await startupSummary(gateway, 'default', 'http://h/mcp', 2_000, held)
+      assert.equal(
+        summary.message,
+        'ready: 1/2 upstreams, 2 tools at http://h/mcp (web: held — see above)',
+      )
+      assert.equal(summary.degraded, true)
+      assert.deepEqual(summary.fields.failed, ['web'])
     } finally {
       await gateway.stop()
     }

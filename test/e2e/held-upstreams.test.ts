@@ -5,6 +5,7 @@
  * held entry and why.
  */
 import assert from 'node:assert/strict'
+import { spawn } from 'node:child_process'
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -15,6 +16,7 @@ import { parseConfigText } from '../../src/config/load.ts'
 import { silentLogger } from '../../src/telemetry/log.ts'
 import { runCli } from '../support/cli.ts'
 
+const bin = fileURLToPath(new URL('../../bin/barbican.js', import.meta.url))
 const drifting = fileURLToPath(new URL('../fixtures/drifting-server.ts', import.meta.url))
 /** A name no environment sets. */
 const UNSET = 'BARBICAN_TEST_HELD_URL_NEVER_SET'
@@ -60,6 +62,41 @@ describe('an upstream entry whose variable is not set', () => {
     assert.equal(code, 1)
     assert.match(stderr, new RegExp(`upstreams\\.web\\.url .*needs environment variable ${UNSET}`))
     assert.doesNotMatch(stdout, /drift/)
+  })
+
+  test('serve logs it once with the reason and counts it in the summary; --strict refuses to start', async () => {
+    const run = (args: string[]) =>
+      new Promise<{ code: number | null; err: string }>((resolve) => {
+        const child = spawn(
+          process.execPath,
+          [bin, 'serve', ...args, '--config', file, '--listen', '127.0.0.1:0'],
+          {
+            stdio: ['ignore', 'ignore', 'pipe'],
+          },
+        )
+        let err = ''
+        child.stderr.on('data', (c: Buffer) => {
+          err += c.toString()
+          // Once the summary is out, what start-up says is said.
+          if (err.includes('"msg":"ready: ')) child.kill('SIGTERM')
+        })
+        child.on('close', (code) => resolve({ code, err }))
+      })
+    const served = await run([])
+    const records = served.err
+      .split('\n')
+      .filter((l) => l.startsWith('{'))
+      .map((l) => JSON.parse(l) as Record<string, unknown>)
+    const held = records.filter((r) => r.msg === 'upstream held back')
+    assert.equal(held.length, 1, served.err)
+    assert.equal(held[0]?.level, 'warn')
+    assert.equal(held[0]?.upstream, 'web')
+    assert.match(String(held[0]?.reason), new RegExp(REASON))
+    const summary = records.find((r) => String(r.msg).startsWith('ready: '))
+    assert.match(String(summary?.msg), /^ready: 1\/2 upstreams, .*\(web: held — see above\)$/)
+    const strict = await run(['--strict'])
+    assert.equal(strict.code, 1)
+    assert.match(strict.err, new RegExp(`needs environment variable ${UNSET}`))
   })
 
   test('/readyz lists it as held, with the reason, beside the upstream that runs', async () => {
