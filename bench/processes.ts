@@ -314,7 +314,7 @@ export async function startBarbicanAsUsers(
  * metrics and the sandbox arrived with wave 2, and an older checkout's schema refuses them. With
  * `log.level: warn` this is the gateway as it was before wave 2 (the reference for issue 33.4).
  */
-function strippedKeys(root: string): {
+export function strippedKeys(root: string): {
   gateway: Record<string, unknown>
   stdio: Record<string, unknown>
 } {
