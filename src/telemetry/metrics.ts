@@ -328,6 +328,86 @@ function processMetrics(): Registry {
   return processRegistry
 }
 
+/** The gauges read when scraped: upstreams, sessions, requests in flight, quarantine. */
+function registerGauges(
+  prom: ReturnType<typeof promClient>,
+  registers: Registry[],
+  sources: MetricSources,
+  servers: ReadonlyMap<string, ServerMetrics>,
+): void {
+  new prom.Gauge({
+    name: 'barbican_upstream_up',
+    help: '1 when the upstream is connected and initialized, 0 otherwise.',
+    labelNames: ['upstream'],
+    registers,
+    collect() {
+      this.reset()
+      for (const u of sources.upstreams())
+        this.set({ upstream: u.name }, u.state === 'ready' ? 1 : 0)
+    },
+  })
+  new prom.Gauge({
+    name: 'barbican_upstream_state',
+    help: 'Where each upstream connection stands: 1 for its current state, 0 for the others.',
+    labelNames: ['upstream', 'state'],
+    registers,
+    collect() {
+      this.reset()
+      for (const u of sources.upstreams()) {
+        for (const state of UPSTREAM_STATES) {
+          this.set({ upstream: u.name, state }, u.state === state ? 1 : 0)
+        }
+      }
+    },
+  })
+  new prom.Gauge({
+    name: 'barbican_sessions',
+    help: 'Client sessions open now, by virtual server and transport.',
+    labelNames: ['server', 'transport'],
+    registers,
+    collect() {
+      this.reset()
+      const counts = new Map<string, { server: string; transport: string; n: number }>()
+      for (const s of sources.sessions()) {
+        const key = `${s.server}\u0000${s.transport}`
+        const entry = counts.get(key)
+        if (entry) entry.n++
+        else counts.set(key, { server: s.server, transport: s.transport, n: 1 })
+      }
+      for (const { server, transport, n } of counts.values()) this.set({ server, transport }, n)
+    },
+  })
+  new prom.Gauge({
+    name: 'barbican_inflight_requests',
+    help: 'Client requests being worked on now, by virtual server.',
+    labelNames: ['server'],
+    registers,
+    collect() {
+      for (const s of servers.values()) this.set({ server: s.name }, s.inflight)
+    },
+  })
+  new prom.Gauge({
+    name: 'barbican_quarantined_items',
+    help: 'Items trust keeps hidden now, by upstream, kind and reason (docs/trust.md).',
+    labelNames: ['upstream', 'kind', 'reason'],
+    registers,
+    collect() {
+      this.reset()
+      const counts = new Map<
+        string,
+        { upstream: string; kind: string; reason: string; n: number }
+      >()
+      for (const q of sources.quarantined()) {
+        const key = `${q.upstream}\u0000${q.kind}\u0000${q.reason}`
+        const entry = counts.get(key)
+        if (entry) entry.n++
+        else counts.set(key, { upstream: q.upstream, kind: q.kind, reason: q.reason, n: 1 })
+      }
+      for (const { n, ...labels } of counts.values()) this.set(labels, n)
+    },
+  })
+}
+
 /** Every metric of one gateway, in its own registry. */
 export class GatewayMetrics {
   readonly registry: Registry
@@ -384,78 +464,7 @@ export class GatewayMetrics {
       labelNames: ['upstream'],
       registers,
     })
-    new prom.Gauge({
-      name: 'barbican_upstream_up',
-      help: '1 when the upstream is connected and initialized, 0 otherwise.',
-      labelNames: ['upstream'],
-      registers,
-      collect() {
-        this.reset()
-        for (const u of sources.upstreams())
-          this.set({ upstream: u.name }, u.state === 'ready' ? 1 : 0)
-      },
-    })
-    new prom.Gauge({
-      name: 'barbican_upstream_state',
-      help: 'Where each upstream connection stands: 1 for its current state, 0 for the others.',
-      labelNames: ['upstream', 'state'],
-      registers,
-      collect() {
-        this.reset()
-        for (const u of sources.upstreams()) {
-          for (const state of UPSTREAM_STATES) {
-            this.set({ upstream: u.name, state }, u.state === state ? 1 : 0)
-          }
-        }
-      },
-    })
-    new prom.Gauge({
-      name: 'barbican_sessions',
-      help: 'Client sessions open now, by virtual server and transport.',
-      labelNames: ['server', 'transport'],
-      registers,
-      collect() {
-        this.reset()
-        const counts = new Map<string, { server: string; transport: string; n: number }>()
-        for (const s of sources.sessions()) {
-          const key = `${s.server}\u0000${s.transport}`
-          const entry = counts.get(key)
-          if (entry) entry.n++
-          else counts.set(key, { server: s.server, transport: s.transport, n: 1 })
-        }
-        for (const { server, transport, n } of counts.values()) this.set({ server, transport }, n)
-      },
-    })
-    const servers = this.#servers
-    new prom.Gauge({
-      name: 'barbican_inflight_requests',
-      help: 'Client requests being worked on now, by virtual server.',
-      labelNames: ['server'],
-      registers,
-      collect() {
-        for (const s of servers.values()) this.set({ server: s.name }, s.inflight)
-      },
-    })
-    new prom.Gauge({
-      name: 'barbican_quarantined_items',
-      help: 'Items trust keeps hidden now, by upstream, kind and reason (docs/trust.md).',
-      labelNames: ['upstream', 'kind', 'reason'],
-      registers,
-      collect() {
-        this.reset()
-        const counts = new Map<
-          string,
-          { upstream: string; kind: string; reason: string; n: number }
-        >()
-        for (const q of sources.quarantined()) {
-          const key = `${q.upstream}\u0000${q.kind}\u0000${q.reason}`
-          const entry = counts.get(key)
-          if (entry) entry.n++
-          else counts.set(key, { upstream: q.upstream, kind: q.kind, reason: q.reason, n: 1 })
-        }
-        for (const { n, ...labels } of counts.values()) this.set(labels, n)
-      },
-    })
+    registerGauges(prom, registers, sources, this.#servers)
     const build = new prom.Gauge({
       name: 'barbican_build_info',
       help: "Always 1; the label names Barbican's version.",

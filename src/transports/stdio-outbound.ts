@@ -5,12 +5,11 @@
  * The child leads its own process group, so that shutdown reaches the whole tree (`npx` →
  * `node` → …), and nothing outlives Barbican however Barbican ends, SIGKILL included: a confined
  * child runs in bubblewrap with `--die-with-parent` and its own PID namespace (sandbox.ts), an
- * unconfined one under a small shell watchdog (UNCONFINED_WATCHDOG). The environment holds only
+ * unconfined one under a small shell watchdog (stdio-process.ts). The environment holds only
  * what the config declares plus a short documented list (PATH, HOME, proxies, CA files, locale,
  * timezone; see `pass-through-env.ts`): an upstream never sees Barbican's secrets by accident.
  */
 import { type ChildProcess, spawn } from 'node:child_process'
-import { constants } from 'node:os'
 import { Duplex } from 'node:stream'
 import { BarbicanError, upstreamClosed } from '../common/errors.ts'
 import { DEFAULT_LIMITS } from '../config/defaults.ts'
@@ -34,7 +33,6 @@ import {
 import { childEnvironment } from '../sandbox/pass-through-env.ts'
 import {
   type Launch,
-  resolveCommand,
   type SandboxRefusalSink,
   type SandboxSpec,
   sandboxFacility,
@@ -48,7 +46,16 @@ import {
   preview,
   protocolFault,
 } from './outbound-payload.ts'
+import {
+  type ExitStatus,
+  POSIX,
+  settlesWithin,
+  signalledExit,
+  underWatchdog,
+} from './stdio-process.ts'
 import type { ReceiveInfo, SendOptions, Transport } from './transport.ts'
+
+export type { ExitStatus }
 
 /** What the config says about one stdio upstream. */
 export interface StdioSpec {
@@ -80,12 +87,6 @@ export interface StdioOutboundOptions extends StdioSpec {
   readonly onSandboxRefusal?: SandboxRefusalSink | undefined
 }
 
-/** How the child ended: an exit code, or the signal that killed it. */
-export interface ExitStatus {
-  readonly code: number | null
-  readonly signal: NodeJS.Signals | null
-}
-
 /** Counters for operators and tests. */
 export interface StdioStats {
   messagesIn: number
@@ -94,38 +95,6 @@ export interface StdioStats {
   invalidLines: number
   stderrLines: number
 }
-
-/** Process groups and the watchdog are POSIX; Windows children are killed one by one. */
-const POSIX = process.platform !== 'win32'
-
-/**
- * The watchdog of an unconfined (`sandbox: none`) upstream: a POSIX shell (about 1 MB) leading
- * the process group. It starts the server on its stdin/stdout/stderr, reports the server's pid
- * on fd 3, and a reader of fd 3 kills the whole group when that pipe ends, which the kernel
- * does however Barbican dies, SIGKILL included. A SIGTERM to the group reaches the server; the
- * shell waits for it and mirrors how it ended. Background jobs of a non-interactive shell get
- * /dev/null as stdin, hence stdin is passed through fd 4.
- */
-const UNCONFINED_WATCHDOG = [
-  'unset PWD OLDPWD',
-  'exec 4<&0',
-  '"$@" <&4 4<&- 3>&- &',
-  'child=$!',
-  'exec 4<&-',
-  'echo "$child" >&3',
-  '{ while read -r line; do :; done; kill -KILL 0; } <&3 &',
-  'watcher=$!',
-  'exec 3>&-',
-  'trap \'kill -TERM "$child" 2>/dev/null\' TERM',
-  'trap \'kill -INT "$child" 2>/dev/null\' INT',
-  'trap \'kill -HUP "$child" 2>/dev/null\' HUP',
-  'while :; do wait "$child"; status=$?; kill -0 "$child" 2>/dev/null || break; done',
-  'kill "$watcher" 2>/dev/null',
-  'if [ "$status" -gt 128 ]; then',
-  '  sig=$(kill -l "$status"); trap - TERM INT HUP; kill -s "$sig" $$',
-  'fi',
-  'exit "$status"',
-].join('\n')
 
 interface QueuedWrite {
   /** The message as one line, newline included. */
@@ -246,7 +215,7 @@ export class StdioOutboundTransport implements Transport {
       )
     }
     const child = spawn(launch.command, [...launch.args], {
-      // fd 3 is the control channel of the unconfined watchdog (see UNCONFINED_WATCHDOG), or
+      // fd 3 is the control channel of the unconfined watchdog (see stdio-process.ts), or
       // where bwrap reads the seccomp filter.
       stdio:
         launch.watchdog || launch.seccomp
@@ -321,16 +290,7 @@ export class StdioOutboundTransport implements Transport {
         this.#log.warn('upstream runs unconfined', { sandbox: describeUnconfined(found.missing) })
       }
     }
-    if (!POSIX) return inner
-    const resolved = resolveCommand(inner.command, inner.cwd ?? process.cwd(), inner.env.PATH)
-    return {
-      command: '/bin/sh',
-      args: ['-c', UNCONFINED_WATCHDOG, 'barbican-upstream', resolved, ...inner.args],
-      env: inner.env,
-      cwd: inner.cwd,
-      mechanism: inner.mechanism,
-      watchdog: true,
-    }
+    return POSIX ? underWatchdog(inner) : inner
   }
 
   /** Starts the egress proxy and connect forwards the sandbox's listeners reach (docs/sandbox.md). */
@@ -613,25 +573,5 @@ export class StdioOutboundTransport implements Transport {
     } catch {
       // Already gone.
     }
-  }
-}
-
-/** An exit code of 128 + N read as death by signal N (how bwrap reports its child's signal). */
-function signalledExit(exit: ExitStatus): ExitStatus {
-  if (exit.signal !== null || exit.code === null || exit.code <= 128) return exit
-  const signal = Object.entries(constants.signals).find(([, n]) => n === exit.code! - 128)?.[0]
-  return signal === undefined ? exit : { code: null, signal: signal as NodeJS.Signals }
-}
-
-/** True when `promise` settles within `ms`; the timer never outlives the wait. */
-async function settlesWithin(promise: Promise<unknown>, ms: number): Promise<boolean> {
-  let timer: NodeJS.Timeout | undefined
-  const timeout = new Promise<false>((resolve) => {
-    timer = setTimeout(() => resolve(false), ms)
-  })
-  try {
-    return await Promise.race([promise.then(() => true as const), timeout])
-  } finally {
-    clearTimeout(timer)
   }
 }
