@@ -11,6 +11,7 @@ import {
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { describe, test } from 'node:test'
+import { launchConfined } from './confine.ts'
 import { grantEntries, nodePermissionLaunch } from './node-permission.ts'
 import { DEFAULT_SANDBOX_LIMITS, type Launch, type SandboxSpec } from './sandbox.ts'
 
@@ -180,5 +181,101 @@ describe('an installed package under the Node.js permission model', () => {
     assert.ok(
       !launch().args.some((a) => a.startsWith('--allow-fs-write=') && a.includes('install')),
     )
+  })
+})
+
+/** A probe that appends to each path given, then to $TARGET, and says what happened. */
+const WRITER = `import { appendFileSync } from 'node:fs'
+import { userInfo } from 'node:os'
+for (const path of [...process.argv.slice(2), process.env.TARGET].filter(Boolean)) {
+  try { appendFileSync(path, 'x'); console.log('wrote ' + path) }
+  catch (err) { console.log('refused ' + path + ' ' + err.code) }
+}
+console.log('user ' + process.env.USER + ' ' + process.env.LOGNAME + ' ' + userInfo().username)
+console.log('home ' + process.env.HOME)
+`
+
+describe('the Node.js permission model takes the grants bubblewrap takes (grants.ts)', () => {
+  const noBwrap = { missing: 'bubblewrap (forced by the test)' }
+  const writer = join(dir, 'writer.mjs')
+  writeFileSync(writer, WRITER)
+  const spec = (name: string): SandboxSpec => ({
+    stateDir: join(dir, `${name}-state`),
+    read: [],
+    write: [],
+    protect: [join(dir, 'barbican.yaml')],
+    limits: DEFAULT_SANDBOX_LIMITS,
+  })
+
+  test("paths in args and env are writable, under /tmp the host's; its HOME and USER", () => {
+    const argData = join(dir, 'arg-data')
+    const envData = join(dir, 'env-data')
+    mkdirSync(argData)
+    mkdirSync(envData)
+    const shared = realpathSync(mkdtempSync('/tmp/barbican-nodeperm-tmp-'))
+    const s = spec('inferred')
+    const launch = launchConfined(
+      'inferred',
+      {
+        command: process.execPath,
+        args: [writer, join(argData, 'a.txt'), join(shared, 'm.jsonl')],
+        env: { TARGET: join(envData, 'memory.jsonl') },
+      },
+      s,
+      noBwrap,
+    )
+    assert.equal(launch.mechanism, 'node-permission')
+    const lines = run(launch)
+    // A file not there yet grants its folder (arg 2, arg 3, env TARGET), as under bubblewrap.
+    assert.deepEqual(lines.slice(0, 3), [
+      `wrote ${join(argData, 'a.txt')}`,
+      `wrote ${join(shared, 'm.jsonl')}`,
+      `wrote ${join(envData, 'memory.jsonl')}`,
+    ])
+    // The host's /tmp, not a private one: the file is there after the server ended.
+    assert.equal(readFileSync(join(shared, 'm.jsonl'), 'utf8'), 'x')
+    assert.equal(readFileSync(join(envData, 'memory.jsonl'), 'utf8'), 'x')
+    assert.match(lines[3]!, /^user \S+ \S+ \S+$/)
+    const [, user, logname, name] = lines[3]!.split(' ')
+    assert.equal(user, logname)
+    assert.equal(user, name, 'USER is the name of its uid')
+    assert.equal(lines[4], `home ${s.stateDir}`)
+  })
+
+  test('a path it was not given is refused', () => {
+    const outside = join(realpathSync(mkdtempSync(join(tmpdir(), 'barbican-nodeperm-out-'))), 'f')
+    const launch = launchConfined(
+      'outside',
+      { command: process.execPath, args: [writer], env: { NOT_A_PATH: 'x' } },
+      spec('outside'),
+      noBwrap,
+    )
+    // Appending through a name it computes at run time (a shell or file-manager server).
+    const probe = { ...launch, env: { ...launch.env, TARGET: outside } }
+    assert.equal(run(probe)[0], `refused ${outside} ERR_ACCESS_DENIED`)
+  })
+
+  test("an entry naming Barbican's own file is refused before the model is asked", () => {
+    assert.throws(
+      () =>
+        launchConfined(
+          'own',
+          { command: process.execPath, args: [writer, join(dir, 'barbican.yaml')], env: {} },
+          spec('own'),
+          noBwrap,
+        ),
+      /names .*barbican\.yaml \(arg 2\).*Barbican's own/,
+    )
+  })
+
+  test('a USER the entry declares is kept', () => {
+    const launch = launchConfined(
+      'declared',
+      { command: process.execPath, args: [writer], env: { USER: 'svc' } },
+      spec('declared'),
+      noBwrap,
+    )
+    assert.equal(launch.env.USER, 'svc')
+    assert.equal(launch.env.LOGNAME, 'svc')
   })
 })

@@ -14,6 +14,7 @@ import { existsSync, mkdirSync, readdirSync, realpathSync, rmSync } from 'node:f
 import { basename, join, resolve, sep } from 'node:path'
 import { BarbicanError } from '../common/errors.ts'
 import { hiddenEntry } from '../config/sandbox-grants.ts'
+import { hostUserName, identityEnvironment } from './identity.ts'
 import { packageCopy } from './package-copy.ts'
 import {
   type Launch,
@@ -152,7 +153,12 @@ export function nodePermissionLaunch(
       ...[...write].map((p) => `--allow-fs-write=${p}`),
       ...args,
     ],
-    env: { ...launch.env, HOME: spec.stateDir, TMPDIR: temp },
+    // Barbican's uid, so Barbican's user name; HOME its state directory (ADR 110).
+    env: {
+      ...launch.env,
+      ...identityEnvironment(launch.env, spec.stateDir, hostUserName()),
+      TMPDIR: temp,
+    },
     cwd: launch.cwd ?? spec.stateDir,
     mechanism: 'node-permission',
   }

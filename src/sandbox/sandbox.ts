@@ -35,6 +35,7 @@ import {
   writeSandboxHosts,
 } from './forwarders.ts'
 import { grantRefusal } from './grants.ts'
+import { hostUserName, identityEnvironment, identityFiles, sandboxUserName } from './identity.ts'
 import { idmapPrefix, rootOwned, stageGrants } from './idmap.ts'
 import { seccompArch, seccompProgram } from './seccomp.ts'
 
@@ -397,9 +398,10 @@ export function confinedLaunch(
     '--clearenv',
   ]
   for (const [key, value] of Object.entries(launch.env)) args.push('--setenv', key, value)
-  // The server's HOME is its state directory: what it keeps "at home" persists, and nothing of
-  // the operator's home is reachable.
-  args.push('--setenv', 'HOME', spec.stateDir)
+  // HOME is its state directory; USER and LOGNAME the name of its uid (identity.ts, ADR 110).
+  const user = root ? sandboxUserName(name) : hostUserName()
+  for (const [key, value] of Object.entries(identityEnvironment(launch.env, spec.stateDir, user)))
+    args.push('--setenv', key, value)
   args.push('--setenv', 'TMPDIR', '/tmp')
   if (egress) {
     for (const [key, value] of proxyEnvironment(forwards)) args.push('--setenv', key, value)
@@ -411,6 +413,8 @@ export function confinedLaunch(
       stages,
     ),
   )
+  // As root, its uid has no passwd entry on the host: the sandbox's own /etc/passwd gives one.
+  if (root) args.push(...identityFiles(spec.stateDir, uid, user, name))
   if (network) {
     args.push('--perms', '0755', '--dir', dirname(RUN_INSIDE))
     args.push('--perms', '0755', '--dir', RUN_INSIDE)

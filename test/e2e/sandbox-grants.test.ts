@@ -18,7 +18,7 @@ import {
   statSync,
   writeFileSync,
 } from 'node:fs'
-import { tmpdir } from 'node:os'
+import { tmpdir, userInfo } from 'node:os'
 import { join } from 'node:path'
 import { after, before, describe, test } from 'node:test'
 import { fileURLToPath } from 'node:url'
@@ -160,6 +160,28 @@ describe('grants under real bubblewrap', { skip: noBwrap }, () => {
     assert.equal(await run(launch(join(stateDir, 'home.txt'), 'state')), 'ok state')
     assert.equal(statSync(join(project, 'memory.jsonl')).uid, 0, 'root-owned on the host')
     assert.notEqual(statSync(join(stateDir, 'home.txt')).uid, 0, "the state directory's own uid")
+  })
+
+  test('its HOME is its state directory, writable; USER and LOGNAME name its uid (ADR 110)', async () => {
+    const launch = confinedLaunch(
+      'who',
+      { command: process.execPath, args: [probe, 'whoami'], env },
+      spec('who'),
+      found,
+    )
+    const user = runsAsRoot() ? 'barbican-who' : userInfo().username
+    // As root its uid has a line of its own in the sandbox's /etc/passwd, so a lookup by uid
+    // (os.userInfo(), whoami, git) finds the same name.
+    assert.equal(await run(launch), `ok ${user} ${user} ${user} ${join(dir, 'state', 'who')}`)
+    assert.equal(readFileSync(join(dir, 'state', 'who', '.probe'), 'utf8'), 'x')
+    // A USER the entry declares is kept.
+    const declared = confinedLaunch(
+      'who',
+      { command: process.execPath, args: [probe, 'whoami'], env: { ...env, USER: 'svc' } },
+      spec('who'),
+      found,
+    )
+    assert.match(await run(declared), /^ok svc svc /)
   })
 
   test('a granted folder under /tmp is the host’s, not the private /tmp', async () => {
