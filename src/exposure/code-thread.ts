@@ -59,6 +59,30 @@ function release(worker: Worker): void {
 
 const fromWire = (e: WireError) => new BarbicanError(e.code, e.message, { data: e.data })
 
+/** Runs one host function the program called, and answers with its value or its error. */
+function hostCall(
+  message: Extract<FromWorker, { type: 'call' }>,
+  functions: HostFunctions,
+  signal: AbortSignal,
+  clock: ProgramClock,
+  answer: (reply: ToWorker) => void,
+): void {
+  const fn = functions.get(message.space)?.get(message.name)
+  if (fn === undefined) {
+    answer({ type: 'reply', id: message.id, error: `${message.space}.${message.name}?` })
+    return
+  }
+  fn(message.args, signal, clock).then(
+    (value) => answer({ type: 'reply', id: message.id, value }),
+    (err: unknown) =>
+      answer({
+        type: 'reply',
+        id: message.id,
+        error: err instanceof Error ? err.message : String(err),
+      }),
+  )
+}
+
 /** `runIsolated` (code-isolate.ts) in a worker thread: same contract, same outcome. */
 export function runInThread(
   code: string,
@@ -138,23 +162,9 @@ export function runInThread(
       if (over) return
       if (message.type === 'call') {
         calls++
-        const fn = functions.get(message.space)?.get(message.name)
-        const answer = (reply: ToWorker) => {
+        hostCall(message, functions, hostCalls.signal, clock, (reply) => {
           if (!over) post(reply)
-        }
-        if (fn === undefined) {
-          answer({ type: 'reply', id: message.id, error: `${message.space}.${message.name}?` })
-          return
-        }
-        fn(message.args, hostCalls.signal, clock).then(
-          (value) => answer({ type: 'reply', id: message.id, value }),
-          (err: unknown) =>
-            answer({
-              type: 'reply',
-              id: message.id,
-              error: err instanceof Error ? err.message : String(err),
-            }),
-        )
+        })
       } else if (message.type === 'done') {
         end(true)
         const { logs, value, error, truncated } = message
