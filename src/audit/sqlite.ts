@@ -24,7 +24,7 @@ import type {
   CheckpointBuilder,
 } from './audit-store.ts'
 import { bodyAgrees } from './query.ts'
-import { GENESIS_HASH, searchableOf } from './record.ts'
+import { type AuditRecord, GENESIS_HASH, searchableOf } from './record.ts'
 import { checkpointOfRow, RECORD_COLUMNS, type Row, recordOfRow } from './sql-rows.ts'
 
 /**
@@ -149,6 +149,36 @@ function walSync(path: string): { sync(): Promise<void>; close(): Promise<void> 
   }
 }
 
+/** The records `query` asks for; the index a filter needs is made on its first use. */
+function readRecords(db: DatabaseSync, query: AuditQuery): AuditRecord[] {
+  if (query.subject !== undefined) db.exec(QUERY_INDEXES.subject)
+  if (query.target !== undefined) db.exec(QUERY_INDEXES.target)
+  if (query.since !== undefined || query.until !== undefined) db.exec(QUERY_INDEXES.at)
+  const clauses: string[] = []
+  const values: SQLInputValue[] = []
+  const where = (clause: string, value: SQLInputValue | undefined) => {
+    if (value === undefined) return
+    clauses.push(clause)
+    values.push(value)
+  }
+  where('seq > ?', query.afterSeq)
+  where('subject = ?', query.subject)
+  where("json_extract(body, '$.tenant') = ?", query.tenant)
+  where('target = ?', query.target)
+  where('outcome = ?', query.outcome)
+  where('at >= ?', query.since)
+  where('at <= ?', query.until)
+  where('body IN (SELECT value FROM json_each(?))', json(query.bodies))
+  const sql =
+    `SELECT ${RECORD_COLUMNS} FROM audit_records` +
+    (clauses.length > 0 ? ` WHERE ${clauses.join(' AND ')}` : '') +
+    ` ORDER BY seq ${query.newestFirst ? 'DESC' : 'ASC'}` +
+    (query.limit === undefined ? '' : ` LIMIT ${Math.max(0, Math.floor(query.limit))}`)
+  const records = (db.prepare(sql).all(...values) as Row[]).map(recordOfRow)
+  // The columns are an index; the hashed body is the truth a record is returned on.
+  return records.filter((r) => bodyAgrees(r, query))
+}
+
 function sqliteAuditStore(
   db: DatabaseSync,
   wal: { sync(): Promise<void>; close(): Promise<void> } | undefined,
@@ -223,34 +253,7 @@ function sqliteAuditStore(
     async head() {
       return head()
     },
-    async read(query: AuditQuery = {}) {
-      if (query.subject !== undefined) db.exec(QUERY_INDEXES.subject)
-      if (query.target !== undefined) db.exec(QUERY_INDEXES.target)
-      if (query.since !== undefined || query.until !== undefined) db.exec(QUERY_INDEXES.at)
-      const clauses: string[] = []
-      const values: SQLInputValue[] = []
-      const where = (clause: string, value: SQLInputValue | undefined) => {
-        if (value === undefined) return
-        clauses.push(clause)
-        values.push(value)
-      }
-      where('seq > ?', query.afterSeq)
-      where('subject = ?', query.subject)
-      where("json_extract(body, '$.tenant') = ?", query.tenant)
-      where('target = ?', query.target)
-      where('outcome = ?', query.outcome)
-      where('at >= ?', query.since)
-      where('at <= ?', query.until)
-      where('body IN (SELECT value FROM json_each(?))', json(query.bodies))
-      const sql =
-        `SELECT ${RECORD_COLUMNS} FROM audit_records` +
-        (clauses.length > 0 ? ` WHERE ${clauses.join(' AND ')}` : '') +
-        ` ORDER BY seq ${query.newestFirst ? 'DESC' : 'ASC'}` +
-        (query.limit === undefined ? '' : ` LIMIT ${Math.max(0, Math.floor(query.limit))}`)
-      const records = (db.prepare(sql).all(...values) as Row[]).map(recordOfRow)
-      // The columns are an index; the hashed body is the truth a record is returned on.
-      return records.filter((r) => bodyAgrees(r, query))
-    },
+    read: async (query: AuditQuery = {}) => readRecords(db, query),
     async addCheckpoint(build) {
       const checkpoint = transaction(() => addCheckpoint(head(), build))
       await wal?.sync()
