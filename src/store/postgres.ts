@@ -94,6 +94,26 @@ export async function openPostgresStore(
   return postgresStore(await openPostgresPool(url, options), true)
 }
 
+/** Configuration baselines in `barbican_baselines`. */
+function postgresBaselines(pool: Pool): BaselineStore {
+  return {
+    async get(name) {
+      const result = await pool.query('SELECT * FROM barbican_baselines WHERE name = $1', [name])
+      const row = result.rows[0] as Row | undefined
+      return row === undefined ? undefined : toBaseline(row)
+    },
+    async put(b) {
+      await pool.query(
+        `INSERT INTO barbican_baselines (name, hash, document, approved_at, approved_by)
+         VALUES ($1, $2, $3, $4, $5)
+         ON CONFLICT (name) DO UPDATE SET hash = excluded.hash, document = excluded.document,
+           approved_at = excluded.approved_at, approved_by = excluded.approved_by`,
+        baselineValues(b),
+      )
+    },
+  }
+}
+
 /** The store over an open pool; `ownsPool`: `close()` ends it. */
 export function postgresStore(pool: Pool, ownsPool: boolean): Store {
   let localWrites = 0
@@ -200,22 +220,7 @@ export function postgresStore(pool: Pool, ownsPool: boolean): Store {
       return localWrites
     },
   }
-  const baselines: BaselineStore = {
-    async get(name) {
-      const result = await pool.query('SELECT * FROM barbican_baselines WHERE name = $1', [name])
-      const row = result.rows[0] as Row | undefined
-      return row === undefined ? undefined : toBaseline(row)
-    },
-    async put(b) {
-      await pool.query(
-        `INSERT INTO barbican_baselines (name, hash, document, approved_at, approved_by)
-         VALUES ($1, $2, $3, $4, $5)
-         ON CONFLICT (name) DO UPDATE SET hash = excluded.hash, document = excluded.document,
-           approved_at = excluded.approved_at, approved_by = excluded.approved_by`,
-        baselineValues(b),
-      )
-    },
-  }
+  const baselines = postgresBaselines(pool)
   let closed = false
   return {
     pins,

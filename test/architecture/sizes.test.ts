@@ -34,7 +34,6 @@ const ALLOWED: Readonly<Record<string, string>> = {
   'src/policies/confirm.ts': 'confirmPolicy, 208 lines',
   'src/protocol/modern-codec.ts': 'modernCodec, 174 lines',
   'src/sandbox/egress-proxy.ts': 'startEgressProxy, 166 lines',
-  'src/store/postgres.ts': 'postgresStore, 132 lines',
 }
 
 interface Oversize {
