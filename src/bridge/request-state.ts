@@ -40,7 +40,7 @@ const MIN_SECRET_CHARS = 32
  * secret of at least 32 characters (a passphrase from a secret manager) is stretched to a key
  * with HKDF-SHA-256. Without it a random key is made at start, which is enough for one process
  * (states then die with the process, as the held calls they name do anyway); a fleet without it
- * shares one key held in Redis (src/cli/fleet.ts).
+ * shares one key held in Redis (src/app/fleet.ts).
  */
 export function stateKeyFromEnv(env: NodeJS.ProcessEnv = process.env): Buffer {
   const raw = env.BARBICAN_STATE_KEY

@@ -5,11 +5,11 @@ import { join } from 'node:path'
 import { after, describe, test } from 'node:test'
 import { fileURLToPath } from 'node:url'
 import { runCli as run } from '../../test/support/cli.ts'
+import { startServer } from '../app/server.ts'
 import { loadConfig } from '../config/load.ts'
 import { openSqliteStore } from '../store/sqlite.ts'
 import { silentLogger } from '../telemetry/log.ts'
 import { canonicalHash } from '../trust/canonical.ts'
-import { startServer } from './serve.ts'
 
 const repo = fileURLToPath(new URL('../../', import.meta.url))
 const memoryServer = join(repo, 'node_modules/@modelcontextprotocol/server-memory/dist/index.js')

@@ -11,13 +11,13 @@ import {
   REDIS_URL,
 } from '../../test/support/backends.ts'
 import { runCli as run } from '../../test/support/cli.ts'
+import { API_KEYS_CHANGED } from '../app/fleet.ts'
 import { ApiKeyStore } from '../auth/api-keys.ts'
 import { Cluster } from '../cluster/cluster.ts'
 import { SharedApiKeys } from '../gateway/shared-api-keys.ts'
 import { openPostgresPool } from '../store/postgres.ts'
 import { PostgresApiKeys } from '../store/postgres-api-keys.ts'
 import { silentLogger } from '../telemetry/log.ts'
-import { API_KEYS_CHANGED } from './fleet.ts'
 
 const root = mkdtempSync(join(tmpdir(), 'barbican-pgkeys-'))
 // The CLI writes an admin record in the fleet's audit log: with the fleet's key (ADR 117).

@@ -6,10 +6,10 @@ import { join } from 'node:path'
 import { after, describe, test } from 'node:test'
 import { fileURLToPath } from 'node:url'
 import { runCli as run } from '../../test/support/cli.ts'
+import { startServer } from '../app/server.ts'
 import { loadConfig } from '../config/load.ts'
 import { openSync } from '../credentials/secret-box.ts'
 import { silentLogger } from '../telemetry/log.ts'
-import { startServer } from './serve.ts'
 
 const repo = fileURLToPath(new URL('../../', import.meta.url))
 const bin = join(repo, 'bin/barbican.js')

@@ -6,6 +6,7 @@
  * rewrite the operator's YAML.
  */
 
+import { API_KEYS_CHANGED, tellFleet } from '../app/fleet.ts'
 import type { AdminEvent } from '../audit/record.ts'
 import type { ApiKeyEntry } from '../auth/api-keys.ts'
 import { issueApiKey } from '../auth/api-keys.ts'
@@ -15,7 +16,6 @@ import { openAuditLog } from '../gateway/audit-setup.ts'
 import { PostgresApiKeys } from '../store/postgres-api-keys.ts'
 import { silentLogger } from '../telemetry/log.ts'
 import type { CliIo, CommandOptions } from './command.ts'
-import { API_KEYS_CHANGED, tellFleet } from './fleet.ts'
 import { loadForCommand } from './load.ts'
 import { actorOf } from './pins.ts'
 

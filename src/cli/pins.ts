@@ -5,6 +5,7 @@
  */
 import { existsSync } from 'node:fs'
 import { userInfo } from 'node:os'
+import { TRUST_DECISION, tellFleet } from '../app/fleet.ts'
 import type { AuditLog } from '../audit/audit-log.ts'
 import type { Config, LoadedConfig } from '../config/config.ts'
 import { openAuditLog } from '../gateway/audit-setup.ts'
@@ -29,7 +30,6 @@ import {
   writeLockfile,
 } from '../trust/lockfile.ts'
 import { type CliIo, type CommandOptions, suggestCommand, unknownWord } from './command.ts'
-import { TRUST_DECISION, tellFleet } from './fleet.ts'
 import { loadForCommand } from './load.ts'
 
 /** Who is deciding: `--as NAME`, else the login name. */

@@ -254,7 +254,7 @@ export class Cluster implements SessionDirectory {
 
   /**
    * Reads which replica holds the call a 2026-07-28 retry's `requestState` names (the bridge
-   * knows the seal; src/cli/fleet.ts sets it). Unset: retries are served where they land.
+   * knows the seal; src/app/fleet.ts sets it). Unset: retries are served where they land.
    */
   heldCallOwner: ((requestState: unknown) => string | undefined) | undefined
 

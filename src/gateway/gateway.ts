@@ -412,13 +412,13 @@ export class Gateway implements InboundHandler {
 
   /**
    * Told of every list change and resource update this replica's upstreams report, so that the
-   * other replicas of a fleet tell their clients too (src/cli/fleet.ts). Unset: one process.
+   * other replicas of a fleet tell their clients too (src/app/fleet.ts). Unset: one process.
    */
   onUpstreamChange: ((upstream: string, n: JsonRpcNotification) => void) | undefined
 
   /**
    * Told when an operator decided on pins through this replica (the console), so the other
-   * replicas of a fleet re-read the pin store at once (src/cli/fleet.ts). Unset: one process.
+   * replicas of a fleet re-read the pin store at once (src/app/fleet.ts). Unset: one process.
    */
   onTrustDecision: (() => void) | undefined
 

@@ -77,7 +77,7 @@ export class SharedApiKeys {
 
   /**
    * Told after a key is written through this replica (the console), so the other replicas of
-   * a fleet re-read the keys at once instead of at their next poll (src/cli/fleet.ts).
+   * a fleet re-read the keys at once instead of at their next poll (src/app/fleet.ts).
    */
   onWrite: (() => void) | undefined
 

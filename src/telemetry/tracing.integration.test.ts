@@ -36,7 +36,7 @@ describe('tracing off', () => {
   })
 
   test('a gateway serving calls without OTEL_* never loads the SDK, nor even the API', async () => {
-    const { startServer } = await import('../cli/serve.ts')
+    const { startServer } = await import('../app/server.ts')
     const { parseConfigText } = await import('../config/load.ts')
     assert.equal(await tracing.startTracing({}, silentLogger), false)
     assert.equal(tracing.tracingOn(), false)

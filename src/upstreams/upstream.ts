@@ -414,7 +414,7 @@ export class Upstream extends EventEmitter<UpstreamEvents> {
   }
 
   /**
-   * The same list changed on another replica's connection to this server (src/cli/fleet.ts):
+   * The same list changed on another replica's connection to this server (src/app/fleet.ts):
    * this replica lists it again too and tells its clients. `method` is the list_changed one.
    */
   listsChangedElsewhere(method: string): void {

@@ -63,6 +63,11 @@ const LAYERS = [
   'gateway',
   /** The admin console, admin API, landing page, readiness and metrics endpoints. */
   'admin',
+  /**
+   * The application assembled (ADR 118): what `serve` and `stdio` open, start, reload and close,
+   * the fleet membership, and the stack of clean-up steps. Above gateway and admin, below cli.
+   */
+  'app',
   /** The `barbican` command. */
   'cli',
 ] as const
@@ -96,6 +101,7 @@ const PLACES: Readonly<Record<string, Layer>> = {
   'relay/': 'relay',
   'gateway/': 'gateway',
   'admin/': 'admin',
+  'app/': 'app',
   'cli/': 'cli',
 }
 

@@ -10,7 +10,7 @@
 import { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
 import { ElicitRequestSchema } from '@modelcontextprotocol/sdk/types.js'
-import { startServer } from '../../src/cli/serve.ts'
+import { startServer } from '../../src/app/server.ts'
 import { parseConfigText } from '../../src/config/load.ts'
 import { silentLogger } from '../../src/telemetry/log.ts'
 

@@ -18,7 +18,7 @@ import { join } from 'node:path'
 import { after, describe, test } from 'node:test'
 import { fileURLToPath } from 'node:url'
 import { parse } from 'yaml'
-import type { RunningServer } from '../../src/cli/serve.ts'
+import type { RunningServer } from '../../src/app/server.ts'
 import { startFixtureGateway } from './serve-fixture.ts'
 
 const root = fileURLToPath(new URL('../../', import.meta.url))

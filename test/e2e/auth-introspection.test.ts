@@ -5,7 +5,7 @@
  */
 import assert from 'node:assert/strict'
 import { after, before, describe, test } from 'node:test'
-import { type RunningServer, startServer } from '../../src/cli/serve.ts'
+import { type RunningServer, startServer } from '../../src/app/server.ts'
 import { parseConfigText } from '../../src/config/load.ts'
 import { silentLogger } from '../../src/telemetry/log.ts'
 import { startIssuer, type TestIssuer } from '../fixtures/auth-issuer.ts'

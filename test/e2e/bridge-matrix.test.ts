@@ -18,7 +18,7 @@ import {
   ElicitRequestSchema,
   ToolListChangedNotificationSchema,
 } from '@modelcontextprotocol/sdk/types.js'
-import type { RunningServer } from '../../src/cli/serve.ts'
+import type { RunningServer } from '../../src/app/server.ts'
 import {
   startFixtureGateway,
   startGatewayFor,

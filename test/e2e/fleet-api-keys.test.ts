@@ -9,9 +9,9 @@ import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, test } from 'node:test'
+import { joinFleet, serveInFleet } from '../../src/app/fleet.ts'
+import { type RunningServer, startServer } from '../../src/app/server.ts'
 import { generateApiKey } from '../../src/auth/api-keys.ts'
-import { joinFleet, serveInFleet } from '../../src/cli/fleet.ts'
-import { type RunningServer, startServer } from '../../src/cli/serve.ts'
 import type { Cluster } from '../../src/cluster/cluster.ts'
 import { normalizeConfig } from '../../src/config/normalize.ts'
 import { followPostgresKeys } from '../../src/gateway/shared-api-keys.ts'
@@ -19,6 +19,7 @@ import { openPostgresPool } from '../../src/store/postgres.ts'
 import { silentLogger } from '../../src/telemetry/log.ts'
 import {
   dropPostgresSchemas,
+  FLEET_AUDIT_KEY,
   freshPostgresUrl,
   freshRedisPrefix,
   REDIS_URL,
@@ -26,6 +27,8 @@ import {
 import { runCli as run } from '../support/cli.ts'
 
 const root = mkdtempSync(join(tmpdir(), 'barbican-fleet-keys-'))
+// The CLI writes an admin record in the fleet's audit log: with the fleet's key (ADR 117).
+process.env.BARBICAN_AUDIT_KEY = FLEET_AUDIT_KEY
 const closers: (() => Promise<unknown>)[] = []
 after(async () => {
   for (const close of closers.reverse()) await close().catch(() => {})

@@ -5,7 +5,7 @@
  */
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
-import { startServer } from '../../src/cli/serve.ts'
+import { startServer } from '../../src/app/server.ts'
 import { parseConfigText } from '../../src/config/load.ts'
 import { silentLogger } from '../../src/telemetry/log.ts'
 

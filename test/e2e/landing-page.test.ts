@@ -6,7 +6,7 @@
 import assert from 'node:assert/strict'
 import { request } from 'node:http'
 import { after, before, describe, test } from 'node:test'
-import { type RunningServer, startServer } from '../../src/cli/serve.ts'
+import { type RunningServer, startServer } from '../../src/app/server.ts'
 import { VERSION } from '../../src/common/version.ts'
 import { normalizeConfig } from '../../src/config/normalize.ts'
 import { silentLogger } from '../../src/telemetry/log.ts'

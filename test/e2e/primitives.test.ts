@@ -19,7 +19,7 @@ import {
   LoggingMessageNotificationSchema,
   ResourceUpdatedNotificationSchema,
 } from '@modelcontextprotocol/sdk/types.js'
-import { type RunningServer, startServer } from '../../src/cli/serve.ts'
+import { type RunningServer, startServer } from '../../src/app/server.ts'
 import { parseConfigText } from '../../src/config/load.ts'
 import { silentLogger } from '../../src/telemetry/log.ts'
 import { textOf } from '../support/content.ts'

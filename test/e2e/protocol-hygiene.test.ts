@@ -9,7 +9,7 @@ import { join } from 'node:path'
 import { after, before, describe, test } from 'node:test'
 import { fileURLToPath } from 'node:url'
 import WebSocket from 'ws'
-import type { RunningServer } from '../../src/cli/serve.ts'
+import type { RunningServer } from '../../src/app/server.ts'
 import {
   recordedMessages,
   startRecordingGateway,

@@ -4,8 +4,8 @@
  */
 import assert from 'node:assert/strict'
 import { after, before, describe, test } from 'node:test'
+import { type RunningServer, startServer } from '../../src/app/server.ts'
 import { generateApiKey } from '../../src/auth/api-keys.ts'
-import { type RunningServer, startServer } from '../../src/cli/serve.ts'
 import { normalizeConfig } from '../../src/config/normalize.ts'
 import { silentLogger } from '../../src/telemetry/log.ts'
 

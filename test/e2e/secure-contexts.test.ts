@@ -18,8 +18,8 @@ import {
   McpError,
   ResultSchema,
 } from '@modelcontextprotocol/sdk/types.js'
+import { type RunningServer, startServer } from '../../src/app/server.ts'
 import { generateApiKey } from '../../src/auth/api-keys.ts'
-import { type RunningServer, startServer } from '../../src/cli/serve.ts'
 import { parseConfigText } from '../../src/config/load.ts'
 import { silentLogger } from '../../src/telemetry/log.ts'
 import { finalReply } from '../support/stateless.ts'

@@ -12,7 +12,7 @@ import type { JsonRpcNotification } from '../protocol/jsonrpc.ts'
 import type { Logger } from '../telemetry/log.ts'
 import type { HttpInbound } from '../transports/http-inbound.ts'
 
-/** What of a running `serve` the fleet needs (src/cli/serve.ts RunningServer). */
+/** What of a running `serve` the fleet needs (server.ts RunningServer). */
 export interface FleetMember {
   readonly gateway: Gateway
   /** The gateway serving a caller: its tenant's, or the main one (undefined: none). */

@@ -31,7 +31,7 @@ export interface ReloadOutcome {
 
 export interface ReloaderOptions {
   readonly path: string
-  /** Loads and validates the file (src/cli/load.ts, in the config worker). */
+  /** Loads and validates the file (the CLI's loadForCommand, in the config worker). */
   readonly load: () => Promise<{ readonly config: Config } | { readonly error: string }>
   /** Applies the difference to the running gateway. */
   readonly apply: (next: Config) => Promise<ConfigDiff>
