@@ -19,7 +19,7 @@ import { grantLines } from '../sandbox/grants.ts'
 import type { Logger } from '../telemetry/log.ts'
 import { Disposers } from './disposers.ts'
 import { joinFleet, serveInFleet, shareReload } from './fleet.ts'
-import { opening, openParts, StartError } from './parts.ts'
+import { opening, openParts, StartError, warnHeld } from './parts.ts'
 import { ConfigReloader, describeDiff } from './reloader.ts'
 import { type RunningServer, startServer } from './server.ts'
 
