@@ -20,9 +20,7 @@ const SCANNED = ['src', 'test/contracts']
  * so the list only shrinks; nothing new joins it.
  */
 const ALLOWED: Readonly<Record<string, string>> = {
-  // Being split by the pipeline/app work (issue 30, points 1 and 2): startServer and runServe
-  // move to src/app/, and the CLI keeps only argument parsing.
-  'src/cli/serve.ts': 'being split by the app work',
+  // Being reshaped by the pipeline/app work (issue 30, points 1 and 2).
   'src/cli/main.ts': 'main: being reshaped by the app work',
   'src/cli/check.ts': 'runCheck: being reshaped by the app work',
   'src/cli/pins.ts': 'runPins: being reshaped by the app work',
