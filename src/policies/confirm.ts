@@ -8,21 +8,18 @@
  * answer goes on `Call.decisions`, so the audit record carries it. See docs/policy.md and
  * docs/decisions/035-secure-contexts-and-confirmation.md.
  */
-import { createHash, randomUUID } from 'node:crypto'
 import picomatch from 'picomatch'
-import {
-  RequestStateSealer,
-  requestDigest,
-  stateKeyFromEnv,
-  subjectOf,
-} from '../bridge/request-state.ts'
+import { RequestStateSealer } from '../bridge/request-state.ts'
 import { toolDefinition } from '../catalog/catalog.ts'
 import { BarbicanError } from '../common/errors.ts'
-import { isPlainObject, type JsonObject } from '../protocol/jsonrpc.ts'
-import type { Request, Result } from '../protocol/model.ts'
+import { isPlainObject } from '../protocol/jsonrpc.ts'
+import type { Request } from '../protocol/model.ts'
 import { type AnswerLedger, MemoryAnswerLedger } from './answer-ledger.ts'
-import type { Call, ConfirmationAnswer, Next, Policy, Reply, UpstreamAsk } from './policy.ts'
+import { ask, type ConfirmSeal, confirmStateKey, continuing, rewrap } from './confirm-question.ts'
+import type { Call, Next, Policy, Reply, UpstreamAsk } from './policy.ts'
 import { type ContextsOptions, contextKey, SecureContexts } from './secure-contexts.ts'
+
+export { CONFIRM_INPUT, confirmStateKey } from './confirm-question.ts'
 
 /** Which calls need a human's confirmation (`confirm:` in the config). */
 export interface ConfirmRule {
@@ -48,9 +45,6 @@ export interface ConfirmOptions {
   readonly ledger?: AnswerLedger | undefined
 }
 
-/** The key of Barbican's question among a round's `inputRequests`. */
-export const CONFIRM_INPUT = 'barbican-confirm'
-
 /** The labels whose meeting in one context makes an `egress` call dangerous. */
 const TRIFECTA = ['private', 'untrusted'] as const
 
@@ -72,9 +66,11 @@ export function confirmPolicy(options: ConfirmOptions): Policy {
   const contexts = options.contexts
     ? (options.tracker ?? new SecureContexts(options.contexts))
     : undefined
-  const sealer = options.sealer ?? new RequestStateSealer(confirmStateKey())
-  /** Questions already answered: a sealed question is answered once, fleet-wide in a fleet. */
-  const ledger = options.ledger ?? new MemoryAnswerLedger()
+  const seal: ConfirmSeal = {
+    sealer: options.sealer ?? new RequestStateSealer(confirmStateKey()),
+    ledger: options.ledger ?? new MemoryAnswerLedger(),
+    answerMs: options.answerMs,
+  }
 
   const needsRule = async (call: Call, name: string): Promise<boolean> => {
     if (rule === undefined || !servers(call.server)) return false
@@ -121,17 +117,17 @@ export function confirmPolicy(options: ConfirmOptions): Policy {
       }
       if (labels !== undefined && labels.size > 0) contexts?.assertRoom(key)
       // A later round of a call confirmed before goes on without asking again.
-      let forwarded = continuing(call)
+      let forwarded = continuing(seal, call)
       let confirmed = forwarded !== call
       if (why !== undefined && !confirmed) {
-        const asked = await ask(call, what, route.upstream, why)
+        const asked = await ask(seal, call, what, route.upstream, why)
         if (asked.kind === 'question') return asked.reply
         forwarded = asked.call
         confirmed = true
       }
       const reply = await next(forwarded)
       if (labels !== undefined && labels.size > 0) contexts?.enter(key, labels)
-      return confirmed ? rewrap(reply, call) : reply
+      return confirmed ? rewrap(seal, reply, call) : reply
     },
     // An upstream's sampling or elicitation request reaches the client (and its model) while
     // the call is still running: its upstream's labels enter before the client sees it, so a
@@ -141,157 +137,6 @@ export function confirmPolicy(options: ConfirmOptions): Policy {
       contexts.enter(contextKey(sessionId, identity), contexts.upstreamLabels(upstream))
     },
   }
-
-  /**
-   * Asks the human. Resolves with the call to send on (accepted), or with the `input_required`
-   * question for a 2026-07-28 client; throws ERR_POLICY_DENIED for every other outcome.
-   */
-  async function ask(
-    call: Call,
-    what: string,
-    upstream: string,
-    why: string,
-  ): Promise<{ kind: 'question'; reply: Result } | { kind: 'accepted'; call: Call }> {
-    const peer = call.peer
-    const params = call.request.params ?? {}
-    const question = {
-      mode: 'form',
-      message: `${why}\nAllow ${call.request.method === 'tools/call' ? 'the call of ' : ''}${what} on server "${upstream}" (virtual server "${call.server}") with these arguments?\n${JSON.stringify(shownArguments(call.request.method, params), null, 2)}`,
-      requestedSchema: { type: 'object', properties: {} },
-    }
-    const canElicit = isPlainObject(peer?.capabilities.elicitation)
-    if (peer === undefined || peer.era === 'none' || !canElicit) {
-      throw refusal(
-        call,
-        'unavailable',
-        `${what} needs a human's confirmation, and this client cannot ask for it (it did not declare the elicitation capability${peer?.era === 'none' ? ' or has no session to ask on' : ''}); refused`,
-      )
-    }
-    if (peer.era === 'modern') {
-      const digest = requestDigest(call.request.method, params)
-      const opened = openState(params.requestState, call, digest)
-      if (opened?.asked === true) {
-        await spend(opened.nonce, opened.exp)
-        const answer = answerOf(params.inputResponses)
-        if (answer !== 'accept') throw refusal(call, answer, declined(what, answer))
-        call.decisions?.push({ policy: 'confirm', effect: 'allow', answer })
-        return { kind: 'accepted', call: withParams(call, strip(params)) }
-      }
-      const requestState = sealer.seal({
-        sub: subjectOf(call.identity),
-        dig: digest,
-        exp: Date.now() + options.answerMs,
-        c: `ask:${randomUUID()}`,
-      })
-      return {
-        kind: 'question',
-        reply: {
-          kind: 'result',
-          id: 0,
-          resultType: 'input_required',
-          result: {
-            inputRequests: { [CONFIRM_INPUT]: { method: 'elicitation/create', params: question } },
-            requestState,
-          },
-        },
-      }
-    }
-    const reply = await peer.ask('elicitation/create', question, call.signal)
-    if (reply.kind === 'error') {
-      throw refusal(call, 'failed', `${what} was not confirmed: ${reply.message}; refused`)
-    }
-    const answer = answerOf(reply.result)
-    if (answer !== 'accept') throw refusal(call, answer, declined(what, answer))
-    call.decisions?.push({ policy: 'confirm', effect: 'allow', answer })
-    return { kind: 'accepted', call }
-  }
-
-  /**
-   * A later round of a call already confirmed: its state is ours (`ok:`), so the call goes on
-   * with the upstream's state inside, without asking again.
-   */
-  function continuing(call: Call): Call {
-    const params = call.request.params
-    if (call.peer?.era !== 'modern' || params?.requestState === undefined) return call
-    const opened = openState(params.requestState, call, requestDigest(call.request.method, params))
-    if (opened?.asked !== false) return call
-    const out = strip(params)
-    if (params.inputResponses !== undefined) out.inputResponses = params.inputResponses
-    if (opened.inner !== undefined) out.requestState = opened.inner
-    return withParams(call, out)
-  }
-
-  /**
-   * Our state, opened: a question (`asked`, to be answered at most once: `spend`) or a confirmed call's
-   * continuation. Undefined when it is not ours, not this caller's or this request's, or
-   * expired: the call is then judged afresh (and asked again), never passed on that account.
-   */
-  function openState(
-    token: unknown,
-    call: Call,
-    digest: string,
-  ):
-    | { asked: true; nonce: string; exp: number }
-    | { asked: false; inner: string | undefined }
-    | undefined {
-    if (token === undefined) return undefined
-    let payload: ReturnType<RequestStateSealer['open']>
-    try {
-      payload = sealer.open(token, call.identity, digest)
-    } catch {
-      return undefined
-    }
-    if (payload.c?.startsWith('ask:')) return { asked: true, nonce: payload.c, exp: payload.exp }
-    if (payload.c === 'ok') return { asked: false, inner: payload.s }
-    return undefined
-  }
-
-  /** Marks a question answered; a second answer to it is refused (no replay of an accept). */
-  async function spend(nonce: string, exp: number): Promise<void> {
-    if (!(await ledger.claim(nonce, exp))) {
-      throw new BarbicanError(
-        'ERR_INVALID_PARAMS',
-        'This confirmation was already answered; call again to be asked again',
-      )
-    }
-  }
-
-  /**
-   * A confirmed call's `input_required` round (the upstream asks something): its state is
-   * wrapped in ours, so the retry is known to be confirmed already.
-   */
-  function rewrap(reply: Reply, call: Call): Reply {
-    if (reply.kind !== 'result' || reply.resultType !== 'input_required') return reply
-    const inner = reply.result.requestState
-    const requestState = sealer.seal({
-      sub: subjectOf(call.identity),
-      dig: requestDigest(call.request.method, call.request.params),
-      exp: Date.now() + options.answerMs,
-      c: 'ok',
-      ...(typeof inner === 'string' ? { s: inner } : {}),
-    })
-    return { ...reply, result: { ...reply.result, requestState } }
-  }
-}
-
-/** The confirmation's answer: `accept`, `decline` or `cancel` (anything else counts as cancel). */
-function answerOf(value: unknown): ConfirmationAnswer {
-  const response = isPlainObject(value) && CONFIRM_INPUT in value ? value[CONFIRM_INPUT] : value
-  const action = isPlainObject(response) ? response.action : undefined
-  return action === 'accept' || action === 'decline' ? action : 'cancel'
-}
-
-function declined(what: string, answer: ConfirmationAnswer): string {
-  return answer === 'decline'
-    ? `The user declined the call of ${what}; it was not sent`
-    : `The user cancelled the confirmation of ${what}; it was not sent`
-}
-
-/** What the question shows of a request: a tool's arguments, else its own params. */
-function shownArguments(method: string, params: JsonObject): unknown {
-  if (method === 'tools/call') return params.arguments ?? {}
-  const { _meta, ...own } = strip(params)
-  return own
 }
 
 /**
@@ -303,33 +148,4 @@ function itemName(request: Request): string {
   const ref = params?.ref
   if (isPlainObject(ref)) return String(ref.name ?? ref.uri)
   return String(params?.name ?? params?.uri ?? params?.taskId)
-}
-
-/** An ERR_POLICY_DENIED for an unconfirmed call, with the answer on the call for the audit. */
-function refusal(call: Call, answer: ConfirmationAnswer, message: string): BarbicanError {
-  call.decisions?.push({ policy: 'confirm', effect: 'deny', answer })
-  return new BarbicanError('ERR_POLICY_DENIED', message, { data: { confirmation: answer } })
-}
-
-function strip(params: JsonObject): JsonObject {
-  const out: JsonObject = {}
-  for (const [k, v] of Object.entries(params)) {
-    if (k !== 'inputResponses' && k !== 'requestState') out[k] = v
-  }
-  return out
-}
-
-function withParams(call: Call, params: JsonObject): Call {
-  return { ...call, request: { ...call.request, params } }
-}
-
-/**
- * The confirm policy's own state key, derived from BARBICAN_STATE_KEY (so replicas agree) but
- * distinct from the bridge's: a bridge state never opens as a confirmation.
- */
-export function confirmStateKey(env: NodeJS.ProcessEnv = process.env): Buffer {
-  return createHash('sha256')
-    .update('barbican confirm state\n')
-    .update(stateKeyFromEnv(env))
-    .digest()
 }

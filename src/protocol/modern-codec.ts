@@ -33,110 +33,110 @@ import type { Revision } from './revisions.ts'
 /** Safe default for cacheable results whose source gave no hint: stale at once, never shared. */
 const DEFAULT_CACHE: CacheHint = Object.freeze({ ttlMs: 0, cacheScope: 'private' }) as CacheHint
 
+function decodeParams(params: JsonObject): { params: JsonObject; envelope?: RequestEnvelope } {
+  const meta = params._meta
+  if (!isPlainObject(meta)) return { params }
+  const protocolVersion = meta[META.protocolVersion]
+  const clientCapabilities = meta[META.clientCapabilities]
+  // Only a complete, well-typed envelope is lifted. Anything less stays in `_meta` as sent,
+  // so the session sees no envelope and answers -32602 (missing required `_meta` field)
+  // while nothing the client sent is lost or invented.
+  if (typeof protocolVersion !== 'string' || !isPlainObject(clientCapabilities)) {
+    return { params }
+  }
+  const envelope: RequestEnvelope = { protocolVersion, clientCapabilities }
+  const clientInfo = meta[META.clientInfo]
+  if (isPlainObject(clientInfo)) envelope.clientInfo = clientInfo
+  const logLevel = meta[META.logLevel]
+  if (typeof logLevel === 'string') envelope.logLevel = logLevel
+  const rest = copyWithout(
+    meta,
+    META.protocolVersion,
+    META.clientCapabilities,
+    envelope.clientInfo === undefined ? undefined : META.clientInfo,
+    envelope.logLevel === undefined ? undefined : META.logLevel,
+  )
+  return { params: withMeta(params, rest), envelope }
+}
+
+function encodeParams(
+  params: JsonObject | undefined,
+  envelope?: RequestEnvelope,
+): JsonObject | undefined {
+  if (!envelope) return params
+  const meta: JsonObject = isPlainObject(params?._meta) ? { ...params._meta } : {}
+  meta[META.protocolVersion] = envelope.protocolVersion
+  meta[META.clientCapabilities] = envelope.clientCapabilities
+  if (envelope.clientInfo !== undefined) meta[META.clientInfo] = envelope.clientInfo
+  if (envelope.logLevel !== undefined) meta[META.logLevel] = envelope.logLevel
+  return { ...params, _meta: meta }
+}
+
+function decodeResult(wire: JsonObject): Omit<Result, 'kind' | 'id'> {
+  const { resultType, ttlMs, cacheScope, ...result } = wire
+  // A result from an older peer has no resultType: the spec says treat it as complete.
+  const decoded: Omit<Result, 'kind' | 'id'> = {
+    result,
+    resultType: typeof resultType === 'string' ? resultType : 'complete',
+  }
+  if (
+    Number.isSafeInteger(ttlMs) &&
+    (ttlMs as number) >= 0 &&
+    (cacheScope === 'public' || cacheScope === 'private')
+  ) {
+    decoded.cache = { ttlMs: ttlMs as number, cacheScope }
+  } else {
+    // Keep malformed hints as they were rather than inventing or losing data.
+    if (ttlMs !== undefined) result.ttlMs = ttlMs
+    if (cacheScope !== undefined) result.cacheScope = cacheScope
+  }
+  const meta = result._meta
+  const serverInfo = isPlainObject(meta) ? meta[META.serverInfo] : undefined
+  if (isPlainObject(meta) && isPlainObject(serverInfo)) {
+    decoded.serverInfo = serverInfo
+    decoded.result = withMeta(result, copyWithout(meta, META.serverInfo))
+  }
+  return decoded
+}
+
+function encodeResult(decoded: Omit<Result, 'kind' | 'id'>, context?: EncodeContext): JsonObject {
+  const out: JsonObject = { resultType: decoded.resultType, ...decoded.result }
+  const complete = decoded.resultType === 'complete'
+  const cacheable = context?.method !== undefined && methodSpec(context.method)?.cacheable === true
+  const cache = decoded.cache ?? (complete && cacheable ? DEFAULT_CACHE : undefined)
+  if (cache) {
+    out.ttlMs = cache.ttlMs
+    out.cacheScope = cache.cacheScope
+  }
+  if (decoded.serverInfo) {
+    const meta = isPlainObject(out._meta) ? { ...out._meta } : {}
+    meta[META.serverInfo] = decoded.serverInfo
+    out._meta = meta
+  }
+  return out
+}
+
+function decodeError(error: JsonRpcErrorObject, id: JsonRpcId | null): ErrorReply {
+  const reply: ErrorReply = { kind: 'error', id, code: error.code, message: error.message }
+  if ('data' in error) reply.data = error.data
+  // Old servers may still send -32002; modern clients are told to accept it.
+  if (error.code === LEGACY_RESOURCE_NOT_FOUND) reply.meaning = 'resource-not-found'
+  return reply
+}
+
+function encodeErrorCode(reply: ErrorReply): number {
+  if (reply.meaning === 'resource-not-found') return INVALID_PARAMS
+  // 2026-07-28 forbids emitting -32002 and -32042.
+  if (reply.code === LEGACY_RESOURCE_NOT_FOUND) return INVALID_PARAMS
+  if (reply.code === URL_ELICITATION_REQUIRED || reply.meaning === 'url-elicitation-required') {
+    return INVALID_PARAMS
+  }
+  // -32000 … -32019 carry no meaning in 2026; keep them, the receiver ignores the meaning.
+  return reply.code === 0 ? INTERNAL_ERROR : reply.code
+}
+
+/** The 2026-07-28 codec. The helpers above hold no state of a revision: every codec shares them. */
 export function modernCodec(revision: Revision): Codec {
-  function decodeParams(params: JsonObject): { params: JsonObject; envelope?: RequestEnvelope } {
-    const meta = params._meta
-    if (!isPlainObject(meta)) return { params }
-    const protocolVersion = meta[META.protocolVersion]
-    const clientCapabilities = meta[META.clientCapabilities]
-    // Only a complete, well-typed envelope is lifted. Anything less stays in `_meta` as sent,
-    // so the session sees no envelope and answers -32602 (missing required `_meta` field)
-    // while nothing the client sent is lost or invented.
-    if (typeof protocolVersion !== 'string' || !isPlainObject(clientCapabilities)) {
-      return { params }
-    }
-    const envelope: RequestEnvelope = { protocolVersion, clientCapabilities }
-    const clientInfo = meta[META.clientInfo]
-    if (isPlainObject(clientInfo)) envelope.clientInfo = clientInfo
-    const logLevel = meta[META.logLevel]
-    if (typeof logLevel === 'string') envelope.logLevel = logLevel
-    const rest = copyWithout(
-      meta,
-      META.protocolVersion,
-      META.clientCapabilities,
-      envelope.clientInfo === undefined ? undefined : META.clientInfo,
-      envelope.logLevel === undefined ? undefined : META.logLevel,
-    )
-    return { params: withMeta(params, rest), envelope }
-  }
-
-  function encodeParams(
-    params: JsonObject | undefined,
-    envelope?: RequestEnvelope,
-  ): JsonObject | undefined {
-    if (!envelope) return params
-    const meta: JsonObject = isPlainObject(params?._meta) ? { ...params._meta } : {}
-    meta[META.protocolVersion] = envelope.protocolVersion
-    meta[META.clientCapabilities] = envelope.clientCapabilities
-    if (envelope.clientInfo !== undefined) meta[META.clientInfo] = envelope.clientInfo
-    if (envelope.logLevel !== undefined) meta[META.logLevel] = envelope.logLevel
-    return { ...params, _meta: meta }
-  }
-
-  function decodeResult(wire: JsonObject): Omit<Result, 'kind' | 'id'> {
-    const { resultType, ttlMs, cacheScope, ...result } = wire
-    // A result from an older peer has no resultType: the spec says treat it as complete.
-    const decoded: Omit<Result, 'kind' | 'id'> = {
-      result,
-      resultType: typeof resultType === 'string' ? resultType : 'complete',
-    }
-    if (
-      Number.isSafeInteger(ttlMs) &&
-      (ttlMs as number) >= 0 &&
-      (cacheScope === 'public' || cacheScope === 'private')
-    ) {
-      decoded.cache = { ttlMs: ttlMs as number, cacheScope }
-    } else {
-      // Keep malformed hints as they were rather than inventing or losing data.
-      if (ttlMs !== undefined) result.ttlMs = ttlMs
-      if (cacheScope !== undefined) result.cacheScope = cacheScope
-    }
-    const meta = result._meta
-    const serverInfo = isPlainObject(meta) ? meta[META.serverInfo] : undefined
-    if (isPlainObject(meta) && isPlainObject(serverInfo)) {
-      decoded.serverInfo = serverInfo
-      decoded.result = withMeta(result, copyWithout(meta, META.serverInfo))
-    }
-    return decoded
-  }
-
-  function encodeResult(decoded: Omit<Result, 'kind' | 'id'>, context?: EncodeContext): JsonObject {
-    const out: JsonObject = { resultType: decoded.resultType, ...decoded.result }
-    const complete = decoded.resultType === 'complete'
-    const cacheable =
-      context?.method !== undefined && methodSpec(context.method)?.cacheable === true
-    const cache = decoded.cache ?? (complete && cacheable ? DEFAULT_CACHE : undefined)
-    if (cache) {
-      out.ttlMs = cache.ttlMs
-      out.cacheScope = cache.cacheScope
-    }
-    if (decoded.serverInfo) {
-      const meta = isPlainObject(out._meta) ? { ...out._meta } : {}
-      meta[META.serverInfo] = decoded.serverInfo
-      out._meta = meta
-    }
-    return out
-  }
-
-  function decodeError(error: JsonRpcErrorObject, id: JsonRpcId | null): ErrorReply {
-    const reply: ErrorReply = { kind: 'error', id, code: error.code, message: error.message }
-    if ('data' in error) reply.data = error.data
-    // Old servers may still send -32002; modern clients are told to accept it.
-    if (error.code === LEGACY_RESOURCE_NOT_FOUND) reply.meaning = 'resource-not-found'
-    return reply
-  }
-
-  function encodeErrorCode(reply: ErrorReply): number {
-    if (reply.meaning === 'resource-not-found') return INVALID_PARAMS
-    // 2026-07-28 forbids emitting -32002 and -32042.
-    if (reply.code === LEGACY_RESOURCE_NOT_FOUND) return INVALID_PARAMS
-    if (reply.code === URL_ELICITATION_REQUIRED || reply.meaning === 'url-elicitation-required') {
-      return INVALID_PARAMS
-    }
-    // -32000 … -32019 carry no meaning in 2026; keep them, the receiver ignores the meaning.
-    return reply.code === 0 ? INTERNAL_ERROR : reply.code
-  }
-
   return {
     revision,
     decode(message: JsonRpcMessage): Message {
