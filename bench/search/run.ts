@@ -320,6 +320,10 @@ async function main(): Promise<void> {
       'shipped, "verb object" queries',
       (request, limit) => shippedRanker(intentOf.get(request)!, limit),
     ],
+    [
+      'minisearch, coverage without idf',
+      minisearch(tools, serverOf, { rerank: { ...R, idf: false } }),
+    ],
     ['orama, same analysis', await orama(tools, serverOf)],
     [
       'minisearch, no re-rank',

@@ -112,7 +112,7 @@ describe('ToolIndex', () => {
       },
       { name: 'db__update_one', description: 'Update one document, update it now' },
     ]
-    const off = { ...SHIPPED_TUNING, rerank: { depth: 20, weight: 0, server: 0 } }
+    const off = { ...SHIPPED_TUNING, rerank: { depth: 20, weight: 0, server: 0, idf: false } }
     const plain = new ToolIndex(tools, serverOf, off)
     const shipped = new ToolIndex(tools, serverOf)
     assert.equal(plain.search('search GitHub code', 1)[0]?.name, 'web__search_github')
@@ -120,6 +120,25 @@ describe('ToolIndex', () => {
     // "orders" is only in a parameter description, which BM25 does not index but coverage sees.
     assert.equal(plain.search('update orders', 1)[0]?.name, 'db__update_one')
     assert.equal(shipped.search('update orders', 1)[0]?.name, 'db__update_many')
+  })
+
+  test("the re-rank weighs a request's telling word above its common ones (idf, ADR 140)", () => {
+    const lists = ['issues', 'branches', 'commits', 'tags', 'releases', 'labels']
+    const tools: JsonObject[] = [
+      ...lists.map((x) => ({
+        name: `github__list_${x}`,
+        description: `List the ${x} of a repository, with their details`,
+      })),
+      { name: 'maps__elevation', description: 'Height above sea level of points on Earth' },
+    ]
+    const query = 'list repository details elevation'
+    const alike = { ...SHIPPED_TUNING, rerank: { ...SHIPPED_TUNING.rerank, idf: false } }
+    // Counted alike, three common words covered outweigh the one word only one tool holds.
+    assert.equal(
+      new ToolIndex(tools, serverOf, alike).search(query, 1)[0]?.name,
+      'github__list_issues',
+    )
+    assert.equal(new ToolIndex(tools, serverOf).search(query, 1)[0]?.name, 'maps__elevation')
   })
 
   test('ranked gives the order of search, with positions and re-ranked, falling scores', () => {

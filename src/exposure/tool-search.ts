@@ -15,6 +15,7 @@
 import MiniSearch, { type SearchResult } from 'minisearch'
 import type { Catalog } from '../catalog/catalog.ts'
 import { isPlainObject, type JsonObject } from '../protocol/jsonrpc.ts'
+import { type AskedWord, HeadRerank, type RerankTuning } from './tool-search-rerank.ts'
 import { synonymsOf } from './tool-search-synonyms.ts'
 
 /** What one search may cost (limits.search*, docs/security.md, ADR 105). */
@@ -115,16 +116,17 @@ export interface SearchTuning {
   /** Reduces a word to its stem; absent: words are matched as written (plus prefix, fuzzy). */
   readonly stem?: ((word: string) => string) | undefined
   readonly fuzzy: boolean
+  /** Second stage: the best of BM25 re-scored by coverage and named server; see RerankTuning. */
+  readonly rerank: RerankTuning
+  /** BM25's parameters; absent: MiniSearch's (k 1.2, b 0.7, d 0.5). Measured, not tuned. */
+  readonly bm25?: { readonly k: number; readonly b: number; readonly d: number }
   /**
-   * Second stage: the `depth` best of BM25 are re-scored by the share of the query's own words
-   * each tool covers anywhere (name, whole description, parameters, server), a word counting
-   * also through its synonyms or as a prefix: score × (1 + weight × coverage); weight 0: off.
+   * More terms for a query's term, sharing `weight` among them (the benchmark's stem classes
+   * and co-occurring terms, measured worse; absent in the shipped tuning).
    */
-  readonly rerank: {
-    readonly depth: number
+  readonly expansions?: {
+    readonly of: (term: string) => readonly string[]
     readonly weight: number
-    /** Factor (1 + this) for tools of a server the query names (`on GitHub`); 0: off. */
-    readonly server: number
   }
 }
 
@@ -138,8 +140,9 @@ export const SHIPPED_TUNING: SearchTuning = {
   leadLength: 200,
   // Porter stemming lowered recall@5 and MRR on the development half: no `stem`.
   fuzzy: true,
-  // The re-rank raised dev recall@5 0.821 → 0.832 and MRR 0.681 → 0.710 (docs/context-economy.md).
-  rerank: { depth: 20, weight: 4, server: 2 },
+  // The re-rank raised dev recall@5 0.821 → 0.832 and MRR 0.681 → 0.710; weighing its words
+  // by idf (ADR 140), MRR 0.726 → 0.749 (docs/context-economy.md).
+  rerank: { depth: 20, weight: 4, server: 2, idf: true },
 }
 
 /** Words too common to tell tools apart. */
@@ -259,10 +262,8 @@ export class ToolIndex {
   }
 
   readonly #serverOf: (tool: JsonObject) => ServerText
-  /** Every term of each tool, all fields, for the re-rank's coverage. */
-  readonly #allTerms: Set<string>[] = []
-  /** The words of each tool's server name. */
-  readonly #serverTerms: string[][] = []
+  /** Each tool's terms, all fields, and its server's, for the second stage. */
+  readonly #head = new HeadRerank()
 
   /** One tool as the index stores it; records its terms for the re-rank, in order. */
   #document(tool: JsonObject, id: number): ToolDocument {
@@ -278,21 +279,12 @@ export class ToolIndex {
       params: parameterText(tool.inputSchema),
       server: `${server.name} ${server.text}`,
     }
-    this.#serverTerms.push(
-      words(server.name)
+    const all = [document.name, lead, details, document.params, document.server].join(' ')
+    const terms = (value: string) =>
+      words(value)
         .map(this.#term)
-        .filter((t) => t !== null),
-    )
-    if (tuning.rerank.weight > 0) {
-      const all = [document.name, lead, details, document.params, document.server].join(' ')
-      this.#allTerms.push(
-        new Set(
-          words(all)
-            .map(this.#term)
-            .filter((t) => t !== null),
-        ),
-      )
-    }
+        .filter((t) => t !== null)
+    this.#head.add(new Set(terms(all)), terms(server.name))
     return document
   }
 
@@ -319,12 +311,18 @@ export class ToolIndex {
    * Every tool `visible` admits that matches `query`, best first, with its position in the list
    * the index was built from and its score (the re-ranked score for the re-ranked head).
    * Unbounded: for the benchmark and small catalogues; calls from clients use `searchBounded`.
+   * `feedback`: terms searched besides the query's, each at its weight (the benchmark's).
    */
   ranked(
     query: string,
     visible: (tool: JsonObject) => boolean = () => true,
+    feedback: ReadonlyMap<string, number> = new Map(),
   ): { readonly id: number; readonly score: number }[] {
     const plan = this.#plan(query, UNBOUNDED)
+    // The benchmark's pseudo-relevance feedback (measured worse): more terms at their weights.
+    const added = [...feedback].filter(([t]) => !plan.weights.has(t))
+    for (const [t, weight] of added) plan.weights.set(t, weight)
+    if (added.length > 0) plan.groups.push(added.map(([t]) => t))
     const results = this.#index.search(plan.groups.flat().join(' '), this.#options(plan, visible))
     return this.#finish(
       results.map((r) => ({ id: r.id as number, score: r.score })),
@@ -432,6 +430,15 @@ export class ToolIndex {
         group.push(...extra)
       }
     }
+    const more = this.#tuning.expansions
+    if (more !== undefined) {
+      for (const group of groups) {
+        const terms = more.of(this.#term(group[0]!) ?? '').filter((t) => !weights.has(t))
+        const share = more.weight / Math.max(1, Math.sqrt(terms.length))
+        for (const t of terms) weights.set(t, share)
+        group.push(...terms)
+      }
+    }
     return { own, groups, weights, droppedWords, droppedExpansions }
   }
 
@@ -441,31 +448,18 @@ export class ToolIndex {
       prefix: (t: string) => t.length >= 4,
       fuzzy: this.#tuning.fuzzy ? (t: string) => (t.length >= 5 ? 0.2 : false) : false,
       boostTerm: (t: string) => plan.weights.get(t) ?? 0,
+      ...(this.#tuning.bm25 === undefined ? {} : { bm25: this.#tuning.bm25 }),
       filter: (result: SearchResult) => visible(this.#tools[result.id as number]!),
     } as const
   }
 
-  /** The re-rank of the head, when the tuning has one. */
+  /** The re-rank of the head (tool-search-rerank.ts), when the tuning has one. */
   #finish(
     ranked: { id: number; score: number }[],
     query: string,
     own: readonly string[],
   ): { id: number; score: number }[] {
-    const { depth, weight, server } = this.#tuning.rerank
-    if (weight > 0 || server > 0) this.#rerank(ranked, query, own, depth, weight, server)
-    return ranked
-  }
-
-  /** Re-orders the `depth` best results in place by their coverage of the query's own words. */
-  #rerank(
-    results: { id: number; score: number }[],
-    query: string,
-    own: readonly string[],
-    depth: number,
-    weight: number,
-    serverWeight: number,
-  ): void {
-    const asked: (readonly string[])[] = []
+    const asked: AskedWord[] = []
     for (const w of new Set(own)) {
       const t = this.#term(w)
       if (t === null) continue
@@ -475,37 +469,11 @@ export class ToolIndex {
         .filter((a) => a !== null)
       asked.push([t, ...alternatives])
     }
-    if (asked.length === 0) return
     // Names as the user writes them: "GitHub" is one word here, not `git hub`.
     const written = query.toLowerCase().split(/[^a-z0-9]+/)
-    const top = results.slice(0, depth).map((r) => {
-      let score = r.score
-      if (weight > 0) {
-        const terms = this.#allTerms[r.id]!
-        let covered = 0
-        for (const alternatives of asked) if (covers(terms, alternatives)) covered++
-        score *= 1 + (weight * covered) / asked.length
-      }
-      if (serverWeight > 0) {
-        const named = this.#serverTerms[r.id]!.some((s) =>
-          written.some((t) => t === s || (t.length >= 4 && s.startsWith(t))),
-        )
-        if (named) score *= 1 + serverWeight
-      }
-      return { id: r.id, score }
-    })
-    top.sort((a, b) => b.score - a.score)
-    for (let i = 0; i < top.length; i++) results[i] = top[i]!
+    this.#head.rerank(ranked, asked, written, this.#tuning.rerank)
+    return ranked
   }
-}
-
-/** Whether `terms` hold one of `alternatives`, or (four letters or more) a word it begins. */
-function covers(terms: ReadonlySet<string>, alternatives: readonly string[]): boolean {
-  for (const a of alternatives) if (terms.has(a)) return true
-  const [own] = alternatives
-  if (own === undefined || own.length < 4) return false
-  for (const t of terms) if (t.startsWith(own)) return true
-  return false
 }
 
 /** One index per catalog object (rebuilt catalogs get a new one), built at its first search. */
