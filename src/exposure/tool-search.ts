@@ -7,10 +7,10 @@
  * in too, and Porter stemming switched on, but both measured worse on the benchmark's
  * development half. The query also looks for the synonyms of its words
  * (tool-search-synonyms.ts) at a lower weight, and for prefixes and near-misses of longer
- * words. A second stage re-orders the best 20 by how many of the query's words each tool covers
- * anywhere (parameters and whole description included) and favours the tools of a server the
- * query names ("on GitHub"). One index per catalog object: a catalog is rebuilt when any list changes, so the index
- * follows it.
+ * words. A second stage (tool-search-rerank.ts) re-orders the best 20 by how much of the query
+ * each tool covers anywhere (parameters and whole description included), each word weighed by
+ * its idf, and favours the tools of a server the query names ("on GitHub"). One index per
+ * catalog object: a catalog is rebuilt when any list changes, so the index follows it.
  */
 import MiniSearch, { type SearchResult } from 'minisearch'
 import type { Catalog } from '../catalog/catalog.ts'
