@@ -17,6 +17,9 @@
  * - `default`: what `barbican serve` has on with a plain client file: a call line per call at
  *   `info` (formatted, batched as on stderr, written to /dev/null), the batched audit log and
  *   metrics (issue 33's budget: ≤ 30 µs).
+ * - `trusted`: `none` with the pin guard on a SQLite pin store, as `barbican serve` has it by
+ *   default: every call checks the store's revision (read again every 250 ms) and the
+ *   quarantine (issue 33's budget for per-call trust checks: ≤ 5 µs).
  *
  * Options: --calls N (per measurement, default 20000), --concurrency 1,16 (default), --rounds N
  * (default 3), --only a,b.
@@ -38,9 +41,11 @@ import { confirmPolicy } from '../src/policies/confirm.ts'
 import type { Policy } from '../src/policies/policy.ts'
 import { MemoryRateCounterStore } from '../src/policies/rate-counter-store.ts'
 import { rateLimit } from '../src/policies/rate-limit.ts'
+import { openSqliteStore } from '../src/store/sqlite.ts'
 import { LineBatch } from '../src/telemetry/line-batch.ts'
-import { jsonLogger, type Logger } from '../src/telemetry/log.ts'
+import { jsonLogger, type Logger, silentLogger } from '../src/telemetry/log.ts'
 import { startTracing, stopTracing } from '../src/telemetry/tracing.ts'
+import { TrustGuard } from '../src/trust/trust-guard.ts'
 import { hotPath } from './hot-path.ts'
 
 export const GOVERNANCE_CONFIGURATIONS = [
@@ -51,6 +56,7 @@ export const GOVERNANCE_CONFIGURATIONS = [
   'everything',
   'everything-batched',
   'default',
+  'trusted',
 ] as const
 export type GovernanceConfiguration = (typeof GOVERNANCE_CONFIGURATIONS)[number]
 
@@ -140,7 +146,7 @@ async function child(name: GovernanceConfiguration, calls: number, concurrency: 
   let audit: AuditLog | undefined
   const policies: Policy[] = []
   if (name === 'governed') policies.push(...governedPolicies())
-  if (name !== 'none' && name !== 'governed') {
+  if (name !== 'none' && name !== 'governed' && name !== 'trusted') {
     audit = new AuditLog({
       store: await openSqliteAuditStore(join(dir, 'audit.db')),
       key: ephemeralAuditKey(),
@@ -153,9 +159,11 @@ async function child(name: GovernanceConfiguration, calls: number, concurrency: 
   const tracing = name.startsWith('everything')
     ? await startTracing(process.env, jsonLogger({ level: 'warn' }))
     : false
+  const pins = name === 'trusted' ? await openSqliteStore(join(dir, 'pins.db')) : undefined
   try {
     const result = await hotPath(calls, concurrency, {
-      metrics: name !== 'none' && name !== 'governed',
+      metrics: name !== 'none' && name !== 'governed' && name !== 'trusted',
+      ...(pins ? { trust: new TrustGuard({ store: pins.pins, log: silentLogger }) } : {}),
       policies,
       identity: ALICE,
       ...(name === 'default' ? { log: callLines() } : {}),
@@ -164,6 +172,7 @@ async function child(name: GovernanceConfiguration, calls: number, concurrency: 
   } finally {
     await stopTracing()
     await audit?.close()
+    await pins?.close()
     rmSync(dir, { recursive: true, force: true })
   }
 }

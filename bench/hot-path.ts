@@ -21,6 +21,7 @@ import type { JsonRpcMessage, JsonRpcRequest } from '../src/protocol/jsonrpc.ts'
 import { jsonLogger, type Logger, silentLogger } from '../src/telemetry/log.ts'
 import { startTracing, stopTracing } from '../src/telemetry/tracing.ts'
 import type { Transport } from '../src/transports/transport.ts'
+import type { TrustGuard } from '../src/trust/trust-guard.ts'
 import { rules, serverPlan } from '../test/support/plans.ts'
 import { checkEcho } from './mcp-http.ts'
 
@@ -145,6 +146,8 @@ export async function hotPath(
     stateless?: boolean
     /** The gateway's logger (default: silent); with `info`, a call line per call. */
     log?: Logger
+    /** Pins and quarantine checked on every call, as `barbican serve` does by default. */
+    trust?: TrustGuard
   } = {},
 ): Promise<{ calls: number; cpuUsPerCall: number; callsPerSecond: number }> {
   const gateway = new Gateway(
@@ -161,6 +164,7 @@ export async function hotPath(
       clientRequestTimeoutMs: 5_000,
       ...(options.metrics ? { metrics: { maxTools: 100 } } : {}),
       ...(options.policies ? { policies: options.policies } : {}),
+      ...(options.trust ? { trust: options.trust } : {}),
     },
     options.log ?? silentLogger,
   )

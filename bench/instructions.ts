@@ -9,9 +9,19 @@
  * counted and dumped, so each figure is also given net of what the gateway does idle (timers:
  * the audit window, the trust revision read; under valgrind they fire ~50× as often per call).
  * All threads are summed (the main thread alone is printed too). The upstream is not counted.
+ * `--keep DIR`: the callgrind files are moved to DIR/<configuration>/ for callgrind_annotate
+ * (`callgrind_annotate --inclusive=yes DIR/barbican-http-default/callgrind.out.*.1-01`).
  */
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process'
-import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import {
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { parseArgs } from 'node:util'
@@ -39,6 +49,7 @@ const { values } = parseArgs({
     calls: { type: 'string', default: '800' },
     warmup: { type: 'string', default: '3000' },
     only: { type: 'string' },
+    keep: { type: 'string' },
     root: { type: 'string', default: ROOT },
   },
 })
@@ -154,7 +165,10 @@ async function count(name: string): Promise<string> {
       process.kill(-child.pid!, 'SIGKILL')
     } catch {}
     await upstream?.stop()
-    rmSync(dir, { recursive: true, force: true })
+    if (values.keep !== undefined) {
+      mkdirSync(values.keep, { recursive: true })
+      renameSync(dir, join(values.keep, name))
+    } else rmSync(dir, { recursive: true, force: true })
   }
 }
 

@@ -12,7 +12,7 @@ import { RequestStateSealer, stateKeyFromEnv } from '../bridge/request-state.ts'
 import type { CatalogRules } from '../catalog/catalog.ts'
 import { VERSION } from '../common/version.ts'
 import type { HeldUpstream } from '../config/config.ts'
-import { LivePolicies, type PolicyGeneration } from '../policies/live-policies.ts'
+import { LiveChain, LivePolicies, type PolicyGeneration } from '../policies/live-policies.ts'
 import type { Policy } from '../policies/policy.ts'
 import {
   isPlainObject,
@@ -20,9 +20,10 @@ import {
   type JsonRpcNotification,
   type JsonRpcRequest,
 } from '../protocol/jsonrpc.ts'
-import { answer } from '../relay/answer.ts'
+import { answer, answerSender } from '../relay/answer.ts'
 import { exchange } from '../relay/exchange.ts'
 import type { RefusalHints } from '../sandbox/hints.ts'
+import type { SessionDeps } from '../session/client.ts'
 import { MetaToolGate, type MetaToolLimits, metaToolLimitsOf } from '../session/meta-tool-limits.ts'
 import { type Client, clientFor } from '../session/session.ts'
 import type { Hush, Logger } from '../telemetry/log.ts'
@@ -126,6 +127,13 @@ export class Gateway implements InboundHandler {
   #log: Logger
   /** The policy chain every session's next call takes; a reload swaps it (setPolicies). */
   #policies: LivePolicies
+  /** The chain every client's calls take, composed once per generation (ADR 135). */
+  #chain: LiveChain
+  /**
+   * What the clients of one virtual server and transport share, made once: every stateless
+   * 2026-07-28 request is a client of its own and would otherwise build it per request.
+   */
+  #deps = new WeakMap<VirtualServer, Map<string, SessionDeps>>()
   #progress = new ProgressRouter()
   /** Held calls of 2026-07-28 clients between their rounds (src/bridge/mrtr.ts). */
   #continuations = new MemoryContinuationStore<HeldCall>()
@@ -150,6 +158,7 @@ export class Gateway implements InboundHandler {
     this.#metaTools = new MetaToolGate(plan.metaTools ?? metaToolLimitsOf())
     this.#log = log
     this.#policies = new LivePolicies(plan.policies ?? [])
+    this.#chain = new LiveChain(this.#policies, answerSender)
     this.metrics = plan.metrics
       ? new GatewayMetrics(
           {
@@ -377,22 +386,37 @@ export class Gateway implements InboundHandler {
       void transport.close()
       return
     }
-    const session = clientFor(transport, info, {
-      server,
-      progress: this.#progress,
-      log: this.#log.child({ part: 'session', server: info.server, transport: info.kind }),
-      serverInfo: this.serverInfo,
-      clientRequestTimeoutMs: this.#plan.clientRequestTimeoutMs,
-      onClose: (s) => this.sessions.delete(s),
-      policies: this.#policies,
-      bridge: this.#bridge,
-      listPageSize: this.#plan.listPageSize ?? DEFAULT_LIST_PAGE_SIZE,
-      metrics: this.metrics?.forServer(info.server),
-      metaTools: this.#metaTools,
-      exchange,
-      relay: answer,
-    })
+    const session = clientFor(transport, info, this.#depsOf(server, info))
     this.sessions.add(session)
+  }
+
+  #depsOf(server: VirtualServer, info: ConnectionInfo): SessionDeps {
+    let byKind = this.#deps.get(server)
+    if (byKind === undefined) {
+      byKind = new Map()
+      this.#deps.set(server, byKind)
+    }
+    let deps = byKind.get(info.kind)
+    if (deps === undefined) {
+      deps = {
+        server,
+        progress: this.#progress,
+        log: this.#log.child({ part: 'session', server: info.server, transport: info.kind }),
+        serverInfo: this.serverInfo,
+        clientRequestTimeoutMs: this.#plan.clientRequestTimeoutMs,
+        onClose: (s) => this.sessions.delete(s),
+        policies: this.#policies,
+        bridge: this.#bridge,
+        listPageSize: this.#plan.listPageSize ?? DEFAULT_LIST_PAGE_SIZE,
+        metrics: this.metrics?.forServer(info.server),
+        metaTools: this.#metaTools,
+        exchange,
+        relay: answer,
+        chain: this.#chain,
+      }
+      byKind.set(info.kind, deps)
+    }
+    return deps
   }
 
   /** Readiness: every upstream's state, for /readyz and `barbican check`. */

@@ -82,10 +82,12 @@ export class LivePolicies {
 }
 
 /**
- * One session's composed chain around its relay, composed again only when the generation
- * changed (composing costs a closure per policy, too much to pay on every call).
+ * A composed chain around a relay, composed again only when the generation changed (composing
+ * costs a closure per policy, too much to pay on every call). The gateway holds one for every
+ * client it serves (ADR 135): a stateless 2026-07-28 request, a client of its own, composes
+ * nothing; the relay finds the client in the call (`Call.sender`).
  */
-export class SessionChain {
+export class LiveChain {
   readonly #live: LivePolicies
   readonly #relay: Next
   #generation: PolicyGeneration | undefined

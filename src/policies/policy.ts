@@ -31,6 +31,12 @@ export interface Call {
   readonly peer?: CallPeer | undefined
   /** The virtual server's catalog (as routing saw it): what policies judge items by. */
   readonly catalog?: (() => Promise<Catalog>) | undefined
+  /**
+   * The session object that sent the call, which the step after the last policy answers for
+   * (the gateway's one chain serves every client, ADR 135). Opaque to policies; a policy that
+   * passes on a changed call copies it with the rest (`{ ...call, request }`).
+   */
+  readonly sender?: object | undefined
 }
 
 /** The calling client as a policy can reach it. */

@@ -27,6 +27,20 @@ import {
 } from './local-answers.ts'
 import { relayUnicast } from './unicast.ts'
 
+/**
+ * Answers `call` for the client that sent it (`call.sender`, set by calls.ts): the relay of the
+ * gateway's one chain, which serves every client (ADR 135).
+ */
+export function answerSender(call: Call): Promise<Reply> {
+  const client = call.sender
+  if (client === undefined) {
+    return Promise.reject(
+      new BarbicanError('ERR_INTERNAL', `Call ${call.id} reached the relay without its client`),
+    )
+  }
+  return answer(client as Client, call)
+}
+
 /** Answers `call` of `client`, after the policies let it through. */
 export async function answer(client: Client, call: Call): Promise<Reply> {
   const { request, route, signal } = call

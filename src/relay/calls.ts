@@ -38,6 +38,7 @@ export function callOf(
       return peer
     },
     catalog: client.catalogOfServer,
+    sender: client,
   }
 }
 

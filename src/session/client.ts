@@ -14,7 +14,7 @@ import type { MrtrBridge } from '../bridge/mrtr.ts'
 import type { ProgressRouter, ProgressSink } from '../bridge/progress.ts'
 import { randomHex } from '../common/random-hex.ts'
 import type { ProgramClock } from '../exposure/code-clock.ts'
-import { type LivePolicies, SessionChain } from '../policies/live-policies.ts'
+import { LiveChain, type LivePolicies } from '../policies/live-policies.ts'
 import type { Call, CallPeer, Reply } from '../policies/policy.ts'
 import type { Codec } from '../protocol/codec.ts'
 import { codecFor } from '../protocol/codecs.ts'
@@ -61,6 +61,11 @@ export interface SessionDeps {
   readonly exchange: (client: Client, request: JsonRpcRequest, info?: ReceiveInfo) => void
   /** The step after the last policy (relay/answer.ts), which the client's chain wraps. */
   readonly relay: (client: Client, call: Call) => Promise<Reply>
+  /**
+   * The chain shared by every client of the gateway (its relay answers `call.sender`), composed
+   * once per policy generation, not per client (ADR 135); absent: each client composes its own.
+   */
+  readonly chain?: LiveChain | undefined
 }
 
 /** The envelope of requests that carry none, and what it was built from. */
@@ -103,8 +108,8 @@ export abstract class Client implements ProgressSink, ClientRequester {
   readonly tasks = new Map<string, SessionTask>()
   /** The envelope of requests that carry none (relay/forward.ts `envelopeFor`). */
   keptEnvelope: KeptEnvelope | undefined
-  /** This session's policy chain around the relay, composed again only after a reload. */
-  readonly chain: SessionChain
+  /** The policy chain around the relay (the gateway's shared one), composed again after a reload. */
+  readonly chain: LiveChain
   /**
    * Short random id tying this session's calls together in logs and audit. From the pool: every
    * 2026-07-28 request is a session of its own, and a draw of its own cost a syscall per call.
@@ -124,7 +129,7 @@ export abstract class Client implements ProgressSink, ClientRequester {
     transport.onmessage = (message, receiveInfo) => this.receive(message, receiveInfo)
     transport.onclose = () => this.#onClose()
     this.identity = info.identity ?? ANONYMOUS
-    this.chain = new SessionChain(deps.policies, (call) => deps.relay(this, call))
+    this.chain = deps.chain ?? new LiveChain(deps.policies, (call) => deps.relay(this, call))
     this.notifications = new ClientNotifications({
       revision: () => this.revision,
       stateless: info.kind === 'streamable-http-stateless',
