@@ -25,6 +25,7 @@ import { jsonLogger } from '../telemetry/log.ts'
 import { formatChanges } from '../trust/diff.ts'
 import { comparePins } from '../trust/pin-check.ts'
 import type { ListKey, Upstream } from '../upstreams/upstream.ts'
+import type { VirtualServer } from '../virtual-servers/virtual-server.ts'
 import { type CliIo, type CommandOptions, trustOptionsOf } from './command.ts'
 import { loadForCommand } from './load.ts'
 import { reportDrift } from './pins.ts'
@@ -76,28 +77,70 @@ export async function runCheck(
   // Entries a missing variable holds back (ADR 121): not tried, and a fault for check.
   const held = config.held ?? []
   for (const h of held) io.stdout(`HELD  ${h.name}: ${h.reason}\n`)
-  let authFaults = 0
-  for (const p of config.auth ? checkAuth(config.auth) : []) {
-    if (p.level === 'fail') authFaults++
-    io.stdout(`${p.level === 'fail' ? 'FAIL ' : 'warn '} ${p.key}: ${p.message}\n`)
-  }
+  const authFaults = checkAuthSection(config, io)
   if (config.cedar && !checkCedar(config.cedar.policies, io)) {
     io.stderr('barbican: the Cedar policies are invalid\n')
     return 1
   }
   let pins: Store | undefined
   if (options.pins) {
-    const where = storeConfigOf(config, source.path)
-    if (where.kind === 'memory' || (where.kind === 'sqlite' && !existsSync(where.path))) {
-      io.stdout(
-        `FAIL  --pins: ${where.kind === 'memory' ? 'the store is kept in memory' : `${where.path} does not exist`}, so no pin is approved; ` +
-          'run barbican serve once and review with barbican pins\n',
-      )
-      io.stderr('barbican: there are no approved pins to check against\n')
-      return 1
-    }
-    pins = await openStore(config, source.path)
+    pins = await openApprovedPins(loaded, io)
+    if (pins === undefined) return 1
   }
+  const tried = await tryEveryUpstream(loaded, options, pins, io)
+  const unpreviewed = options.diff
+    ? !(await previewAgainstRunning(loaded, tried, options, io))
+    : false
+  const drifted = await reportDrift(config, source.path, io, options)
+  return verdict({ ...tried, authFaults, held: held.length, unpreviewed, drifted }, io)
+}
+
+/** Prints what the auth section's checks found; the number of faults (warnings aside). */
+function checkAuthSection(config: LoadedConfig['config'], io: CliIo): number {
+  let faults = 0
+  for (const p of config.auth ? checkAuth(config.auth) : []) {
+    if (p.level === 'fail') faults++
+    io.stdout(`${p.level === 'fail' ? 'FAIL ' : 'warn '} ${p.key}: ${p.message}\n`)
+  }
+  return faults
+}
+
+/** The store of approved pins, for `--pins`; undefined (said why) when there can be none. */
+async function openApprovedPins(
+  { config, source }: LoadedConfig,
+  io: CliIo,
+): Promise<Store | undefined> {
+  const where = storeConfigOf(config, source.path)
+  if (where.kind === 'memory' || (where.kind === 'sqlite' && !existsSync(where.path))) {
+    io.stdout(
+      `FAIL  --pins: ${where.kind === 'memory' ? 'the store is kept in memory' : `${where.path} does not exist`}, so no pin is approved; ` +
+        'run barbican serve once and review with barbican pins\n',
+    )
+    io.stderr('barbican: there are no approved pins to check against\n')
+    return undefined
+  }
+  return await openStore(config, source.path)
+}
+
+/** What trying every upstream and server found. */
+interface Tried {
+  readonly failed: number
+  /** Upstreams whose items differ from their approved pins (`--pins`). */
+  readonly drifting: number
+  /** The virtual servers as this file would serve them, for `--diff`. */
+  readonly nextServers: readonly NextServer[]
+}
+
+/**
+ * Starts a gateway on the file, connects to every upstream once and reads every server's
+ * catalog, printing a line each; the gateway is stopped (and the pins closed) before returning.
+ */
+async function tryEveryUpstream(
+  { config, source }: LoadedConfig,
+  options: CommandOptions,
+  pins: Store | undefined,
+  io: CliIo,
+): Promise<Tried> {
   const log = jsonLogger({ level: 'error' })
   // Launches are checked as serve checks them (lockfile, floating versions); nothing is pinned.
   const trust = {
@@ -111,79 +154,124 @@ export async function runCheck(
   const nextServers: NextServer[] = []
   try {
     for (const upstream of gateway.upstreams.values()) {
+      const verbose = options.verbose === true
       try {
-        await upstream.connect()
-        const tools = await upstream.list('tools')
-        // The optional lists too: one the server answers with an error is held back alone.
-        await Promise.all(OPTIONAL_KEYS.map((key) => upstream.list(key)))
-        const info = upstream.info
-        io.stdout(
-          `ok    ${upstream.name}: ${String(info?.serverInfo.name ?? '?')} ${String(info?.serverInfo.version ?? '')}, MCP ${info?.protocolVersion}, ${tools.length} tool(s)\n`,
-        )
-        for (const held of upstream.heldLists) {
-          io.stdout(
-            `warn  ${upstream.name}: ${held.list} held back (its tools are kept): ${held.reason}\n`,
-          )
-          const hint = upstream.hints?.find(held.reason)
-          if (hint) io.stdout(`      ${hint.message}\n`)
-        }
-        sandboxLines(config, upstream.name, options.verbose === true, io)
+        await checkUpstream(upstream, io)
+        sandboxLines(config, upstream.name, verbose, io)
         if (pins && !(await pinsMatch(upstream, pins, io))) drifting++
       } catch (err) {
         failed++
-        io.stdout(`FAIL  ${upstream.name}: ${(err as Error).message}\n`)
-        const hint = upstream.hints?.find((err as Error).message)
-        if (hint) io.stdout(`      ${hint.message}\n`)
-        // A client's own file (Claude Desktop, Cursor, VS Code…) floats by habit (`npx -y PKG`):
-        // `import` pins every entry at once instead of one edit per entry.
-        if (FLOATING.test((err as Error).message) && source.path && source.format !== 'native') {
-          io.stdout(
-            `hint  barbican import ${source.path} writes barbican.yaml with every package pinned ` +
-              "to today's version; then serve that file\n",
-          )
-        }
-        sandboxLines(config, upstream.name, options.verbose === true, io)
+        upstreamFailure(upstream, err as Error, source, io)
+        sandboxLines(config, upstream.name, verbose, io)
       }
     }
     for (const server of gateway.servers.values()) {
-      const { catalog } = await server.catalog()
-      const path = config.servers.find((s) => s.name === server.name)?.path ?? ''
-      nextServers.push({ name: server.name, path, tools: exposedTools(catalog) })
-      for (const h of catalog.heldBack) {
-        io.stdout(
-          `warn  server ${server.name}: ${h.kind} "${printableName(h.original)}" of ${h.upstream} held back: ${h.reason}\n`,
-        )
-      }
-      for (const c of catalog.conflicts) {
-        io.stdout(
-          `warn  server ${server.name}: ${c.kind} name "${c.name}" offered by ${c.upstreams.join(', ')}\n`,
-        )
-      }
-      const budget = config.servers.find((s) => s.name === server.name)?.tokenBudget
-      for (const line of await tokenLines(server.name, catalog.tools, budget)) io.stdout(line)
+      nextServers.push(await checkServer(server, config, io))
     }
   } finally {
     await gateway.stop()
     await pins?.close()
   }
-  let unpreviewed = false
-  if (options.diff) {
-    const running = await fetchOverview(options, io, Promise.resolve(loaded))
-    if (running) {
-      io.stdout(`reload preview against the gateway at ${running.origin}:\n`)
-      const next = { upstreams: config.upstreams.map((u) => u.name), servers: nextServers }
-      for (const line of previewReload(running.overview, next)) io.stdout(`diff  ${line}\n`)
-    } else unpreviewed = true
+  return { failed, drifting, nextServers }
+}
+
+/** Connects to one upstream and reads its lists; throws what stopped it. */
+async function checkUpstream(upstream: Upstream, io: CliIo): Promise<void> {
+  await upstream.connect()
+  const tools = await upstream.list('tools')
+  // The optional lists too: one the server answers with an error is held back alone.
+  await Promise.all(OPTIONAL_KEYS.map((key) => upstream.list(key)))
+  const info = upstream.info
+  io.stdout(
+    `ok    ${upstream.name}: ${String(info?.serverInfo.name ?? '?')} ${String(info?.serverInfo.version ?? '')}, MCP ${info?.protocolVersion}, ${tools.length} tool(s)\n`,
+  )
+  for (const held of upstream.heldLists) {
+    io.stdout(
+      `warn  ${upstream.name}: ${held.list} held back (its tools are kept): ${held.reason}\n`,
+    )
+    const hint = upstream.hints?.find(held.reason)
+    if (hint) io.stdout(`      ${hint.message}\n`)
   }
-  const drifted = await reportDrift(config, source.path, io, options)
-  if (authFaults > 0) io.stderr(`barbican: the auth section has ${authFaults} fault(s)\n`)
-  if (failed > 0) io.stderr(`barbican: ${failed} upstream(s) failed\n`)
-  if (held.length > 0) {
-    io.stderr(
-      `barbican: ${held.length} upstream(s) held back: a variable they use is not set (serve runs the others; with --strict it refuses to start)\n`,
+}
+
+/** An upstream that failed: why, and its fix when one is known. */
+function upstreamFailure(
+  upstream: Upstream,
+  err: Error,
+  source: LoadedConfig['source'],
+  io: CliIo,
+): void {
+  io.stdout(`FAIL  ${upstream.name}: ${err.message}\n`)
+  const hint = upstream.hints?.find(err.message)
+  if (hint) io.stdout(`      ${hint.message}\n`)
+  // A client's own file (Claude Desktop, Cursor, VS Code…) floats by habit (`npx -y PKG`):
+  // `import` pins every entry at once instead of one edit per entry.
+  if (FLOATING.test(err.message) && source.path && source.format !== 'native') {
+    io.stdout(
+      `hint  barbican import ${source.path} writes barbican.yaml with every package pinned ` +
+        "to today's version; then serve that file\n",
     )
   }
-  if (authFaults > 0 || failed > 0 || held.length > 0 || unpreviewed) return 1
+}
+
+/** One virtual server's catalog: what it holds back, its name conflicts, its token cost. */
+async function checkServer(
+  server: VirtualServer,
+  config: LoadedConfig['config'],
+  io: CliIo,
+): Promise<NextServer> {
+  const { catalog } = await server.catalog()
+  const entry = config.servers.find((s) => s.name === server.name)
+  for (const h of catalog.heldBack) {
+    io.stdout(
+      `warn  server ${server.name}: ${h.kind} "${printableName(h.original)}" of ${h.upstream} held back: ${h.reason}\n`,
+    )
+  }
+  for (const c of catalog.conflicts) {
+    io.stdout(
+      `warn  server ${server.name}: ${c.kind} name "${c.name}" offered by ${c.upstreams.join(', ')}\n`,
+    )
+  }
+  for (const line of await tokenLines(server.name, catalog.tools, entry?.tokenBudget)) {
+    io.stdout(line)
+  }
+  return { name: server.name, path: entry?.path ?? '', tools: exposedTools(catalog) }
+}
+
+/** `--diff`: what reloading the file would change on the running gateway; false if unreached. */
+async function previewAgainstRunning(
+  loaded: LoadedConfig,
+  { nextServers }: Tried,
+  options: CommandOptions,
+  io: CliIo,
+): Promise<boolean> {
+  const running = await fetchOverview(options, io, Promise.resolve(loaded))
+  if (!running) return false
+  io.stdout(`reload preview against the gateway at ${running.origin}:\n`)
+  const next = { upstreams: loaded.config.upstreams.map((u) => u.name), servers: nextServers }
+  for (const line of previewReload(running.overview, next)) io.stdout(`diff  ${line}\n`)
+  return true
+}
+
+/** The exit code, with a line on stderr for each kind of fault found. */
+function verdict(
+  found: Tried & {
+    readonly authFaults: number
+    readonly held: number
+    readonly unpreviewed: boolean
+    readonly drifted: boolean
+  },
+  io: CliIo,
+): number {
+  const { authFaults, failed, held, unpreviewed, drifting, drifted } = found
+  if (authFaults > 0) io.stderr(`barbican: the auth section has ${authFaults} fault(s)\n`)
+  if (failed > 0) io.stderr(`barbican: ${failed} upstream(s) failed\n`)
+  if (held > 0) {
+    io.stderr(
+      `barbican: ${held} upstream(s) held back: a variable they use is not set (serve runs the others; with --strict it refuses to start)\n`,
+    )
+  }
+  if (authFaults > 0 || failed > 0 || held > 0 || unpreviewed) return 1
   if (drifting > 0) {
     io.stderr(`barbican: ${drifting} upstream(s) differ from their approved pins\n`)
     return 1
@@ -207,7 +295,6 @@ function sandboxLines(config: LoadedConfig['config'], name: string, verbose: boo
   if (verbose) for (const line of grantLines(entry.sandbox)) io.stdout(`      ${line}\n`)
 }
 
-/** Prints how an upstream's advertised items differ from their pins; true when none does. */
 /** How many tokens the server's tools cost a model, its costliest tools, and its budget. */
 async function tokenLines(
   server: string,
@@ -227,6 +314,7 @@ async function tokenLines(
   return [`${head}\n`, ...(costliest.length ? [`      costliest: ${costliest.join(', ')}\n`] : [])]
 }
 
+/** Prints how an upstream's advertised items differ from their pins; true when none does. */
 async function pinsMatch(upstream: Upstream, store: Store, io: CliIo): Promise<boolean> {
   const [tools, prompts, resourceTemplates] = await Promise.all([
     upstream.list('tools'),

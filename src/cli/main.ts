@@ -9,7 +9,7 @@
 import { isatty } from 'node:tty'
 import { parseArgs } from 'node:util'
 import { flushStderrLines } from '../telemetry/line-batch.ts'
-import { type CliIo, unknownWord } from './command.ts'
+import { type CliIo, type CommandOptions, unknownWord } from './command.ts'
 import { COMMANDS, commandHelp } from './help.ts'
 import { loadForCommand } from './load.ts'
 import { serviceIo } from './logging.ts'
@@ -83,14 +83,34 @@ async function askTerminal(question: string): Promise<string> {
 }
 
 export async function main(argv: readonly string[], io: CliIo = defaultIo): Promise<number> {
-  let parsed: ReturnType<typeof parse>
+  let parsed: Parsed
   try {
     parsed = parse(argv)
   } catch (err) {
     io.stderr(`barbican: ${optionError(err as Error)}\n\n${USAGE}`)
     return 2
   }
-  const { positionals, values } = parsed
+  const answered = await answerWithoutCommand(parsed, io)
+  if (answered !== undefined) return answered
+  const listen = listenOf(parsed.values)
+  if (listen instanceof Error) {
+    io.stderr(`barbican: ${listen.message}\n`)
+    return 2
+  }
+  return await runCommand(parsed, commandOptions(parsed.values, listen), io)
+}
+
+type Parsed = ReturnType<typeof parse>
+type Values = Parsed['values']
+
+/**
+ * The exit code when no command runs: `--version`, help, or arguments a command does not take.
+ * Undefined when the command is to run.
+ */
+async function answerWithoutCommand(
+  { positionals, values }: Parsed,
+  io: CliIo,
+): Promise<number | undefined> {
   if (values.version) {
     const { VERSION } = await import('../common/version.ts')
     io.stdout(`barbican ${VERSION}\n`)
@@ -129,12 +149,12 @@ export async function main(argv: readonly string[], io: CliIo = defaultIo): Prom
     io.stderr(`barbican: unexpected argument "${positionals[1]}"\n\n${USAGE}`)
     return 2
   }
-  const listen = listenOf(values)
-  if (listen instanceof Error) {
-    io.stderr(`barbican: ${listen.message}\n`)
-    return 2
-  }
-  const options = {
+  return undefined
+}
+
+/** The options every command shares, from the parsed flags. */
+function commandOptions(values: Values, listen: string | undefined): CommandOptions {
+  return {
     config: values.config,
     listen,
     server: values.server,
@@ -155,6 +175,16 @@ export async function main(argv: readonly string[], io: CliIo = defaultIo): Prom
     diff: values.diff === true,
     verbose: values.verbose === true,
   }
+}
+
+/** Runs the command named first: its code is imported once the config has started loading. */
+async function runCommand(
+  { positionals, values }: Parsed,
+  options: CommandOptions,
+  io: CliIo,
+): Promise<number> {
+  // Never undefined here: answerWithoutCommand answered a missing command with the usage.
+  const command = positionals[0] ?? 'help'
   switch (command) {
     case 'serve': {
       const out = serviceIo(io, io !== defaultIo || process.stderr.isTTY === true)

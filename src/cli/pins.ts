@@ -12,7 +12,7 @@ import { openAuditLog } from '../gateway/audit-setup.ts'
 import { lockfilePathOf, openStore, storeConfigOf } from '../gateway/trust-setup.ts'
 import { printableName } from '../protocol/item-names.ts'
 import { installNpmPackage, npxPackageOf } from '../sandbox/npm-install.ts'
-import type { PendingChange } from '../store/store.ts'
+import type { PendingChange, Store } from '../store/store.ts'
 import { jsonLogger } from '../telemetry/log.ts'
 import { wasmModuleHash } from '../transports/wasm-outbound.ts'
 import { approveChange, rejectChange, reviewChanges } from '../trust/decisions.ts'
@@ -45,6 +45,16 @@ export function actorOf(options: CommandOptions): string {
 /** The subcommands of `barbican pins`. */
 export const PINS_ACTIONS = ['list', 'diff', 'approve', 'reject', 'history', 'baseline'] as const
 
+/** What every `pins` action works on: the loaded configuration, its store, what was named. */
+interface PinsAction {
+  readonly loaded: LoadedConfig
+  readonly store: Store
+  readonly options: CommandOptions
+  readonly io: CliIo
+  readonly upstream: string | undefined
+  readonly key: string | undefined
+}
+
 export async function runPins(
   options: CommandOptions,
   args: readonly string[],
@@ -61,126 +71,154 @@ export async function runPins(
   const loaded = await loadForCommand(options, io, false)
   if (!loaded) return 1
   const store = await openStore(loaded.config, loaded.source.path)
-  // Decisions are administrative acts: each one is recorded in the audit log.
-  let audit: AuditLog | undefined
+  const context: PinsAction = { loaded, store, options, io, upstream, key }
   try {
-    switch (action) {
-      case 'list': {
-        const pinned = await store.pins.pinned(upstream)
-        const counts = new Map<string, number>()
-        for (const p of pinned) counts.set(p.upstream, (counts.get(p.upstream) ?? 0) + 1)
-        for (const [name, n] of counts) io.stdout(`pinned   ${name}: ${n} item(s)\n`)
-        const reviews = await reviewChanges(store.pins, { upstream })
-        for (const { change, changes } of reviews) {
-          const fields = changes.map((c) => c.path).join(', ')
-          io.stdout(
-            `${change.status.padEnd(8)} ${change.upstream} ${printableName(change.key)}  ${change.reason}` +
-              `${fields ? ` (${fields})` : ''}  seen ${change.seenAt}\n`,
-          )
-        }
-        if (reviews.length === 0) io.stdout('no pending changes\n')
-        return 0
-      }
-      case 'diff': {
-        const reviews = await reviewChanges(store.pins, { upstream, key })
-        for (const { change, approved, changes } of reviews) {
-          io.stdout(
-            `${change.upstream} ${printableName(change.key)}: ${change.reason}, ${change.status}` +
-              `${approved ? ` (approved ${approved.approvedAt} by ${approved.approvedBy})` : ' (never approved)'}\n`,
-          )
-          for (const line of formatChanges(changes)) io.stdout(`  ${line}\n`)
-          for (const f of change.findings as {
-            rule?: string
-            severity?: string
-            message?: string
-          }[])
-            io.stdout(
-              `  finding ${f.rule} (${f.severity}): ${printableName(f.message ?? '', Number.POSITIVE_INFINITY)}\n`,
-            )
-        }
-        if (reviews.length === 0) io.stdout('no pending changes\n')
-        return 0
-      }
+    switch (action as (typeof PINS_ACTIONS)[number]) {
+      case 'list':
+        return await listPins(context)
+      case 'diff':
+        return await diffPins(context)
       case 'approve':
-      case 'reject': {
-        if (upstream === undefined || (key === undefined && !options.all)) {
-          io.stderr(`barbican: pins ${action} needs UPSTREAM KEY (or UPSTREAM --all)\n`)
-          return 2
-        }
-        const pending = await store.pins.pending(upstream)
-        const keys =
-          key !== undefined
-            ? [key]
-            : pending.filter((p) => p.status === 'pending').map((p) => p.key)
-        if (action === 'approve') {
-          const severe = pending.filter((p) => keys.includes(p.key) && severeFindings(p).length > 0)
-          if (!(await confirmSevere(severe, io))) {
-            io.stderr('barbican: nothing approved\n')
-            return 1
-          }
-        }
-        const actor = actorOf(options)
-        audit = await openAudit(loaded)
-        for (const k of keys) {
-          if (action === 'approve') await approveChange(store.pins, upstream, k, actor)
-          else await rejectChange(store.pins, upstream, k, actor)
-          await audit?.record({
-            type: 'admin',
-            action: `pin.${action}`,
-            actor,
-            upstream,
-            target: k,
-            outcome: 'ok',
-          })
-          io.stdout(
-            `${action === 'approve' ? 'approved' : 'rejected'} ${upstream} ${printableName(k)}\n`,
-          )
-        }
-        if (keys.length > 0) await tellFleet(loaded.config.redis, TRUST_DECISION, io.stderr)
-        return 0
-      }
-      case 'history': {
-        const entries = await store.pins.history({
-          ...(upstream === undefined ? {} : { upstream }),
-          ...(key === undefined ? {} : { key }),
-        })
-        if (entries.length === 0) {
-          const of =
-            upstream === undefined ? '' : ` for ${upstream}${key === undefined ? '' : ` ${key}`}`
-          io.stdout(
-            `no decisions recorded yet${of}: pins are recorded once \`${suggestCommand(options, 'serve')}\` or \`${suggestCommand(options, 'check')}\` has seen the upstreams\n`,
-          )
-        }
-        for (const e of entries) {
-          io.stdout(
-            `${e.at} ${e.upstream} ${printableName(e.key)} ${e.action} by ${e.actor} ${e.hash.slice(0, 12)}\n`,
-          )
-        }
-        return 0
-      }
-      case 'baseline': {
-        const document = configDocument(loaded.config, lockfilePathOf(loaded.source.path))
-        audit = await openAudit(loaded)
-        const baseline = await approveBaseline(store.baselines, document, actorOf(options))
-        await audit?.record({
-          type: 'admin',
-          action: 'config.baseline',
-          actor: actorOf(options),
-          target: baseline.hash,
-          outcome: 'ok',
-        })
-        io.stdout(`approved the configuration as baseline ${baseline.hash.slice(0, 12)}\n`)
-        return 0
-      }
+        return await decide(context, 'approve')
+      case 'reject':
+        return await decide(context, 'reject')
+      case 'history':
+        return await pinHistory(context)
+      case 'baseline':
+        return await approveConfigBaseline(context)
     }
-    // Unreachable: the action was checked against PINS_ACTIONS above.
-    return 2
   } catch (err) {
     io.stderr(`barbican: ${withConfig((err as Error).message, options)}\n`)
     return 1
   } finally {
-    await audit?.close()
     await store.close()
+  }
+}
+
+/** `pins list`: how many items each upstream has pinned, and the changes awaiting review. */
+async function listPins({ store, io, upstream }: PinsAction): Promise<number> {
+  const pinned = await store.pins.pinned(upstream)
+  const counts = new Map<string, number>()
+  for (const p of pinned) counts.set(p.upstream, (counts.get(p.upstream) ?? 0) + 1)
+  for (const [name, n] of counts) io.stdout(`pinned   ${name}: ${n} item(s)\n`)
+  const reviews = await reviewChanges(store.pins, { upstream })
+  for (const { change, changes } of reviews) {
+    const fields = changes.map((c) => c.path).join(', ')
+    io.stdout(
+      `${change.status.padEnd(8)} ${change.upstream} ${printableName(change.key)}  ${change.reason}` +
+        `${fields ? ` (${fields})` : ''}  seen ${change.seenAt}\n`,
+    )
+  }
+  if (reviews.length === 0) io.stdout('no pending changes\n')
+  return 0
+}
+
+/** `pins diff`: each change awaiting review against what was approved, with its findings. */
+async function diffPins({ store, io, upstream, key }: PinsAction): Promise<number> {
+  const reviews = await reviewChanges(store.pins, { upstream, key })
+  for (const { change, approved, changes } of reviews) {
+    io.stdout(
+      `${change.upstream} ${printableName(change.key)}: ${change.reason}, ${change.status}` +
+        `${approved ? ` (approved ${approved.approvedAt} by ${approved.approvedBy})` : ' (never approved)'}\n`,
+    )
+    for (const line of formatChanges(changes)) io.stdout(`  ${line}\n`)
+    for (const f of change.findings as {
+      rule?: string
+      severity?: string
+      message?: string
+    }[])
+      io.stdout(
+        `  finding ${f.rule} (${f.severity}): ${printableName(f.message ?? '', Number.POSITIVE_INFINITY)}\n`,
+      )
+  }
+  if (reviews.length === 0) io.stdout('no pending changes\n')
+  return 0
+}
+
+/**
+ * `pins approve|reject UPSTREAM (KEY|--all)`: each decision recorded with who made it, in the
+ * store and in the audit log (an administrative act); the fleet is told once.
+ */
+async function decide(
+  { loaded, store, options, io, upstream, key }: PinsAction,
+  action: 'approve' | 'reject',
+): Promise<number> {
+  if (upstream === undefined || (key === undefined && !options.all)) {
+    io.stderr(`barbican: pins ${action} needs UPSTREAM KEY (or UPSTREAM --all)\n`)
+    return 2
+  }
+  const pending = await store.pins.pending(upstream)
+  const keys =
+    key !== undefined ? [key] : pending.filter((p) => p.status === 'pending').map((p) => p.key)
+  if (action === 'approve') {
+    const severe = pending.filter((p) => keys.includes(p.key) && severeFindings(p).length > 0)
+    if (!(await confirmSevere(severe, io))) {
+      io.stderr('barbican: nothing approved\n')
+      return 1
+    }
+  }
+  const actor = actorOf(options)
+  const audit = await openAudit(loaded)
+  try {
+    for (const k of keys) {
+      if (action === 'approve') await approveChange(store.pins, upstream, k, actor)
+      else await rejectChange(store.pins, upstream, k, actor)
+      await audit?.record({
+        type: 'admin',
+        action: `pin.${action}`,
+        actor,
+        upstream,
+        target: k,
+        outcome: 'ok',
+      })
+      io.stdout(
+        `${action === 'approve' ? 'approved' : 'rejected'} ${upstream} ${printableName(k)}\n`,
+      )
+    }
+    if (keys.length > 0) await tellFleet(loaded.config.redis, TRUST_DECISION, io.stderr)
+    return 0
+  } finally {
+    await audit?.close()
+  }
+}
+
+/** `pins history [UPSTREAM [KEY]]`: every decision recorded, oldest first. */
+async function pinHistory({ store, options, io, upstream, key }: PinsAction): Promise<number> {
+  const entries = await store.pins.history({
+    ...(upstream === undefined ? {} : { upstream }),
+    ...(key === undefined ? {} : { key }),
+  })
+  if (entries.length === 0) {
+    const of = upstream === undefined ? '' : ` for ${upstream}${key === undefined ? '' : ` ${key}`}`
+    io.stdout(
+      `no decisions recorded yet${of}: pins are recorded once \`${suggestCommand(options, 'serve')}\` or \`${suggestCommand(options, 'check')}\` has seen the upstreams\n`,
+    )
+  }
+  for (const e of entries) {
+    io.stdout(
+      `${e.at} ${e.upstream} ${printableName(e.key)} ${e.action} by ${e.actor} ${e.hash.slice(0, 12)}\n`,
+    )
+  }
+  return 0
+}
+
+/** `pins baseline`: the configuration as it is becomes the approved drift baseline. */
+async function approveConfigBaseline({ loaded, store, options, io }: PinsAction): Promise<number> {
+  const document = configDocument(loaded.config, lockfilePathOf(loaded.source.path))
+  const audit = await openAudit(loaded)
+  try {
+    const baseline = await approveBaseline(store.baselines, document, actorOf(options))
+    await audit?.record({
+      type: 'admin',
+      action: 'config.baseline',
+      actor: actorOf(options),
+      target: baseline.hash,
+      outcome: 'ok',
+    })
+    io.stdout(`approved the configuration as baseline ${baseline.hash.slice(0, 12)}\n`)
+    return 0
+  } finally {
+    await audit?.close()
   }
 }
 

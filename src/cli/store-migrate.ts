@@ -12,6 +12,7 @@
 import { existsSync } from 'node:fs'
 import { dirname, join, resolve } from 'node:path'
 import type { DatabaseSync } from 'node:sqlite'
+import type { PoolClient } from 'pg'
 import { POSTGRES_SCHEMES, redactUrl, urlProblem } from '../common/backend-urls.ts'
 import { pg } from '../common/lazy-deps.ts'
 import { AUDIT_FILE } from '../gateway/audit-setup.ts'
@@ -74,6 +75,19 @@ const TABLES: readonly {
 /** Slots of dynamic client registrations (credentials/client-registration.ts); the rest are links. */
 const REGISTRATION_SLOT = 'client:'
 
+/** The SQLite files a move reads, each open read-only; absent when there is none to move. */
+type Sources = Record<'store' | 'audit' | 'tokens', DatabaseSync | undefined>
+
+/** Where `store migrate` reads and writes, from its flags. */
+interface MoveTargets {
+  /** The store file. */
+  readonly from: string
+  /** The auth.tokens.sqlite file (`--tokens`). */
+  readonly tokensPath: string | undefined
+  /** The PostgreSQL URL. */
+  readonly to: string
+}
+
 /** `barbican store migrate --from sqlite:PATH --to postgres://…`. */
 export async function runStoreMigrate(
   args: readonly string[],
@@ -88,6 +102,49 @@ export async function runStoreMigrate(
     io.stderr('barbican: usage: barbican store migrate --from sqlite:PATH --to postgres://…\n')
     return 2
   }
+  const targets = moveTargetsOf(values, io)
+  if (typeof targets === 'number') return targets
+  const { from, tokensPath, to } = targets
+  const { DatabaseSync } = await loadSqlite()
+  const auditPath = join(dirname(from), AUDIT_FILE)
+  const sources: Sources = {
+    store: new DatabaseSync(from, { readOnly: true }),
+    audit: existsSync(auditPath) ? new DatabaseSync(auditPath, { readOnly: true }) : undefined,
+    tokens: tokensPath === undefined ? undefined : new DatabaseSync(tokensPath, { readOnly: true }),
+  }
+  let pool: Awaited<ReturnType<typeof openPostgresPool>> | undefined
+  try {
+    pool = await openPostgresPool(to, { migrate: true })
+    const moved = await inTransaction(pool, async (client) => {
+      await refuseHeldData(client, sources, to)
+      const counts = await copyTables(client, sources)
+      // Running replicas notice the new pins at their next revision read.
+      await client.query("UPDATE barbican_counters SET value = value + 1 WHERE name = 'pins'")
+      return counts
+    })
+    io.stdout(`ok    moved ${moved.join(', ')} from ${from} to ${redactUrl(to)}\n`)
+    notesAfterMove(from, sources, io)
+    return 0
+  } catch (err) {
+    io.stderr(`barbican: store migrate: ${(err as Error).message}\n`)
+    return 1
+  } finally {
+    sources.store?.close()
+    sources.audit?.close()
+    sources.tokens?.close()
+    await pool?.end()
+  }
+}
+
+/** The flags, checked: the files must exist, the URL be PostgreSQL's; else the exit code. */
+function moveTargetsOf(
+  values: {
+    readonly from?: string | undefined
+    readonly to?: string | undefined
+    readonly tokens?: string | undefined
+  },
+  io: CliIo,
+): MoveTargets | number {
   const from = values.from?.startsWith('sqlite:') ? resolve(values.from.slice(7)) : undefined
   if (from === undefined) {
     io.stderr(
@@ -119,83 +176,69 @@ export async function runStoreMigrate(
     io.stderr(`barbican: --to ${problem}\n`)
     return 2
   }
-  const { DatabaseSync } = await loadSqlite()
-  const auditPath = join(dirname(from), AUDIT_FILE)
-  const sources: Record<'store' | 'audit' | 'tokens', DatabaseSync | undefined> = {
-    store: new DatabaseSync(from, { readOnly: true }),
-    audit: existsSync(auditPath) ? new DatabaseSync(auditPath, { readOnly: true }) : undefined,
-    tokens: tokensPath === undefined ? undefined : new DatabaseSync(tokensPath, { readOnly: true }),
+  return { from, tokensPath, to }
+}
+
+/** Throws when a table to be filled already holds rows: a move never merges installations. */
+async function refuseHeldData(client: PoolClient, sources: Sources, to: string): Promise<void> {
+  for (const t of TABLES) {
+    // Tokens already linked in PostgreSQL are no obstacle when none are being moved.
+    if (t.file === 'tokens' && sources.tokens === undefined) continue
+    const held = await client.query(`SELECT 1 FROM ${t.to} LIMIT 1`)
+    if ((held.rowCount ?? 0) > 0) {
+      throw new Error(`${redactUrl(to)} already holds data (${t.to}): move into an empty database`)
+    }
   }
-  let pool: Awaited<ReturnType<typeof openPostgresPool>> | undefined
-  try {
-    pool = await openPostgresPool(to, { migrate: true })
-    const moved = await inTransaction(pool, async (client) => {
-      for (const t of TABLES) {
-        // Tokens already linked in PostgreSQL are no obstacle when none are being moved.
-        if (t.file === 'tokens' && sources.tokens === undefined) continue
-        const held = await client.query(`SELECT 1 FROM ${t.to} LIMIT 1`)
-        if ((held.rowCount ?? 0) > 0) {
-          throw new Error(
-            `${redactUrl(to)} already holds data (${t.to}): move into an empty database`,
-          )
-        }
-      }
-      const counts: string[] = []
-      for (const t of TABLES) {
-        const db = sources[t.file]
-        if (db === undefined) continue
-        const rows = db.prepare(`SELECT * FROM ${t.from} ORDER BY rowid`).all() as Record<
-          string,
-          unknown
-        >[]
-        for (const row of rows) {
-          const columns = Object.keys(row)
-          const params = columns.map((_, i) => `$${i + 1}`)
-          await client.query(
-            `INSERT INTO ${t.to} (${columns.join(', ')}) VALUES (${params.join(', ')})`,
-            columns.map((c) => row[c]),
-          )
-        }
-        if (t.serial !== undefined && rows.length > 0) {
-          // The next id continues after the copied ones.
-          await client.query(
-            `SELECT setval(pg_get_serial_sequence('${t.to}', '${t.serial}'), (SELECT MAX(${t.serial}) FROM ${t.to}))`,
-          )
-        }
-        if (t.file === 'tokens') {
-          const registrations = rows.filter((r) => String(r.slot).startsWith(REGISTRATION_SLOT))
-          counts.push(
-            `${rows.length - registrations.length} linked upstream tokens`,
-            `${registrations.length} client registrations`,
-          )
-        } else counts.push(`${rows.length} ${t.from.replace(/_/g, ' ')}`)
-      }
-      // Running replicas notice the new pins at their next revision read.
-      await client.query("UPDATE barbican_counters SET value = value + 1 WHERE name = 'pins'")
-      return counts
-    })
-    io.stdout(`ok    moved ${moved.join(', ')} from ${from} to ${redactUrl(to)}\n`)
-    if (sources.audit !== undefined) {
-      io.stdout(
-        `note  the audit log is signed with ${join(dirname(from), 'audit-key.pem')}: give every replica that key, BARBICAN_AUDIT_KEY="$(cat ${join(dirname(from), 'audit-key.pem')})" (docs/deploy.md)\n`,
+}
+
+/** Copies every table row for row, in rowid order; what was moved, counted for the report. */
+async function copyTables(client: PoolClient, sources: Sources): Promise<string[]> {
+  const counts: string[] = []
+  for (const t of TABLES) {
+    const db = sources[t.file]
+    if (db === undefined) continue
+    const rows = db.prepare(`SELECT * FROM ${t.from} ORDER BY rowid`).all() as Record<
+      string,
+      unknown
+    >[]
+    for (const row of rows) {
+      const columns = Object.keys(row)
+      const params = columns.map((_, i) => `$${i + 1}`)
+      await client.query(
+        `INSERT INTO ${t.to} (${columns.join(', ')}) VALUES (${params.join(', ')})`,
+        columns.map((c) => row[c]),
       )
     }
-    io.stdout(
-      sources.tokens === undefined
-        ? 'note  no --tokens file given: linked tokens (auth.tokens.sqlite) are not moved, users link again\n'
-        : 'note  linked tokens and client registrations stay sealed: give every replica the same BARBICAN_SECRET_KEY\n',
-    )
-    io.stdout(
-      'note  API keys of a keys file are not moved: create them again with barbican keys create (kept in PostgreSQL)\n',
-    )
-    return 0
-  } catch (err) {
-    io.stderr(`barbican: store migrate: ${(err as Error).message}\n`)
-    return 1
-  } finally {
-    sources.store?.close()
-    sources.audit?.close()
-    sources.tokens?.close()
-    await pool?.end()
+    if (t.serial !== undefined && rows.length > 0) {
+      // The next id continues after the copied ones.
+      await client.query(
+        `SELECT setval(pg_get_serial_sequence('${t.to}', '${t.serial}'), (SELECT MAX(${t.serial}) FROM ${t.to}))`,
+      )
+    }
+    if (t.file === 'tokens') {
+      const registrations = rows.filter((r) => String(r.slot).startsWith(REGISTRATION_SLOT))
+      counts.push(
+        `${rows.length - registrations.length} linked upstream tokens`,
+        `${registrations.length} client registrations`,
+      )
+    } else counts.push(`${rows.length} ${t.from.replace(/_/g, ' ')}`)
   }
+  return counts
+}
+
+/** What the operator does next: the audit key and secret key to share, the API keys to redo. */
+function notesAfterMove(from: string, sources: Sources, io: CliIo): void {
+  if (sources.audit !== undefined) {
+    io.stdout(
+      `note  the audit log is signed with ${join(dirname(from), 'audit-key.pem')}: give every replica that key, BARBICAN_AUDIT_KEY="$(cat ${join(dirname(from), 'audit-key.pem')})" (docs/deploy.md)\n`,
+    )
+  }
+  io.stdout(
+    sources.tokens === undefined
+      ? 'note  no --tokens file given: linked tokens (auth.tokens.sqlite) are not moved, users link again\n'
+      : 'note  linked tokens and client registrations stay sealed: give every replica the same BARBICAN_SECRET_KEY\n',
+  )
+  io.stdout(
+    'note  API keys of a keys file are not moved: create them again with barbican keys create (kept in PostgreSQL)\n',
+  )
 }

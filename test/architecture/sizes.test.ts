@@ -20,11 +20,6 @@ const SCANNED = ['src', 'test/contracts']
  * so the list only shrinks; nothing new joins it.
  */
 const ALLOWED: Readonly<Record<string, string>> = {
-  // Being reshaped by the pipeline/app work (issue 30, points 1 and 2).
-  'src/cli/main.ts': 'main: being reshaped by the app work',
-  'src/cli/check.ts': 'runCheck: being reshaped by the app work',
-  'src/cli/pins.ts': 'runPins: being reshaped by the app work',
-  'src/cli/store-migrate.ts': 'runStoreMigrate: being reshaped by the app work',
   // Not split yet (issue 30, point 7): one function each over 120 lines, or a file over 600.
   'src/config/normalize.ts': 'buildConfig, 155 lines',
   'src/credentials/oauth-link.ts': '610 lines',
