@@ -9,6 +9,9 @@
  * counted and dumped, so each figure is also given net of what the gateway does idle (timers:
  * the audit window, the trust revision read; under valgrind they fire ~50× as often per call).
  * All threads are summed (the main thread alone is printed too). The upstream is not counted.
+ * The warm-up is 12,000 calls: after 3,000, V8 was still optimising on its worker threads, and
+ * that compile work (0.6–0.9 M instructions per call, varying run to run) swamped the per-call
+ * work (docs/performance.md, second pass).
  * `--keep DIR`: the callgrind files are moved to DIR/<configuration>/ for callgrind_annotate
  * (`callgrind_annotate --inclusive=yes DIR/barbican-http-default/callgrind.out.*.1-01`).
  */
@@ -47,7 +50,7 @@ import {
 const { values } = parseArgs({
   options: {
     calls: { type: 'string', default: '800' },
-    warmup: { type: 'string', default: '3000' },
+    warmup: { type: 'string', default: '12000' },
     only: { type: 'string' },
     keep: { type: 'string' },
     root: { type: 'string', default: ROOT },
