@@ -14,6 +14,7 @@ import { chmodSync } from 'node:fs'
 import {
   createServer,
   request as httpRequest,
+  type IncomingHttpHeaders,
   type IncomingMessage,
   type Server,
   type ServerResponse,
@@ -76,149 +77,28 @@ const HOP_BY_HOP = new Set([
 
 class Refusal extends Error {}
 
+/** What each proxied connection is judged and dialled with, made once per proxy. */
+interface Gate {
+  readonly policy: EgressPolicy
+  readonly resolve: Resolver
+  readonly options: EgressProxyOptions
+  readonly connectTimeoutMs: number
+}
+
 /** Starts the proxy on `socketPath` (which must not exist); resolves once it listens. */
 export async function startEgressProxy(
   socketPath: string,
   options: EgressProxyOptions,
 ): Promise<EgressProxy> {
-  const policy = new EgressPolicy(options.allow)
-  const resolve = options.resolve ?? systemResolver
-  const log = options.log
-  const connectTimeoutMs = options.connectTimeoutMs ?? 10_000
+  const gate: Gate = {
+    policy: new EgressPolicy(options.allow),
+    resolve: options.resolve ?? systemResolver,
+    options,
+    connectTimeoutMs: options.connectTimeoutMs ?? 10_000,
+  }
   const sockets = new Set<Duplex>()
-
-  const refused = (attempt: EgressAttempt) => {
-    log.warn('egress refused', { ...attempt })
-    options.onRefused?.(attempt)
-  }
-
-  /** Checks `host:port` and its DNS answers; returns the address to connect to. */
-  const destination = async (method: string, host: string, port: number): Promise<string> => {
-    const base = { upstream: options.upstream, method, host, port }
-    const early = policy.refusesDestination(host, port)
-    if (early !== undefined) {
-      refused({ ...base, reason: early })
-      throw new Refusal(early)
-    }
-    const bare = unbracket(host)
-    let addresses: readonly string[]
-    try {
-      addresses = isIP(bare) ? [bare] : await resolve(bare)
-    } catch (err) {
-      const reason = `cannot resolve ${host}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`
-      refused({ ...base, reason })
-      throw new Refusal(reason)
-    }
-    // Every answer is judged: a name with one public and one private address is refused whole.
-    for (const address of addresses) {
-      const why = policy.refusesAddress(host, address, port)
-      if (why !== undefined) {
-        refused({ ...base, address, reason: why })
-        throw new Refusal(why)
-      }
-    }
-    const address = addresses[0]
-    if (address === undefined) {
-      const reason = `${host} has no address`
-      refused({ ...base, reason })
-      throw new Refusal(reason)
-    }
-    log.info('egress allowed', { ...base, address })
-    return address
-  }
-
-  const dial = (address: string, port: number) =>
-    new Promise<Socket>((ok, fail) => {
-      const socket = connect({ host: address, port })
-      socket.setTimeout(connectTimeoutMs, () =>
-        socket.destroy(new Error(`connecting took more than ${connectTimeoutMs} ms`)),
-      )
-      socket.once('connect', () => {
-        socket.setTimeout(0)
-        ok(socket)
-      })
-      socket.once('error', fail)
-    })
-
-  const onConnect = async (req: IncomingMessage, client: Duplex, head: Buffer) => {
-    client.on('error', () => {})
-    const target = /^(\[[^\]]+\]|[^:]+):(\d{1,5})$/.exec(req.url ?? '')
-    if (!target) {
-      client.end(reply(400, 'CONNECT needs host:port'))
-      return
-    }
-    const host = target[1]!
-    const port = Number(target[2])
-    let remote: Socket
-    try {
-      const address = await destination('CONNECT', host, port)
-      remote = await dial(address, port)
-    } catch (err) {
-      const status = err instanceof Refusal ? 403 : 502
-      client.end(reply(status, (err as Error).message))
-      return
-    }
-    remote.on('error', () => client.destroy())
-    client.on('error', () => remote.destroy())
-    client.write('HTTP/1.1 200 Connection Established\r\n\r\n')
-    if (head.length > 0) remote.write(head)
-    remote.pipe(client)
-    client.pipe(remote)
-    client.once('close', () => remote.destroy())
-    remote.once('close', () => client.destroy())
-  }
-
-  const onRequest = async (req: IncomingMessage, res: ServerResponse) => {
-    let url: URL
-    try {
-      url = new URL(req.url ?? '')
-    } catch {
-      send(res, 400, 'a proxy request needs an absolute http:// URL')
-      return
-    }
-    if (url.protocol !== 'http:') {
-      send(res, 400, `only http:// is forwarded; use CONNECT for ${url.protocol}`)
-      return
-    }
-    const port = Number(url.port || 80)
-    let address: string
-    try {
-      address = await destination(req.method ?? 'GET', url.hostname, port)
-    } catch (err) {
-      send(res, err instanceof Refusal ? 403 : 502, (err as Error).message)
-      return
-    }
-    const headers: Record<string, string | string[]> = {}
-    for (const [key, value] of Object.entries(req.headers)) {
-      if (value !== undefined && !HOP_BY_HOP.has(key)) headers[key] = value
-    }
-    headers.host = url.host
-    const outbound = httpRequest({
-      host: address,
-      port,
-      method: req.method,
-      path: `${url.pathname}${url.search}`,
-      headers,
-      timeout: connectTimeoutMs,
-    })
-    outbound.once('response', (answer) => {
-      const back: Record<string, string | string[]> = {}
-      for (const [key, value] of Object.entries(answer.headers)) {
-        if (value !== undefined && !HOP_BY_HOP.has(key)) back[key] = value
-      }
-      res.writeHead(answer.statusCode ?? 502, back)
-      answer.pipe(res)
-    })
-    outbound.once('timeout', () => outbound.destroy(new Error('the destination did not answer')))
-    outbound.once('error', (err) => {
-      if (!res.headersSent) send(res, 502, err.message)
-      else res.destroy()
-    })
-    req.pipe(outbound)
-  }
-
-  const server: Server = createServer((req, res) => void onRequest(req, res))
-  server.on('connect', (req, client, head) => void onConnect(req, client, head))
+  const server: Server = createServer((req, res) => void forward(gate, req, res))
+  server.on('connect', (req, client, head) => void tunnel(gate, req, client, head))
   server.on('connection', (socket) => {
     sockets.add(socket)
     socket.once('close', () => sockets.delete(socket))
@@ -242,6 +122,152 @@ export async function startEgressProxy(
         server.close(() => ok())
       }),
   }
+}
+
+function refused({ options }: Gate, attempt: EgressAttempt): void {
+  options.log.warn('egress refused', { ...attempt })
+  options.onRefused?.(attempt)
+}
+
+/** Checks `host:port` and its DNS answers; returns the address to connect to. */
+async function destination(
+  gate: Gate,
+  method: string,
+  host: string,
+  port: number,
+): Promise<string> {
+  const { policy, options } = gate
+  const base = { upstream: options.upstream, method, host, port }
+  const early = policy.refusesDestination(host, port)
+  if (early !== undefined) {
+    refused(gate, { ...base, reason: early })
+    throw new Refusal(early)
+  }
+  const bare = unbracket(host)
+  let addresses: readonly string[]
+  try {
+    addresses = isIP(bare) ? [bare] : await gate.resolve(bare)
+  } catch (err) {
+    const reason = `cannot resolve ${host}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`
+    refused(gate, { ...base, reason })
+    throw new Refusal(reason)
+  }
+  // Every answer is judged: a name with one public and one private address is refused whole.
+  for (const address of addresses) {
+    const why = policy.refusesAddress(host, address, port)
+    if (why !== undefined) {
+      refused(gate, { ...base, address, reason: why })
+      throw new Refusal(why)
+    }
+  }
+  const address = addresses[0]
+  if (address === undefined) {
+    const reason = `${host} has no address`
+    refused(gate, { ...base, reason })
+    throw new Refusal(reason)
+  }
+  options.log.info('egress allowed', { ...base, address })
+  return address
+}
+
+function dial(address: string, port: number, connectTimeoutMs: number): Promise<Socket> {
+  return new Promise<Socket>((ok, fail) => {
+    const socket = connect({ host: address, port })
+    socket.setTimeout(connectTimeoutMs, () =>
+      socket.destroy(new Error(`connecting took more than ${connectTimeoutMs} ms`)),
+    )
+    socket.once('connect', () => {
+      socket.setTimeout(0)
+      ok(socket)
+    })
+    socket.once('error', fail)
+  })
+}
+
+/** `CONNECT host:port`: a tunnel to an allowed destination, bytes piped both ways. */
+async function tunnel(
+  gate: Gate,
+  req: IncomingMessage,
+  client: Duplex,
+  head: Buffer,
+): Promise<void> {
+  client.on('error', () => {})
+  const target = /^(\[[^\]]+\]|[^:]+):(\d{1,5})$/.exec(req.url ?? '')
+  if (!target) {
+    client.end(reply(400, 'CONNECT needs host:port'))
+    return
+  }
+  const host = target[1]!
+  const port = Number(target[2])
+  let remote: Socket
+  try {
+    const address = await destination(gate, 'CONNECT', host, port)
+    remote = await dial(address, port, gate.connectTimeoutMs)
+  } catch (err) {
+    const status = err instanceof Refusal ? 403 : 502
+    client.end(reply(status, (err as Error).message))
+    return
+  }
+  remote.on('error', () => client.destroy())
+  client.on('error', () => remote.destroy())
+  client.write('HTTP/1.1 200 Connection Established\r\n\r\n')
+  if (head.length > 0) remote.write(head)
+  remote.pipe(client)
+  client.pipe(remote)
+  client.once('close', () => remote.destroy())
+  remote.once('close', () => client.destroy())
+}
+
+/** A plain `http://` request to an allowed destination, forwarded without hop-by-hop headers. */
+async function forward(gate: Gate, req: IncomingMessage, res: ServerResponse): Promise<void> {
+  let url: URL
+  try {
+    url = new URL(req.url ?? '')
+  } catch {
+    send(res, 400, 'a proxy request needs an absolute http:// URL')
+    return
+  }
+  if (url.protocol !== 'http:') {
+    send(res, 400, `only http:// is forwarded; use CONNECT for ${url.protocol}`)
+    return
+  }
+  const port = Number(url.port || 80)
+  let address: string
+  try {
+    address = await destination(gate, req.method ?? 'GET', url.hostname, port)
+  } catch (err) {
+    send(res, err instanceof Refusal ? 403 : 502, (err as Error).message)
+    return
+  }
+  const headers = endToEnd(req.headers)
+  headers.host = url.host
+  const outbound = httpRequest({
+    host: address,
+    port,
+    method: req.method,
+    path: `${url.pathname}${url.search}`,
+    headers,
+    timeout: gate.connectTimeoutMs,
+  })
+  outbound.once('response', (answer) => {
+    res.writeHead(answer.statusCode ?? 502, endToEnd(answer.headers))
+    answer.pipe(res)
+  })
+  outbound.once('timeout', () => outbound.destroy(new Error('the destination did not answer')))
+  outbound.once('error', (err) => {
+    if (!res.headersSent) send(res, 502, err.message)
+    else res.destroy()
+  })
+  req.pipe(outbound)
+}
+
+/** The headers meant for the other end: the hop-by-hop ones left out. */
+function endToEnd(headers: IncomingHttpHeaders): Record<string, string | string[]> {
+  const out: Record<string, string | string[]> = {}
+  for (const [key, value] of Object.entries(headers)) {
+    if (value !== undefined && !HOP_BY_HOP.has(key)) out[key] = value
+  }
+  return out
 }
 
 function reply(status: number, reason: string): string {
