@@ -98,126 +98,16 @@ export function normalizeConfig(input: unknown, options: NormalizeOptions = {}):
 export function buildConfig(native: NativeConfig, options: NormalizeOptions = {}): Config {
   const listen = resolveListen(native.listen, options.listen)
   const limits = { ...native.limits }
-  const upstreams = Object.entries(native.upstreams).map(([name, entry]): UpstreamConfig => {
-    const requestTimeoutMs = entry.requestTimeoutMs ?? limits.upstreamRequestTimeoutMs
-    if ('command' in entry) {
-      return {
-        name,
-        transport: 'stdio',
-        command: entry.command,
-        args: entry.args,
-        env: entry.env,
-        ...(entry.cwd === undefined
-          ? {}
-          : {
-              cwd: isAbsolute(entry.cwd)
-                ? entry.cwd
-                : resolve(options.baseDir ?? process.cwd(), entry.cwd),
-            }),
-        lazy: entry.lazy,
-        idleTimeoutMs: entry.idleTimeoutMs,
-        requestTimeoutMs,
-        ...(entry.sessions === undefined ? {} : { sessions: entry.sessions }),
-        ...(entry.trust === undefined ? {} : { trust: entry.trust }),
-        ...(entry.credentials === undefined ? {} : { credentials: entry.credentials }),
-        sandbox: resolveSandbox(name, entry, native, options),
-      }
-    }
-    if ('wasm' in entry) {
-      const base = options.baseDir ?? process.cwd()
-      const local = (path: string) => (isAbsolute(path) ? path : resolve(base, path))
-      return {
-        name,
-        transport: 'wasm',
-        source: /^https:\/\//i.test(entry.wasm) ? entry.wasm : local(entry.wasm),
-        allowedHosts: entry.allowedHosts,
-        allowedPaths: Object.fromEntries(
-          Object.entries(entry.allowedPaths).map(([host, guest]) => [local(host), guest]),
-        ),
-        config: entry.config,
-        maxMemoryMb: entry.maxMemoryMb,
-        maxModuleBytes: entry.maxModuleBytes,
-        requestTimeoutMs,
-        ...(entry.trust === undefined ? {} : { trust: entry.trust }),
-      }
-    }
-    // WebSocket is the only transport a ws:// URL can mean, so `auto` resolves here.
-    const transport =
-      entry.transport === 'auto' && /^wss?:/i.test(entry.url) ? 'websocket' : entry.transport
-    return {
-      name,
-      transport,
-      url: entry.url,
-      headers: entry.headers,
-      requestTimeoutMs,
-      ...(entry.sessions === undefined ? {} : { sessions: entry.sessions }),
-      ...(entry.trust === undefined ? {} : { trust: entry.trust }),
-      ...(entry.credentials === undefined ? {} : { credentials: entry.credentials }),
-    }
-  })
+  const upstreams = Object.entries(native.upstreams).map(([name, entry]) =>
+    resolveUpstream(name, entry, native, options),
+  )
   const allNames = upstreams.map((u) => u.name)
   const declared = native.servers ?? { default: {} as Partial<ServerInput> }
-  const servers = Object.entries(declared).map(([name, server]): VirtualServerConfig => {
-    const members = server.upstreams ?? allNames
-    const mode = server.namespacing?.mode ?? 'auto'
-    return {
-      name,
-      path: name === 'default' ? '/mcp' : `/mcp/${name}`,
-      upstreams: members,
-      namespacing: {
-        mode: mode === 'auto' ? (members.length > 1 ? 'always' : 'never') : mode,
-        separator: server.namespacing?.separator ?? DEFAULT_SEPARATOR,
-      },
-      tools: {
-        include: server.tools?.include,
-        exclude: server.tools?.exclude ?? [],
-        rename: server.tools?.rename ?? {},
-        descriptions: server.tools?.descriptions ?? {},
-      },
-      prompts: {
-        include: server.prompts?.include,
-        exclude: server.prompts?.exclude ?? [],
-        rename: server.prompts?.rename ?? {},
-      },
-      resources: { include: server.resources?.include, exclude: server.resources?.exclude ?? [] },
-      exposure: {
-        mode: server.tools?.mode ?? 'all',
-        pinned: server.tools?.pinned ?? [],
-        namesBudget: server.tools?.search?.namesBudget ?? DEFAULT_NAMES_BUDGET,
-        ...(server.adapt === undefined ? {} : { adapt: server.adapt }),
-        code: { ...CODE_DEFAULTS, ...server.code },
-      },
-      ...(server.tokenBudget === undefined ? {} : { tokenBudget: server.tokenBudget }),
-    }
-  })
+  const servers = Object.entries(declared).map(([name, server]) =>
+    resolveServer(name, server, allNames),
+  )
   const backends = backendsOf(native, options)
-  // Each tenant's upstreams and servers are built exactly as the top-level ones are.
-  const tenants = Object.entries(native.tenants ?? {}).map(([name, t]) => {
-    // A tenant's confined servers keep their state apart too: `.tenants` is no upstream name.
-    const root = options.stateRoot ?? join(options.baseDir ?? process.cwd(), DEFAULT_STATE_ROOT)
-    const own = buildConfig(
-      {
-        ...native,
-        upstreams: t.upstreams,
-        servers: t.servers,
-        rateLimits: t.rateLimits,
-        cedar: t.cedar,
-        tenants: undefined,
-      },
-      { ...options, stateRoot: join(root, '.tenants', name) },
-    )
-    return {
-      name,
-      upstreams: own.upstreams,
-      servers: own.servers,
-      ...(t.permissions === undefined ? {} : { permissions: t.permissions }),
-      ...(t.rateLimits === undefined ? {} : { rateLimits: own.rateLimits }),
-      ...(t.guards === undefined ? {} : { guards: t.guards }),
-      ...(t.confirm === undefined ? {} : { confirm: t.confirm }),
-      ...(t.contexts === undefined ? {} : { contexts: t.contexts }),
-      ...(t.cedar === undefined ? {} : { cedar: own.cedar }),
-    }
-  })
+  const tenants = resolveTenants(native, options)
   return deepFreeze({
     listen,
     security: resolveSecurity(native.security, listen),
@@ -248,6 +138,139 @@ export function buildConfig(native: NativeConfig, options: NormalizeOptions = {}
             ),
           },
         }),
+  })
+}
+
+/** One upstream entry, with its timeout, paths and (for stdio) sandbox resolved. */
+function resolveUpstream(
+  name: string,
+  entry: NativeConfig['upstreams'][string],
+  native: NativeConfig,
+  options: NormalizeOptions,
+): UpstreamConfig {
+  const requestTimeoutMs = entry.requestTimeoutMs ?? native.limits.upstreamRequestTimeoutMs
+  if ('command' in entry) {
+    return {
+      name,
+      transport: 'stdio',
+      command: entry.command,
+      args: entry.args,
+      env: entry.env,
+      ...(entry.cwd === undefined
+        ? {}
+        : {
+            cwd: isAbsolute(entry.cwd)
+              ? entry.cwd
+              : resolve(options.baseDir ?? process.cwd(), entry.cwd),
+          }),
+      lazy: entry.lazy,
+      idleTimeoutMs: entry.idleTimeoutMs,
+      requestTimeoutMs,
+      ...(entry.sessions === undefined ? {} : { sessions: entry.sessions }),
+      ...(entry.trust === undefined ? {} : { trust: entry.trust }),
+      ...(entry.credentials === undefined ? {} : { credentials: entry.credentials }),
+      sandbox: resolveSandbox(name, entry, native, options),
+    }
+  }
+  if ('wasm' in entry) {
+    const base = options.baseDir ?? process.cwd()
+    const local = (path: string) => (isAbsolute(path) ? path : resolve(base, path))
+    return {
+      name,
+      transport: 'wasm',
+      source: /^https:\/\//i.test(entry.wasm) ? entry.wasm : local(entry.wasm),
+      allowedHosts: entry.allowedHosts,
+      allowedPaths: Object.fromEntries(
+        Object.entries(entry.allowedPaths).map(([host, guest]) => [local(host), guest]),
+      ),
+      config: entry.config,
+      maxMemoryMb: entry.maxMemoryMb,
+      maxModuleBytes: entry.maxModuleBytes,
+      requestTimeoutMs,
+      ...(entry.trust === undefined ? {} : { trust: entry.trust }),
+    }
+  }
+  // WebSocket is the only transport a ws:// URL can mean, so `auto` resolves here.
+  const transport =
+    entry.transport === 'auto' && /^wss?:/i.test(entry.url) ? 'websocket' : entry.transport
+  return {
+    name,
+    transport,
+    url: entry.url,
+    headers: entry.headers,
+    requestTimeoutMs,
+    ...(entry.sessions === undefined ? {} : { sessions: entry.sessions }),
+    ...(entry.trust === undefined ? {} : { trust: entry.trust }),
+    ...(entry.credentials === undefined ? {} : { credentials: entry.credentials }),
+  }
+}
+
+/** One virtual server, every default and `auto` resolved; `allNames` when it names no upstreams. */
+function resolveServer(
+  name: string,
+  server: Partial<ServerInput>,
+  allNames: readonly string[],
+): VirtualServerConfig {
+  const members = server.upstreams ?? allNames
+  const mode = server.namespacing?.mode ?? 'auto'
+  return {
+    name,
+    path: name === 'default' ? '/mcp' : `/mcp/${name}`,
+    upstreams: members,
+    namespacing: {
+      mode: mode === 'auto' ? (members.length > 1 ? 'always' : 'never') : mode,
+      separator: server.namespacing?.separator ?? DEFAULT_SEPARATOR,
+    },
+    tools: {
+      include: server.tools?.include,
+      exclude: server.tools?.exclude ?? [],
+      rename: server.tools?.rename ?? {},
+      descriptions: server.tools?.descriptions ?? {},
+    },
+    prompts: {
+      include: server.prompts?.include,
+      exclude: server.prompts?.exclude ?? [],
+      rename: server.prompts?.rename ?? {},
+    },
+    resources: { include: server.resources?.include, exclude: server.resources?.exclude ?? [] },
+    exposure: {
+      mode: server.tools?.mode ?? 'all',
+      pinned: server.tools?.pinned ?? [],
+      namesBudget: server.tools?.search?.namesBudget ?? DEFAULT_NAMES_BUDGET,
+      ...(server.adapt === undefined ? {} : { adapt: server.adapt }),
+      code: { ...CODE_DEFAULTS, ...server.code },
+    },
+    ...(server.tokenBudget === undefined ? {} : { tokenBudget: server.tokenBudget }),
+  }
+}
+
+/** Each tenant's upstreams and servers, built exactly as the top-level ones are. */
+function resolveTenants(native: NativeConfig, options: NormalizeOptions) {
+  return Object.entries(native.tenants ?? {}).map(([name, t]) => {
+    // A tenant's confined servers keep their state apart too: `.tenants` is no upstream name.
+    const root = options.stateRoot ?? join(options.baseDir ?? process.cwd(), DEFAULT_STATE_ROOT)
+    const own = buildConfig(
+      {
+        ...native,
+        upstreams: t.upstreams,
+        servers: t.servers,
+        rateLimits: t.rateLimits,
+        cedar: t.cedar,
+        tenants: undefined,
+      },
+      { ...options, stateRoot: join(root, '.tenants', name) },
+    )
+    return {
+      name,
+      upstreams: own.upstreams,
+      servers: own.servers,
+      ...(t.permissions === undefined ? {} : { permissions: t.permissions }),
+      ...(t.rateLimits === undefined ? {} : { rateLimits: own.rateLimits }),
+      ...(t.guards === undefined ? {} : { guards: t.guards }),
+      ...(t.confirm === undefined ? {} : { confirm: t.confirm }),
+      ...(t.contexts === undefined ? {} : { contexts: t.contexts }),
+      ...(t.cedar === undefined ? {} : { cedar: own.cedar }),
+    }
   })
 }
 
