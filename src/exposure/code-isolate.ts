@@ -156,187 +156,255 @@ export async function runIsolated(
       cause: err,
     })
   }
-  const output = new Output(limits.maxOutputBytes)
-  clock.begin()
-  /** Aborts host calls in flight when the run ends early (limit, failure, client cancel). */
-  const hostCalls = new AbortController()
-  const onAbort = () => hostCalls.abort()
-  signal.addEventListener('abort', onAbort, { once: true })
-  let calls = 0
-  /** Set once the run is over: late host replies must not touch a disposed runtime. */
-  let over = false
-  /** The first limit hit, which wins over whatever error the program then reports. */
-  let limitHit: BarbicanError | undefined
-  const hit = (message: string, data: Record<string, unknown>): BarbicanError => {
-    limitHit ??= new BarbicanError('ERR_CODE_LIMIT', message, { data })
-    return limitHit
-  }
-
-  const runtime = module.newRuntime()
-  runtime.setMemoryLimit(limits.memoryBytes)
-  runtime.setMaxStackSize(limits.stackBytes)
-  runtime.setInterruptHandler(() => {
-    if (signal.aborted) return true
-    if (clock.left() > 0) return false
-    hit(`The program ran past its time limit of ${limits.timeoutMs} ms`, {
-      limit: 'timeoutMs',
-      value: limits.timeoutMs,
-    })
-    return true
-  })
-  const vm = runtime.newContext()
-  /** Deferred promises handed to the program and not yet settled: disposed at the end. */
-  const pending = new Set<ReturnType<typeof vm.newPromise>>()
-  const names: Record<string, readonly string[]> = {}
-  for (const [space, fns] of functions) names[space] = [...fns.keys()]
-
-  let wake: (() => void) | undefined
-  const settle = () => {
-    if (over) return
-    clock.idle = false
-    runtime.executePendingJobs()
-    clock.idle = true
-    wake?.()
-  }
-  // The last answer from a human: the wait below takes up the time limit again.
-  clock.onRelease(() => wake?.())
-
+  const run = new IsolateRun(module, functions, limits, signal, clock)
   try {
-    const log = vm.newFunction('log', (levelHandle, textHandle) => {
-      const level = vm.getString(levelHandle)
-      const line = output.take(
-        `${level === 'log' || level === 'info' ? '' : `[${level}] `}${vm.getString(textHandle)}\n`,
-      )
-      // The line break that joins it to the next one counts too.
-      if (line !== undefined) output.logs.push(line.endsWith('\n') ? line.slice(0, -1) : line)
-    })
-    vm.setProp(vm.global, '__barbicanLog', log)
-    log.dispose()
-    const call = vm.newFunction('call', (spaceHandle, nameHandle, argsHandle) => {
-      const space = vm.getString(spaceHandle)
-      const name = vm.getString(nameHandle)
-      const fn = functions.get(space)?.get(name)
-      if (!fn) return { error: vm.newError(`${space}.${name} is not a function of this server`) }
-      if (calls >= limits.maxCalls) {
-        const err = hit(`The program made more than ${limits.maxCalls} tool calls`, {
-          limit: 'maxCalls',
-          value: limits.maxCalls,
-        })
-        return { error: vm.newError(err.message) }
-      }
-      calls++
-      let args: unknown
-      try {
-        args = JSON.parse(vm.getString(argsHandle))
-      } catch {
-        return { error: vm.newError('Tool arguments must be JSON') }
-      }
-      const deferred = vm.newPromise()
-      pending.add(deferred)
-      fn(args, hostCalls.signal, clock).then(
-        (value) => {
-          if (over) return
-          const json = value === undefined ? undefined : JSON.stringify(value)
-          const handle = json === undefined ? vm.undefined : vm.newString(json)
-          deferred.resolve(handle)
-          if (json !== undefined) handle.dispose()
-        },
-        (err: unknown) => {
-          if (over) return
-          const error = vm.newError(err instanceof Error ? err.message : String(err))
-          deferred.reject(error)
-          error.dispose()
-        },
-      )
-      deferred.settled.then(() => {
-        pending.delete(deferred)
-        deferred.dispose()
-        settle()
-      })
-      return deferred.handle
-    })
-    vm.setProp(vm.global, '__barbicanCall', call)
-    call.dispose()
-    vm.unwrapResult(vm.evalCode(prelude(names), 'prelude.js')).dispose()
+    return await run.execute(code)
+  } finally {
+    run.dispose()
+  }
+}
 
+type Runtime = ReturnType<QuickJSModule['newRuntime']>
+type Context = ReturnType<Runtime['newContext']>
+type Handle = ReturnType<Context['newString']>
+type Deferred = ReturnType<Context['newPromise']>
+
+/** One program's run in its own QuickJS instance: the host functions, the limits, the wait. */
+class IsolateRun {
+  readonly #functions: HostFunctions
+  readonly #limits: IsolateLimits
+  readonly #signal: AbortSignal
+  readonly #clock: RunClock
+  readonly #output: Output
+  /** Aborts host calls in flight when the run ends early (limit, failure, client cancel). */
+  readonly #hostCalls = new AbortController()
+  readonly #onAbort = () => this.#hostCalls.abort()
+  readonly #runtime: Runtime
+  readonly #vm: Context
+  /** Deferred promises handed to the program and not yet settled: disposed at the end. */
+  readonly #pending = new Set<Deferred>()
+  #calls = 0
+  /** Set once the run is over: late host replies must not touch a disposed runtime. */
+  #over = false
+  /** The first limit hit, which wins over whatever error the program then reports. */
+  #limitHit: BarbicanError | undefined
+  /** Wakes the wait for the program's promise: a host reply, an answer, an abort. */
+  #wake: (() => void) | undefined
+
+  constructor(
+    module: QuickJSModule,
+    functions: HostFunctions,
+    limits: IsolateLimits,
+    signal: AbortSignal,
+    clock: RunClock,
+  ) {
+    this.#functions = functions
+    this.#limits = limits
+    this.#signal = signal
+    this.#clock = clock
+    this.#output = new Output(limits.maxOutputBytes)
+    clock.begin()
+    signal.addEventListener('abort', this.#onAbort, { once: true })
+    this.#runtime = module.newRuntime()
+    this.#runtime.setMemoryLimit(limits.memoryBytes)
+    this.#runtime.setMaxStackSize(limits.stackBytes)
+    this.#runtime.setInterruptHandler(() => {
+      if (signal.aborted) return true
+      if (clock.left() > 0) return false
+      this.#pastTimeLimit()
+      return true
+    })
+    this.#vm = this.#runtime.newContext()
+    // The last answer from a human: the wait below takes up the time limit again.
+    clock.onRelease(() => this.#wake?.())
+  }
+
+  async execute(code: string): Promise<IsolateOutcome> {
+    const vm = this.#vm
+    this.#installHostFunctions()
     const evaluated = vm.evalCode(wrapped(code), 'program.js')
     if (evaluated.error) {
       const failure = describe(vm.dump(evaluated.error))
       evaluated.error.dispose()
-      return finish(undefined, limitHit ?? (signal.aborted ? cancelled() : failed(failure)))
+      return this.#finish(undefined, this.#failure(failure))
     }
     const promise = evaluated.value
     try {
-      runtime.executePendingJobs()
-      // Runs until the program's promise settles, waking on each host reply, or the deadline.
-      for (;;) {
-        const state = vm.getPromiseState(promise)
-        if (state.type === 'fulfilled') {
-          const value = state.value
-          const json = vm.dump(value)
-          value.dispose()
-          if (limitHit) return finish(undefined, limitHit)
-          return finish(serialise(json, output), undefined)
-        }
-        if (state.type === 'rejected') {
-          const failure = describe(vm.dump(state.error))
-          state.error.dispose()
-          return finish(undefined, limitHit ?? (signal.aborted ? cancelled() : failed(failure)))
-        }
-        if (limitHit) return finish(undefined, limitHit)
-        if (signal.aborted) return finish(undefined, cancelled())
-        clock.idle = true
-        const left = clock.left()
-        if (left <= 0 || pending.size === 0) {
-          if (pending.size === 0 && left > 0) {
-            // Nothing in flight and not settled: the program awaits something that never comes.
-            return finish(
-              undefined,
-              failed('The program is waiting on a promise that nothing will settle'),
-            )
-          }
-          return finish(
-            undefined,
-            hit(`The program ran past its time limit of ${limits.timeoutMs} ms`, {
-              limit: 'timeoutMs',
-              value: limits.timeoutMs,
-            }),
-          )
-        }
-        await new Promise<void>((resolve) => {
-          // Stopped (a call waits for a human): no deadline until the answer, or an abort.
-          const timer = clock.stopped ? undefined : setTimeout(resolve, left)
-          const abort = () => resolve()
-          signal.addEventListener('abort', abort, { once: true })
-          wake = () => {
-            clearTimeout(timer)
-            signal.removeEventListener('abort', abort)
-            resolve()
-          }
-        })
-        wake = undefined
-        clock.idle = false
-      }
+      this.#runtime.executePendingJobs()
+      return await this.#settled(promise)
     } finally {
       promise.dispose()
     }
-  } finally {
-    over = true
-    clock.onRelease(undefined)
-    hostCalls.abort()
-    signal.removeEventListener('abort', onAbort)
-    for (const deferred of pending) deferred.dispose()
-    pending.clear()
+  }
+
+  dispose(): void {
+    this.#over = true
+    this.#clock.onRelease(undefined)
+    this.#hostCalls.abort()
+    this.#signal.removeEventListener('abort', this.#onAbort)
+    for (const deferred of this.#pending) deferred.dispose()
+    this.#pending.clear()
     try {
-      vm.dispose()
-      runtime.dispose()
+      this.#vm.dispose()
+      this.#runtime.dispose()
     } catch {
       // The instance is dropped with the run whatever state it was left in.
     }
   }
 
-  function finish(value: string | undefined, error: BarbicanError | undefined): IsolateOutcome {
-    return { logs: output.logs, value, error, calls, truncated: output.truncated }
+  /** Runs until the program's promise settles, waking on each host reply, or the deadline. */
+  async #settled(promise: Handle): Promise<IsolateOutcome> {
+    const vm = this.#vm
+    const clock = this.#clock
+    for (;;) {
+      const state = vm.getPromiseState(promise)
+      if (state.type === 'fulfilled') {
+        const value = state.value
+        const json = vm.dump(value)
+        value.dispose()
+        if (this.#limitHit) return this.#finish(undefined, this.#limitHit)
+        return this.#finish(serialise(json, this.#output), undefined)
+      }
+      if (state.type === 'rejected') {
+        const failure = describe(vm.dump(state.error))
+        state.error.dispose()
+        return this.#finish(undefined, this.#failure(failure))
+      }
+      if (this.#limitHit) return this.#finish(undefined, this.#limitHit)
+      if (this.#signal.aborted) return this.#finish(undefined, cancelled())
+      clock.idle = true
+      const left = clock.left()
+      if (left <= 0 || this.#pending.size === 0) {
+        if (this.#pending.size === 0 && left > 0) {
+          // Nothing in flight and not settled: the program awaits something that never comes.
+          return this.#finish(
+            undefined,
+            failed('The program is waiting on a promise that nothing will settle'),
+          )
+        }
+        return this.#finish(undefined, this.#pastTimeLimit())
+      }
+      await this.#woken(left)
+      this.#wake = undefined
+      clock.idle = false
+    }
+  }
+
+  /** Waits for a host reply, a human's answer or an abort, or `left` ms when the clock runs. */
+  #woken(left: number): Promise<void> {
+    return new Promise<void>((resolve) => {
+      // Stopped (a call waits for a human): no deadline until the answer, or an abort.
+      const timer = this.#clock.stopped ? undefined : setTimeout(resolve, left)
+      const abort = () => resolve()
+      this.#signal.addEventListener('abort', abort, { once: true })
+      this.#wake = () => {
+        clearTimeout(timer)
+        this.#signal.removeEventListener('abort', abort)
+        resolve()
+      }
+    })
+  }
+
+  /** `console.*` and the namespaces' functions, as the prelude expects them. */
+  #installHostFunctions(): void {
+    const vm = this.#vm
+    const log = vm.newFunction('log', (levelHandle, textHandle) => {
+      const level = vm.getString(levelHandle)
+      const line = this.#output.take(
+        `${level === 'log' || level === 'info' ? '' : `[${level}] `}${vm.getString(textHandle)}\n`,
+      )
+      // The line break that joins it to the next one counts too.
+      if (line !== undefined) {
+        this.#output.logs.push(line.endsWith('\n') ? line.slice(0, -1) : line)
+      }
+    })
+    vm.setProp(vm.global, '__barbicanLog', log)
+    log.dispose()
+    const call = vm.newFunction('call', (spaceHandle, nameHandle, argsHandle) =>
+      this.#hostCall(vm.getString(spaceHandle), vm.getString(nameHandle), argsHandle),
+    )
+    vm.setProp(vm.global, '__barbicanCall', call)
+    call.dispose()
+    const names: Record<string, readonly string[]> = {}
+    for (const [space, fns] of this.#functions) names[space] = [...fns.keys()]
+    vm.unwrapResult(vm.evalCode(prelude(names), 'prelude.js')).dispose()
+  }
+
+  /** One call from the program: a promise the host function's reply settles. */
+  #hostCall(space: string, name: string, argsHandle: Handle): Handle | { error: Handle } {
+    const vm = this.#vm
+    const limits = this.#limits
+    const fn = this.#functions.get(space)?.get(name)
+    if (!fn) return { error: vm.newError(`${space}.${name} is not a function of this server`) }
+    if (this.#calls >= limits.maxCalls) {
+      const err = this.#hit(`The program made more than ${limits.maxCalls} tool calls`, {
+        limit: 'maxCalls',
+        value: limits.maxCalls,
+      })
+      return { error: vm.newError(err.message) }
+    }
+    this.#calls++
+    let args: unknown
+    try {
+      args = JSON.parse(vm.getString(argsHandle))
+    } catch {
+      return { error: vm.newError('Tool arguments must be JSON') }
+    }
+    const deferred = vm.newPromise()
+    this.#pending.add(deferred)
+    fn(args, this.#hostCalls.signal, this.#clock).then(
+      (value) => {
+        if (this.#over) return
+        const json = value === undefined ? undefined : JSON.stringify(value)
+        const handle = json === undefined ? vm.undefined : vm.newString(json)
+        deferred.resolve(handle)
+        if (json !== undefined) handle.dispose()
+      },
+      (err: unknown) => {
+        if (this.#over) return
+        const error = vm.newError(err instanceof Error ? err.message : String(err))
+        deferred.reject(error)
+        error.dispose()
+      },
+    )
+    deferred.settled.then(() => {
+      this.#pending.delete(deferred)
+      deferred.dispose()
+      this.#settle()
+    })
+    return deferred.handle
+  }
+
+  /** A host reply arrived: the program's jobs run, and the wait wakes. */
+  #settle(): void {
+    if (this.#over) return
+    this.#clock.idle = false
+    this.#runtime.executePendingJobs()
+    this.#clock.idle = true
+    this.#wake?.()
+  }
+
+  #hit(message: string, data: Record<string, unknown>): BarbicanError {
+    this.#limitHit ??= new BarbicanError('ERR_CODE_LIMIT', message, { data })
+    return this.#limitHit
+  }
+
+  #pastTimeLimit(): BarbicanError {
+    const timeoutMs = this.#limits.timeoutMs
+    return this.#hit(`The program ran past its time limit of ${timeoutMs} ms`, {
+      limit: 'timeoutMs',
+      value: timeoutMs,
+    })
+  }
+
+  /** What the program's own failure becomes: a limit hit or a cancel wins over it. */
+  #failure(message: string): BarbicanError {
+    return this.#limitHit ?? (this.#signal.aborted ? cancelled() : failed(message))
+  }
+
+  #finish(value: string | undefined, error: BarbicanError | undefined): IsolateOutcome {
+    const output = this.#output
+    return { logs: output.logs, value, error, calls: this.#calls, truncated: output.truncated }
   }
 }
 
