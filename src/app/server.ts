@@ -6,6 +6,7 @@
 import type { AuditLog } from '../audit/audit-log.ts'
 import type { Config } from '../config/config.ts'
 import { type Backends, NO_BACKENDS } from '../gateway/backends.ts'
+import { listenerPlan } from '../gateway/plan.ts'
 import {
   applyDiff,
   authAfter,
@@ -46,15 +47,7 @@ export async function startServer(
   const http = createHttpInbound(
     router ?? gateway,
     {
-      host: config.listen.host,
-      port: config.listen.port,
-      allowedHosts: config.security.allowedHosts,
-      allowedOrigins: config.security.allowedOrigins,
-      maxBodyBytes: config.limits.maxBodyBytes,
-      jsonLimits: config.limits,
-      maxSessions: config.limits.maxSessions,
-      maxSessionsPerIdentity: config.limits.maxSessionsPerIdentity,
-      sessionIdleTimeoutMs: config.limits.sessionIdleTimeoutMs,
+      ...listenerPlan(config),
       ...(auth ? { identityOf: auth.identityOf } : {}),
     },
     log.child({ part: 'http' }),

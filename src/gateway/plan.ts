@@ -31,6 +31,7 @@ import { metaToolLimitsOf } from '../session/meta-tool-limits.ts'
 import { tenantQualified } from '../store/tenant-pins.ts'
 import { Hush, type Logger } from '../telemetry/log.ts'
 import { createOutboundTransport, type OutboundSpec } from '../transports/connect-outbound.ts'
+import type { HttpInboundOptions } from '../transports/http-inbound.ts'
 import { installedLaunch } from '../trust/installed-launch.ts'
 import { type Backends, NO_BACKENDS } from './backends.ts'
 import type { GatewayPlan, ServerPlan, UpstreamPlan } from './gateway.ts'
@@ -234,5 +235,23 @@ function resourceRules(filter: ItemFilterConfig): ItemRules {
     },
     rename: () => undefined,
     description: () => undefined,
+  }
+}
+
+/**
+ * The HTTP listener's options from a configuration: where it listens, which hosts and origins it
+ * answers, and its limits. Identity is the application's to add, from the auth runtime it builds.
+ */
+export function listenerPlan(config: Config): Partial<HttpInboundOptions> {
+  return {
+    host: config.listen.host,
+    port: config.listen.port,
+    allowedHosts: config.security.allowedHosts,
+    allowedOrigins: config.security.allowedOrigins,
+    maxBodyBytes: config.limits.maxBodyBytes,
+    jsonLimits: config.limits,
+    maxSessions: config.limits.maxSessions,
+    maxSessionsPerIdentity: config.limits.maxSessionsPerIdentity,
+    sessionIdleTimeoutMs: config.limits.sessionIdleTimeoutMs,
   }
 }
