@@ -132,7 +132,9 @@ export function parseConfigText(text: string, options: ParseOptions = {}): Loade
   const valid = held.length === 0 ? validation : validateNative(withStubs(native, held))
   if (!valid.ok) throw fail([...issues, ...valid.issues], mapPath)
   const built = buildConfig(valid.value, {
-    baseDir,
+    // Text without a file or a folder given resolves paths in the working directory, but keeps
+    // its state outside it (stateRootOf).
+    ...(file === undefined && options.cwd === undefined ? {} : { baseDir }),
     env: context.env,
     listen: options.listen,
     ...(file === undefined ? {} : { configPath: file }),

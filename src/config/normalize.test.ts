@@ -1,11 +1,13 @@
 import assert from 'node:assert/strict'
+import { tmpdir } from 'node:os'
 import { join, resolve } from 'node:path'
 import { describe, test } from 'node:test'
 import { BarbicanError } from '../common/errors.ts'
 import type { StdioUpstreamConfig } from './config.ts'
 import { ConfigError, formatKeyPath } from './config-error.ts'
 import { LOOPBACK_ORIGINS } from './defaults.ts'
-import { normalizeConfig } from './normalize.ts'
+import { normalizeConfig, stateRootOf } from './normalize.ts'
+import { parseConfigText } from './load.ts'
 
 /** Runs normalizeConfig expecting failure; returns "path: message" lines. */
 function problems(input: unknown): string[] {
@@ -91,12 +93,12 @@ describe('normalizeConfig', () => {
           idleTimeoutMs: 0,
           requestTimeoutMs: 60000,
           sandbox: {
-            stateDir: join(process.cwd(), '.barbican/state/everything'),
+            stateDir: join(stateRootOf({}), 'everything'),
             read: [],
             write: [],
             grants: { paths: [], connect: [], prefixes: [], refused: [], code: [] },
             connect: [],
-            packageCache: join(process.cwd(), '.barbican/npm'),
+            packageCache: join(stateRootOf({}), '../npm'),
             protect: [
               join(process.cwd(), 'barbican.lock'),
               ...['', '-wal', '-shm', '-journal'].map((end) =>
@@ -318,6 +320,27 @@ describe('normalizeConfig', () => {
       config.upstreams.map((u) => u.requestTimeoutMs),
       [1234, 99],
     )
+  })
+
+  test('keeps the state of a config without a folder in the temp directory, never in the cwd', () => {
+    const upstreams = { s: { command: 'node', args: ['s.js'] } }
+    const stateDir = (config: { upstreams: readonly unknown[] }) =>
+      ((config.upstreams[0] as StdioUpstreamConfig).sandbox as { stateDir: string }).stateDir
+    // Built in code, or text without a file: no folder of its own, so not the checkout's.
+    for (const config of [
+      normalizeConfig({ upstreams }),
+      parseConfigText(JSON.stringify({ upstreams }), { json: true }).config,
+    ]) {
+      assert.ok(stateDir(config).startsWith(join(tmpdir(), 'barbican-unfiled-')), stateDir(config))
+      assert.ok(!stateDir(config).startsWith(process.cwd()), 'nothing under the working directory')
+    }
+    // A folder given, or a file, keeps it beside them.
+    assert.equal(
+      stateDir(normalizeConfig({ upstreams }, { baseDir: '/srv/gw' })),
+      '/srv/gw/.barbican/state/s',
+    )
+    const filed = parseConfigText(JSON.stringify({ upstreams }), { file: '/srv/gw/barbican.json' })
+    assert.equal(stateDir(filed.config), '/srv/gw/.barbican/state/s')
   })
 
   test('resolves a relative cwd against the config directory', () => {

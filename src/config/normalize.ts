@@ -3,7 +3,7 @@
  * with the schema and the cross-key checks together, then resolves every default and every
  * `auto` so consumers never see an unresolved choice.
  */
-import { homedir } from 'node:os'
+import { homedir, tmpdir } from 'node:os'
 import { dirname, isAbsolute, join, resolve } from 'node:path'
 import { AUDIT_CHECKPOINTS_PUBLISH_ENV, AUDIT_JOURNAL_DIR_ENV } from './audit-schema.ts'
 import type { AuthConfig } from './auth-schema.ts'
@@ -56,7 +56,10 @@ export interface NormalizeOptions {
   readonly listen?: string | undefined
   /** The config file, masked inside every sandbox (absent for text without a file). */
   readonly configPath?: string | undefined
-  /** Where state directories go by default (the demo's data folder). Default: beside the config. */
+  /**
+   * Where state directories go by default (the demo's data folder). Default: `.barbican/state`
+   * in `baseDir`; without a `baseDir` (a config built in code), in the temp directory.
+   */
   readonly stateRoot?: string | undefined
   /**
    * Where BARBICAN_POSTGRES_URL, BARBICAN_REDIS_URL and BARBICAN_AUDIT_JOURNAL_DIR are read.
@@ -248,7 +251,7 @@ function resolveServer(
 function resolveTenants(native: NativeConfig, options: NormalizeOptions) {
   return Object.entries(native.tenants ?? {}).map(([name, t]) => {
     // A tenant's confined servers keep their state apart too: `.tenants` is no upstream name.
-    const root = options.stateRoot ?? join(options.baseDir ?? process.cwd(), DEFAULT_STATE_ROOT)
+    const root = stateRootOf(options)
     const own = buildConfig(
       {
         ...native,
@@ -319,6 +322,18 @@ export function protectedPaths(native: NativeConfig, options: NormalizeOptions):
   ]
 }
 
+/**
+ * Where confined servers keep their state (and npx its packages, beside it). A config without a
+ * folder of its own (built in code, or text without a file) has no place for it but the working
+ * directory, which may be anyone's checkout: that state goes to the temp directory instead, as the
+ * demo's does, so building a gateway in a test never writes `.barbican/` into the checkout.
+ */
+export function stateRootOf(options: NormalizeOptions): string {
+  if (options.stateRoot !== undefined) return options.stateRoot
+  if (options.baseDir !== undefined) return join(options.baseDir, DEFAULT_STATE_ROOT)
+  return join(tmpdir(), `barbican-unfiled-${process.getuid?.() ?? 'user'}`, 'state')
+}
+
 /** Confined unless the entry says `sandbox: none`; every default resolved to a path or number. */
 function resolveSandbox(
   name: string,
@@ -331,7 +346,7 @@ function resolveSandbox(
   const base = options.baseDir ?? process.cwd()
   const absolute = (path: string) => (isAbsolute(path) ? path : resolve(base, path))
   const limits = input?.limits ?? DEFAULT_SANDBOX_LIMIT_SETTINGS
-  const stateRoot = options.stateRoot ?? join(base, DEFAULT_STATE_ROOT)
+  const stateRoot = stateRootOf(options)
   const stateDir = input?.stateDir === undefined ? join(stateRoot, name) : absolute(input.stateDir)
   const read = (input?.fs.read ?? []).map(absolute)
   const write = (input?.fs.write ?? []).map(absolute)
