@@ -14,7 +14,7 @@ import { ConfigError, type ConfigIssue, type KeyPath } from './config-error.ts'
 import { DEFAULT_CONFIG_FILES } from './defaults.ts'
 import { convertForeign, detectFormat, relevantPart } from './formats.ts'
 import { interpolate, isUnsetVariable } from './interpolate.ts'
-import { buildConfig, validateNative } from './normalize.ts'
+import { buildConfig, stateRootOf, validateNative } from './normalize.ts'
 import { parseText } from './parse-text.ts'
 
 export { DEFAULT_CONFIG_FILES }
@@ -132,9 +132,10 @@ export function parseConfigText(text: string, options: ParseOptions = {}): Loade
   const valid = held.length === 0 ? validation : validateNative(withStubs(native, held))
   if (!valid.ok) throw fail([...issues, ...valid.issues], mapPath)
   const built = buildConfig(valid.value, {
-    // Text without a file or a folder given resolves paths in the working directory, but keeps
-    // its state outside it (stateRootOf).
-    ...(file === undefined && options.cwd === undefined ? {} : { baseDir }),
+    baseDir,
+    // Text without a file resolves its paths in `cwd`, but has no folder of its own to keep its
+    // state in: that goes to the temp directory (stateRootOf), not into someone's checkout.
+    ...(file === undefined ? { stateRoot: stateRootOf({}) } : {}),
     env: context.env,
     listen: options.listen,
     ...(file === undefined ? {} : { configPath: file }),

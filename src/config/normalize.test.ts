@@ -326,10 +326,12 @@ describe('normalizeConfig', () => {
     const upstreams = { s: { command: 'node', args: ['s.js'] } }
     const stateDir = (config: { upstreams: readonly unknown[] }) =>
       ((config.upstreams[0] as StdioUpstreamConfig).sandbox as { stateDir: string }).stateDir
-    // Built in code, or text without a file: no folder of its own, so not the checkout's.
+    // Built in code, or text without a file (even with a cwd for its paths): no folder of its
+    // own, so not the checkout's.
     for (const config of [
       normalizeConfig({ upstreams }),
       parseConfigText(JSON.stringify({ upstreams }), { json: true }).config,
+      parseConfigText(JSON.stringify({ upstreams }), { json: true, cwd: process.cwd() }).config,
     ]) {
       assert.ok(stateDir(config).startsWith(join(tmpdir(), 'barbican-unfiled-')), stateDir(config))
       assert.ok(!stateDir(config).startsWith(process.cwd()), 'nothing under the working directory')

@@ -172,6 +172,20 @@ describe('the npm package', () => {
     )
     assert.match(r.stderr, /npx -p node@22 barbican --help\n/)
     assert.doesNotMatch(r.stderr, /checkout/)
+    // The advice works as written: npx fetches Node 22 (npm's cache has it since this checkout
+    // installed its pinned Node) and runs the installed command with it.
+    const advised = spawnSync(
+      'npx',
+      ['--yes', '--prefer-offline', '-p', 'node@22', 'barbican', '--help'],
+      {
+        cwd: app,
+        env,
+        encoding: 'utf8',
+        timeout: 300_000,
+      },
+    )
+    assert.equal(advised.status, 0, advised.stderr)
+    assert.match(advised.stdout, /^Usage: barbican <command>/)
   })
 
   test('--version and --help, and --help for every command with an example', async () => {
