@@ -6,8 +6,8 @@ import { BarbicanError } from '../common/errors.ts'
 import type { StdioUpstreamConfig } from './config.ts'
 import { ConfigError, formatKeyPath } from './config-error.ts'
 import { LOOPBACK_ORIGINS } from './defaults.ts'
-import { normalizeConfig, stateRootOf } from './normalize.ts'
 import { parseConfigText } from './load.ts'
+import { normalizeConfig, stateRootOf } from './normalize.ts'
 
 /** Runs normalizeConfig expecting failure; returns "path: message" lines. */
 function problems(input: unknown): string[] {
