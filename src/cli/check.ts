@@ -16,7 +16,11 @@ import { lockfilePathOf, openStore, storeConfigOf, withTrust } from '../gateway/
 import { readPolicyFiles, validatePolicies } from '../policies/cedar-engine.ts'
 import { printableName } from '../protocol/item-names.ts'
 import type { JsonObject } from '../protocol/jsonrpc.ts'
-import { describeConfinement, describeConfinementInFull } from '../sandbox/confine.ts'
+import {
+  describeConfinement,
+  describeConfinementInFull,
+  mechanismGrantLines,
+} from '../sandbox/confine.ts'
 import { grantLines } from '../sandbox/grants.ts'
 import { mechanismSettingError } from '../sandbox/sandbox.ts'
 import { memoryStore } from '../store/memory.ts'
@@ -292,7 +296,9 @@ function sandboxLines(config: LoadedConfig['config'], name: string, verbose: boo
   if (entry?.transport !== 'stdio') return
   const describe = verbose ? describeConfinementInFull : describeConfinement
   io.stdout(`      sandbox: ${describe(entry.name, entry.sandbox, entry.command)}\n`)
-  if (verbose) for (const line of grantLines(entry.sandbox)) io.stdout(`      ${line}\n`)
+  if (!verbose) return
+  const lines = [...grantLines(entry.sandbox), ...mechanismGrantLines(entry.sandbox, entry.command)]
+  for (const line of lines) io.stdout(`      ${line}\n`)
 }
 
 /** How many tokens the server's tools cost a model, its costliest tools, and its budget. */

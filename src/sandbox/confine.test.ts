@@ -10,6 +10,7 @@ import {
   describeConfinement,
   describeConfinementInFull,
   launchConfined,
+  mechanismGrantLines,
 } from './confine.ts'
 import {
   DEFAULT_SANDBOX_LIMITS,
@@ -180,6 +181,40 @@ describe('the sandbox line (ADR 109)', () => {
     const line = describeConfinementInFull('s', spec(), 'node', bwrap)
     assert.match(line, /^bubblewrap \(mount, pid, net, ipc, uts namespaces\) \+ prlimit/)
     assert.match(line, /state .*; not covered: /)
+  })
+})
+
+describe("check --verbose's grants of the mechanism itself (ADR 145)", () => {
+  test('the fallback lists every path it reads beyond the entry, the existence probes included', () => {
+    const lines = mechanismGrantLines(spec(), 'node', noBwrap)
+    for (const probe of ['/proc/sys/fs/binfmt_misc/WSLInterop', '/run/WSL', '/.dockerenv']) {
+      assert.ok(
+        lines.includes(
+          `grant: read ${probe} (node-permission: an existence probe of popular packages, this path alone, ADR 108)`,
+        ),
+        lines.join('\n'),
+      )
+    }
+    assert.ok(lines.some((l) => l.startsWith(`grant: write ${join(dir, 'state')}/.tmp `)))
+  })
+
+  test("bubblewrap's: the system, the state directory, the package, a private /tmp; no probes", () => {
+    const bwrap = {
+      bwrap: '/usr/bin/bwrap',
+      prlimit: '/usr/bin/prlimit',
+      setpriv: '/usr/bin/setpriv',
+    }
+    const lines = mechanismGrantLines(spec(), 'node', bwrap)
+    assert.ok(lines.some((l) => /^grant: read \/usr, \/etc.*\(bubblewrap: /.test(l)))
+    assert.ok(
+      lines.includes('grant: write /tmp (bubblewrap: private to the sandbox, empty at each start)'),
+    )
+    assert.ok(!lines.some((l) => l.includes('WSL')))
+  })
+
+  test('an unconfined entry gets no such lines', () => {
+    assert.deepEqual(mechanismGrantLines('none', 'node', noBwrap), [])
+    assert.deepEqual(mechanismGrantLines(spec({ fallback: 'unconfined' }), '/bin/sh', noBwrap), [])
   })
 })
 

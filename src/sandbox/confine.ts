@@ -7,7 +7,12 @@
  * check`, `/readyz` and the console.
  */
 import { BarbicanError } from '../common/errors.ts'
-import { NODE_MECHANISM, NODE_NOT_COVERED, nodePermissionLaunch } from './node-permission.ts'
+import {
+  EXISTENCE_PROBES,
+  NODE_MECHANISM,
+  NODE_NOT_COVERED,
+  nodePermissionLaunch,
+} from './node-permission.ts'
 import {
   confinedLaunch,
   describeBubblewrap,
@@ -18,6 +23,7 @@ import {
   runsOnNode,
   type SandboxFacility,
   type SandboxSpec,
+  SYSTEM_DIRS,
   sandboxFacility,
 } from './sandbox.ts'
 
@@ -194,4 +200,42 @@ export function describeConfinementInFull(
     `refused: this host lacks ${found.missing}, and only Node programs can fall back to the ` +
     `Node.js permission model. ${fallbackAdvice(name)}`
   )
+}
+
+/**
+ * The grants every confined server gets from its mechanism, not from its entry, with their
+ * source, for `barbican check --verbose` (ADR 145): the entry's own are `grantLines` (grants.ts).
+ * Together they are everything the server may reach; empty when it is not confined.
+ */
+export function mechanismGrantLines(
+  sandbox: SandboxSpec | 'none' | undefined,
+  command?: string,
+  found: Found = sandboxFacility(),
+): string[] {
+  const kind = confinementOf(sandbox, command, found)
+  if (sandbox === undefined || sandbox === 'none') return []
+  if (kind !== 'bubblewrap' && kind !== 'node-permission') return []
+  const state = sandbox.stateDir
+  const lines = [
+    `grant: read ${SYSTEM_DIRS.join(', ')} (${kind}: the system's parts, read-only)`,
+    `grant: write ${state} (${kind}: its state directory, its HOME)`,
+  ]
+  if (kind === 'bubblewrap') {
+    lines.push(
+      'grant: read its command and its package (bubblewrap: for a file under node_modules, that node_modules)',
+      `grant: write its package's own folder (bubblewrap: a copy kept in ${state}/.barbican-packages, mounted over the install, ADR 095)`,
+      'grant: write /tmp (bubblewrap: private to the sandbox, empty at each start)',
+    )
+  } else {
+    lines.push(
+      'grant: read its command and its package (node-permission)',
+      `grant: write its package, run from a copy in ${state}/.package (node-permission, ADR 097)`,
+      `grant: write ${state}/.tmp (node-permission: its TMPDIR, emptied at each start)`,
+      ...EXISTENCE_PROBES.map(
+        (probe) =>
+          `grant: read ${probe} (node-permission: an existence probe of popular packages, this path alone, ADR 108)`,
+      ),
+    )
+  }
+  return lines
 }

@@ -115,6 +115,17 @@ describe('refusal hints', () => {
     )
   })
 
+  test("the permission model's refusal names the path a server wrote bare in its own words", () => {
+    // desktop-commander: it resolves the path first, so the model refuses a read.
+    const hint = refusalIn(
+      'files',
+      grants,
+      `Error: Failed to resolve symlink for path: ${data}/new.txt. Error: Access to this API has been restricted. Use --allow-fs-read to manage permissions.`,
+    )
+    assert.equal(hint?.target, `${data}/new.txt`)
+    assert.equal(hint?.fix, `sandbox: { fs: { read: ["${data}"] } }`)
+  })
+
   test('what the permission model never allows says that no grant helps, and what runs it', () => {
     const text =
       "spawn git: Access to this API has been restricted. Use --allow-child-process to manage permissions. { code: 'ERR_ACCESS_DENIED', permission: 'ChildProcess' }"

@@ -92,6 +92,8 @@ const CAPABILITIES: Readonly<Record<string, string>> = {
   addons: 'native addons',
   wasi: 'WASI',
 }
+/** An absolute path standing alone in a message, without the sentence's closing mark. */
+const BARE_PATH = /(?:^|\s)(\/[^\s'"()]*[^\s'"().,;:])/
 /** The egress proxy's refusal: `example.com:443 is not in sandbox.network.allow`. */
 const EGRESS = /([\w.-]+|\[[\da-f:.]+\]):(\d+) is not in sandbox\.network\.allow/i
 /** `connect ECONNREFUSED 127.0.0.1:5432` (Node), and the same from most runtimes. */
@@ -204,9 +206,11 @@ export function refusalIn(
   const permission = NODE_PERMISSION.exec(text)
   if (permission) {
     const access = permission[1] as 'read' | 'write'
-    const named = /'(\/[^'\n]+)'/.exec(text)?.[1]
-    if (named)
-      return pathHint(upstream, grants, 'EACCES', access === 'write' ? 'open' : 'stat', named)
+    // Quoted by Node (`open '/x'`), or bare in the server's own words (`for path: /x.`).
+    const named = (/'(\/[^'\n]+)'/.exec(text) ?? BARE_PATH.exec(text))?.[1]
+    const syscall = access === 'write' ? 'open' : 'stat'
+    const hint = named && pathHint(upstream, grants, 'EACCES', syscall, named)
+    if (hint) return hint
     return {
       kind: 'path',
       target: '(not named by the server)',

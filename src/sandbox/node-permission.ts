@@ -37,12 +37,13 @@ export const NODE_NOT_COVERED =
 /**
  * Files whose mere existence popular packages probe with `fs.existsSync`, which under this model
  * throws ERR_ACCESS_DENIED for a path not granted instead of answering false: `is-wsl` (through
- * `open`, a dependency of mcp-remote and @playwright/mcp) looks for these two at import time and
- * the server dies before it starts. Readable, as under bubblewrap (whose fresh /proc shows the
- * first, and which has no /run/WSL): they say only whether the host is WSL. Exact paths, not
- * their folders (ADR 108).
+ * `open`, a dependency of mcp-remote and @playwright/mcp) looks for the first two at import time,
+ * desktop-commander for `/.dockerenv`, and the server dies before it starts. Readable, as under
+ * bubblewrap (whose fresh /proc shows the first; it has no /run/WSL nor /.dockerenv): they say
+ * only whether the host is WSL or a Docker container. Exact paths, not their folders (ADR 108,
+ * ADR 145).
  */
-export const EXISTENCE_PROBES = ['/proc/sys/fs/binfmt_misc/WSLInterop', '/run/WSL']
+export const EXISTENCE_PROBES = ['/proc/sys/fs/binfmt_misc/WSLInterop', '/run/WSL', '/.dockerenv']
 
 /** Node options that would loosen the permission model if they reached the server's Node. */
 const LOOSENING = /^--(allow-|no-permission|no-experimental-permission)/
