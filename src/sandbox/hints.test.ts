@@ -123,7 +123,14 @@ describe('refusal hints', () => {
       `Error: Failed to resolve symlink for path: ${data}/new.txt. Error: Access to this API has been restricted. Use --allow-fs-read to manage permissions.`,
     )
     assert.equal(hint?.target, `${data}/new.txt`)
-    assert.equal(hint?.fix, `sandbox: { fs: { read: ["${data}"] } }`)
+    // It does not exist yet: the read came before creating it, so the folder is granted write.
+    assert.equal(hint?.fix, `sandbox: { fs: { write: ["${data}"] } }`)
+    const read = refusalIn(
+      'files',
+      grants,
+      `Error: Failed to resolve symlink for path: ${data}/notes.txt. Error: Access to this API has been restricted. Use --allow-fs-read to manage permissions.`,
+    )
+    assert.equal(read?.fix, `sandbox: { fs: { read: ["${data}/notes.txt"] } }`)
   })
 
   test('what the permission model never allows says that no grant helps, and what runs it', () => {

@@ -208,7 +208,10 @@ export function refusalIn(
     const access = permission[1] as 'read' | 'write'
     // Quoted by Node (`open '/x'`), or bare in the server's own words (`for path: /x.`).
     const named = (/'(\/[^'\n]+)'/.exec(text) ?? BARE_PATH.exec(text))?.[1]
-    const syscall = access === 'write' ? 'open' : 'stat'
+    // A read refused on a path that does not exist yet comes before creating it (a server
+    // resolves the path first): a read grant would only turn it into ENOENT, so grant the write.
+    const creates = named !== undefined && !existsSync(named)
+    const syscall = access === 'write' || creates ? 'open' : 'stat'
     const hint = named && pathHint(upstream, grants, 'EACCES', syscall, named)
     if (hint) return hint
     return {
