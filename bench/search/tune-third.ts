@@ -15,7 +15,7 @@ import {
   term,
   words,
 } from '../../src/exposure/tool-search.ts'
-import { synonymsOf } from '../../src/exposure/tool-search-synonyms.ts'
+import { withNameMatch } from './name-match.ts'
 import { loadCatalogue, loadTasks } from './run.ts'
 
 const { tools, serverOf } = loadCatalogue()
@@ -133,27 +133,8 @@ function rm3(base: SearchTuning, depth: number, count: number, weight: number): 
  * the name's own words the query covers, and 1 + `verb` when it covers the name's first word.
  */
 function nameMatch(base: SearchTuning, name: number, verb: number): Search {
-  const index = new ToolIndex(tools, serverOf, base)
-  return (query, limit) => {
-    const asked = words(query)
-      .map((w) => term(w))
-      .filter((t): t is string => t !== null)
-      .map((t) => [t, ...synonymsOf(t).flatMap(words)])
-    const covered = (w: string) =>
-      asked.some((alts) => alts.includes(w) || (alts[0]!.length >= 4 && w.startsWith(alts[0]!)))
-    const ranked = index.ranked(query)
-    const head = ranked.slice(0, 20).map((r) => {
-      const tool = tools[r.id]!
-      const server = new Set(words(serverOf(tool).name))
-      const own = words(String(tool.name)).filter((w) => !server.has(w))
-      let score = r.score
-      if (own.length > 0) score *= 1 + (name * own.filter(covered).length) / own.length
-      if (own[0] !== undefined && covered(own[0])) score *= 1 + verb
-      return { id: r.id, score }
-    })
-    head.sort((a, b) => b.score - a.score)
-    return [...head, ...ranked.slice(20)].slice(0, limit).map((r) => String(tools[r.id]!.name))
-  }
+  const ranking = withNameMatch(new ToolIndex(tools, serverOf, base), tools, serverOf, name, verb)
+  return (query, limit) => ranking(query, limit).map((tool) => String(tool.name))
 }
 
 const section = process.argv[2] ?? 'all'
