@@ -23,6 +23,7 @@ import { startTracing, stopTracing } from '../src/telemetry/tracing.ts'
 import type { Transport } from '../src/transports/transport.ts'
 import type { TrustGuard } from '../src/trust/trust-guard.ts'
 import { rules, serverPlan } from '../test/support/plans.ts'
+import { MODERN_META, StatelessEnd } from '../test/support/stateless-end.ts'
 import { checkEcho } from './mcp-http.ts'
 
 /** An upstream that answers initialize, tools/list and echo calls at once, copying nothing. */
@@ -100,38 +101,6 @@ class ClientEnd implements Transport {
       this.onmessage?.(message)
     })
   }
-}
-
-/**
- * The client side of one 2026-07-28 request: a session of its own, closed as its reply is sent,
- * as `StatelessTransport` closes once the response is written.
- */
-class StatelessEnd implements Transport {
-  onmessage?: (message: JsonRpcMessage) => void
-  onclose?: () => void
-  #resolve: ((message: JsonRpcMessage) => void) | undefined
-  async start(): Promise<void> {}
-  async close(): Promise<void> {
-    this.onclose?.()
-  }
-  async send(message: JsonRpcMessage): Promise<void> {
-    if ('id' in message && !('method' in message)) {
-      this.#resolve?.(message)
-      void this.close()
-    }
-  }
-  request(message: JsonRpcRequest): Promise<JsonRpcMessage> {
-    return new Promise((resolve) => {
-      this.#resolve = resolve
-      this.onmessage?.(message)
-    })
-  }
-}
-
-/** What a 2026-07-28 request carries in `_meta` instead of a session's handshake. */
-const MODERN_META = {
-  'io.modelcontextprotocol/protocolVersion': '2026-07-28',
-  'io.modelcontextprotocol/clientCapabilities': {},
 }
 
 /** CPU microseconds per call of the in-process path, and calls per second. */

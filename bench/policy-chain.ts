@@ -8,24 +8,14 @@
  * Options: --calls N (default 500000), --rounds N (default 5). Prints µs per call, medians.
  */
 import { parseArgs } from 'node:util'
-import { ANONYMOUS } from '../src/auth/identity.ts'
 import { LiveChain, LivePolicies } from '../src/policies/live-policies.ts'
 import type { Call, Next, Reply } from '../src/policies/policy.ts'
-import { silentLogger } from '../src/telemetry/log.ts'
+import { callOf } from '../test/support/calls.ts'
 
 const REPLY: Reply = { kind: 'result', result: {} } as unknown as Reply
 const relay: Next = () => Promise.resolve(REPLY)
 
-const CALL: Call = {
-  id: 'c1',
-  request: { method: 'tools/call', params: { name: 'echo', arguments: {} } },
-  identity: ANONYMOUS,
-  server: 'default',
-  transport: 'streamable-http',
-  route: { kind: 'local' },
-  signal: new AbortController().signal,
-  log: silentLogger,
-} as unknown as Call
+const CALL: Call = callOf('tools/call', { name: 'echo', arguments: {} })
 
 async function timed(calls: number, run: (call: Call) => Promise<Reply>): Promise<number> {
   const start = process.cpuUsage()

@@ -7,40 +7,11 @@
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import { rules, serverPlan } from '../../test/support/plans.ts'
+import { MODERN_META, StatelessEnd } from '../../test/support/stateless-end.ts'
 import type { Policy } from '../policies/policy.ts'
-import type { JsonRpcMessage, JsonRpcRequest } from '../protocol/jsonrpc.ts'
 import type { Client } from '../session/client.ts'
 import { silentLogger } from '../telemetry/log.ts'
-import type { Transport } from '../transports/transport.ts'
 import { Gateway } from './gateway.ts'
-
-/** One 2026-07-28 request's client end: closed as its reply arrives. */
-class StatelessEnd implements Transport {
-  onmessage?: (message: JsonRpcMessage) => void
-  onclose?: () => void
-  #resolve: ((message: JsonRpcMessage) => void) | undefined
-  async start(): Promise<void> {}
-  async close(): Promise<void> {
-    this.onclose?.()
-  }
-  async send(message: JsonRpcMessage): Promise<void> {
-    if ('id' in message && !('method' in message)) {
-      this.#resolve?.(message)
-      void this.close()
-    }
-  }
-  request(message: JsonRpcRequest): Promise<JsonRpcMessage> {
-    return new Promise((resolve) => {
-      this.#resolve = resolve
-      this.onmessage?.(message)
-    })
-  }
-}
-
-const MODERN_META = {
-  'io.modelcontextprotocol/protocolVersion': '2026-07-28',
-  'io.modelcontextprotocol/clientCapabilities': {},
-}
 
 /** A policy that records the chain each call ran on, and can hold one call until released. */
 function recording(label: string, seen: string[], chains: Set<unknown>, hold?: Promise<void>) {
