@@ -132,6 +132,85 @@ describe('scanJson keys', () => {
     })
   })
 
+  test('finds case variants however the envelope keys are written', () => {
+    // Non-ASCII: the Kelvin sign lower-cases to an ASCII "k".
+    assert.deepEqual(scan('{"key":1,"\u212Aey":2}', wide), {
+      kind: 'case-variant-key',
+      key: '\u212Aey',
+      other: 'key',
+    })
+    assert.deepEqual(scan('{"\u212Aey":1,"KEY":2}', wide), {
+      kind: 'case-variant-key',
+      key: 'KEY',
+      other: '\u212Aey',
+    })
+    // An escape after plain keys, and plain keys after an escape.
+    assert.deepEqual(scan('{"jsonrpc":"2.0","method":"a","\\u004dethod":"b"}', wide), {
+      kind: 'case-variant-key',
+      key: 'Method',
+      other: 'method',
+    })
+    assert.deepEqual(scan('{"\\u006dethod":"a","id":1,"METHOD":"b"}', wide), {
+      kind: 'case-variant-key',
+      key: 'METHOD',
+      other: 'method',
+    })
+    // Past the in-place mode's key count.
+    const keys = Array.from({ length: 20 }, (_, i) => `"k${i}":${i}`).join(',')
+    assert.equal(scan(`{${keys}}`, wide), undefined)
+    assert.deepEqual(scan(`{${keys},"K3":0}`, wide), {
+      kind: 'case-variant-key',
+      key: 'K3',
+      other: 'k3',
+    })
+    assert.deepEqual(scan(`{"Id":0,${keys},"iD":0}`, wide), {
+      kind: 'case-variant-key',
+      key: 'iD',
+      other: 'Id',
+    })
+    // A duplicate is reported as such, before any case variant.
+    assert.deepEqual(scan('{"id":1,"method":"a","id":2}', wide), {
+      kind: 'duplicate-key',
+      key: 'id',
+      path: '',
+    })
+  })
+
+  test('reports what lower-casing every decoded key would (random envelopes)', () => {
+    // Units whose case folding differs between ASCII and Unicode, written plain or escaped.
+    const units = ['a', 'A', 'k', 'K', '\u212A', '\u00e9', '\u00c9', '@', '`', '\\u0041', '\\u006b']
+    const decode = (raw: string) => JSON.parse(`"${raw}"`) as string
+    let seed = 7
+    const next = (n: number) => {
+      seed = (seed * 1103515245 + 12345) % 2 ** 31
+      return seed % n
+    }
+    for (let round = 0; round < 2000; round++) {
+      const raws = Array.from({ length: 1 + next(20) }, () =>
+        Array.from({ length: 1 + next(2) }, () => units[next(units.length)]).join(''),
+      )
+      let expected: string | undefined
+      const seen: string[] = []
+      for (const raw of raws) {
+        const key = decode(raw)
+        if (seen.includes(key)) expected = 'duplicate-key'
+        else if (seen.some((k) => k.toLowerCase() === key.toLowerCase())) {
+          expected = 'case-variant-key'
+        }
+        if (expected) break
+        seen.push(key)
+      }
+      const text = `{${raws.map((raw, i) => `"${raw}":${i}`).join(',')}}`
+      assert.equal(scan(text, wide)?.kind, expected, text)
+    }
+  })
+
+  test('folds only letters: ASCII punctuation one case bit apart is different', () => {
+    // "@" and "`", "[" and "{" differ by the bit that separates A–Z from a–z.
+    assert.equal(scan('{"a@":1,"a`":2,"x[":3,"x{":4}', wide), undefined)
+    assert.equal(scan('{"_":1,"\u007f":2}', wide), undefined)
+  })
+
   test('checks each element of a batch as an envelope', () => {
     assert.deepEqual(scan('[{"id":1},{"method":"a","METHOD":"b"}]', wide)?.kind, 'case-variant-key')
     assert.deepEqual(scan('[{"id":1,"id":2}]', wide), {
@@ -141,6 +220,8 @@ describe('scanJson keys', () => {
     })
     // Elements are separate envelopes: each may carry its own "id".
     assert.equal(scan('[{"id":1},{"id":2}]', wide), undefined)
+    // Each element starts afresh, whichever way the one before it was checked.
+    assert.equal(scan('[{"\u212A":1,"id":1},{"\u00e9":1,"k":2},{"k":3}]', wide), undefined)
   })
 
   test('allows keys differing only by case inside payloads', () => {

@@ -83,8 +83,19 @@ let keyTop = 0
 let setMode = new Uint8Array(32)
 /** Per frame, the Set of its decoded keys once it left the in-place mode. */
 const keySets: (Set<string> | undefined)[] = []
-/** Per envelope frame, lower-cased key → key as written, for the case-variant check. */
+/**
+ * Per envelope frame, lower-cased key → key as written, for the case-variant check, once the
+ * frame left the in-place mode (see `caseInPlace`).
+ */
 const lowerKeys: (Map<string, string> | undefined)[] = []
+/**
+ * Per envelope frame, 1 while its case-variant check runs in place: every key so far is plain
+ * ASCII (no escape) and the frame is still in the in-place mode for duplicates. For such keys
+ * `toLowerCase` is ASCII case folding, so two keys are case variants exactly when they have the
+ * same length and fold equal, and the ranges already held for the duplicate check suffice; no
+ * key is decoded, lower-cased or put in a Map (what every message's envelope used to cost).
+ */
+let caseInPlace = new Uint8Array(32)
 
 function growFrames(): void {
   const size = kinds.length * 2
@@ -103,6 +114,9 @@ function growFrames(): void {
   const m = new Uint8Array(size)
   m.set(setMode)
   setMode = m
+  const p = new Uint8Array(size)
+  p.set(caseInPlace)
+  caseInPlace = p
 }
 
 function growKeys(): void {
@@ -169,6 +183,7 @@ function scan(text: string, limits: JsonLimits): JsonLimitViolation | undefined 
       expectKey[top] = c === OPEN_OBJECT ? 1 : 0
       keyBase[top] = keyTop
       setMode[top] = 0
+      caseInPlace[top] = 1
     } else if (c === CLOSE_OBJECT || c === CLOSE_ARRAY) {
       if (top >= 0) {
         if (kinds[top] !== ARRAY) keyTop = keyBase[top] as number
@@ -208,7 +223,20 @@ function recordKey(
   counts[frame] = count
   if (count > limits.maxObjectKeys) return { kind: 'object-keys', limit: limits.maxObjectKeys }
   const envelope = kinds[frame] === ENVELOPE
-  const escaped = hasEscape(text, start, end)
+  const form = keyForm(text, start, end)
+  const escaped = form === ESCAPED
+  // An envelope leaves the in-place case check for good with its first key that is not plain
+  // ASCII, or when it leaves the in-place duplicate check: its earlier keys, all plain ASCII
+  // and all still held as ranges, are then lower-cased into the Map once.
+  if (envelope && caseInPlace[frame] === 1 && (form !== PLAIN_ASCII || count > LINEAR_KEYS)) {
+    caseInPlace[frame] = 0
+    const seen = new Map<string, string>()
+    for (let j = keyBase[frame] as number; j < keyTop; j++) {
+      const earlier = text.slice(keyStarts[j] as number, keyEnds[j] as number)
+      seen.set(earlier.toLowerCase(), earlier)
+    }
+    lowerKeys[frame] = seen
+  }
   let set = setMode[frame] === 1 ? keySets[frame] : undefined
   let key: string | undefined
   if (set === undefined && (escaped || count > LINEAR_KEYS)) {
@@ -230,10 +258,18 @@ function recordKey(
     set.add(key)
   } else {
     const length = end - start
+    const foldCase = envelope && caseInPlace[frame] === 1
     for (let j = keyBase[frame] as number; j < keyTop; j++) {
       const other = keyStarts[j] as number
-      if ((keyEnds[j] as number) - other === length && sameText(text, other, start, length)) {
-        return duplicate(text.slice(start, end), envelope)
+      if ((keyEnds[j] as number) - other !== length) continue
+      if (sameText(text, other, start, length)) return duplicate(text.slice(start, end), envelope)
+      // Earlier envelope keys are pairwise no case variants, so at most one can match here.
+      if (foldCase && sameAsciiFolded(text, other, start, length)) {
+        return {
+          kind: 'case-variant-key',
+          key: reported(text.slice(start, end)),
+          other: reported(text.slice(other, other + length)),
+        }
       }
     }
     if (keyTop === keyStarts.length) growKeys()
@@ -243,15 +279,12 @@ function recordKey(
   }
   // Case variants matter only in the envelope, where routing decisions are made; payloads may
   // legitimately carry both "Name" and "name".
-  if (envelope) {
+  if (envelope && caseInPlace[frame] === 0) {
     key ??= keyText(text, start, end, escaped)
     if (key === undefined) return SYNTAX
     const lower = key.toLowerCase()
-    let seen = count === 1 ? undefined : lowerKeys[frame]
-    if (seen === undefined) {
-      seen = new Map()
-      lowerKeys[frame] = seen
-    }
+    // Set when the frame left the in-place mode, at this key or an earlier one.
+    const seen = lowerKeys[frame] as Map<string, string>
     const other = seen.get(lower)
     if (other !== undefined) {
       return { kind: 'case-variant-key', key: reported(key), other: reported(other) }
@@ -268,6 +301,34 @@ function duplicate(key: string, envelope: boolean): JsonLimitViolation {
 function hasEscape(text: string, start: number, end: number): boolean {
   for (let k = start; k < end; k++) if (text.charCodeAt(k) === BACKSLASH) return true
   return false
+}
+
+/** What `keyForm` found in a key: only ASCII and no escape, a non-ASCII unit, or an escape. */
+const PLAIN_ASCII = 0
+const NON_ASCII = 1
+const ESCAPED = 2
+
+/** Whether the key text[start, end) has an escape (first), or else a non-ASCII unit. */
+function keyForm(text: string, start: number, end: number): number {
+  let form = PLAIN_ASCII
+  for (let k = start; k < end; k++) {
+    const c = text.charCodeAt(k)
+    if (c === BACKSLASH) return ESCAPED
+    if (c > 0x7f) form = NON_ASCII
+  }
+  return form
+}
+
+/** Whether two plain ASCII ranges are equal once A–Z fold to a–z (what `toLowerCase` does to ASCII). */
+function sameAsciiFolded(text: string, a: number, b: number, length: number): boolean {
+  for (let k = 0; k < length; k++) {
+    const x = text.charCodeAt(a + k)
+    const y = text.charCodeAt(b + k)
+    if (x === y) continue
+    const lower = x | 0x20
+    if (lower !== (y | 0x20) || lower < 0x61 || lower > 0x7a) return false
+  }
+  return true
 }
 
 function sameText(text: string, a: number, b: number, length: number): boolean {

@@ -59,7 +59,12 @@ export function readBody(req: IncomingMessage, maxBytes: number): Promise<BodyRe
     }
     const onEnd = () => {
       if (size > maxBytes) finish({ ok: false, status: 413, keepAlive: true, size })
-      else finish({ ok: true, body: Buffer.concat(chunks, size) })
+      // A small body comes in one chunk, a Buffer of its own: used as it is, not copied.
+      else
+        finish({
+          ok: true,
+          body: chunks.length === 1 ? (chunks[0] as Buffer) : Buffer.concat(chunks, size),
+        })
     }
     const onError = () => finish({ ok: false, status: 400, keepAlive: false, size })
     const onClose = () => {
@@ -244,22 +249,27 @@ export function singleHeader(req: IncomingMessage, name: string): string | undef
 }
 
 /**
- * Answers of `acceptsMedia` by Accept header and media type: a client sends the same header on
- * every request, so its parse is done once. Bounded; emptied when full.
+ * Answers of `acceptsMedia` by media type, then Accept header: a client sends the same header on
+ * every request, so its parse is done once. Keyed by the header itself (no key string is built
+ * per request). Bounded; emptied when full.
  */
-const ACCEPT_CACHE = new Map<string, boolean>()
+const ACCEPT_CACHE = new Map<string, Map<string, boolean>>()
 const ACCEPT_CACHE_MAX = 256
 
 /** True when the header names a media type, honouring `*\/*`, `type/*` and absent headers. */
 export function accepts(req: IncomingMessage, mediaType: string): boolean {
   const accept = req.headers.accept
   if (accept === undefined || accept === '') return true
-  const key = `${mediaType}\n${accept}`
-  let answer = ACCEPT_CACHE.get(key)
+  let answers = ACCEPT_CACHE.get(mediaType)
+  if (answers === undefined) {
+    answers = new Map()
+    ACCEPT_CACHE.set(mediaType, answers)
+  }
+  let answer = answers.get(accept)
   if (answer === undefined) {
     answer = acceptsMedia(accept, mediaType)
-    if (ACCEPT_CACHE.size >= ACCEPT_CACHE_MAX) ACCEPT_CACHE.clear()
-    ACCEPT_CACHE.set(key, answer)
+    if (answers.size >= ACCEPT_CACHE_MAX) answers.clear()
+    answers.set(accept, answer)
   }
   return answer
 }

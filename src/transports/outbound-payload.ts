@@ -23,7 +23,9 @@ export interface DecodedPayload {
  * send batches only in 2025-03-26, but accepting them costs nothing and loses no answer.
  */
 export function decodePayload(text: string, limits: JsonLimits, allowBatch = true): DecodedPayload {
-  if (Buffer.byteLength(text, 'utf8') > limits.maxMessageBytes) {
+  // A UTF-16 unit is one to three UTF-8 bytes, so most texts are decided without counting.
+  const max = limits.maxMessageBytes
+  if (text.length > max || (text.length * 3 > max && Buffer.byteLength(text, 'utf8') > max)) {
     const fault = lostReplyFault(oversizeReason(limits.maxMessageBytes), responseIdOf(text))
     return { messages: [], batch: false, faults: [fault] }
   }

@@ -61,7 +61,16 @@ export function isJson(contentType: string | string[] | undefined): boolean {
   return type === 'application/json' || (type?.endsWith('+json') ?? false)
 }
 
+/** The last Content-Type parsed and its media type: an upstream sends the same one every time. */
+let lastContentType: string | undefined
+let lastMediaType: string | undefined
+
 function mediaType(contentType: string | string[] | undefined): string | undefined {
   const value = Array.isArray(contentType) ? contentType[0] : contentType
-  return value?.split(';')[0]?.trim().toLowerCase()
+  if (value === undefined) return undefined
+  if (value !== lastContentType) {
+    lastMediaType = value.split(';')[0]?.trim().toLowerCase()
+    lastContentType = value
+  }
+  return lastMediaType
 }

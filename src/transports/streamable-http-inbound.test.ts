@@ -240,6 +240,36 @@ describe('Streamable HTTP inbound sessions', () => {
     }
   })
 
+  it('tells request ids 1 and "1" apart, and refuses an id already in use in the batch', async () => {
+    const t = await startInbound()
+    try {
+      const session = await openSession(t, '2025-03-26')
+      const distinct = await post(t, session, [
+        { jsonrpc: '2.0', id: 1, method: 'ping' },
+        { jsonrpc: '2.0', id: '1', method: 'ping' },
+      ])
+      assert.equal(distinct.status, 200)
+      const replies = distinct.json() as Array<{ id: unknown; result?: object }>
+      assert.deepEqual(replies.map((r) => [typeof r.id, 'result' in r]).sort(), [
+        ['number', true],
+        ['string', true],
+      ])
+      const repeated = await post(t, session, [
+        { jsonrpc: '2.0', id: 7, method: 'ping' },
+        { jsonrpc: '2.0', id: 7, method: 'ping' },
+      ])
+      assert.equal(repeated.status, 200)
+      const answers = repeated.json() as Array<{ id: unknown; error?: { message: string } }>
+      assert.equal(answers.length, 2)
+      assert.deepEqual(answers.map((r) => r.error?.message).sort(), [
+        'Request id is already in use',
+        undefined,
+      ])
+    } finally {
+      await t.close()
+    }
+  })
+
   it('answers GET and DELETE without a session id with 405, and a second standalone GET with 409', async () => {
     const t = await startInbound()
     try {

@@ -46,19 +46,14 @@ interface Exchange {
   readonly res: ServerResponse
   readonly batch: boolean
   readonly acceptsSse: boolean
-  /** Requests not answered yet, by key. */
-  readonly outstanding: Map<string, JsonRpcId>
+  /** Requests not answered yet, by id. */
+  readonly outstanding: Set<JsonRpcId>
   /** Replies held back for a JSON answer (batch errors, early responses). */
   collected: JsonRpcMessage[]
   stream: ReplayableStream | undefined
   /** The client closed the POST before any SSE event: replies can no longer reach it. */
   gone: boolean
   readonly initialize: boolean
-}
-
-/** Requests ids 1 and "1" are different requests. */
-function keyOf(id: JsonRpcId): string {
-  return `${typeof id}:${id}`
 }
 
 /** The Transport the gateway's session talks through; the HTTP endpoint feeds it requests. */
@@ -70,7 +65,11 @@ export class StreamableHttpSession implements Transport {
   readonly server: string
   readonly #options: SessionOptions
   readonly #onEnded: () => void
-  readonly #exchanges = new Map<string, Exchange>()
+  /**
+   * Open exchanges by the id of each of their unanswered requests. Ids are the keys themselves:
+   * a Map tells 1 from "1" (SameValueZero), as the requests must be told apart.
+   */
+  readonly #exchanges = new Map<JsonRpcId, Exchange>()
   readonly #streams = new Map<string, ReplayableStream>()
   readonly #retained: string[] = []
   readonly #standalone: ReplayableStream
@@ -148,7 +147,7 @@ export class StreamableHttpSession implements Transport {
     this.lastActivity = Date.now()
     const errors: JsonRpcMessage[] = []
     const messages: JsonRpcMessage[] = []
-    const keys = new Map<string, JsonRpcId>()
+    const keys = new Set<JsonRpcId>()
     for (const item of items) {
       if (!item.ok) {
         errors.push(item.error)
@@ -156,12 +155,12 @@ export class StreamableHttpSession implements Transport {
       }
       const message = item.message
       if (isRequest(message)) {
-        const key = keyOf(message.id)
-        if (this.#exchanges.has(key) || keys.has(key)) {
-          errors.push(errorResponse(message.id, INVALID_REQUEST, 'Request id is already in use'))
+        const id = message.id
+        if (this.#exchanges.has(id) || keys.has(id)) {
+          errors.push(errorResponse(id, INVALID_REQUEST, 'Request id is already in use'))
           continue
         }
-        keys.set(key, message.id)
+        keys.add(id)
       }
       messages.push(message)
     }
@@ -179,7 +178,7 @@ export class StreamableHttpSession implements Transport {
         gone: false,
         initialize,
       }
-      for (const key of keys.keys()) this.#exchanges.set(key, exchange)
+      for (const id of keys) this.#exchanges.set(id, exchange)
       res.on('close', () => {
         if (exchange.outstanding.size > 0 && exchange.stream === undefined) exchange.gone = true
       })
@@ -213,19 +212,19 @@ export class StreamableHttpSession implements Transport {
   send(message: JsonRpcMessage, options?: SendOptions): Promise<void> {
     if (this.#closed) return Promise.reject(new Error('The session is closed'))
     if (isResponse(message)) {
-      const key = message.id === null ? undefined : keyOf(message.id)
-      const exchange = key === undefined ? undefined : this.#exchanges.get(key)
-      if (exchange === undefined || key === undefined) {
-        this.#options.log.warn('no open request for a response; dropped', { id: message.id })
+      const id = message.id
+      const exchange = id === null ? undefined : this.#exchanges.get(id)
+      if (exchange === undefined || id === null) {
+        this.#options.log.warn('no open request for a response; dropped', { id })
         return Promise.resolve()
       }
-      this.#exchanges.delete(key)
-      exchange.outstanding.delete(key)
+      this.#exchanges.delete(id)
+      exchange.outstanding.delete(id)
       this.#deliver(exchange, message)
       return Promise.resolve()
     }
     const related = options?.relatedRequestId
-    const exchange = related === undefined ? undefined : this.#exchanges.get(keyOf(related))
+    const exchange = related === undefined ? undefined : this.#exchanges.get(related)
     if (exchange && (exchange.stream || (exchange.acceptsSse && !exchange.gone))) {
       this.#deliver(exchange, message)
     } else {
@@ -294,10 +293,9 @@ export class StreamableHttpSession implements Transport {
   close(): Promise<void> {
     if (this.#closed) return Promise.resolve()
     this.#closed = true
-    for (const [key, exchange] of [...this.#exchanges]) {
-      const id = exchange.outstanding.get(key) as JsonRpcId
-      this.#exchanges.delete(key)
-      exchange.outstanding.delete(key)
+    for (const [id, exchange] of [...this.#exchanges]) {
+      this.#exchanges.delete(id)
+      exchange.outstanding.delete(id)
       this.#deliver(exchange, errorResponse(id, INTERNAL_ERROR, 'The session was closed'))
     }
     for (const stream of this.#streams.values()) stream.close()
