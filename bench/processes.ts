@@ -25,6 +25,11 @@ export interface Running {
   readonly target: Target
   /** Milliseconds from spawn to the first successful `tools/call`. */
   readonly readyMs: number
+  /**
+   * The upstream server a gateway configuration relays to, when it runs as a process of its
+   * own (→ HTTP); a stdio upstream is a descendant of `pid` and counted by `descendantsCpuMicros`.
+   */
+  readonly upstreamPid?: number | undefined
   stop(): Promise<void>
 }
 
@@ -36,6 +41,35 @@ export function cpuMicros(pid: number): { user: number; system: number; total: n
   const user = (Number(fields[11]) * 1_000_000) / CLOCK_TICKS_PER_SECOND
   const system = (Number(fields[12]) * 1_000_000) / CLOCK_TICKS_PER_SECOND
   return { user, system, total: user + system }
+}
+
+/**
+ * CPU time used so far by every live descendant of `pid` (not `pid` itself), in microseconds:
+ * a stdio upstream and its sandbox's helpers. Descendants that exited meanwhile are not counted.
+ */
+export function descendantsCpuMicros(pid: number): number {
+  let total = 0
+  for (const child of childrenOf(pid)) {
+    try {
+      total += cpuMicros(child).total + descendantsCpuMicros(child)
+    } catch {
+      // Exited between the listing and the read.
+    }
+  }
+  return total
+}
+
+function childrenOf(pid: number): number[] {
+  const out: number[] = []
+  try {
+    for (const task of readdirSync(`/proc/${pid}/task`)) {
+      const text = readFileSync(`/proc/${pid}/task/${task}/children`, 'utf8').trim()
+      if (text !== '') for (const child of text.split(' ')) out.push(Number(child))
+    }
+  } catch {
+    // The process exited.
+  }
+  return out
 }
 
 /** Resident set size now, in bytes. */

@@ -14,6 +14,13 @@ export interface Sample {
   readonly cpuUsPerCall: number
   /** The part of cpuUsPerCall spent in the kernel (system time: syscalls, loopback TCP, pipes). */
   readonly kernelUsPerCall: number
+  /**
+   * CPU of the upstream server per call (its own process, or the gateway's descendants for a
+   * stdio upstream; 0 for a server measured directly) and of the load generator: with the
+   * gateway's, what the machine spends per call.
+   */
+  readonly upstreamCpuUsPerCall?: number
+  readonly loadCpuUsPerCall?: number
   readonly rssLoadMb: number
   readonly requests: number
   readonly errors: number
@@ -29,6 +36,8 @@ export interface Summary {
   readonly p99Ms: number
   readonly cpuUsPerCall: number
   readonly kernelUsPerCall: number
+  readonly upstreamCpuUsPerCall: number
+  readonly loadCpuUsPerCall: number
   readonly rssLoadMb: number
   readonly errors: number
   /** Median of the per-round ratio to the baseline's throughput. */
@@ -140,7 +149,7 @@ export function summarise(
     for (const [c, runs] of Object.entries(byConcurrency)) {
       const base = samples[baseline]?.[Number(c)] ?? []
       const peers = PEERS.map((p) => samples[p]?.[Number(c)] ?? [])
-      const pick = (key: keyof Sample) => median(runs.map((r) => r[key]))
+      const pick = (key: keyof Sample) => median(runs.map((r) => r[key] ?? Number.NaN))
       out.push({
         configuration,
         concurrency: Number(c),
@@ -150,6 +159,8 @@ export function summarise(
         p99Ms: pick('p99Ms'),
         cpuUsPerCall: pick('cpuUsPerCall'),
         kernelUsPerCall: pick('kernelUsPerCall'),
+        upstreamCpuUsPerCall: pick('upstreamCpuUsPerCall'),
+        loadCpuUsPerCall: pick('loadCpuUsPerCall'),
         rssLoadMb: pick('rssLoadMb'),
         errors: runs.reduce((sum, r) => sum + r.errors, 0),
         ratio: median(runs.map((r, i) => r.rps / (base[i]?.rps ?? Number.NaN))),
@@ -373,6 +384,21 @@ export function renderMarkdown(report: Report): string {
   for (const s of sorted) {
     lines.push(
       `| ${s.configuration} | ${s.concurrency} | ${fmt(s.rps)} | ${fmt(s.ratio)} | ${fmt(s.vsBestPeer)} | ${fmt(s.p50Ms, 3)} | ${fmt(s.addedP50Ms, 3)} | ${fmt(s.p99Ms, 3)} | ${fmt(s.cpuUsPerCall, 0)} | ${fmt(s.kernelUsPerCall, 0)} | ${fmt(s.rssLoadMb, 0)} | ${s.errors} |`,
+    )
+  }
+  lines.push(
+    '',
+    '## CPU per call by process',
+    '',
+    "What the whole machine spends per call: the measured process (the gateway, or the direct server), the upstream it relays to (its own process → HTTP; the gateway's descendants → stdio, sandbox included) and the load generator. With two cores, throughput is at most 2 s of CPU divided by the total.",
+    '',
+    '| configuration | c | gateway or server µs | upstream µs | load µs | total µs | req/s × total (cores busy) |',
+    '| --- | ---: | ---: | ---: | ---: | ---: | ---: |',
+  )
+  for (const s of sorted) {
+    const total = s.cpuUsPerCall + (s.upstreamCpuUsPerCall || 0) + (s.loadCpuUsPerCall || 0)
+    lines.push(
+      `| ${s.configuration} | ${s.concurrency} | ${fmt(s.cpuUsPerCall, 0)} | ${fmt(s.upstreamCpuUsPerCall, 0)} | ${fmt(s.loadCpuUsPerCall, 0)} | ${fmt(total, 0)} | ${fmt((s.rps * total) / 1e6, 2)} |`,
     )
   }
   lines.push(

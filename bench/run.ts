@@ -28,6 +28,7 @@ import type { LoadMessage, LoadResult, LoadSpec } from './load.ts'
 import { coldStart, idleSessions, mergedToolsList } from './micro.ts'
 import {
   cpuMicros,
+  descendantsCpuMicros,
   NODE,
   ROOT,
   type Running,
@@ -92,6 +93,7 @@ function barbicanHttp(
     const gateway = await start(name, { url: upstream.target.url }, nodeOptions, root)
     return {
       ...gateway,
+      upstreamPid: upstream.pid,
       async stop() {
         await gateway.stop()
         await upstream.stop()
@@ -151,6 +153,7 @@ const CONFIGURATIONS: Configuration[] = [
       const proxy = await startPassthrough(upstream.target.url)
       return {
         ...proxy,
+        upstreamPid: upstream.pid,
         async stop() {
           await proxy.stop()
           await upstream.stop()
@@ -282,6 +285,16 @@ async function measure(running: Running, concurrency: number): Promise<Sample> {
   })
   const spec: LoadSpec = { target: running.target, concurrency, warmupMs, durationMs }
   let cpuStart = { user: 0, system: 0, total: 0 }
+  // The rest of the machine's CPU per call: the upstream (its own process → HTTP, the gateway's
+  // descendants → stdio) and the load generator, so a throughput ratio can be read as CPU.
+  const upstreamCpu = () =>
+    running.upstreamPid !== undefined
+      ? cpuMicros(running.upstreamPid).total
+      : descendantsCpuMicros(running.pid)
+  let upstreamStart = 0
+  let loadStart = 0
+  let upstreamUs = Number.NaN
+  let loadUs = Number.NaN
   let peakRss = 0
   const sampler = setInterval(() => {
     peakRss = Math.max(peakRss, rssBytes(running.pid))
@@ -295,7 +308,13 @@ async function measure(running: Running, concurrency: number): Promise<Sample> {
       child.on('message', (message: LoadMessage) => {
         if (message.type === 'measuring') {
           cpuStart = cpuMicros(running.pid)
+          upstreamStart = upstreamCpu()
+          loadStart = cpuMicros(child.pid!).total
         } else {
+          if (message.type === 'done') {
+            upstreamUs = upstreamCpu() - upstreamStart
+            loadUs = cpuMicros(child.pid!).total - loadStart
+          }
           clearTimeout(timer)
           if (message.type === 'done') resolve(message.result)
           else reject(new Error(`${running.name} c=${concurrency}: ${message.error}`))
@@ -322,6 +341,8 @@ async function measure(running: Running, concurrency: number): Promise<Sample> {
       p99Ms: result.p99Ms,
       cpuUsPerCall: result.requests > 0 ? cpu / result.requests : Number.NaN,
       kernelUsPerCall: result.requests > 0 ? kernel / result.requests : Number.NaN,
+      upstreamCpuUsPerCall: result.requests > 0 ? upstreamUs / result.requests : Number.NaN,
+      loadCpuUsPerCall: result.requests > 0 ? loadUs / result.requests : Number.NaN,
       rssLoadMb: peakRss / 2 ** 20,
       requests: result.requests,
       errors: result.errors,
