@@ -72,9 +72,12 @@ export async function answer(client: Client, call: Call): Promise<Reply> {
 
   if (route.kind === 'unicast') {
     const upstream = server.upstream(route.upstream)!
-    const reply = await relayUnicast(client, upstream, route.original, request, signal)
-    // A confined server's error that names a path or host outside its grants gets the fix.
-    if (reply) return upstream.hints ? upstream.hints.annotate(reply, call.log) : reply
+    const relayed = relayUnicast(client, upstream, route.original, request, signal)
+    if (relayed !== undefined) {
+      const reply = await relayed
+      // A confined server's error that names a path or host outside its grants gets the fix.
+      return upstream.hints ? upstream.hints.annotate(reply, call.log) : reply
+    }
   }
 
   if (!Object.hasOwn(LOCAL, method)) {

@@ -7,7 +7,7 @@ import type { Catalog } from '../catalog/catalog.ts'
 import { BarbicanError } from '../common/errors.ts'
 import type { ProgramClock } from '../exposure/code-clock.ts'
 import { compose } from '../policies/chain.ts'
-import type { Call, CallPeer } from '../policies/policy.ts'
+import type { Call } from '../policies/policy.ts'
 import type { ErrorReply, Request } from '../protocol/model.ts'
 import { type Route, resolveRoute } from '../virtual-servers/route.ts'
 import type { Exchange } from './exchange-types.ts'
@@ -19,10 +19,7 @@ export function callOf(
   clock?: ProgramClock,
   request: Request = x.request,
 ): Call & { route: Route } {
-  const { client, modern } = x
-  // The peer is built only for a policy that reads it (confirm, cedar with context labels):
-  // most calls pass no such policy and should not pay for its closures.
-  let peer: CallPeer | undefined
+  const { client } = x
   return {
     id: client.nextCallId(),
     request,
@@ -33,10 +30,10 @@ export function callOf(
     signal: x.signal,
     log: x.log,
     decisions: [],
-    get peer() {
-      peer ??= client.peer(modern, request, clock)
-      return peer
-    },
+    // Plain data, no getter: an accessor in a literal is defined at run time and turns every
+    // call into a dictionary-mode object (~5,000 instructions per call, bench/NOTEBOOK.md).
+    // The peer itself is built only when a policy reads it (client.ts `LazyPeer`).
+    peer: client.lazyPeer(x.modern, request, clock),
     catalog: client.catalogOfServer,
     sender: client,
   }

@@ -10,10 +10,10 @@ import type { Client } from '../session/client.ts'
 import type { Logger } from '../telemetry/log.ts'
 import type { ReceiveInfo } from '../transports/transport.ts'
 import type { Route } from '../virtual-servers/route.ts'
-import type { MetaToolCall } from './tool-search-calls.ts'
+import { type MetaToolCall, NO_META_TOOL } from './tool-search-calls.ts'
 
 /** Before `unwrapMetaTool` ran, and for every request that is no search-mode meta-tool. */
-export const NO_META_TOOL: MetaToolCall = Object.freeze({ kind: 'none' })
+export { NO_META_TOOL }
 
 /** What the one log line of a request sums up, filled in by the steps as they learn it. */
 export interface CallLineFacts {

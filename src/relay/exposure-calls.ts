@@ -73,12 +73,21 @@ export function exposedCatalog(exposure: ToolExposure, catalog: Catalog): Catalo
  * A tool result after the call: with `adapt: tools-only`, resource links and embedded resources
  * name the URI `read_resource` reads them by on this server.
  */
-export async function adaptToolResult(
+export function adaptToolResult(
   server: VirtualServer,
   upstream: string,
   reply: Result | ErrorReply,
-): Promise<Result | ErrorReply> {
+): Result | ErrorReply | Promise<Result | ErrorReply> {
+  // Decided without a promise: most servers adapt nothing, and every call passes here.
   if (server.exposure.adapt !== 'tools-only' || reply.kind !== 'result') return reply
+  return withExposedResultUris(server, upstream, reply)
+}
+
+async function withExposedResultUris(
+  server: VirtualServer,
+  upstream: string,
+  reply: Result,
+): Promise<Result> {
   const result = await withExposedUris(reply.result, (uri) => server.exposedUri(upstream, uri))
   return result === reply.result ? reply : { ...reply, result }
 }

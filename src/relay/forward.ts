@@ -150,7 +150,8 @@ export async function forwardToUpstream(
     const send = (p: JsonObject | undefined) =>
       tracedRequest(ctx.span, upstream, request.method, p, { signal, owner, envelope, sessionKey })
     const reply = await send(outParams)
-    return await toLegacyClient(bridge, upstream, request, reply, outParams, send, client)
+    const legacy = toLegacyClient(bridge, upstream, request, reply, outParams, send, client)
+    return legacy instanceof Promise ? await legacy : legacy
   } finally {
     release?.()
     ctx.logs.untrack(request.id)

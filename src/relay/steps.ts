@@ -17,7 +17,7 @@
 import { withJudgedUris } from '../catalog/resource-uri.ts'
 import type { SearchArguments } from '../exposure/tool-search-mode.ts'
 import { deniedBy } from '../policies/chain.ts'
-import type { Call } from '../policies/policy.ts'
+import type { Call, Next } from '../policies/policy.ts'
 import type { ErrorReply, Result } from '../protocol/model.ts'
 import { DEFAULT_HTTP_LEGACY_REVISION, type Revision } from '../protocol/revisions.ts'
 import { DENIED, outcomeOfError, outcomeOfReply, type ServerMetrics } from '../telemetry/metrics.ts'
@@ -130,8 +130,9 @@ const CHECKS: readonly Step[] = [
  * queue (bench/hot-path.ts).
  */
 export async function runSteps(x: Exchange): Promise<Reply> {
-  for (const check of CHECKS) {
-    const pending = check(x)
+  // Indexed: a for-of over the table cost an array iterator call per check (bench/NOTEBOOK.md).
+  for (let i = 0; i < CHECKS.length; i++) {
+    const pending = CHECKS[i]!(x)
     const reply = pending instanceof Promise ? await pending : pending
     if (reply !== undefined) return reply
   }
@@ -147,17 +148,27 @@ export async function runSteps(x: Exchange): Promise<Reply> {
     const refusal = await mismatch
     if (refusal !== undefined) return refusal
   }
+  // The chain's run (live-policies.ts `LiveChain.run`) inlined: the call is counted in the
+  // generation it took, without a closure and an async function of its own.
+  const generation = client.chain.current
+  const chain = client.chain.composedFor(generation)
   const metrics = client.deps.metrics
-  const reply =
-    metrics === undefined ? await client.chain.run(call) : await counted(x, call, metrics)
+  let reply: Reply
+  generation.enter()
+  try {
+    reply = metrics === undefined ? await chain(call) : await counted(call, chain, metrics)
+  } finally {
+    generation.leave()
+  }
   if (call.request.method === 'tools/call' && route.kind === 'unicast') {
-    return await adaptToolResult(client.deps.server, route.upstream, reply)
+    const adapted = adaptToolResult(client.deps.server, route.upstream, reply)
+    return adapted instanceof Promise ? await adapted : adapted
   }
   return reply
 }
 
 /** The chain, with the call counted and timed by virtual server, upstream, tool and outcome. */
-async function counted(x: Exchange, call: Call, metrics: ServerMetrics): Promise<Reply> {
+async function counted(call: Call, chain: Next, metrics: ServerMetrics): Promise<Reply> {
   const { route, request } = call
   const upstream = route.kind === 'unicast' ? route.upstream : ''
   // Only a name the catalog routed is a label: made-up names must not use up `maxTools`.
@@ -165,7 +176,7 @@ async function counted(x: Exchange, call: Call, metrics: ServerMetrics): Promise
     request.method === 'tools/call' && upstream !== '' ? (request.params?.name as string) : ''
   const started = metrics.begin()
   try {
-    const reply = await x.client.chain.run(call)
+    const reply = await chain(call)
     metrics.end(request.method, upstream, tool, outcomeOfReply(reply), started)
     return reply
   } catch (err) {

@@ -28,6 +28,9 @@ export type MetaToolCall =
   | { readonly kind: 'call'; readonly request: Request; readonly error?: Error }
   | { readonly kind: 'none' }
 
+/** Every request that is no search-mode meta-tool: one object, not one per call. */
+export const NO_META_TOOL: MetaToolCall = Object.freeze({ kind: 'none' })
+
 /**
  * Reads a `tools/call` on `server`: a meta-tool only in search mode. A search's arguments are
  * checked here (ERR_META_TOOL_ARGUMENTS); a `call_tool` that names no callable tool keeps its
@@ -39,7 +42,7 @@ export function metaToolCall(
   maxResults?: number,
 ): MetaToolCall {
   if (request.method !== 'tools/call' || server.exposure.mode !== 'search') {
-    return { kind: 'none' }
+    return NO_META_TOOL
   }
   const meta = metaToolOf(request.params)
   if (meta === 'search') {
@@ -52,7 +55,7 @@ export function metaToolCall(
       return { kind: 'call', request, error: error as Error }
     }
   }
-  return { kind: 'none' }
+  return NO_META_TOOL
 }
 
 /** The `tools/list` request a search's view is taken with (its envelope kept). */

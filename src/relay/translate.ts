@@ -56,7 +56,7 @@ export function holdsCall(bridge: MrtrBridge | undefined, request: Request): bri
  * answer are asked of the client and the call retried with its answers (the shim); an unknown
  * resource keeps the legacy meaning. Anything else passes as is.
  */
-export async function toLegacyClient(
+export function toLegacyClient(
   bridge: MrtrBridge | undefined,
   upstream: Upstream,
   request: Request,
@@ -64,10 +64,22 @@ export async function toLegacyClient(
   params: JsonObject | undefined,
   retry: (params: JsonObject) => Promise<Result | ErrorReply>,
   client: ClientRequester,
-): Promise<Result | ErrorReply> {
+): Result | ErrorReply | Promise<Result | ErrorReply> {
+  // Decided without a promise: most calls have nothing to translate, and every call passes here.
   if (bridge === undefined || request.envelope !== undefined || upstream.era !== 'modern') {
     return first
   }
+  return legacyShimmed(bridge, request, first, params, retry, client)
+}
+
+async function legacyShimmed(
+  bridge: MrtrBridge,
+  request: Request,
+  first: Result | ErrorReply,
+  params: JsonObject | undefined,
+  retry: (params: JsonObject) => Promise<Result | ErrorReply>,
+  client: ClientRequester,
+): Promise<Result | ErrorReply> {
   let reply = first
   if (reply.kind === 'result' && reply.resultType === 'input_required') {
     reply = await bridge.legacyShim(reply, params, retry, client, request.id)

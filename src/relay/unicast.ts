@@ -112,20 +112,22 @@ function renamed(target: Target, params: JsonObject, original: string): JsonObje
 
 /**
  * Relays `request` to `upstream`, where `original` is the upstream's own name for what the
- * request names. Undefined for a method that is not relayed to a single upstream.
+ * request names. Undefined (at once, not a promise of it) for a method that is not relayed to a
+ * single upstream.
  */
-export async function relayUnicast(
+export function relayUnicast(
   client: Client,
   upstream: Upstream,
   original: string,
   request: Request,
   signal: AbortSignal,
-): Promise<Result | ErrorReply | undefined> {
+): Promise<Result | ErrorReply> | undefined {
   const { method } = request
   const target = methodSpec(method)?.target
   if (target === undefined || !isMethod(method) || !Object.hasOwn(RELAYS, method)) return undefined
   const params = renamed(target, definedParams(method, request.params) ?? {}, original)
-  return await RELAYS[method as UnicastMethod]({
+  // The relay's own promise, not one more async function around it: every call passes here.
+  return RELAYS[method as UnicastMethod]({
     client,
     upstream,
     request,

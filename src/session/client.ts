@@ -20,7 +20,7 @@ import type { Codec } from '../protocol/codec.ts'
 import { codecFor } from '../protocol/codecs.ts'
 import type { JsonObject, JsonRpcId, JsonRpcMessage, JsonRpcRequest } from '../protocol/jsonrpc.ts'
 import { definedParams } from '../protocol/methods.ts'
-import type { Message, Request } from '../protocol/model.ts'
+import type { ErrorReply, Message, Request, Result } from '../protocol/model.ts'
 import { DEFAULT_HTTP_LEGACY_REVISION, type Revision } from '../protocol/revisions.ts'
 import type { Logger } from '../telemetry/log.ts'
 import type { ServerMetrics } from '../telemetry/metrics.ts'
@@ -238,6 +238,14 @@ export abstract class Client implements ProgressSink, ClientRequester {
   /** The virtual server's catalog, as policies read it (one function for every call). */
   readonly catalogOfServer = async () => (await this.deps.server.catalog()).catalog
 
+  /**
+   * The client as the policies of one call reach it, built on first use: most calls pass no
+   * policy that reads it (confirm, cedar with context labels) and should not pay for its closures.
+   */
+  lazyPeer(modern: boolean, request: Request, clock?: ProgramClock): CallPeer {
+    return new LazyPeer(this, modern, request, clock)
+  }
+
   /** The client as policies reach it (policies/policy.ts CallPeer). */
   peer(modern: boolean, request: Request, clock?: ProgramClock): CallPeer {
     const stateless = this.stateless
@@ -373,4 +381,45 @@ export abstract class Client implements ProgressSink, ClientRequester {
 
   /** The client is gone: what its kind holds beyond the common state is released. */
   protected abstract ended(): void
+}
+
+/**
+ * A call's peer (`Client.peer`), built when a policy first reads one of its members and the same
+ * from then on. A class rather than a getter on the call: an accessor in an object literal is
+ * defined at run time and leaves every call a dictionary-mode object (bench/NOTEBOOK.md, 2026-12-06).
+ */
+class LazyPeer implements CallPeer {
+  readonly #client: Client
+  readonly #modern: boolean
+  readonly #request: Request
+  readonly #clock: ProgramClock | undefined
+  #peer: CallPeer | undefined
+
+  constructor(client: Client, modern: boolean, request: Request, clock: ProgramClock | undefined) {
+    this.#client = client
+    this.#modern = modern
+    this.#request = request
+    this.#clock = clock
+  }
+
+  #built(): CallPeer {
+    this.#peer ??= this.#client.peer(this.#modern, this.#request, this.#clock)
+    return this.#peer
+  }
+
+  get era(): CallPeer['era'] {
+    return this.#built().era
+  }
+
+  get capabilities(): JsonObject {
+    return this.#built().capabilities
+  }
+
+  get sessionId(): string | undefined {
+    return this.#built().sessionId
+  }
+
+  ask(method: string, params: JsonObject, signal: AbortSignal): Promise<Result | ErrorReply> {
+    return this.#built().ask(method, params, signal)
+  }
 }

@@ -62,10 +62,8 @@ type Resolver = (
 
 /** How each kind of target (protocol/methods.ts `Target`) finds the upstream that owns it. */
 const RESOLVERS: { readonly [K in Target['kind']]: Resolver } = {
-  tool: async (server, params) => {
-    const { upstream, target, catalog } = await server.resolveTool(stringParam(params, 'name'))
-    return { kind: 'unicast', upstream: upstream.name, original: target.original, catalog }
-  },
+  // Every tools/call passes here: a `then` costs less than an async function and its await.
+  tool: (server, params) => server.resolveTool(stringParam(params, 'name')).then(toolRoute),
   prompt: async (server, params) =>
     unicast(await server.resolvePrompt(stringParam(params, 'name'))),
   resource: async (server, params) =>
@@ -113,6 +111,11 @@ export async function resolveRoute(
   } catch (error) {
     return { kind: 'unresolved', error: error as Error }
   }
+}
+
+function toolRoute(resolved: Awaited<ReturnType<VirtualServer['resolveTool']>>): Route {
+  const { upstream, target, catalog } = resolved
+  return { kind: 'unicast', upstream: upstream.name, original: target.original, catalog }
 }
 
 function unicast(resolved: { upstream: Upstream; target: { original: string } }): Route {

@@ -246,12 +246,24 @@ export class VirtualServer extends EventEmitter<VirtualServerEvents> {
    * lists failed, are left out and reported, and won back in the background. A degraded catalog
    * is kept like any other: a list never waits for a member the catalog already left out.
    */
-  async catalog(): Promise<CatalogView> {
+  catalog(): Promise<CatalogView> {
     // The common case, decided without I/O: the revision read recently still matches (a call
-    // then costs no store read; trust/trust-guard.ts bounds how old that read may be).
+    // then costs no store read; trust/trust-guard.ts bounds how old that read may be). Not an
+    // async function: every call resolves its route here, and the kept promise is the answer.
     const trust = this.#trust
-    if (trust && this.#catalog && trust.cachedRevision() !== this.#trustRevision)
-      await this.refreshTrust()
+    if (trust && this.#catalog && trust.cachedRevision() !== this.#trustRevision) {
+      return this.#refreshedCatalog()
+    }
+    return this.#keptCatalog()
+  }
+
+  async #refreshedCatalog(): Promise<CatalogView> {
+    await this.refreshTrust()
+    return await this.#keptCatalog()
+  }
+
+  /** The catalog kept, or one being built now when there is none. */
+  #keptCatalog(): Promise<CatalogView> {
     if (!this.#catalog) {
       const building = this.#build()
       this.#catalog = building
@@ -259,7 +271,7 @@ export class VirtualServer extends EventEmitter<VirtualServerEvents> {
         if (this.#catalog === building) this.#catalog = undefined
       })
     }
-    return await this.#catalog
+    return this.#catalog
   }
 
   /** Every member's lists, or, for the members missing or late for the deadline, none. */
