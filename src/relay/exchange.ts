@@ -11,12 +11,13 @@ import type { Codec } from '../protocol/codec.ts'
 import { codecFor } from '../protocol/codecs.ts'
 import type { JsonRpcRequest } from '../protocol/jsonrpc.ts'
 import type { ErrorReply, Request } from '../protocol/model.ts'
-import { callOutcome, logCall, requestFields, traceIdOf } from '../session/call-line.ts'
+import { callOutcome, logCall } from '../session/call-line.ts'
 import type { Client } from '../session/client.ts'
 import { endSpan, replyOutcome, startClientSpan, tracingOn } from '../telemetry/tracing.ts'
 import type { ReceiveInfo } from '../transports/transport.ts'
 import { type Exchange, NO_META_TOOL } from './exchange-types.ts'
 import { claimedRevision, isModernClaim, unsupportedRevision } from './request-checks.ts'
+import { callLineWritten, RequestLog } from './request-log.ts'
 import { runSteps } from './steps.ts'
 
 /**
@@ -48,15 +49,17 @@ async function run(client: Client, wire: JsonRpcRequest, info?: ReceiveInfo): Pr
   const controller = new AbortController()
   info?.signal?.addEventListener('abort', () => controller.abort(), { once: true })
   client.inflight.set(wire.id, controller)
-  // Every line about this request carries its id and trace id; one line sums it up.
-  const startedAt = performance.now()
+  // Every line about this request carries its id and trace id; one line sums it up, when call
+  // lines are written at all (their level is fixed for the gateway's logger).
+  const line = callLineWritten(client.deps.log, wire.method)
+  const startedAt = line ? performance.now() : 0
   const x: Exchange = {
     client,
     request,
     modern,
     signal: controller.signal,
     headers: info?.headers,
-    log: client.deps.log.child(requestFields(wire.id, traceIdOf(info?.headers, wire.params))),
+    log: new RequestLog(client.deps.log, wire.id, info?.headers, wire.params),
     facts: { outcome: 'ok' },
     clock: undefined,
     meta: NO_META_TOOL,
@@ -94,7 +97,10 @@ async function run(client: Client, wire: JsonRpcRequest, info?: ReceiveInfo): Pr
     await client.send(codec.encode(reply), wire.id)
   } finally {
     client.answered(wire.id, controller)
-    logCall(x.log, { method: wire.method, params: wire.params, ...x.facts, startedAt })
+    if (line) {
+      const { upstream, outcome } = x.facts
+      logCall(x.log, { method: wire.method, params: wire.params, upstream, outcome, startedAt })
+    }
     if (span) client.spans?.delete(wire.id)
   }
 }

@@ -21,6 +21,11 @@ export interface Logger {
   warn(message: string, fields?: Record<string, unknown>): void
   error(message: string, fields?: Record<string, unknown>): void
   child(fields: Record<string, unknown>): Logger
+  /**
+   * Whether a line at `level` would be written, so a caller can skip building one (the call
+   * line, at `warn`). Absent: it might be.
+   */
+  enabled?(level: LogLevel): boolean
 }
 
 const RANK: Record<LogLevel, number> = { debug: 10, info: 20, warn: 30, error: 40 }
@@ -115,6 +120,10 @@ class DerivedLogger implements Logger {
     if (RANK.error >= this.#threshold) this.#emit('error', message, fields)
   }
 
+  enabled(level: LogLevel): boolean {
+    return RANK[level] >= this.#threshold
+  }
+
   child(fields: Record<string, unknown>): Logger {
     const part = typeof fields.part === 'string' ? fields.part : this.#part
     return new DerivedLogger(this.#root, [...this.#sources, fields], part)
@@ -176,6 +185,7 @@ export const silentLogger: Logger = {
   warn() {},
   error() {},
   child: () => silentLogger,
+  enabled: () => false,
 }
 
 /**
