@@ -9,7 +9,7 @@ import type { ProgramClock } from '../exposure/code-clock.ts'
 import { compose } from '../policies/chain.ts'
 import type { Call } from '../policies/policy.ts'
 import type { ErrorReply, Request } from '../protocol/model.ts'
-import { type Route, resolveRoute } from '../virtual-servers/route.ts'
+import { LOCAL_ROUTE, type Route, resolveRoute } from '../virtual-servers/route.ts'
 import type { Exchange } from './exchange-types.ts'
 import { complete } from './local-answers.ts'
 
@@ -26,7 +26,7 @@ export function callOf(
     identity: client.identity,
     server: client.info.server,
     transport: client.info.kind,
-    route: { kind: 'local' },
+    route: LOCAL_ROUTE,
     signal: x.signal,
     log: x.log,
     decisions: [],

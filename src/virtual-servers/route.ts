@@ -39,6 +39,9 @@ export type Route =
   /** No route: the relay answers with this error, after audit has seen the call. */
   | { readonly kind: 'unresolved'; readonly error: Error }
 
+/** Answered by Barbican itself: one object for every such call (routes are never changed). */
+export const LOCAL_ROUTE: Route = Object.freeze({ kind: 'local' })
+
 /** A task one session created: the upstream holding it and the exposed tool that created it. */
 export interface SessionTask {
   readonly upstream: string
@@ -107,7 +110,7 @@ export async function resolveRoute(
     if (spec?.target !== undefined) {
       return await RESOLVERS[spec.target.kind](server, request.params, tasks)
     }
-    return { kind: 'local' }
+    return LOCAL_ROUTE
   } catch (error) {
     return { kind: 'unresolved', error: error as Error }
   }
