@@ -23,6 +23,7 @@ import {
   chainBody,
   chainRecord,
   exportFields,
+  RecordKey,
   type Searchable,
   searchableOfEvent,
 } from './record.ts'
@@ -100,7 +101,7 @@ export class AuditLog implements AuditSink {
   readonly #options: AuditLogOptions
   readonly #store: AuditStore
   /** The chain's MAC key (audit-key.ts): only its holder can extend the chain. */
-  readonly #mac: Buffer
+  readonly #mac: RecordKey
   readonly #now: () => Date
   #queue: Waiting[] = []
   #draining = false
@@ -130,7 +131,7 @@ export class AuditLog implements AuditSink {
     this.#store = options.store
     if (!options.key.macKey)
       throw new Error('The audit key can only verify: it has no private half')
-    this.#mac = options.key.macKey
+    this.#mac = new RecordKey(options.key.macKey)
     this.#now = options.now ?? (() => new Date())
     const every = options.checkpointIntervalMs ?? 0
     if (every > 0) {

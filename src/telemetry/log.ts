@@ -8,6 +8,7 @@
  * bound fields (`child`). Lines reach stderr in batches (line-batch.ts, ADR 123): no system call
  * per call line.
  */
+import { isoNow } from './iso-time.ts'
 import { stderrLines } from './line-batch.ts'
 
 export type LogLevel = 'debug' | 'info' | 'warn' | 'error'
@@ -134,8 +135,10 @@ class DerivedLogger implements Logger {
     const paths = root.paths
     // What `clean({ time, level, msg, ...bound, ...fields })` gave, without the merged copy.
     const record: Record<string, unknown> = {}
-    put(record, 'time', isoNow(), paths)
-    put(record, 'level', level, paths)
+    // The time and level are ours, and nothing in them looks like a credential (digits and
+    // `-:.TZ`; a level's name): only a configured path can replace them.
+    record.time = paths === undefined ? isoNow() : own('time', isoNow(), paths)
+    record.level = paths === undefined ? level : own('level', level, paths)
     put(record, 'msg', message, paths)
     for (const source of this.#sources) putAll(record, source, paths)
     if (fields !== undefined) putAll(record, fields, paths)
@@ -158,24 +161,17 @@ function put(
   record[key] = node?.end || isSecretKey(key) ? REDACTED : clean(value, node, 1)
 }
 
+/** A value Barbican made that needs no scrubbing, unless a configured path replaces it. */
+function own(key: string, value: string, paths: PathNode): string {
+  return (paths.next.get(key) ?? paths.next.get('*'))?.end ? REDACTED : value
+}
+
 function putAll(
   record: Record<string, unknown>,
   source: Record<string, unknown>,
   paths: PathNode | undefined,
 ): void {
   for (const key in source) if (Object.hasOwn(source, key)) put(record, key, source[key], paths)
-}
-
-/** The ISO time, formatted once per millisecond (lines come in bursts). */
-let lastMs = -1
-let lastIso = ''
-function isoNow(): string {
-  const now = Date.now()
-  if (now !== lastMs) {
-    lastMs = now
-    lastIso = new Date(now).toISOString()
-  }
-  return lastIso
 }
 
 /** A logger that drops everything (tests, benchmarks). */
