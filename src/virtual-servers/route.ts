@@ -96,7 +96,30 @@ const RESOLVERS: { readonly [K in Target['kind']]: Resolver } = {
   },
 }
 
-export async function resolveRoute(
+/**
+ * Where `request` goes. A tool call on a catalog already at hand (`VirtualServer.keptView`) is
+ * routed at once, not as a promise: every tool call passes here, and each await costs it a turn
+ * of the microtask queue. Same route either way.
+ */
+export function resolveRoute(
+  server: VirtualServer,
+  request: Request,
+  tasks: SessionTasks,
+): Route | Promise<Route> {
+  if (methodSpec(request.method)?.target?.kind === 'tool') {
+    const view = server.keptView()
+    if (view !== undefined) {
+      try {
+        return toolRoute(server.resolveToolIn(view, stringParam(request.params, 'name')))
+      } catch (error) {
+        return { kind: 'unresolved', error: error as Error }
+      }
+    }
+  }
+  return resolved(server, request, tasks)
+}
+
+async function resolved(
   server: VirtualServer,
   request: Request,
   tasks: SessionTasks,

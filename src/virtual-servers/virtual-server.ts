@@ -60,6 +60,8 @@ export class VirtualServer extends EventEmitter<VirtualServerEvents> {
   #names: ReadonlySet<string>
   #rules: CatalogRules
   #catalog: Promise<CatalogView> | undefined
+  /** What a kept `#catalog` settled to: `keptView` answers from it while it is still kept. */
+  #settled: { readonly promise: Promise<CatalogView>; readonly view: CatalogView } | undefined
   #log: Logger
   #trust: TrustGuard | undefined
   /** The pin store's revision the current catalog was reviewed at. */
@@ -267,11 +269,31 @@ export class VirtualServer extends EventEmitter<VirtualServerEvents> {
     if (!this.#catalog) {
       const building = this.#build()
       this.#catalog = building
-      building.catch(() => {
-        if (this.#catalog === building) this.#catalog = undefined
-      })
+      building.then(
+        (view) => {
+          this.#settled = { promise: building, view }
+        },
+        () => {
+          if (this.#catalog === building) this.#catalog = undefined
+        },
+      )
     }
     return this.#catalog
+  }
+
+  /**
+   * What `catalog()` would give now, when that is known without waiting: the kept catalog is
+   * built and the pin store's recent revision still matches it. Undefined: ask `catalog()`.
+   * Every tool call is routed here, and a promise costs it several turns of the microtask queue.
+   */
+  keptView(): CatalogView | undefined {
+    const kept = this.#catalog
+    const settled = this.#settled
+    // The same promise: a catalog dropped or rebuilt since is not answered from.
+    if (kept === undefined || settled?.promise !== kept) return undefined
+    const trust = this.#trust
+    if (trust && trust.cachedRevision() !== this.#trustRevision) return undefined
+    return settled.view
   }
 
   /** Every member's lists, or, for the members missing or late for the deadline, none. */
@@ -364,7 +386,14 @@ export class VirtualServer extends EventEmitter<VirtualServerEvents> {
   async resolveTool(
     name: string,
   ): Promise<{ upstream: Upstream; target: Target; catalog: Catalog }> {
-    const view = await this.catalog()
+    return this.resolveToolIn(await this.catalog(), name)
+  }
+
+  /** `resolveTool` in `view`, a catalog at hand (`keptView`, `catalog()`). */
+  resolveToolIn(
+    view: CatalogView,
+    name: string,
+  ): { upstream: Upstream; target: Target; catalog: Catalog } {
     refuseQuarantined(view, 'tool', name)
     return { ...this.#resolve(view.catalog.toolTargets, name, 'tool'), catalog: view.catalog }
   }
