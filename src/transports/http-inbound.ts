@@ -20,7 +20,7 @@ import {
   type HttpInboundOptions,
   resolveHttpInboundOptions,
 } from './http-inbound-options.ts'
-import { sendJson, sendRpcError } from './http-io.ts'
+import { failRequest, sendJson, sendRpcError } from './http-io.ts'
 import type { InboundHandler } from './inbound.ts'
 import { HOP_HEADER, type SessionDirectory } from './session-directory.ts'
 import { SSE_MESSAGES_PATH, SseEndpoint } from './sse-inbound.ts'
@@ -86,7 +86,7 @@ export class HttpInbound {
       this.#sockets.add(socket)
       socket.on('close', () => this.#sockets.delete(socket))
     })
-    this.server.on('request', (req, res) => void this.#onRequest(req, res))
+    this.server.on('request', (req, res) => this.#onRequest(req, res))
     this.server.on('upgrade', (req, socket, head) => this.#onUpgrade(req, socket, head))
     this.server.on('clientError', (err: NodeJS.ErrnoException, socket) => {
       this.#log.debug('bad HTTP request from a client', { error: err })
@@ -171,7 +171,11 @@ export class HttpInbound {
     await drained
   }
 
-  async #onRequest(req: IncomingMessage, res: ServerResponse): Promise<void> {
+  /**
+   * Not an async function: a request served without waiting (no auth, no relay) takes no promise
+   * here; one that waits reports its failure through the promise's catch instead.
+   */
+  #onRequest(req: IncomingMessage, res: ServerResponse): void {
     try {
       this.#inflight.add(res)
       res.on('close', () => this.#inflight.delete(res))
@@ -204,11 +208,9 @@ export class HttpInbound {
           return
         }
       }
-      await this.#route(req, res)
+      this.#route(req, res)?.catch((err: unknown) => failRequest(this.#log, req, res, err))
     } catch (err) {
-      this.#log.error('HTTP request failed', { error: err, url: req.url })
-      if (!res.headersSent) sendRpcError(res, 500, 'Internal error', { code: -32603 })
-      else res.destroy()
+      failRequest(this.#log, req, res, err)
     }
   }
 
@@ -229,58 +231,93 @@ export class HttpInbound {
     return refusal
   }
 
-  async #route(req: IncomingMessage, res: ServerResponse): Promise<void> {
+  /** Routes one request; a promise only when something must be waited for (auth, a relay). */
+  #route(req: IncomingMessage, res: ServerResponse): Promise<void> | void {
     const pathname = pathOf(req)
     const route = this.routes.get(pathname)
     if (route) return route(req, res)
-    if (pathname === SSE_MESSAGES_PATH) {
-      if (req.method !== 'POST') {
-        return sendRpcError(res, 405, 'Use POST', { headers: { allow: 'POST' } })
-      }
-      const url = new URL(req.url ?? '/', 'http://localhost')
-      const id = url.searchParams.get('sessionId')
-      if (id && !this.sse.holds(id) && (await this.#relayed(id, req, res))) return
-      // Authenticated for the server the session was opened on, like every request to it: a
-      // token minted for another server, or one without this server's step-up scopes, is
-      // refused. A POST naming no live session is checked against any server, then gets 404.
-      const server = this.sse.serverOf(url.searchParams.get('sessionId'))
-      if (!(await this.#authenticate(req, res, server))) return
-      return this.sse.post(req, res, url)
-    }
+    if (pathname === SSE_MESSAGES_PATH) return this.#ssePost(req, res)
     const match = MCP_PATH.exec(pathname)
     const server = match ? serverName(match[2]) : undefined
     if (match === null || server === undefined || !this.#handler.hasServer(server)) {
       return sendRpcError(res, 404, `Not found: ${pathname.slice(0, 200)}`)
     }
-    if (match[1] === 'mcp' && this.#directory !== undefined) {
+    const kind = match[1] as string
+    let relayId: string | undefined
+    if (kind === 'mcp' && this.#directory !== undefined) {
       // A 2026-07-28 request is stateless wherever it lands, whatever session id it carries.
       const version = req.headers['mcp-protocol-version']
       const modern =
         typeof version === 'string' && isRevision(version) && eraOf(version) === 'modern'
       const id = req.headers['mcp-session-id']
-      if (typeof id === 'string' && !modern && !this.streamable.holds(id)) {
-        if (await this.#relayed(id, req, res)) return
-      }
+      if (typeof id === 'string' && !modern && !this.streamable.holds(id)) relayId = id
     }
-    // Without inbound auth the request goes on in this microtask, with no await in between.
+    // Without a relay or inbound auth the request goes on in this call, with no promise.
+    if (relayId !== undefined || this.authenticator !== undefined) {
+      return this.#routeAfterWaits(req, res, server, kind, pathname, relayId)
+    }
+    this.#serve(req, res, server, kind, pathname)
+  }
+
+  /** `#route`'s end for a request that may be relayed to another replica or must authenticate. */
+  async #routeAfterWaits(
+    req: IncomingMessage,
+    res: ServerResponse,
+    server: string,
+    kind: string,
+    pathname: string,
+    relayId: string | undefined,
+  ): Promise<void> {
+    if (relayId !== undefined && (await this.#relayed(relayId, req, res))) return
     if (this.authenticator !== undefined && !(await this.#authenticate(req, res, server))) return
+    this.#serve(req, res, server, kind, pathname)
+  }
+
+  /** Hands an authenticated request for an existing server to its endpoint. */
+  #serve(
+    req: IncomingMessage,
+    res: ServerResponse,
+    server: string,
+    kind: string,
+    pathname: string,
+  ): void {
     // With tenants, whether the name exists depends on who asks: the same 404 when it does not.
     if (this.#handler.serves !== undefined && !this.#handler.serves(server, requestIdentity(req))) {
-      return sendRpcError(res, 404, `Not found: ${pathname.slice(0, 200)}`)
+      sendRpcError(res, 404, `Not found: ${pathname.slice(0, 200)}`)
+      return
     }
-    switch (match[1]) {
+    switch (kind) {
       case 'mcp':
-        return this.streamable.handle(req, res, server)
+        this.streamable.handle(req, res, server)
+        return
       case 'sse':
         if (req.method !== 'GET') {
-          return sendRpcError(res, 405, 'Use GET', { headers: { allow: 'GET' } })
+          sendRpcError(res, 405, 'Use GET', { headers: { allow: 'GET' } })
+          return
         }
-        return this.sse.open(req, res, server)
+        this.sse.open(req, res, server)
+        return
       default:
-        return sendRpcError(res, 426, 'This endpoint speaks WebSocket', {
+        sendRpcError(res, 426, 'This endpoint speaks WebSocket', {
           headers: { upgrade: 'websocket', connection: 'Upgrade' },
         })
     }
+  }
+
+  /** A POST to the legacy HTTP+SSE message endpoint. */
+  async #ssePost(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    if (req.method !== 'POST') {
+      return sendRpcError(res, 405, 'Use POST', { headers: { allow: 'POST' } })
+    }
+    const url = new URL(req.url ?? '/', 'http://localhost')
+    const id = url.searchParams.get('sessionId')
+    if (id && !this.sse.holds(id) && (await this.#relayed(id, req, res))) return
+    // Authenticated for the server the session was opened on, like every request to it: a
+    // token minted for another server, or one without this server's step-up scopes, is
+    // refused. A POST naming no live session is checked against any server, then gets 404.
+    const server = this.sse.serverOf(url.searchParams.get('sessionId'))
+    if (!(await this.#authenticate(req, res, server))) return
+    return this.sse.post(req, res, url)
   }
 
   /**

@@ -5,11 +5,13 @@
 import type { IncomingMessage, OutgoingHttpHeaders, ServerResponse } from 'node:http'
 import {
   errorResponse,
+  INTERNAL_ERROR,
   INVALID_REQUEST,
   type JsonRpcId,
   PARSE_ERROR,
   serialize,
 } from '../protocol/jsonrpc.ts'
+import type { Logger } from '../telemetry/log.ts'
 
 /**
  * How many bytes past the limit we read and throw away so the keep-alive connection stays
@@ -28,53 +30,65 @@ export type BodyResult =
  * must close the connection (`keepAlive: false`).
  */
 export function readBody(req: IncomingMessage, maxBytes: number): Promise<BodyResult> {
+  return new Promise((resolve) => readBodyThen(req, maxBytes, resolve))
+}
+
+/**
+ * `readBody` with a callback, called once (from the request's 'end', 'error' or 'close', or at
+ * once for a declared oversize body): the hot path takes no promise per body. `done` runs inside
+ * the request's event: it must not throw.
+ */
+export function readBodyThen(
+  req: IncomingMessage,
+  maxBytes: number,
+  done: (result: BodyResult) => void,
+): void {
   const declared = Number(req.headers['content-length'])
   if (Number.isFinite(declared) && declared > maxBytes + DISCARD_LIMIT_BYTES) {
-    return Promise.resolve({ ok: false, status: 413, keepAlive: false, size: declared })
+    done({ ok: false, status: 413, keepAlive: false, size: declared })
+    return
   }
-  return new Promise((resolve) => {
-    const chunks: Buffer[] = []
-    let size = 0
-    let settled = false
-    const finish = (result: BodyResult) => {
-      if (settled) return
-      settled = true
-      req.off('data', onData)
-      req.off('end', onEnd)
-      req.off('error', onError)
-      req.off('close', onClose)
-      resolve(result)
+  const chunks: Buffer[] = []
+  let size = 0
+  let settled = false
+  const finish = (result: BodyResult) => {
+    if (settled) return
+    settled = true
+    req.off('data', onData)
+    req.off('end', onEnd)
+    req.off('error', onError)
+    req.off('close', onClose)
+    done(result)
+  }
+  const onData = (chunk: Buffer) => {
+    size += chunk.length
+    if (size <= maxBytes) {
+      chunks.push(chunk)
+      return
     }
-    const onData = (chunk: Buffer) => {
-      size += chunk.length
-      if (size <= maxBytes) {
-        chunks.push(chunk)
-        return
-      }
-      chunks.length = 0
-      if (size > maxBytes + DISCARD_LIMIT_BYTES) {
-        req.pause()
-        finish({ ok: false, status: 413, keepAlive: false, size })
-      }
+    chunks.length = 0
+    if (size > maxBytes + DISCARD_LIMIT_BYTES) {
+      req.pause()
+      finish({ ok: false, status: 413, keepAlive: false, size })
     }
-    const onEnd = () => {
-      if (size > maxBytes) finish({ ok: false, status: 413, keepAlive: true, size })
-      // A small body comes in one chunk, a Buffer of its own: used as it is, not copied.
-      else
-        finish({
-          ok: true,
-          body: chunks.length === 1 ? (chunks[0] as Buffer) : Buffer.concat(chunks, size),
-        })
-    }
-    const onError = () => finish({ ok: false, status: 400, keepAlive: false, size })
-    const onClose = () => {
-      if (!req.complete) finish({ ok: false, status: 400, keepAlive: false, size })
-    }
-    req.on('data', onData)
-    req.on('end', onEnd)
-    req.on('error', onError)
-    req.on('close', onClose)
-  })
+  }
+  const onEnd = () => {
+    if (size > maxBytes) finish({ ok: false, status: 413, keepAlive: true, size })
+    // A small body comes in one chunk, a Buffer of its own: used as it is, not copied.
+    else
+      finish({
+        ok: true,
+        body: chunks.length === 1 ? (chunks[0] as Buffer) : Buffer.concat(chunks, size),
+      })
+  }
+  const onError = () => finish({ ok: false, status: 400, keepAlive: false, size })
+  const onClose = () => {
+    if (!req.complete) finish({ ok: false, status: 400, keepAlive: false, size })
+  }
+  req.on('data', onData)
+  req.on('end', onEnd)
+  req.on('error', onError)
+  req.on('close', onClose)
 }
 
 /**
@@ -168,6 +182,45 @@ export async function readTextBody(
     sendRpcError(res, 400, 'The body is not valid UTF-8', { code: PARSE_ERROR })
   }
   return text
+}
+
+/**
+ * `readTextBody` with a callback: `done` gets the text, or is not called when the refusal was
+ * answered here. `done` runs inside the request's 'end' event: it must not throw.
+ */
+export function readTextBodyThen(
+  req: IncomingMessage,
+  res: ServerResponse,
+  maxBytes: number,
+  done: (text: string) => void,
+): void {
+  readBodyThen(req, maxBytes, (body) => {
+    if (!body.ok) {
+      sendBodyRefusal(res, body, maxBytes)
+      return
+    }
+    const text = decodeUtf8(body.body)
+    if (text === undefined) {
+      sendRpcError(res, 400, 'The body is not valid UTF-8', { code: PARSE_ERROR })
+      return
+    }
+    done(text)
+  })
+}
+
+/**
+ * Answers a request whose handling threw: logged, then 500 with -32603 when nothing was sent
+ * yet, else the connection is cut (a reply half written cannot be completed).
+ */
+export function failRequest(
+  log: Logger,
+  req: IncomingMessage,
+  res: ServerResponse,
+  err: unknown,
+): void {
+  log.error('HTTP request failed', { error: err, url: req.url })
+  if (!res.headersSent) sendRpcError(res, 500, 'Internal error', { code: INTERNAL_ERROR })
+  else res.destroy()
 }
 
 /** Writes a reply without a body (202, 200 to DELETE) unless the response already started. */

@@ -240,6 +240,26 @@ describe('Streamable HTTP inbound sessions', () => {
     }
   })
 
+  it('answers 500 with -32603 when handling a POST body throws, and goes on serving', async () => {
+    const t = await startInbound()
+    const connect = t.handler.connect.bind(t.handler)
+    let failures = 1
+    t.handler.connect = (transport, info) => {
+      if (failures-- > 0) throw new Error('handler exploded')
+      connect(transport, info)
+    }
+    try {
+      const failed = await post(t, undefined, initialize())
+      assert.equal(failed.status, 500)
+      assert.equal(errorOf(failed.json()).code, -32603)
+      assert.ok(t.logs.some((r) => r.msg === 'HTTP request failed'))
+      // The endpoint and the connection's server are unharmed: the next initialize works.
+      await openSession(t)
+    } finally {
+      await t.close()
+    }
+  })
+
   it('tells request ids 1 and "1" apart, and refuses an id already in use in the batch', async () => {
     const t = await startInbound()
     try {

@@ -10,13 +10,14 @@ import { randomBytes } from 'node:crypto'
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import { requestIdentity } from '../auth/request-identity.ts'
 import type { JsonLimits } from '../protocol/json-limits.ts'
-import { isRequest, parsePayload, serialize } from '../protocol/jsonrpc.ts'
+import { isRequest, type JsonRpcMessage, parsePayload, serialize } from '../protocol/jsonrpc.ts'
 import { eraOf, isRevision } from '../protocol/revisions.ts'
 import type { Logger } from '../telemetry/log.ts'
 import {
   accepts,
+  failRequest,
   headerRecord,
-  readTextBody,
+  readTextBodyThen,
   sendEmpty,
   sendJson,
   sendRpcError,
@@ -94,17 +95,22 @@ export class StreamableHttpEndpoint {
     return this.#sessions.has(id)
   }
 
-  /** Routes one request for the virtual server `server` (already known to exist). */
-  async handle(req: IncomingMessage, res: ServerResponse, server: string): Promise<void> {
-    if (req.method === 'POST') return this.#post(req, res, server)
-    if (req.method === 'GET' || req.method === 'DELETE')
-      return this.#sessionRequest(req, res, server)
-    sendRpcError(res, 405, `Method ${req.method} is not allowed here`, {
-      headers: { allow: 'GET, POST, DELETE' },
-    })
+  /**
+   * Routes one request for the virtual server `server` (already known to exist). A POST is
+   * handled once its body has arrived, after this returns: a failure then is answered here
+   * (`failRequest`), not thrown.
+   */
+  handle(req: IncomingMessage, res: ServerResponse, server: string): void {
+    if (req.method === 'POST') this.#post(req, res, server)
+    else if (req.method === 'GET' || req.method === 'DELETE') this.#sessionRequest(req, res, server)
+    else {
+      sendRpcError(res, 405, `Method ${req.method} is not allowed here`, {
+        headers: { allow: 'GET, POST, DELETE' },
+      })
+    }
   }
 
-  async #post(req: IncomingMessage, res: ServerResponse, server: string): Promise<void> {
+  #post(req: IncomingMessage, res: ServerResponse, server: string): void {
     if (!/^application\/json(\s*;|$)/i.test(req.headers['content-type'] ?? '')) {
       sendRpcError(res, 415, 'Content-Type must be application/json')
       return
@@ -114,8 +120,27 @@ export class StreamableHttpEndpoint {
       sendRpcError(res, 406, 'Accept must include application/json or text/event-stream')
       return
     }
-    const text = await readTextBody(req, res, this.#options.maxBodyBytes)
-    if (text === undefined) return
+    // A callback, not an await: a POST takes no promise per layer between its body's 'end' and
+    // the gateway (each cost a promise and microtasks per call).
+    readTextBodyThen(req, res, this.#options.maxBodyBytes, (text) => {
+      try {
+        this.#received(req, res, server, text, acceptsSse)?.catch((err: unknown) =>
+          failRequest(this.#log, req, res, err),
+        )
+      } catch (err) {
+        failRequest(this.#log, req, res, err)
+      }
+    })
+  }
+
+  /** A POST whose body arrived; a promise only while a retry is offered to another replica. */
+  #received(
+    req: IncomingMessage,
+    res: ServerResponse,
+    server: string,
+    text: string,
+    acceptsSse: boolean,
+  ): Promise<void> | void {
     const versionHeader = req.headers['mcp-protocol-version']
     const sessionId = singleHeader(req, 'mcp-session-id')
     const candidate = sessionId === undefined ? undefined : this.#sessions.get(sessionId)
@@ -146,21 +171,18 @@ export class StreamableHttpEndpoint {
       if (!item.ok) return sendJson(res, 400, serialize(item.error))
       // A retry of a call another replica holds goes there (ADR 081); nothing else waits here.
       const retry = item.message
+      const directory = this.directory
       if (
-        this.directory?.relayRetry !== undefined &&
+        directory?.relayRetry !== undefined &&
         isRequest(retry) &&
         typeof retry.params?.requestState === 'string' &&
-        req.headers[HOP_HEADER] === undefined &&
-        (await this.directory.relayRetry(retry, text, req, res))
+        req.headers[HOP_HEADER] === undefined
       ) {
-        return
+        return directory.relayRetry(retry, text, req, res).then((relayed) => {
+          if (!relayed) this.#stateless(req, res, retry, acceptsSse, server)
+        })
       }
-      handleStatelessPost(req, res, item.message, acceptsSse, {
-        handler: this.#handler,
-        server,
-        sse: this.#sessionOptions.sse,
-        log: this.#log,
-      })
+      this.#stateless(req, res, retry, acceptsSse, server)
       return
     }
     if (versionHeader !== undefined && !isRevision(versionHeader)) {
@@ -188,6 +210,21 @@ export class StreamableHttpEndpoint {
       req.headers,
       requestIdentity(req),
     )
+  }
+
+  #stateless(
+    req: IncomingMessage,
+    res: ServerResponse,
+    message: JsonRpcMessage,
+    acceptsSse: boolean,
+    server: string,
+  ): void {
+    handleStatelessPost(req, res, message, acceptsSse, {
+      handler: this.#handler,
+      server,
+      sse: this.#sessionOptions.sse,
+      log: this.#log,
+    })
   }
 
   #openSession(
