@@ -89,6 +89,11 @@ export interface HttpSendOptions extends SendOptions {
  */
 export type HttpProbeOutcome = 'sent' | 'legacy' | 'failed'
 
+/** Where `#post` leaves what a probe found. */
+interface Probe {
+  outcome: HttpProbeOutcome
+}
+
 const POST_BASE: Readonly<Record<string, string>> = Object.freeze({
   accept: 'application/json, text/event-stream',
   'content-type': 'application/json',
@@ -109,6 +114,8 @@ export class HttpOutboundTransport implements Transport {
   #protocolVersion: string | undefined
   /** The headers of a POST, made again only when the session id or the version changes. */
   #postHeaders: Record<string, string> | undefined
+  /** The same as a flat name/value list, which undici takes without listing an object's keys. */
+  #postHeaderList: string[] | undefined
   readonly #log: Logger
   readonly #dispatcher: Dispatcher
   readonly #ownsDispatcher: boolean
@@ -132,7 +139,7 @@ export class HttpOutboundTransport implements Transport {
     return this.#protocolVersion
   }
   set protocolVersion(version: string | undefined) {
-    if (version !== this.#protocolVersion) this.#postHeaders = undefined
+    if (version !== this.#protocolVersion) this.#forgetPostHeaders()
     this.#protocolVersion = version
   }
 
@@ -180,8 +187,10 @@ export class HttpOutboundTransport implements Transport {
    * in the background and delivered to `onmessage`). Rejects only when the transport is closed,
    * or when a message that is not a request (a notification, a response) fails.
    */
-  async send(message: JsonRpcMessage, options: HttpSendOptions = {}): Promise<void> {
-    await this.#post(message, options, false)
+  send(message: JsonRpcMessage, options: HttpSendOptions = {}): Promise<void> {
+    // #post's own promise, not an async wrapper around it: one promise and its microtasks less
+    // per call. Only a probe needs the outcome, and it asks for it.
+    return this.#post(message, options, undefined)
   }
 
   /**
@@ -189,18 +198,21 @@ export class HttpOutboundTransport implements Transport {
    * nothing to `onmessage`) when the endpoint refuses the POST with 400, 404 or 405 and no
    * JSON-RPC body: the sign of a legacy HTTP+SSE server, as the MCP fallback rule describes.
    */
-  sendOrDetectLegacy(
+  async sendOrDetectLegacy(
     message: JsonRpcMessage,
     options: HttpSendOptions = {},
   ): Promise<HttpProbeOutcome> {
-    return this.#post(message, options, true)
+    const probe: Probe = { outcome: 'sent' }
+    await this.#post(message, options, probe)
+    return probe.outcome
   }
 
+  /** POSTs `message`; with a `probe`, tells it what was found at the URL (see HttpProbeOutcome). */
   async #post(
     message: JsonRpcMessage,
     options: HttpSendOptions,
-    detectLegacy: boolean,
-  ): Promise<HttpProbeOutcome> {
+    probe: Probe | undefined,
+  ): Promise<void> {
     if (this.#closed) throw this.#closedError()
     const id = isRequest(message) ? message.id : undefined
     const exchange = new Exchange(
@@ -217,7 +229,7 @@ export class HttpOutboundTransport implements Transport {
         method: 'POST',
         headers:
           options.headers === undefined
-            ? this.#basePostHeaders()
+            ? this.#basePostHeaderList()
             : mergeHeaders(this.#basePostHeaders(), options.headers),
         body: serialize(message),
         headersTimeout: 0,
@@ -226,14 +238,15 @@ export class HttpOutboundTransport implements Transport {
     } catch (err) {
       exchange.dispose()
       this.#failExchange(id, err, exchange)
-      return 'failed'
+      if (probe !== undefined) probe.outcome = 'failed'
+      return
     }
     const status = response.statusCode
     if (status >= 200 && status < 300) {
       const sessionId = headerValue(response.headers, 'mcp-session-id')
       if (sessionId !== undefined && sessionId !== this.#sessionId) {
         this.#sessionId = sessionId
-        this.#postHeaders = undefined
+        this.#forgetPostHeaders()
       }
       const body = response.body
       if (body.kind === 'stream') {
@@ -244,9 +257,9 @@ export class HttpOutboundTransport implements Transport {
       if ('method' in message && message.method === 'notifications/initialized') {
         if (this.#options.standaloneStream ?? true) this.openStandaloneStream()
       }
-      return 'sent'
+      return
     }
-    return await this.#refused(status, exchange, id, detectLegacy)
+    await this.#refused(status, exchange, id, probe)
   }
 
   /** Handles an HTTP error status to a POST. */
@@ -254,8 +267,8 @@ export class HttpOutboundTransport implements Transport {
     status: number,
     exchange: Exchange,
     id: JsonRpcId | undefined,
-    detectLegacy: boolean,
-  ): Promise<HttpProbeOutcome> {
+    probe: Probe | undefined,
+  ): Promise<void> {
     // An unreadable error body changes nothing: the status decides.
     const text = await new Promise<string>((resolve) => {
       exchange.onBody((_error, body) => resolve(body))
@@ -263,11 +276,12 @@ export class HttpOutboundTransport implements Transport {
     exchange.dispose()
     const reply = refusalReply(text, id, this.#options.limits)
     if (
-      detectLegacy &&
+      probe !== undefined &&
       reply === undefined &&
       (status === 400 || status === 404 || status === 405)
     ) {
-      return 'legacy'
+      probe.outcome = 'legacy'
+      return
     }
     const expired = status === 404 && reply === undefined && this.#sessionId !== undefined
     const error = expired
@@ -281,7 +295,6 @@ export class HttpOutboundTransport implements Transport {
     this.onerror?.(error)
     this.#deliver(reply ? { jsonrpc: '2.0', id, error: reply.error } : failureResponse(id, error))
     if (expired) this.#expire()
-    return 'sent'
   }
 
   /** A 2xx answer collected whole (JSON, or nothing): makes sure a request gets its reply. */
@@ -456,6 +469,17 @@ export class HttpOutboundTransport implements Transport {
   #basePostHeaders(): Record<string, string> {
     this.#postHeaders ??= this.#headers(POST_BASE)
     return this.#postHeaders
+  }
+
+  #basePostHeaderList(): string[] {
+    this.#postHeaderList ??= Object.entries(this.#basePostHeaders()).flat()
+    return this.#postHeaderList
+  }
+
+  /** The session id or the version changed: the next POST builds its headers again. */
+  #forgetPostHeaders(): void {
+    this.#postHeaders = undefined
+    this.#postHeaderList = undefined
   }
 
   #inBackground(task: Promise<void>): void {

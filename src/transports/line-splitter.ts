@@ -16,7 +16,7 @@ export class LineSplitter {
   readonly #maxBytes: number
   readonly #onLine: (line: Buffer) => void
   readonly #onOverflow: () => OverflowSink | undefined
-  #parts: Buffer[] = []
+  readonly #parts: Buffer[] = []
   #size = 0
   /** True while skipping the rest of a line that already broke the limit. */
   #discarding = false
@@ -96,7 +96,8 @@ export class LineSplitter {
   }
 
   #reset(): void {
-    this.#parts = []
+    // Emptied, not replaced: its backing store serves the next line (a line per message).
+    this.#parts.length = 0
     this.#size = 0
     this.#discarding = false
     this.#sink = undefined
