@@ -7,6 +7,7 @@ import { auditContract, call } from '../../test/contracts/audit.ts'
 import { loadSqlite } from '../store/load-sqlite.ts'
 import { ephemeralAuditKey } from './audit-key.ts'
 import { AuditLog } from './audit-log.ts'
+import { type AuditRecord, chainRecord, searchableOf } from './record.ts'
 import { openSqliteAuditStore } from './sqlite.ts'
 
 const dir = mkdtempSync(join(tmpdir(), 'barbican-audit-'))
@@ -114,5 +115,52 @@ test('sqlite: the subject, target and time indexes are built by the first read u
     assert.deepEqual(indexes(), ['audit_by_at', 'audit_by_subject', 'audit_by_target'])
   } finally {
     await log.close()
+  }
+})
+
+test('sqlite: a transaction of any size stores every record as given, in statements of many rows', async () => {
+  const path = join(dir, 'rows', 'audit.db')
+  const store = await openSqliteAuditStore(path)
+  const key = ephemeralAuditKey().macKey!
+  const mine: AuditRecord[] = []
+  try {
+    // Sizes around the statements' 32, 8 and 1 rows, one transaction each.
+    for (const size of [1, 7, 8, 9, 31, 32, 33, 41, 75]) {
+      const added = await store.append((head) => {
+        const records: AuditRecord[] = []
+        let previous = head
+        for (let i = 0; i < size; i++) {
+          const event = call(
+            `s${mine.length + i}`,
+            i % 3 === 0 ? 'echo' : `t${i}`,
+            i % 5 ? 'ok' : 'error',
+          )
+          // Some written from the event, some with no searchable fields (read from the body).
+          const r = chainRecord(
+            key,
+            previous,
+            `2026-12-06T03:00:00.${String(i).padStart(3, '0')}Z`,
+            event,
+          )
+          records.push(i % 2 === 0 ? r : { ...r, searchable: undefined })
+          previous = r
+        }
+        return records
+      })
+      mine.push(...added)
+    }
+    const stored = await store.read()
+    assert.equal(stored.length, mine.length)
+    for (const [i, r] of stored.entries()) {
+      const m = mine[i]!
+      assert.deepEqual(
+        [r.seq, r.at, r.prevHash, r.hash, r.body],
+        [m.seq, m.at, m.prevHash, m.hash, m.body],
+      )
+      assert.deepEqual(r.searchable, searchableOf(m))
+    }
+    assert.deepEqual((await store.head()).seq, mine.length)
+  } finally {
+    await store.close()
   }
 })
