@@ -51,9 +51,17 @@ interface Exchange {
   /** Replies held back for a JSON answer (batch errors, early responses). */
   collected: JsonRpcMessage[]
   stream: ReplayableStream | undefined
-  /** The client closed the POST before any SSE event: replies can no longer reach it. */
-  gone: boolean
   readonly initialize: boolean
+}
+
+/**
+ * The client closed the POST while it waited for its first SSE event or its JSON answer: replies
+ * can no longer reach it. Read from the response when needed (its `closed` turns true as its
+ * 'close' is emitted) instead of a 'close' listener per POST; asked only while the exchange has
+ * no stream, as the listener used to record it.
+ */
+function gone(exchange: Exchange): boolean {
+  return exchange.res.closed
 }
 
 /** The Transport the gateway's session talks through; the HTTP endpoint feeds it requests. */
@@ -175,13 +183,9 @@ export class StreamableHttpSession implements Transport {
         outstanding: keys,
         collected: errors,
         stream: undefined,
-        gone: false,
         initialize,
       }
       for (const id of keys) this.#exchanges.set(id, exchange)
-      res.on('close', () => {
-        if (exchange.outstanding.size > 0 && exchange.stream === undefined) exchange.gone = true
-      })
     }
     const info = batch ? { headers, batch: true, identity } : { headers, identity }
     for (const message of messages) this.onmessage?.(message, info)
@@ -225,7 +229,7 @@ export class StreamableHttpSession implements Transport {
     }
     const related = options?.relatedRequestId
     const exchange = related === undefined ? undefined : this.#exchanges.get(related)
-    if (exchange && (exchange.stream || (exchange.acceptsSse && !exchange.gone))) {
+    if (exchange && (exchange.stream || (exchange.acceptsSse && !gone(exchange)))) {
       this.#deliver(exchange, message)
     } else {
       this.#standalone.push(serialize(message))
@@ -245,7 +249,7 @@ export class StreamableHttpSession implements Transport {
       return
     }
     const failedInit = exchange.initialize && isErrorResponse(message)
-    if (!exchange.gone) {
+    if (!gone(exchange)) {
       const body = exchange.batch ? exchange.collected : exchange.collected[0]
       sendJsonText(
         exchange.res,
@@ -261,8 +265,9 @@ export class StreamableHttpSession implements Transport {
   #openStream(exchange: Exchange): void {
     const stream = new ReplayableStream((this.#nextStream++).toString(36), this.#options.replay)
     this.#streams.set(stream.id, stream)
+    const attach = !gone(exchange)
     exchange.stream = stream
-    if (!exchange.gone) {
+    if (attach) {
       const headers = this.#headers()
       stream.attach(new SseConnection(exchange.res, { ...this.#options.sse, headers }))
     }
