@@ -164,3 +164,33 @@ test('sqlite: a transaction of any size stores every record as given, in stateme
     await store.close()
   }
 })
+
+test('sqlite: an append settles only once the WAL is on disk', async () => {
+  // The batched journal is removed once its records' append settles (ADR 048): settling before
+  // the fsync would leave a power loss nothing to recover them from.
+  let release!: () => void
+  let syncs = 0
+  const store = await openSqliteAuditStore(join(dir, 'durable', 'audit.db'), () => ({
+    sync() {
+      syncs++
+      return new Promise<void>((resolve) => {
+        release = resolve
+      })
+    },
+    async close() {},
+  }))
+  let settled = false
+  const key = ephemeralAuditKey()
+  const appended = store
+    .append((head) => [chainRecord(key.macKey!, head, new Date().toISOString(), call('s', 't'))])
+    .then(() => {
+      settled = true
+    })
+  await new Promise((resolve) => setImmediate(resolve))
+  assert.equal(syncs, 1, 'the commit is fsynced')
+  assert.equal(settled, false, 'the append waits for the fsync')
+  release()
+  await appended
+  assert.equal(settled, true)
+  await store.close()
+})

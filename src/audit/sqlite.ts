@@ -86,8 +86,20 @@ function addCheckpointChainColumns(db: DatabaseSync): void {
 
 const json = (value: unknown) => (value === undefined ? undefined : JSON.stringify(value))
 
-/** Opens (creating file, folder and tables as needed) the audit log at `path`. */
-export async function openSqliteAuditStore(path: string): Promise<AuditStore> {
+/** What makes the WAL's commits durable (walSync). */
+export interface WalSync {
+  sync(): Promise<void>
+  close(): Promise<void>
+}
+
+/**
+ * Opens (creating file, folder and tables as needed) the audit log at `path`. `durable` makes
+ * the WAL durable; tests replace it to see that nothing settles before it has.
+ */
+export async function openSqliteAuditStore(
+  path: string,
+  durable: (path: string) => WalSync = walSync,
+): Promise<AuditStore> {
   const { DatabaseSync } = await loadSqlite()
   if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true })
   const db = new DatabaseSync(path)
@@ -97,14 +109,14 @@ export async function openSqliteAuditStore(path: string): Promise<AuditStore> {
   db.exec('PRAGMA synchronous = NORMAL')
   db.exec(SCHEMA)
   addCheckpointChainColumns(db)
-  return sqliteAuditStore(db, path === ':memory:' ? undefined : walSync(path))
+  return sqliteAuditStore(db, path === ':memory:' ? undefined : durable(path))
 }
 
 /**
  * An fsync of the WAL that covers every commit made before the call: one runs at a time, and
  * calls made while it runs share the next one.
  */
-function walSync(path: string): { sync(): Promise<void>; close(): Promise<void> } {
+function walSync(path: string): WalSync {
   let handle: Promise<FileHandle> | undefined
   let running: Promise<void> | undefined
   let next: Promise<void> | undefined
@@ -207,10 +219,7 @@ function insertRecords(
   }
 }
 
-function sqliteAuditStore(
-  db: DatabaseSync,
-  wal: { sync(): Promise<void>; close(): Promise<void> } | undefined,
-): AuditStore {
+function sqliteAuditStore(db: DatabaseSync, wal: WalSync | undefined): AuditStore {
   const lastRecord = db.prepare('SELECT seq, hash FROM audit_records ORDER BY seq DESC LIMIT 1')
   const lastPrune = db.prepare(
     "SELECT seq, hash FROM audit_checkpoints WHERE reason = 'prune' ORDER BY seq DESC LIMIT 1",
@@ -268,11 +277,15 @@ function sqliteAuditStore(
   }
   return {
     async append(build) {
-      return transaction(() => {
+      const added = transaction(() => {
         const added = build(head())
         insertRecords(added, insertOf)
         return added
       })
+      // The commit reached the OS (synchronous = NORMAL); settling waits for the disk too, as
+      // the batched journal is removed once this settles (ADR 048's stated loss window).
+      await wal?.sync()
+      return added
     },
     async head() {
       return head()
