@@ -1,0 +1,10 @@
+/**
+ * `barbican check` passes on examples/single as written, every folder granted
+ * (test/e2e/examples.test.ts says why; one example a file: each check starts real servers).
+ */
+import { describe } from 'node:test'
+import { checkPasses } from '../support/examples.ts'
+
+describe('the example configurations, as written', () => {
+  checkPasses('examples/single')
+})
