@@ -2,7 +2,8 @@
  * `node bench/audit-pieces.ts PIECE CALLS`: runs CALLS `tools/call`s (after 20,000 of warm-up)
  * through one piece of what the default configuration adds per call, in-process, so that
  * callgrind (`--instr-atstart=yes`) counted at two CALLS gives that piece's instructions per
- * call by difference (bench/audit-pieces.sh). Pieces: `line` (the call line, JSON, batched),
+ * call by difference (`valgrind --tool=callgrind node bench/audit-pieces.ts line 2000`, then with
+ * 1000, and subtract). Pieces: `line` (the call line, JSON, batched),
  * `event` (the audit policy building its event and the argument digest, sink resolving at once),
  * `journal` (AuditLog.record in batched mode, its journal write and the window's commit to
  * SQLite with the chain's HMAC), `all` (the three), `none` (the loop alone).
@@ -14,13 +15,12 @@ import { ephemeralAuditKey } from '../src/audit/audit-key.ts'
 import { AuditLog } from '../src/audit/audit-log.ts'
 import type { AuditEvent } from '../src/audit/record.ts'
 import { openSqliteAuditStore } from '../src/audit/sqlite.ts'
-import { ANONYMOUS } from '../src/auth/identity.ts'
 import { auditPolicy } from '../src/policies/audit.ts'
-import type { Call, Reply } from '../src/policies/policy.ts'
-import type { Request } from '../src/protocol/model.ts'
+import type { Reply } from '../src/policies/policy.ts'
 import { callOutcome, logCall, requestFields, traceIdOf } from '../src/session/call-line.ts'
 import { LineBatch } from '../src/telemetry/line-batch.ts'
-import { jsonLogger, silentLogger } from '../src/telemetry/log.ts'
+import { jsonLogger } from '../src/telemetry/log.ts'
+import { callOf } from '../test/support/calls.ts'
 
 const piece = process.argv[2] ?? 'all'
 const calls = Number(process.argv[3] ?? 1000)
@@ -59,17 +59,11 @@ async function one(): Promise<void> {
   const params = { name: 'echo', arguments: { message: `hello ${n}` } }
   const log = root.child(requestFields(n, traceIdOf(undefined, params)))
   const startedAt = performance.now()
-  const call: Call = {
+  const call = callOf('tools/call', params, {
     id: `29a0be665f3c-${n}`,
-    request: { kind: 'request', id: n, method: 'tools/call', params } as Request,
-    identity: ANONYMOUS,
-    server: 'default',
-    transport: 'streamable-http',
     route: { kind: 'unicast', upstream: 'echo', original: 'echo' },
-    signal: new AbortController().signal,
-    log: silentLogger,
     decisions: [],
-  }
+  })
   if (event || journal) await policy.handle(call, async () => reply)
   if (line) {
     logCall(log, {

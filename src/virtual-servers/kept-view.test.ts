@@ -7,10 +7,11 @@ import { describe, test } from 'node:test'
 import { Server } from '@modelcontextprotocol/sdk/server/index.js'
 import { CallToolRequestSchema, ListToolsRequestSchema } from '@modelcontextprotocol/sdk/types.js'
 import { rules } from '../../test/support/plans.ts'
+import { testUpstream } from '../../test/support/upstreams.ts'
 import type { Request } from '../protocol/model.ts'
 import { silentLogger } from '../telemetry/log.ts'
 import { memoryPair } from '../transports/memory.ts'
-import { Upstream } from '../upstreams/upstream.ts'
+import type { Upstream } from '../upstreams/upstream.ts'
 import { resolveRoute } from './route.ts'
 import { VirtualServer } from './virtual-server.ts'
 
@@ -24,23 +25,10 @@ function toolServer(names: string[]): Server {
 }
 
 function upstreamOf(sdk: Server): Upstream {
-  return new Upstream({
-    name: 'up',
-    log: silentLogger,
-    requestTimeoutMs: 5_000,
-    createTransport: () => {
-      const [ours, theirs] = memoryPair()
-      void sdk.connect(theirs as never)
-      return ours
-    },
-    clientInfo: { name: 'barbican', version: '0' },
-    clientCapabilities: {},
-    onRequest: async (_u, request) => ({
-      kind: 'error',
-      id: request.id,
-      code: -32601,
-      message: 'no',
-    }),
+  return testUpstream('up', () => {
+    const [ours, theirs] = memoryPair()
+    void sdk.connect(theirs as never)
+    return ours
   })
 }
 
