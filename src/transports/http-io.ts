@@ -172,7 +172,15 @@ export async function readTextBody(
   res: ServerResponse,
   maxBytes: number,
 ): Promise<string | undefined> {
-  const body = await readBody(req, maxBytes)
+  return textOrRefusal(res, await readBody(req, maxBytes), maxBytes)
+}
+
+/** The body's text, or undefined once its refusal (413, or 400 for bytes not UTF-8) is sent. */
+function textOrRefusal(
+  res: ServerResponse,
+  body: BodyResult,
+  maxBytes: number,
+): string | undefined {
   if (!body.ok) {
     sendBodyRefusal(res, body, maxBytes)
     return undefined
@@ -195,16 +203,8 @@ export function readTextBodyThen(
   done: (text: string) => void,
 ): void {
   readBodyThen(req, maxBytes, (body) => {
-    if (!body.ok) {
-      sendBodyRefusal(res, body, maxBytes)
-      return
-    }
-    const text = decodeUtf8(body.body)
-    if (text === undefined) {
-      sendRpcError(res, 400, 'The body is not valid UTF-8', { code: PARSE_ERROR })
-      return
-    }
-    done(text)
+    const text = textOrRefusal(res, body, maxBytes)
+    if (text !== undefined) done(text)
   })
 }
 
