@@ -30,11 +30,7 @@ import {
 
 /** Something that takes audit events; the policy and the admin commands write through it. */
 export interface AuditSink {
-  /**
-   * `body`: `JSON.stringify(event)` when the caller has it already (the audit policy encodes its
-   * events itself, policies/audit.ts `encodeCallEvent`); it becomes the record's hashed body.
-   */
-  record(event: AuditEvent, body?: string): Promise<void>
+  record(event: AuditEvent): Promise<void>
 }
 
 export interface AuditLogOptions {
@@ -151,15 +147,13 @@ export class AuditLog implements AuditSink {
   }
 
   /** Appends `event`; settles when its record is durable (or rejects when it cannot be). */
-  record(event: AuditEvent, body?: string): Promise<void> {
+  record(event: AuditEvent): Promise<void> {
     if (this.#closed) return Promise.reject(new Error('The audit log is closed'))
     // Administrative acts are rare and an operator's act belongs in the chain at once: only
     // calls are journalled in batched mode.
-    if (this.#options.batched && event.type === 'call') return this.#journalled(event, body)
+    if (this.#options.batched && event.type === 'call') return this.#journalled(event)
     return new Promise((resolve, reject) => {
-      const entry: Entry =
-        body === undefined ? { event } : { body, searchable: searchableOfEvent(event) }
-      this.#queue.push({ entries: [entry], resolve, reject })
+      this.#queue.push({ entries: [{ event }], resolve, reject })
       if (!this.#draining) {
         this.#draining = true
         // Let the other calls of this turn queue too: they share the transaction.
@@ -245,10 +239,10 @@ export class AuditLog implements AuditSink {
    * iteration shares one `write(2)` (group write, in the check phase): under load one system
    * call serves many calls.
    */
-  #journalled(event: AuditEvent, encoded: string | undefined): Promise<void> {
+  #journalled(event: AuditEvent): Promise<void> {
     let body: string
     try {
-      body = encoded ?? JSON.stringify(event)
+      body = JSON.stringify(event)
     } catch (err) {
       return Promise.reject(err)
     }

@@ -5,7 +5,7 @@ import type { AuditSink } from '../audit/audit-log.ts'
 import type { AuditEvent, CallEvent } from '../audit/record.ts'
 import { BarbicanError } from '../common/errors.ts'
 import { canonicalHash } from '../trust/canonical.ts'
-import { auditPolicy, encodeCallEvent, redact } from './audit.ts'
+import { auditPolicy, redact } from './audit.ts'
 import { authorize } from './authorize.ts'
 import { compose } from './chain.ts'
 import { guards } from './guards.ts'
@@ -202,99 +202,5 @@ describe('audit policy', () => {
     assert.deepEqual((sink.events[0] as CallEvent).redactions, { 'aws-access-key': 2 })
     await compose([auditPolicy({ sink })], countingRelay().relay)(toolCall('files__read', {}))
     assert.equal((sink.events[1] as CallEvent).redactions, undefined)
-  })
-})
-
-describe('the audit event as JSON', () => {
-  /** A sink that keeps each event and the body the policy gave with it. */
-  function encoded(): AuditSink & { got: { event: CallEvent; body: string | undefined }[] } {
-    const got: { event: CallEvent; body: string | undefined }[] = []
-    return {
-      got,
-      record: async (event, body) => void got.push({ event: event as CallEvent, body }),
-    }
-  }
-
-  test('is what JSON.stringify writes, whatever the strings hold', async () => {
-    const sink = encoded()
-    const names = [
-      'files__read',
-      'say "hi"',
-      'back\\slash',
-      'tab\there',
-      'nul\u0000',
-      'é 漢字 🙂',
-      'lone \ud800',
-      '\u2028\u2029',
-      '',
-    ]
-    for (const [i, name] of names.entries()) {
-      const relay = async (call: Call) =>
-        i % 3 === 1
-          ? ({ kind: 'error', id: call.request.id, code: -32000, message: 'no' } as const)
-          : ({
-              kind: 'result',
-              id: call.request.id,
-              resultType: 'complete',
-              result: { isError: i % 3 === 2 },
-            } as const)
-      const policy = auditPolicy({ sink, rawArguments: i % 2 === 0 })
-      await compose(
-        [policy],
-        relay,
-      )(
-        toolCall(
-          name,
-          { path: `/tmp/${name}`, token: 'x' },
-          {
-            identity: { ...alice, subject: `user ${name}`, tenant: i % 2 ? undefined : name },
-            decisions: [
-              { policy: 'authorize', effect: 'allow', rule: `rule ${name}` },
-              { policy: 'confirm', effect: 'allow', answer: i % 2 ? 'accept' : undefined },
-              { policy: 'guards', effect: 'allow', redactions: { jwt: i } },
-            ],
-            request: {
-              kind: 'request',
-              id: i,
-              method: 'tools/call',
-              params: {
-                name,
-                arguments: { n: i },
-                _meta: { traceparent: `00-${'ab'.repeat(16)}-${'cd'.repeat(8)}-01` },
-              },
-            } as Call['request'],
-          },
-        ),
-      )
-    }
-    // A refusal: no reply, an error code.
-    await assert.rejects(
-      compose(
-        [auditPolicy({ sink }), authorize([])],
-        countingRelay().relay,
-      )(toolCall('files__read', {})),
-    )
-    assert.equal(sink.got.length, names.length + 1)
-    for (const { event, body } of sink.got) assert.equal(body, JSON.stringify(event))
-  })
-
-  test('names every key the policy sets, in its order (a key added to the event is encoded)', async () => {
-    const sink = encoded()
-    await compose([auditPolicy({ sink })], countingRelay().relay)(toolCall('files__read', {}))
-    const made = sink.got[0]!.event as unknown as Record<string, unknown>
-    // Every key of the policy's event given a value (the encoder must write each of them).
-    const full: Record<string, unknown> = {}
-    for (const key of Object.keys(made)) {
-      const value = made[key]
-      full[key] =
-        value !== undefined ? value : key === 'args' || key === 'redactions' ? { k: 1 } : `v ${key}`
-    }
-    assert.ok(Object.keys(made).length >= 21)
-    assert.equal(encodeCallEvent(full as unknown as CallEvent), JSON.stringify(full))
-    // And what the type does not promise goes through JSON.stringify.
-    for (const odd of [{ latencyMs: Number.NaN }, { tenant: 7 }, { subject: undefined }]) {
-      const e = { ...full, ...odd } as unknown as CallEvent
-      assert.equal(encodeCallEvent(e), JSON.stringify(e))
-    }
   })
 })

@@ -39,8 +39,7 @@ export function auditPolicy(options: AuditPolicyOptions): Policy {
       }
       const latencyMs = Math.round((performance.now() - started) * 1000) / 1000
       try {
-        const event = callEvent(call, reply, failure, latencyMs, options)
-        await options.sink.record(event, encodeCallEvent(event))
+        await options.sink.record(callEvent(call, reply, failure, latencyMs, options))
       } catch (err) {
         call.log.error('audit record not written; reply withheld', { error: err })
         throw new BarbicanError(
@@ -102,82 +101,6 @@ function callEvent(
     traceId: traceIdOf(params),
     redactions: call.decisions?.find((d) => d.redactions !== undefined)?.redactions,
   }
-}
-
-/** A character JSON.stringify writes other than as itself: it escapes these. */
-// biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what it finds
-const ESCAPED = /["\\\u0000-\u001f\ud800-\udfff]/
-
-/**
- * `JSON.stringify(event)` for an event `callEvent` built, to the byte: its keys in the order
- * `callEvent` sets them, undefined ones left out. JSON.stringify costs ~10 k instructions for
- * this event (a character-by-character escape check in V8 12), which this halves by checking
- * every string at once for a character that needs escaping (then JSON.stringify does it all),
- * and joining the rest. The batched journal line and the record's hashed body are this text.
- * audit.test.ts compares it with JSON.stringify for every key `callEvent` sets.
- */
-export function encodeCallEvent(e: CallEvent): string {
-  const { tenant, client, upstream, target, argsDigest, errorCode, rule, confirmation } = e
-  const { pinState, traceId } = e
-  // What the type promises, checked: anything else is left to JSON.stringify.
-  if (
-    e.type !== 'call' ||
-    !Number.isFinite(e.latencyMs) ||
-    !isText(e.callId, e.subject, e.transport, e.server, e.method, e.outcome, e.decision) ||
-    !isTextOrNone(tenant, client, upstream, target, argsDigest, errorCode, rule) ||
-    !isTextOrNone(confirmation, pinState, traceId)
-  ) {
-    return JSON.stringify(e)
-  }
-  const strings =
-    e.callId +
-    e.subject +
-    (tenant ?? '') +
-    (client ?? '') +
-    e.transport +
-    e.server +
-    (upstream ?? '') +
-    e.method +
-    (target ?? '') +
-    (argsDigest ?? '') +
-    e.outcome +
-    (errorCode ?? '') +
-    e.decision +
-    (rule ?? '') +
-    (confirmation ?? '') +
-    (pinState ?? '') +
-    (traceId ?? '')
-  if (ESCAPED.test(strings)) return JSON.stringify(e)
-  let text = `{"type":"call","callId":"${e.callId}","subject":"${e.subject}"`
-  if (tenant !== undefined) text += `,"tenant":"${tenant}"`
-  if (client !== undefined) text += `,"client":"${client}"`
-  text += `,"transport":"${e.transport}","server":"${e.server}"`
-  if (upstream !== undefined) text += `,"upstream":"${upstream}"`
-  text += `,"method":"${e.method}"`
-  if (target !== undefined) text += `,"target":"${target}"`
-  if (argsDigest !== undefined) text += `,"argsDigest":"${argsDigest}"`
-  const args = e.args === undefined ? undefined : JSON.stringify(e.args)
-  if (args !== undefined) text += `,"args":${args}`
-  text += `,"outcome":"${e.outcome}"`
-  if (errorCode !== undefined) text += `,"errorCode":"${errorCode}"`
-  // A finite number: JSON.stringify writes what String does.
-  text += `,"latencyMs":${e.latencyMs},"decision":"${e.decision}"`
-  if (rule !== undefined) text += `,"rule":"${rule}"`
-  if (confirmation !== undefined) text += `,"confirmation":"${confirmation}"`
-  if (pinState !== undefined) text += `,"pinState":"${pinState}"`
-  if (traceId !== undefined) text += `,"traceId":"${traceId}"`
-  if (e.redactions !== undefined) text += `,"redactions":${JSON.stringify(e.redactions)}`
-  return `${text}}`
-}
-
-function isText(...values: unknown[]): boolean {
-  for (const v of values) if (typeof v !== 'string') return false
-  return true
-}
-
-function isTextOrNone(...values: unknown[]): boolean {
-  for (const v of values) if (v !== undefined && typeof v !== 'string') return false
-  return true
 }
 
 /**
